@@ -1,0 +1,237 @@
+//! The agent CLIs ralph drives: how to call each one and how to read what it prints.
+//!
+//! An [`Agent`] builds the command for one iteration and recognises tool calls in its output, but
+//! never spawns anything: `stream` runs the command. That keeps every agent's argument vector
+//! testable without a process.
+
+mod claude_code;
+mod codex;
+mod opencode;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+pub(crate) use opencode::{OpenCodeConfigSources, opencode_config};
+
+/// Prompts longer than this many bytes go to the agent's stdin instead of its argument list:
+/// Linux refuses a single argument over 128 KiB.
+pub(crate) const MAX_PROMPT_ARGUMENT_BYTES: usize = 100 * 1024;
+
+/// The agents ralph knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AgentKind {
+    /// OpenCode (`opencode run`)
+    #[value(name = "opencode")]
+    OpenCode,
+    /// Claude Code (`claude -p`)
+    #[value(name = "claude-code")]
+    ClaudeCode,
+    /// OpenAI Codex (`codex exec`)
+    #[value(name = "codex")]
+    Codex,
+}
+
+impl AgentKind {
+    /// The identifier used on the command line and in the state file.
+    pub(crate) fn id(self) -> &'static str {
+        match self {
+            Self::OpenCode => "opencode",
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+        }
+    }
+
+    /// The name shown to people.
+    pub(crate) fn display_name(self) -> &'static str {
+        match self {
+            Self::OpenCode => "OpenCode",
+            Self::ClaudeCode => "Claude Code",
+            Self::Codex => "Codex",
+        }
+    }
+
+    /// The executable looked up on PATH.
+    pub(crate) fn binary_name(self) -> &'static str {
+        match self {
+            Self::OpenCode => "opencode",
+            Self::ClaudeCode => "claude",
+            Self::Codex => "codex",
+        }
+    }
+
+    /// The environment variable that overrides the executable.
+    pub(crate) fn binary_variable(self) -> &'static str {
+        match self {
+            Self::OpenCode => "RALPH_OPENCODE_BINARY",
+            Self::ClaudeCode => "RALPH_CLAUDE_BINARY",
+            Self::Codex => "RALPH_CODEX_BINARY",
+        }
+    }
+
+    /// Finds an agent kind by its identifier (as saved in the state file).
+    pub(crate) fn from_id(id: &str) -> Option<Self> {
+        [Self::OpenCode, Self::ClaudeCode, Self::Codex]
+            .into_iter()
+            .find(|kind| kind.id() == id)
+    }
+
+    /// The display name for a saved identifier; unknown identifiers are shown as they are.
+    pub(crate) fn display_name_for(id: &str) -> String {
+        if id.is_empty() {
+            return Self::OpenCode.display_name().to_owned();
+        }
+        Self::from_id(id).map_or_else(|| id.to_owned(), |kind| kind.display_name().to_owned())
+    }
+
+    /// The implementation for this kind.
+    pub(crate) fn agent(self) -> Box<dyn Agent> {
+        match self {
+            Self::OpenCode => Box::new(opencode::OpenCode),
+            Self::ClaudeCode => Box::new(claude_code::ClaudeCode),
+            Self::Codex => Box::new(codex::Codex),
+        }
+    }
+}
+
+/// What one iteration needs from the agent.
+#[derive(Debug)]
+pub(crate) struct CommandRequest<'a> {
+    pub(crate) binary: &'a Path,
+    pub(crate) prompt: &'a str,
+    pub(crate) model: Option<&'a str>,
+    pub(crate) allow_all: bool,
+    /// Arguments given after `--` on ralph's command line, passed through verbatim.
+    pub(crate) extra_args: &'a [String],
+    /// The generated OpenCode configuration file, when one is in use.
+    pub(crate) opencode_config: Option<&'a Path>,
+}
+
+/// A fully described agent invocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AgentCommand {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<OsString>,
+    /// Variables added to ralph's own environment.
+    pub(crate) env: Vec<(String, OsString)>,
+    /// Text written to the agent's stdin (then closed); `None` means stdin is null.
+    pub(crate) stdin: Option<String>,
+}
+
+impl AgentCommand {
+    /// The argument vector as strings, for tests.
+    #[cfg(test)]
+    pub(crate) fn display_args(&self) -> Vec<String> {
+        self.args
+            .iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+/// One agent CLI.
+pub(crate) trait Agent {
+    fn kind(&self) -> AgentKind;
+
+    /// The command for one iteration.
+    fn command(&self, request: &CommandRequest<'_>) -> AgentCommand;
+
+    /// The tool named by one line of plain-text output (ANSI codes already stripped), if any.
+    fn tool_in_line(&self, line: &str) -> Option<String>;
+}
+
+/// Whether the prompt must travel on stdin rather than as an argument.
+pub(crate) fn prompt_needs_stdin(prompt: &str) -> bool {
+    prompt.len() > MAX_PROMPT_ARGUMENT_BYTES
+}
+
+/// Builds an [`AgentCommand`] from string arguments.
+fn command_from(
+    request: &CommandRequest<'_>,
+    args: Vec<String>,
+    env: Vec<(String, OsString)>,
+) -> AgentCommand {
+    AgentCommand {
+        program: request.binary.to_path_buf(),
+        args: args.into_iter().map(OsString::from).collect(),
+        env,
+        stdin: prompt_needs_stdin(request.prompt).then(|| request.prompt.to_owned()),
+    }
+}
+
+/// Resolves the agent's executable, honouring its `RALPH_*_BINARY` override.
+pub(crate) fn resolve_binary(
+    kind: AgentKind,
+    override_value: Option<OsString>,
+    path: Option<OsString>,
+    cwd: &Path,
+) -> Result<PathBuf, String> {
+    let variable = kind.binary_variable();
+    let wanted = override_value
+        .filter(|value| !value.is_empty())
+        .unwrap_or_else(|| kind.binary_name().into());
+    let display = wanted.to_string_lossy().into_owned();
+    which::which_in(&wanted, path, cwd).map_err(|_| {
+        format!(
+            "{} CLI (`{display}`) not found. Install it, put it on PATH, or set {variable} to its path.",
+            kind.display_name()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn request<'a>(
+        prompt: &'a str,
+        model: Option<&'a str>,
+        allow_all: bool,
+    ) -> CommandRequest<'a> {
+        CommandRequest {
+            binary: Path::new("/bin/agent"),
+            prompt,
+            model,
+            allow_all,
+            extra_args: &[],
+            opencode_config: None,
+        }
+    }
+
+    #[test]
+    fn ids_round_trip_and_unknown_ids_show_raw() {
+        for kind in [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex] {
+            assert_eq!(AgentKind::from_id(kind.id()), Some(kind));
+        }
+        assert_eq!(AgentKind::display_name_for("claude-code"), "Claude Code");
+        assert_eq!(AgentKind::display_name_for("cursor"), "cursor");
+        assert_eq!(AgentKind::display_name_for(""), "OpenCode");
+    }
+
+    #[test]
+    fn long_prompts_travel_on_stdin() {
+        let long = "x".repeat(MAX_PROMPT_ARGUMENT_BYTES + 1);
+        for kind in [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex] {
+            let command = kind.agent().command(&request(&long, None, true));
+            assert_eq!(command.stdin.as_deref(), Some(long.as_str()), "{kind:?}");
+            assert!(
+                command.display_args().iter().all(|arg| arg.len() < 1000),
+                "{kind:?} must not also pass the prompt as an argument"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_binary_names_the_override_variable() {
+        let error = resolve_binary(
+            AgentKind::Codex,
+            None,
+            Some(OsString::from("/nonexistent")),
+            Path::new("/"),
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("`codex`") && error.contains("RALPH_CODEX_BINARY"),
+            "{error}"
+        );
+    }
+}

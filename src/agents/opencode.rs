@@ -1,0 +1,245 @@
+//! OpenCode: `opencode run [-m MODEL] PROMPT`.
+//!
+//! OpenCode has no permission flag for `run`; `--allow-all` and `--no-plugins` work through a
+//! generated configuration file named by `OPENCODE_CONFIG` (see [`opencode_config`]).
+
+use std::path::Path;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value, json};
+
+use super::{Agent, AgentCommand, AgentKind, CommandRequest, command_from, prompt_needs_stdin};
+
+pub(super) struct OpenCode;
+
+static TOOL_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\|\s{2}([A-Za-z0-9_-]+)").expect("valid regex"));
+
+/// Permission keys set to `allow` under `--allow-all`.
+const PERMISSION_KEYS: [&str; 15] = [
+    "read",
+    "edit",
+    "glob",
+    "grep",
+    "list",
+    "bash",
+    "task",
+    "webfetch",
+    "websearch",
+    "codesearch",
+    "todowrite",
+    "todoread",
+    "question",
+    "lsp",
+    "external_directory",
+];
+
+impl Agent for OpenCode {
+    fn kind(&self) -> AgentKind {
+        AgentKind::OpenCode
+    }
+
+    fn command(&self, request: &CommandRequest<'_>) -> AgentCommand {
+        let mut args = vec!["run".to_owned()];
+        if let Some(model) = request.model {
+            args.extend(["-m".to_owned(), model.to_owned()]);
+        }
+        args.extend(request.extra_args.iter().cloned());
+        if !prompt_needs_stdin(request.prompt) {
+            args.push(request.prompt.to_owned());
+        }
+        let env = request
+            .opencode_config
+            .map(|path| ("OPENCODE_CONFIG".to_owned(), path.as_os_str().to_owned()))
+            .into_iter()
+            .collect();
+        command_from(request, args, env)
+    }
+
+    fn tool_in_line(&self, line: &str) -> Option<String> {
+        TOOL_LINE
+            .captures(line)
+            .map(|captures| captures[1].to_owned())
+    }
+}
+
+/// Where OpenCode's own configuration files live, for the `--no-plugins` plugin filter.
+pub(crate) struct OpenCodeConfigSources<'a> {
+    pub(crate) config_home: Option<&'a Path>,
+    pub(crate) cwd: &'a Path,
+}
+
+/// The configuration ralph writes for OpenCode, or `None` when neither option needs one.
+pub(crate) fn opencode_config(
+    sources: &OpenCodeConfigSources<'_>,
+    no_plugins: bool,
+    allow_all: bool,
+) -> Option<Value> {
+    if !no_plugins && !allow_all {
+        return None;
+    }
+    let mut config = Map::new();
+    config.insert("$schema".into(), json!("https://opencode.ai/config.json"));
+    if no_plugins {
+        let mut plugins: Vec<String> = Vec::new();
+        let mut files = Vec::new();
+        if let Some(home) = sources.config_home {
+            files.push(home.join("opencode").join("opencode.json"));
+        }
+        files.push(sources.cwd.join(".ralph").join("opencode.json"));
+        files.push(sources.cwd.join(".opencode").join("opencode.json"));
+        for file in files {
+            for plugin in plugins_in(&file) {
+                if plugin.to_lowercase().contains("auth") && !plugins.contains(&plugin) {
+                    plugins.push(plugin);
+                }
+            }
+        }
+        config.insert("plugin".into(), json!(plugins));
+    }
+    if allow_all {
+        let permission: Map<String, Value> = PERMISSION_KEYS
+            .iter()
+            .map(|key| ((*key).to_owned(), json!("allow")))
+            .collect();
+        config.insert("permission".into(), Value::Object(permission));
+    }
+    Some(Value::Object(config))
+}
+
+/// The string entries of the `plugin` array of a (JSONC) OpenCode config file.
+fn plugins_in(path: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let Ok(value) = serde_json::from_str::<Value>(&strip_jsonc_comments(&text)) else {
+        return Vec::new();
+    };
+    value
+        .get("plugin")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes `//` and `/* */` comments outside strings, and trailing commas.
+fn strip_jsonc_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                for next in chars.by_ref() {
+                    if next == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut previous = ' ';
+                for next in chars.by_ref() {
+                    if previous == '*' && next == '/' {
+                        break;
+                    }
+                    previous = next;
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    static TRAILING_COMMA: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r",(\s*[}\]])").expect("valid regex"));
+    TRAILING_COMMA.replace_all(&out, "$1").into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::request;
+    use super::*;
+
+    #[test]
+    fn argv_for_model_and_permissions() {
+        let agent = OpenCode;
+        let plain = agent.command(&request("do it", None, false));
+        assert_eq!(plain.display_args(), ["run", "do it"]);
+        assert!(plain.env.is_empty() && plain.stdin.is_none());
+        let with_model = agent.command(&request("do it", Some("anthropic/claude"), true));
+        assert_eq!(
+            with_model.display_args(),
+            ["run", "-m", "anthropic/claude", "do it"]
+        );
+    }
+
+    #[test]
+    fn config_file_is_passed_in_the_environment() {
+        let mut req = request("p", None, true);
+        let path = Path::new("/w/.ralph/ralph-opencode.config.json");
+        req.opencode_config = Some(path);
+        let command = OpenCode.command(&req);
+        assert_eq!(
+            command.env,
+            vec![("OPENCODE_CONFIG".to_owned(), path.into())]
+        );
+    }
+
+    #[test]
+    fn tool_lines_are_recognised() {
+        assert_eq!(
+            OpenCode.tool_in_line("|  Bash  ls").as_deref(),
+            Some("Bash")
+        );
+        assert_eq!(OpenCode.tool_in_line("| Bash"), None);
+        assert_eq!(OpenCode.tool_in_line("text |  Bash"), None);
+    }
+
+    #[test]
+    fn config_keeps_only_auth_plugins_and_allows_every_permission() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("config");
+        std::fs::create_dir_all(home.join("opencode")).unwrap();
+        std::fs::write(
+            home.join("opencode/opencode.json"),
+            "{\n // comment\n \"plugin\": [\"opencode-openai-codex-auth\", \"ralph-wiggum\", /* x */ \"my-AUTH-helper\",],\n}",
+        )
+        .unwrap();
+        let sources = OpenCodeConfigSources {
+            config_home: Some(&home),
+            cwd: dir.path(),
+        };
+        assert_eq!(opencode_config(&sources, false, false), None);
+        let config = opencode_config(&sources, true, true).unwrap();
+        assert_eq!(
+            config["plugin"],
+            json!(["opencode-openai-codex-auth", "my-AUTH-helper"])
+        );
+        assert_eq!(config["permission"]["external_directory"], json!("allow"));
+        assert_eq!(config["permission"].as_object().unwrap().len(), 15);
+        let only_plugins = opencode_config(&sources, true, false).unwrap();
+        assert!(only_plugins.get("permission").is_none());
+    }
+}

@@ -1,0 +1,241 @@
+//! The command line, described for clap. The doc comments here are the `--help` text.
+//!
+//! Nothing here decides anything: `config` turns a parsed [`Cli`] into a validated `Config`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser};
+
+use crate::agents::AgentKind;
+
+const USAGE: &str = "ralph \"<prompt>\" [options]
+       ralph --prompt-file <path> [options]
+       cat prompt.md | ralph [options]
+       ralph <command>";
+
+const AFTER_HELP: &str = "\
+Examples:
+  ralph \"Build a REST API for todos\" --max-iterations 20
+  ralph --prompt-file PROMPT.md --agent claude-code --model sonnet
+  cat PROMPT.md | ralph --agent codex --max-iterations 10
+  ralph \"Finish the roadmap\" --tasks --max-iterations 30
+  ralph --add-context \"The tests live in tests/api\"   (from another terminal)
+  ralph \"Fix the build\" -- --some-agent-flag          (arguments after -- go to the agent)
+
+How it works:
+  1. ralph sends your prompt to the agent, wrapped with loop instructions.
+  2. The agent works on it: reads and edits files, runs commands.
+  3. ralph checks whether the last line of the agent's answer is <promise>COMPLETE</promise>.
+  4. If not, ralph commits the work and runs the agent again with the same prompt.
+  5. The agent sees its previous work in the files and carries on.
+  6. This repeats until the promise is kept or a limit is reached.
+
+State, history, context and tasks live in .ralph/ in the current directory.
+Press Ctrl+C to stop; the loop can be resumed with `ralph --resume`.
+Learn more: https://ghuntley.com/ralph/";
+
+/// Ralph Wiggum Loop - run an AI coding agent in a loop until it keeps its promise.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ralph",
+    version,
+    override_usage = USAGE,
+    after_help = AFTER_HELP,
+    disable_version_flag = true,
+    disable_help_flag = true,
+    max_term_width = 100
+)]
+pub(crate) struct Cli {
+    /// The task for the agent (words are joined with spaces; a single existing file path is read).
+    #[arg(value_name = "PROMPT")]
+    pub(crate) prompt: Vec<String>,
+
+    /// Arguments passed to the agent verbatim (everything after `--`).
+    #[arg(last = true, value_name = "AGENT_ARGS")]
+    pub(crate) agent_args: Vec<String>,
+
+    // ── Commands ──────────────────────────────────────────────────────────────────────────────
+    /// Show the loop's status, pending context, tasks and history, then exit.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) status: bool,
+
+    /// Add a hint for the next iteration (works while a loop runs), then exit.
+    #[arg(long, value_name = "TEXT", help_heading = "Commands")]
+    pub(crate) add_context: Option<String>,
+
+    /// Remove the pending context, then exit.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) clear_context: bool,
+
+    /// List the tasks in .ralph/ralph-tasks.md, then exit.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) list_tasks: bool,
+
+    /// Append a task to .ralph/ralph-tasks.md, then exit.
+    #[arg(long, value_name = "DESCRIPTION", help_heading = "Commands")]
+    pub(crate) add_task: Option<String>,
+
+    /// Remove task N (and its subtasks) from .ralph/ralph-tasks.md, then exit.
+    #[arg(long, value_name = "N", help_heading = "Commands")]
+    pub(crate) remove_task: Option<String>,
+
+    /// Continue the interrupted or crashed loop recorded in .ralph/.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) resume: bool,
+
+    /// Remove the loop's state, history and context (never the task file), then exit.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) reset: bool,
+
+    /// Print help.
+    #[arg(short = 'h', long, action = ArgAction::Help, help_heading = "Commands")]
+    pub(crate) help: Option<bool>,
+
+    /// Print the version.
+    #[arg(short = 'v', long, action = ArgAction::Version, help_heading = "Commands")]
+    pub(crate) version: Option<bool>,
+
+    // ── Loop options ──────────────────────────────────────────────────────────────────────────
+    /// Read the prompt from a file.
+    #[arg(
+        short = 'f',
+        long,
+        visible_alias = "file",
+        value_name = "PATH",
+        help_heading = "Loop"
+    )]
+    pub(crate) prompt_file: Option<PathBuf>,
+
+    /// The agent CLI to run.
+    #[arg(long, value_enum, value_name = "AGENT", help_heading = "Loop")]
+    pub(crate) agent: Option<AgentKind>,
+
+    /// The model to ask the agent for (passed through as given).
+    #[arg(long, value_name = "MODEL", help_heading = "Loop")]
+    pub(crate) model: Option<String>,
+
+    /// Completion is accepted only from this iteration on [default: 1].
+    #[arg(long, value_name = "N", value_parser = whole_number, allow_negative_numbers = true, help_heading = "Loop")]
+    pub(crate) min_iterations: Option<u32>,
+
+    /// Stop after N iterations; 0 means no limit [default: 0].
+    #[arg(long, value_name = "N", value_parser = whole_number, allow_negative_numbers = true, help_heading = "Loop")]
+    pub(crate) max_iterations: Option<u32>,
+
+    /// The text the agent prints as <promise>TEXT</promise> when done [default: COMPLETE].
+    #[arg(long, value_name = "TEXT", help_heading = "Loop")]
+    pub(crate) completion_promise: Option<String>,
+
+    /// Count a promise anywhere in the output, not only at the end of the last line.
+    #[arg(long, help_heading = "Loop")]
+    pub(crate) promise_anywhere: bool,
+
+    /// Pause between iterations, e.g. 0, 500ms, 2s [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Loop")]
+    pub(crate) pause: Option<Duration>,
+
+    // ── Tasks ─────────────────────────────────────────────────────────────────────────────────
+    /// Work through .ralph/ralph-tasks.md one task at a time.
+    #[arg(short = 't', long, help_heading = "Tasks")]
+    pub(crate) tasks: bool,
+
+    /// The text the agent prints when one task is done [default: READY_FOR_NEXT_TASK].
+    #[arg(long, value_name = "TEXT", help_heading = "Tasks")]
+    pub(crate) task_promise: Option<String>,
+
+    // ── Agent and output ──────────────────────────────────────────────────────────────────────
+    /// Show the agent's output as it arrives (default).
+    #[arg(long, overrides_with = "no_stream", help_heading = "Agent and output")]
+    pub(crate) stream: bool,
+
+    /// Show the agent's output only when it exits.
+    #[arg(long, overrides_with = "stream", help_heading = "Agent and output")]
+    pub(crate) no_stream: bool,
+
+    /// Print every tool call instead of the compact `| Tools` summary.
+    #[arg(long, help_heading = "Agent and output")]
+    pub(crate) verbose_tools: bool,
+
+    /// OpenCode only: load no plugins except authentication plugins.
+    #[arg(long, help_heading = "Agent and output")]
+    pub(crate) no_plugins: bool,
+
+    /// Let the agent use every tool without asking (default).
+    #[arg(
+        long,
+        overrides_with = "no_allow_all",
+        help_heading = "Agent and output"
+    )]
+    pub(crate) allow_all: bool,
+
+    /// Keep the agent's own permission prompts.
+    #[arg(long, overrides_with = "allow_all", help_heading = "Agent and output")]
+    pub(crate) no_allow_all: bool,
+
+    /// Commit the agent's work after every iteration (default).
+    #[arg(long, overrides_with = "no_commit", help_heading = "Agent and output")]
+    pub(crate) commit: bool,
+
+    /// Do not commit anything.
+    #[arg(long, overrides_with = "commit", help_heading = "Agent and output")]
+    pub(crate) no_commit: bool,
+}
+
+/// Parses a non-negative whole number with a message a person understands.
+fn whole_number(text: &str) -> Result<u32, String> {
+    text.trim()
+        .parse::<u32>()
+        .map_err(|_| format!("'{text}' is not a whole number of 0 or more"))
+}
+
+/// Parses `90s`, `30m`, `1h`, `500ms`, or a plain number of seconds.
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let bad = || format!("'{text}' is not a duration; use e.g. 500ms, 90s, 30m or 1h");
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "secs" => value,
+        "ms" => value / 1000.0,
+        "m" | "min" | "mins" => value * 60.0,
+        "h" | "hr" | "hrs" => value * 3600.0,
+        _ => return Err(bad()),
+    };
+    if !seconds.is_finite() || !(0.0..=1.0e9).contains(&seconds) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn the_command_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        assert!(duration("soon").is_err());
+        assert!(duration("-1s").is_err());
+    }
+
+    #[test]
+    fn whole_numbers_reject_negatives() {
+        assert_eq!(whole_number("5"), Ok(5));
+        assert!(whole_number("-1").unwrap_err().contains("0 or more"));
+        assert!(whole_number("x").is_err());
+    }
+}

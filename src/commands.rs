@@ -1,0 +1,139 @@
+//! The commands that act and exit: `--status`, `--add-context`, `--clear-context`,
+//! `--list-tasks`, `--add-task`, `--remove-task`.
+//!
+//! Read-only commands never create or change anything on disk (not even `.ralph/`), so they are
+//! safe to run in another terminal while a loop works.
+
+use crate::exit::ExitStatus;
+use crate::output::{self, status};
+use crate::storage::history;
+use crate::storage::state::{self, LoopState};
+use crate::storage::tasks::{self, TaskList};
+use crate::storage::{self, Loaded, RalphDir, context};
+
+/// `--status`.
+pub(crate) fn status(dir: &RalphDir, show_tasks: bool) -> ExitStatus {
+    let state = warn_if_corrupt(&dir.state(), state::load(&dir.state()));
+    let history = warn_if_corrupt(&dir.history(), history::load(&dir.history()));
+    let context = context::pending(&dir.context()).ok().flatten();
+    let tasks_wanted = show_tasks || state.as_ref().is_some_and(|s| s.tasks_mode);
+    let tasks = if tasks_wanted {
+        match storage::read_text(&dir.tasks()) {
+            Ok(Some(content)) => status::TasksStatus::Found(TaskList::parse(&content)),
+            Ok(None) => status::TasksStatus::Missing,
+            Err(_) => status::TasksStatus::Unreadable,
+        }
+    } else {
+        status::TasksStatus::Hidden
+    };
+    let running = state.as_ref().is_some_and(|s| s.active) && lock_is_held(dir);
+    let lines = status::dashboard(&status::Dashboard {
+        state,
+        running,
+        context,
+        tasks,
+        history,
+        now: storage::now(),
+    });
+    output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    ExitStatus::Success
+}
+
+/// Whether a running ralph holds the loop lock. Never creates the lock file.
+fn lock_is_held(dir: &RalphDir) -> bool {
+    let Ok(file) = std::fs::File::open(dir.lock()) else {
+        return false;
+    };
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            false
+        }
+        Err(_) => true,
+    }
+}
+
+fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>) -> Option<T> {
+    match loaded {
+        Loaded::Corrupt(reason) => {
+            output::corrupt_file(path, &reason, None);
+            None
+        }
+        other => other.ok(),
+    }
+}
+
+/// `--add-context TEXT`.
+pub(crate) fn add_context(dir: &RalphDir, text: &str) -> anyhow::Result<ExitStatus> {
+    context::append(dir, text.trim_end(), storage::now())?;
+    let running: Option<LoopState> = state::load(&dir.state())
+        .ok()
+        .filter(|s| s.active && lock_is_held(dir));
+    output::context_added(&dir.context(), running.map(|s| s.iteration));
+    Ok(ExitStatus::Success)
+}
+
+/// `--clear-context`.
+pub(crate) fn clear_context(dir: &RalphDir) -> anyhow::Result<ExitStatus> {
+    let had_content = context::clear(dir)?;
+    output::context_cleared(had_content);
+    Ok(ExitStatus::Success)
+}
+
+/// `--list-tasks`.
+pub(crate) fn list_tasks(dir: &RalphDir) -> ExitStatus {
+    match storage::read_text(&dir.tasks()) {
+        Ok(Some(content)) => {
+            let lines = status::task_list(&TaskList::parse(&content));
+            output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+            ExitStatus::Success
+        }
+        Ok(None) => {
+            output::no_tasks_file(&dir.tasks());
+            ExitStatus::Success
+        }
+        Err(err) => {
+            output::error(&format!("cannot read {}: {err}", dir.tasks().display()));
+            ExitStatus::Error
+        }
+    }
+}
+
+/// `--add-task DESCRIPTION`.
+pub(crate) fn add_task(dir: &RalphDir, description: &str) -> anyhow::Result<ExitStatus> {
+    let description = match tasks::validate_description(description) {
+        Ok(description) => description,
+        Err(err) => {
+            output::error(&err.to_string());
+            return Ok(ExitStatus::Error);
+        }
+    };
+    let current = storage::read_text(&dir.tasks())?;
+    dir.ensure()?;
+    let updated = tasks::add_task(current.as_deref(), description, &[]);
+    storage::write_atomic(&dir.tasks(), updated.as_bytes())?;
+    output::task_added(description, TaskList::parse(&updated).tasks.len());
+    Ok(ExitStatus::Success)
+}
+
+/// `--remove-task N`.
+pub(crate) fn remove_task(dir: &RalphDir, number: usize) -> anyhow::Result<ExitStatus> {
+    let Some(current) = storage::read_text(&dir.tasks())? else {
+        output::error(&format!(
+            "no tasks file found ({}). Add a task first: ralph --add-task \"description\"",
+            dir.tasks().display()
+        ));
+        return Ok(ExitStatus::Error);
+    };
+    match tasks::remove_task(&current, number) {
+        Ok(updated) => {
+            storage::write_atomic(&dir.tasks(), updated.as_bytes())?;
+            output::task_removed(number);
+            Ok(ExitStatus::Success)
+        }
+        Err(err) => {
+            output::error(&format!("{err}; see the numbers with `ralph --list-tasks`"));
+            Ok(ExitStatus::Error)
+        }
+    }
+}

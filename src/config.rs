@@ -1,0 +1,462 @@
+//! Turns the parsed command line into a validated [`Config`]: the only consumer of [`Cli`].
+//!
+//! Commands (`--status`, `--add-task`, …) are chosen by a fixed precedence after the whole
+//! command line is parsed, so `ralph --status --tasks` and `ralph --tasks --status` are the same.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::agents::AgentKind;
+use crate::cli::Cli;
+use crate::storage::RalphDir;
+use crate::storage::state::{LoopState, SavedOptions};
+
+/// The default completion promise.
+pub(crate) const DEFAULT_COMPLETION_PROMISE: &str = "COMPLETE";
+/// The default task promise.
+pub(crate) const DEFAULT_TASK_PROMISE: &str = "READY_FOR_NEXT_TASK";
+/// The default pause between iterations.
+pub(crate) const DEFAULT_PAUSE: Duration = Duration::from_secs(1);
+
+/// What this invocation does.
+#[derive(Debug)]
+pub(crate) struct Config {
+    pub(crate) cwd: PathBuf,
+    pub(crate) ralph_dir: RalphDir,
+    pub(crate) mode: Mode,
+}
+
+/// The one thing ralph does this time, in precedence order.
+#[derive(Debug)]
+pub(crate) enum Mode {
+    Status { tasks: bool },
+    AddContext(String),
+    ClearContext,
+    ListTasks,
+    AddTask(String),
+    RemoveTask(usize),
+    Reset,
+    Resume(LoopFlags),
+    Run(Box<RunConfig>),
+}
+
+/// A usage mistake: printed with a pointer to `--help`, exit 1, nothing touched.
+#[derive(Debug)]
+pub(crate) struct UsageError(pub(crate) String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// Loop options as given on the command line (`None` = not given).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LoopFlags {
+    pub(crate) agent: Option<AgentKind>,
+    pub(crate) model: Option<String>,
+    pub(crate) min_iterations: Option<u32>,
+    pub(crate) max_iterations: Option<u32>,
+    pub(crate) completion_promise: Option<String>,
+    pub(crate) promise_anywhere: Option<bool>,
+    pub(crate) pause: Option<Duration>,
+    pub(crate) tasks: Option<bool>,
+    pub(crate) task_promise: Option<String>,
+    pub(crate) stream: Option<bool>,
+    pub(crate) verbose_tools: Option<bool>,
+    pub(crate) no_plugins: Option<bool>,
+    pub(crate) allow_all: Option<bool>,
+    pub(crate) commit: Option<bool>,
+    pub(crate) agent_args: Option<Vec<String>>,
+}
+
+/// A loop's resolved settings.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RunConfig {
+    pub(crate) prompt: String,
+    pub(crate) prompt_file: Option<PathBuf>,
+    pub(crate) agent: AgentKind,
+    pub(crate) model: Option<String>,
+    pub(crate) min_iterations: u32,
+    pub(crate) max_iterations: u32,
+    pub(crate) completion_promise: String,
+    pub(crate) promise_anywhere: bool,
+    pub(crate) pause: Duration,
+    pub(crate) tasks: bool,
+    pub(crate) task_promise: String,
+    pub(crate) stream: bool,
+    pub(crate) verbose_tools: bool,
+    pub(crate) no_plugins: bool,
+    pub(crate) allow_all: bool,
+    pub(crate) commit: bool,
+    pub(crate) agent_args: Vec<String>,
+}
+
+/// Where the prompt text can come from besides the command line.
+pub(crate) trait PromptInput {
+    /// Piped stdin, if any; `has_words` says whether prompt words were also given.
+    fn piped_stdin(&mut self, has_words: bool) -> anyhow::Result<Option<String>>;
+}
+
+impl Config {
+    /// Validates the command line. `input` is only consulted when a loop is to run.
+    pub(crate) fn from_cli(
+        cli: Cli,
+        cwd: PathBuf,
+        input: &mut dyn PromptInput,
+    ) -> anyhow::Result<Self> {
+        // No `..`: a new flag must fail to compile until it is handled here.
+        let Cli {
+            prompt,
+            agent_args,
+            status,
+            add_context,
+            clear_context,
+            list_tasks,
+            add_task,
+            remove_task,
+            resume,
+            reset,
+            help: _,
+            version: _,
+            prompt_file,
+            agent,
+            model,
+            min_iterations,
+            max_iterations,
+            completion_promise,
+            promise_anywhere,
+            pause,
+            tasks,
+            task_promise,
+            stream,
+            no_stream,
+            verbose_tools,
+            no_plugins,
+            allow_all,
+            no_allow_all,
+            commit,
+            no_commit,
+        } = cli;
+        let ralph_dir = RalphDir::new(&cwd);
+        let flags = LoopFlags {
+            agent,
+            model: model.filter(|m| !m.trim().is_empty()),
+            min_iterations,
+            max_iterations,
+            completion_promise,
+            promise_anywhere: promise_anywhere.then_some(true),
+            pause,
+            tasks: tasks.then_some(true),
+            task_promise,
+            stream: switch(stream, no_stream),
+            verbose_tools: verbose_tools.then_some(true),
+            no_plugins: no_plugins.then_some(true),
+            allow_all: switch(allow_all, no_allow_all),
+            commit: switch(commit, no_commit),
+            agent_args: (!agent_args.is_empty()).then_some(agent_args),
+        };
+        let mode = if status {
+            Mode::Status { tasks }
+        } else if let Some(text) = add_context {
+            if text.trim().is_empty() {
+                return Err(usage(
+                    "--add-context needs some text: ralph --add-context \"your hint\"",
+                ));
+            }
+            Mode::AddContext(text)
+        } else if clear_context {
+            Mode::ClearContext
+        } else if list_tasks {
+            Mode::ListTasks
+        } else if let Some(description) = add_task {
+            Mode::AddTask(description)
+        } else if let Some(number) = remove_task {
+            let number = number.trim().parse::<usize>().map_err(|_| {
+                usage(format!("--remove-task needs a task number (1, 2, …), not '{number}'; see ralph --list-tasks"))
+            })?;
+            Mode::RemoveTask(number)
+        } else if reset {
+            Mode::Reset
+        } else if resume {
+            if !prompt.is_empty() || prompt_file.is_some() {
+                return Err(usage(
+                    "--resume continues the saved prompt; do not give a new one",
+                ));
+            }
+            Mode::Resume(flags)
+        } else {
+            let (text, file) = resolve_prompt(prompt, prompt_file, &cwd, input)?;
+            Mode::Run(Box::new(RunConfig::resolve(text, file, &flags, None)?))
+        };
+        Ok(Self {
+            cwd,
+            ralph_dir,
+            mode,
+        })
+    }
+}
+
+fn switch(on: bool, off: bool) -> Option<bool> {
+    if off {
+        Some(false)
+    } else if on {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+impl RunConfig {
+    /// Resolves flags over saved settings (for `--resume`) over defaults, and validates.
+    pub(crate) fn resolve(
+        prompt: String,
+        prompt_file: Option<PathBuf>,
+        flags: &LoopFlags,
+        saved: Option<&LoopState>,
+    ) -> anyhow::Result<Self> {
+        let options = saved
+            .and_then(|state| state.options.clone())
+            .unwrap_or_default();
+        let saved_agent = saved.and_then(|state| AgentKind::from_id(&state.agent));
+        let config = Self {
+            prompt,
+            prompt_file,
+            agent: flags.agent.or(saved_agent).unwrap_or(AgentKind::OpenCode),
+            model: flags
+                .model
+                .clone()
+                .or_else(|| saved.map(|s| s.model.clone()).filter(|m| !m.is_empty())),
+            min_iterations: flags
+                .min_iterations
+                .or(saved.map(|s| s.min_iterations))
+                .unwrap_or(1),
+            max_iterations: flags
+                .max_iterations
+                .or(saved.map(|s| s.max_iterations))
+                .unwrap_or(0),
+            completion_promise: flags
+                .completion_promise
+                .clone()
+                .or_else(|| saved.map(|s| s.completion_promise.clone()))
+                .unwrap_or_else(|| DEFAULT_COMPLETION_PROMISE.to_owned()),
+            promise_anywhere: flags.promise_anywhere.unwrap_or(options.promise_anywhere),
+            pause: flags.pause.unwrap_or_else(|| {
+                saved.map_or(DEFAULT_PAUSE, |_| Duration::from_millis(options.pause_ms))
+            }),
+            tasks: flags.tasks.or(saved.map(|s| s.tasks_mode)).unwrap_or(false),
+            task_promise: flags
+                .task_promise
+                .clone()
+                .or_else(|| saved.map(|s| s.task_promise.clone()))
+                .unwrap_or_else(|| DEFAULT_TASK_PROMISE.to_owned()),
+            stream: flags.stream.unwrap_or(options.stream),
+            verbose_tools: flags.verbose_tools.unwrap_or(options.verbose_tools),
+            no_plugins: flags.no_plugins.unwrap_or(options.no_plugins),
+            allow_all: flags.allow_all.unwrap_or(options.allow_all),
+            commit: flags.commit.unwrap_or(options.commit),
+            agent_args: flags.agent_args.clone().unwrap_or(options.agent_args),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.max_iterations > 0 && self.min_iterations > self.max_iterations {
+            return Err(usage(format!(
+                "--min-iterations ({}) is greater than --max-iterations ({}); the loop could never complete",
+                self.min_iterations, self.max_iterations
+            )));
+        }
+        for (flag, text) in [
+            ("--completion-promise", &self.completion_promise),
+            ("--task-promise", &self.task_promise),
+        ] {
+            if text.trim().is_empty() || text.contains('\n') {
+                return Err(usage(format!(
+                    "{flag} must be a non-empty single line of text"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The options `--resume` needs beyond the reference's state keys.
+    pub(crate) fn saved_options(&self) -> SavedOptions {
+        SavedOptions {
+            prompt_file: self.prompt_file.as_ref().map(|p| p.display().to_string()),
+            stream: self.stream,
+            verbose_tools: self.verbose_tools,
+            no_plugins: self.no_plugins,
+            allow_all: self.allow_all,
+            commit: self.commit,
+            promise_anywhere: self.promise_anywhere,
+            pause_ms: u64::try_from(self.pause.as_millis()).unwrap_or(u64::MAX),
+            agent_args: self.agent_args.clone(),
+        }
+    }
+}
+
+/// `--prompt-file`, else a single existing file argument, else stdin + words, else words.
+fn resolve_prompt(
+    words: Vec<String>,
+    prompt_file: Option<PathBuf>,
+    cwd: &Path,
+    input: &mut dyn PromptInput,
+) -> anyhow::Result<(String, Option<PathBuf>)> {
+    if let Some(path) = prompt_file {
+        return Ok((read_prompt_file(&path, cwd)?, Some(path)));
+    }
+    if let [single] = words.as_slice() {
+        let path = cwd.join(single);
+        if !single.contains('\n') && path.exists() {
+            return Ok((
+                read_prompt_file(Path::new(single), cwd)?,
+                Some(PathBuf::from(single)),
+            ));
+        }
+    }
+    let joined = words.join(" ");
+    let text = match input.piped_stdin(!words.is_empty())? {
+        Some(piped) if !joined.is_empty() => format!("{}\n{joined}", piped.trim_end()),
+        Some(piped) => piped,
+        None => joined,
+    };
+    let text = text.trim().to_owned();
+    if text.is_empty() {
+        return Err(usage(
+            "no prompt given. Pass it as words (ralph \"Build a REST API\"), with --prompt-file PATH, or on stdin (cat PROMPT.md | ralph)",
+        ));
+    }
+    Ok((text, None))
+}
+
+fn read_prompt_file(path: &Path, cwd: &Path) -> anyhow::Result<String> {
+    let full = cwd.join(path);
+    let shown = path.display();
+    let meta = std::fs::metadata(&full).map_err(|err| {
+        if err.kind() == std::io::ErrorKind::NotFound {
+            usage(format!("prompt file not found: {shown}"))
+        } else {
+            usage(format!("unable to read prompt file: {shown} ({err})"))
+        }
+    })?;
+    if !meta.is_file() {
+        return Err(usage(format!("prompt path is not a file: {shown}")));
+    }
+    let bytes = std::fs::read(&full)
+        .map_err(|err| usage(format!("unable to read prompt file: {shown} ({err})")))?;
+    let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+    if text.is_empty() {
+        return Err(usage(format!("prompt file is empty: {shown}")));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    struct NoStdin;
+    impl PromptInput for NoStdin {
+        fn piped_stdin(&mut self, _: bool) -> anyhow::Result<Option<String>> {
+            Ok(None)
+        }
+    }
+
+    struct Piped(&'static str);
+    impl PromptInput for Piped {
+        fn piped_stdin(&mut self, _: bool) -> anyhow::Result<Option<String>> {
+            Ok(Some(self.0.to_owned()))
+        }
+    }
+
+    fn config_with(args: &[&str], input: &mut dyn PromptInput) -> anyhow::Result<Config> {
+        let cli = Cli::try_parse_from(std::iter::once("ralph").chain(args.iter().copied()))?;
+        Config::from_cli(cli, std::env::temp_dir(), input)
+    }
+
+    fn run_config(args: &[&str]) -> RunConfig {
+        match config_with(args, &mut NoStdin).unwrap().mode {
+            Mode::Run(config) => *config,
+            other => panic!("expected a run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_match_the_reference() {
+        let config = run_config(&["Build", "an", "API"]);
+        assert_eq!(config.prompt, "Build an API");
+        assert_eq!(config.agent, AgentKind::OpenCode);
+        assert_eq!((config.min_iterations, config.max_iterations), (1, 0));
+        assert_eq!(config.completion_promise, "COMPLETE");
+        assert_eq!(config.task_promise, "READY_FOR_NEXT_TASK");
+        assert!(config.stream && config.allow_all && config.commit);
+        assert!(!config.tasks && !config.verbose_tools && !config.no_plugins);
+        assert_eq!(config.pause, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn negated_switches_and_agent_args() {
+        let config = run_config(&[
+            "x",
+            "--no-stream",
+            "--no-commit",
+            "--no-allow-all",
+            "--",
+            "--flag",
+            "v",
+        ]);
+        assert!(!config.stream && !config.commit && !config.allow_all);
+        assert_eq!(config.agent_args, ["--flag", "v"]);
+        let config = run_config(&["x", "--no-commit", "--commit"]);
+        assert!(config.commit, "the last of a pair wins");
+    }
+
+    #[test]
+    fn commands_win_by_fixed_precedence() {
+        for args in [&["--status", "--tasks"][..], &["--tasks", "--status"]] {
+            assert!(matches!(
+                config_with(args, &mut NoStdin).unwrap().mode,
+                Mode::Status { tasks: true }
+            ));
+        }
+        let mode = config_with(&["--list-tasks", "--status"], &mut NoStdin)
+            .unwrap()
+            .mode;
+        assert!(matches!(mode, Mode::Status { tasks: false }));
+    }
+
+    #[test]
+    fn min_above_max_is_refused() {
+        let error = config_with(
+            &["x", "--min-iterations", "5", "--max-iterations", "3"],
+            &mut NoStdin,
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("(5)") && error.to_string().contains("(3)"));
+        assert!(config_with(&["x", "--min-iterations", "5"], &mut NoStdin).is_ok());
+    }
+
+    #[test]
+    fn stdin_comes_first_then_the_words() {
+        let config = config_with(&["extra", "words"], &mut Piped("from stdin\n")).unwrap();
+        let Mode::Run(run) = config.mode else {
+            panic!()
+        };
+        assert_eq!(run.prompt, "from stdin\nextra words");
+        assert!(
+            config_with(&[], &mut NoStdin)
+                .unwrap_err()
+                .to_string()
+                .contains("no prompt given")
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! ralph: run an AI coding agent in a loop until it keeps its promise.
+//!
+//! `main` only parses the command line, dispatches, and turns the outcome into an exit code.
+
+mod agents;
+mod cli;
+mod commands;
+mod config;
+mod exit;
+mod git;
+mod loop_runner;
+mod output;
+mod promise;
+mod prompt;
+mod signal;
+mod storage;
+mod stream;
+mod transcript;
+
+use std::io::{IsTerminal as _, Read as _};
+use std::os::fd::AsFd as _;
+use std::os::unix::fs::FileTypeExt as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser as _;
+
+use crate::config::{Config, Mode, PromptInput, UsageError};
+use crate::exit::ExitStatus;
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return clap_error(&err).into(),
+    };
+    match run(cli) {
+        Ok(status) => status.into(),
+        Err(err) => {
+            if let Some(usage) = err.downcast_ref::<UsageError>() {
+                usage_error(&usage.0);
+            } else {
+                output::fatal(&err);
+            }
+            ExitStatus::Error.into()
+        }
+    }
+}
+
+fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
+    let cwd = std::env::current_dir()
+        .map_err(|err| anyhow::anyhow!("cannot use the current directory: {err}"))?;
+    let config = Config::from_cli(cli, cwd, &mut Stdin)?;
+    let Config {
+        cwd,
+        ralph_dir,
+        mode,
+    } = config;
+    match mode {
+        Mode::Status { tasks } => Ok(commands::status(&ralph_dir, tasks)),
+        Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
+        Mode::ClearContext => commands::clear_context(&ralph_dir),
+        Mode::ListTasks => Ok(commands::list_tasks(&ralph_dir)),
+        Mode::AddTask(description) => commands::add_task(&ralph_dir, &description),
+        Mode::RemoveTask(number) => commands::remove_task(&ralph_dir, number),
+        Mode::Reset => loop_runner::reset(&ralph_dir),
+        Mode::Resume(flags) => {
+            let stop = signal::StopFlag::install()?;
+            loop_runner::resume(
+                &flags,
+                &cwd,
+                &ralph_dir,
+                &stop,
+                &loop_runner::Knobs::from_env(),
+            )
+        }
+        Mode::Run(config) => {
+            let stop = signal::StopFlag::install()?;
+            let knobs = loop_runner::Knobs::from_env();
+            loop_runner::run(
+                &config,
+                &cwd,
+                &ralph_dir,
+                loop_runner::Start::Fresh,
+                &stop,
+                &knobs,
+            )
+        }
+    }
+}
+
+/// Help and version go to stdout with exit 0; every other parse error is a usage error.
+fn clap_error(err: &clap::Error) -> ExitStatus {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        let _ = err.print();
+        return ExitStatus::Success;
+    }
+    let rendered = err.render().to_string();
+    let message: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let message = message.join(" ");
+    usage_error(message.strip_prefix("error: ").unwrap_or(&message));
+    ExitStatus::Error
+}
+
+fn usage_error(message: &str) {
+    output::warn(&[
+        &format!("Error: {message}"),
+        "Run 'ralph --help' for available options",
+    ]);
+}
+
+/// The process's stdin, read only when it is a pipe, a socket or a file.
+struct Stdin;
+
+impl PromptInput for Stdin {
+    fn piped_stdin(&mut self, has_words: bool) -> anyhow::Result<Option<String>> {
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            return Ok(None);
+        }
+        // A closed or invalid stdin simply has nothing to offer.
+        let Ok(fd) = stdin.as_fd().try_clone_to_owned() else {
+            return Ok(None);
+        };
+        let file = std::fs::File::from(fd);
+        let Ok(meta) = file.metadata() else {
+            return Ok(None);
+        };
+        let kind = meta.file_type();
+        let is_stream = kind.is_fifo() || kind.is_socket();
+        if !(is_stream || kind.is_file()) {
+            // A terminal, /dev/null or another device: never wait on it.
+            return Ok(None);
+        }
+        if is_stream && has_words && !ready_soon(&file, Duration::from_millis(200)) {
+            // Some runners hand over a pipe that never closes; with a prompt on the command
+            // line there is no reason to wait for it.
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        (&file)
+            .read_to_end(&mut bytes)
+            .map_err(|err| anyhow::anyhow!("failed to read the prompt from stdin: {err}"))?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Ok((!text.trim().is_empty()).then_some(text))
+    }
+}
+
+fn ready_soon(file: &std::fs::File, timeout: Duration) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    matches!(poll(&mut fds, timeout), Ok(n) if n > 0)
+}

@@ -1,0 +1,247 @@
+//! The `--status` dashboard and the `--list-tasks` listing: pure text from loaded data.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::format::{boxed, long_duration, long_duration_ms, plural, ranked_tools};
+use crate::agents::AgentKind;
+use crate::storage::history::History;
+use crate::storage::state::LoopState;
+use crate::storage::tasks::TaskList;
+
+/// What `--status` knows about the task file.
+pub(crate) enum TasksStatus {
+    /// Not shown (no `--tasks`, loop not in tasks mode).
+    Hidden,
+    Missing,
+    Unreadable,
+    Found(TaskList),
+}
+
+/// Everything the dashboard shows.
+pub(crate) struct Dashboard {
+    pub(crate) state: Option<LoopState>,
+    /// The loop lock is held by a running ralph.
+    pub(crate) running: bool,
+    pub(crate) context: Option<String>,
+    pub(crate) tasks: TasksStatus,
+    pub(crate) history: Option<History>,
+    pub(crate) now: DateTime<Utc>,
+}
+
+/// The dashboard's lines.
+pub(crate) fn dashboard(data: &Dashboard) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    lines.extend(boxed(&["Ralph Wiggum Status".to_owned()]));
+    lines.push(String::new());
+    loop_block(data, &mut lines);
+    if let Some(context) = &data.context {
+        lines.push(String::new());
+        lines.push("📝 PENDING CONTEXT (will be injected next iteration):".to_owned());
+        for line in context.trim().lines() {
+            lines.push(format!("   {line}"));
+        }
+    }
+    tasks_block(&data.tasks, &mut lines);
+    if let Some(history) = data.history.as_ref().filter(|h| !h.iterations.is_empty()) {
+        history_block(history, &mut lines);
+    }
+    lines.push(String::new());
+    lines
+}
+
+fn field(label: &str, value: impl std::fmt::Display) -> String {
+    format!("   {:<14}{value}", format!("{label}:"))
+}
+
+fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
+    let Some(state) = &data.state else {
+        lines.push("⏹️  No active loop".to_owned());
+        return;
+    };
+    let max = if state.max_iterations > 0 {
+        format!(" / {}", state.max_iterations)
+    } else {
+        " (unlimited)".to_owned()
+    };
+    if state.active && data.running {
+        lines.push("🔄 ACTIVE LOOP".to_owned());
+    } else if state.active {
+        lines.push(format!(
+            "💥 STOPPED UNEXPECTEDLY at iteration {} (resume with `ralph --resume`)",
+            state.iteration
+        ));
+    } else {
+        lines.push(format!(
+            "⏸️  INTERRUPTED at iteration {} (resume with `ralph --resume`)",
+            state.iteration
+        ));
+    }
+    lines.push(field("Iteration", format!("{}{max}", state.iteration)));
+    lines.push(field(
+        "Started",
+        state
+            .started_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    ));
+    let until = if state.active {
+        data.now
+    } else {
+        state.stopped_at.unwrap_or(data.now)
+    };
+    let elapsed = (until - state.started_at)
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    lines.push(field("Elapsed", long_duration(elapsed)));
+    lines.push(field("Promise", &state.completion_promise));
+    lines.push(field("Agent", AgentKind::display_name_for(&state.agent)));
+    if !state.model.is_empty() {
+        lines.push(field("Model", &state.model));
+    }
+    if state.tasks_mode {
+        lines.push(field("Tasks Mode", "ENABLED"));
+        lines.push(field("Task Promise", &state.task_promise));
+    }
+    let prompt: String = state.prompt.chars().take(60).collect();
+    let more = if state.prompt.chars().count() > 60 {
+        "..."
+    } else {
+        ""
+    };
+    lines.push(field(
+        "Prompt",
+        format!("{}{more}", prompt.replace('\n', " ")),
+    ));
+}
+
+fn tasks_block(tasks: &TasksStatus, lines: &mut Vec<String>) {
+    let list = match tasks {
+        TasksStatus::Hidden => return,
+        TasksStatus::Missing => {
+            lines.push(String::new());
+            lines.push("📋 CURRENT TASKS: (no tasks file found)".to_owned());
+            return;
+        }
+        TasksStatus::Unreadable => {
+            lines.push(String::new());
+            lines.push("📋 CURRENT TASKS: (error reading tasks)".to_owned());
+            return;
+        }
+        TasksStatus::Found(list) if list.is_empty() => {
+            lines.push(String::new());
+            lines.push("📋 CURRENT TASKS: (no tasks found)".to_owned());
+            return;
+        }
+        TasksStatus::Found(list) => list,
+    };
+    lines.push(String::new());
+    lines.push("📋 CURRENT TASKS:".to_owned());
+    for task in &list.tasks {
+        lines.push(format!(
+            "   {}. {} {}",
+            task.number,
+            task.status.icon(),
+            task.text
+        ));
+        for subtask in &task.subtasks {
+            lines.push(format!("      {} {}", subtask.status.icon(), subtask.text));
+        }
+    }
+    use crate::storage::tasks::TaskStatus;
+    lines.push(String::new());
+    lines.push(format!(
+        "   Progress: {}/{} complete, {} in progress",
+        list.count(TaskStatus::Complete),
+        list.tasks.len(),
+        list.count(TaskStatus::InProgress)
+    ));
+}
+
+fn history_block(history: &History, lines: &mut Vec<String>) {
+    lines.push(String::new());
+    lines.push(format!(
+        "📊 HISTORY ({})",
+        plural(history.iterations.len() as u64, "iteration")
+    ));
+    lines.push(format!(
+        "   Total time:   {}",
+        long_duration_ms(history.total_duration_ms)
+    ));
+    lines.push(String::new());
+    lines.push("   Recent iterations:".to_owned());
+    let start = history.iterations.len().saturating_sub(5);
+    for record in &history.iterations[start..] {
+        let icon = if record.completion_detected {
+            "✅"
+        } else if record.exit_code != 0 {
+            "❌"
+        } else {
+            "🔄"
+        };
+        let tools: Vec<String> = ranked_tools(&record.tools_used)
+            .into_iter()
+            .take(3)
+            .map(|(name, count)| format!("{name}:{count}"))
+            .collect();
+        let tools = if tools.is_empty() {
+            "no tools".to_owned()
+        } else {
+            tools.join(" ")
+        };
+        lines.push(format!(
+            "   {icon} #{}: {} | {tools}",
+            record.iteration,
+            long_duration_ms(record.duration_ms)
+        ));
+    }
+    let struggle = &history.struggle_indicators;
+    if struggle.is_notable() {
+        lines.push(String::new());
+        lines.push("⚠️  STRUGGLE INDICATORS:".to_owned());
+        if struggle.no_progress_iterations >= 3 {
+            lines.push(format!(
+                "   - No file changes in {} iterations",
+                struggle.no_progress_iterations
+            ));
+        }
+        if struggle.short_iterations >= 3 {
+            lines.push(format!(
+                "   - {} very short iterations (< 30s)",
+                struggle.short_iterations
+            ));
+        }
+        let mut repeated: Vec<(&String, &u32)> = struggle
+            .repeated_errors
+            .iter()
+            .filter(|(_, count)| **count >= 2)
+            .collect();
+        repeated.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (error, count) in repeated.into_iter().take(3) {
+            let short: String = error.chars().take(50).collect();
+            lines.push(format!("   - Same error {count}x: \"{short}...\""));
+        }
+        lines.push(String::new());
+        lines.push("   💡 Consider using: ralph --add-context \"your hint here\"".to_owned());
+    }
+}
+
+/// The `--list-tasks` lines.
+pub(crate) fn task_list(list: &TaskList) -> Vec<String> {
+    if list.is_empty() {
+        return vec!["No tasks found.".to_owned()];
+    }
+    let mut lines = vec!["Current tasks:".to_owned()];
+    for task in &list.tasks {
+        lines.push(format!(
+            "{}. {} {}",
+            task.number,
+            task.status.icon(),
+            task.text
+        ));
+        for subtask in &task.subtasks {
+            lines.push(format!("   {} {}", subtask.status.icon(), subtask.text));
+        }
+    }
+    lines
+}

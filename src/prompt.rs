@@ -1,0 +1,257 @@
+//! Builds the prompt the agent receives on every iteration. Pure: no I/O.
+
+use crate::storage::tasks::TaskList;
+
+/// The state of the task file for the tasks-mode prompt.
+#[derive(Debug)]
+pub(crate) enum TasksView<'a> {
+    /// There is no task file.
+    Missing,
+    /// The task file exists but cannot be read.
+    Unreadable,
+    /// The task file's content and its parsed tasks.
+    Found {
+        content: &'a str,
+        list: &'a TaskList,
+    },
+}
+
+/// Everything one iteration's prompt depends on.
+#[derive(Debug)]
+pub(crate) struct PromptInput<'a> {
+    pub(crate) iteration: u32,
+    pub(crate) min_iterations: u32,
+    pub(crate) max_iterations: u32,
+    pub(crate) completion_promise: &'a str,
+    pub(crate) task_promise: &'a str,
+    /// The user's prompt.
+    pub(crate) task: &'a str,
+    /// Pending context, if any.
+    pub(crate) context: Option<&'a str>,
+    /// `Some` in tasks mode.
+    pub(crate) tasks: Option<TasksView<'a>>,
+    /// Open tasks the agent claimed were done in the previous iteration.
+    pub(crate) refused_open_tasks: &'a [String],
+}
+
+/// The full prompt for one iteration.
+pub(crate) fn build(input: &PromptInput<'_>) -> String {
+    let mut sections: Vec<String> = Vec::new();
+    sections.push(format!(
+        "# Ralph Wiggum Loop - Iteration {}",
+        input.iteration
+    ));
+    match &input.tasks {
+        None => sections.push(
+            "You are working in an iterative development loop. The same task is given to you on \
+             every iteration; your previous work is in the files. Keep working on the task below \
+             until it is genuinely complete."
+                .to_owned(),
+        ),
+        Some(_) => sections.push(
+            "You are working in an iterative development loop that works through a task list, \
+             one task at a time. Your previous work is in the files."
+                .to_owned(),
+        ),
+    }
+    if let Some(context) = input.context {
+        sections.push(format!(
+            "## Additional Context (added by user mid-loop)\n\n{}\n\n---",
+            context.trim()
+        ));
+    }
+    if !input.refused_open_tasks.is_empty() {
+        let list: Vec<String> = input
+            .refused_open_tasks
+            .iter()
+            .map(|task| format!("- {task}"))
+            .collect();
+        sections.push(format!(
+            "## Completion was refused\n\nIn the previous iteration you printed <promise>{}</promise>, \
+             but these tasks are not marked [x] in .ralph/ralph-tasks.md:\n\n{}\n\n\
+             Finish them (and mark them [x]) before claiming completion.",
+            input.completion_promise,
+            list.join("\n")
+        ));
+    }
+    match &input.tasks {
+        None => normal_sections(input, &mut sections),
+        Some(view) => tasks_sections(input, view, &mut sections),
+    }
+    sections.join("\n\n").trim().to_owned()
+}
+
+fn iteration_label(input: &PromptInput<'_>) -> String {
+    let max = if input.max_iterations > 0 {
+        format!(" / {}", input.max_iterations)
+    } else {
+        " (unlimited)".to_owned()
+    };
+    format!(
+        "{}{max} (min: {})",
+        input.iteration,
+        input.min_iterations.max(1)
+    )
+}
+
+fn normal_sections(input: &PromptInput<'_>, sections: &mut Vec<String>) {
+    let promise = format!("<promise>{}</promise>", input.completion_promise);
+    sections.push(format!("## Your Task\n\n{}", input.task));
+    sections.push(format!(
+        "## Instructions\n\n\
+         1. Look at the current files to see what earlier iterations already did.\n\
+         2. Keep track of your progress and plan the next step.\n\
+         3. Make real progress on the task in this iteration.\n\
+         4. Run the tests or other checks, where the task has any.\n\
+         5. When the task is GENUINELY COMPLETE, end your final message with this line, on its own:\n\n   {promise}"
+    ));
+    sections.push(format!(
+        "## Critical Rules\n\n\
+         - Print {promise} only when the task is truly done.\n\
+         - Never print the promise to get out of the loop; do not lie about being finished.\n\
+         - If you are stuck, try a different approach.\n\
+         - Check your work before you claim completion.\n\
+         - The loop goes on until you succeed."
+    ));
+    sections.push(format!("## Current Iteration: {}", iteration_label(input)));
+    sections.push("Now work on the task. Good luck!".to_owned());
+}
+
+fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut Vec<String>) {
+    let done = format!("<promise>{}</promise>", input.completion_promise);
+    let next = format!("<promise>{}</promise>", input.task_promise);
+    match view {
+        TasksView::Missing => sections.push(
+            "## TASKS MODE: Enabled (no tasks file found)\n\n\
+             Create .ralph/ralph-tasks.md with one task per line (`- [ ] description`), \
+             or add tasks with: ralph --add-task \"description\""
+                .to_owned(),
+        ),
+        TasksView::Unreadable => sections.push(
+            "## TASKS MODE: Error reading tasks file\n\n\
+             Unable to read .ralph/ralph-tasks.md. Check that it exists and is readable."
+                .to_owned(),
+        ),
+        TasksView::Found { content, list } => {
+            let instruction = if let Some(task) = list.current() {
+                format!(
+                    "🔄 CURRENT TASK: \"{}\"\n\nFocus on this task. When it is done and verified, \
+                     mark it [x] in .ralph/ralph-tasks.md and end your message with {next}",
+                    task.text
+                )
+            } else if let Some(task) = list.next() {
+                format!(
+                    "📍 NEXT TASK: \"{}\"\n\nMark it [/] in .ralph/ralph-tasks.md before you \
+                     start. When it is done and verified, mark it [x] and end your message with {next}",
+                    task.text
+                )
+            } else if list.all_complete() {
+                format!(
+                    "✅ ALL TASKS COMPLETE!\n\nEvery task is marked [x]. Check the work once more, \
+                     then end your message with {done}"
+                )
+            } else if list.is_empty() {
+                "📋 No tasks found.\n\nAdd tasks to .ralph/ralph-tasks.md (`- [ ] description`), \
+                 or with: ralph --add-task \"description\""
+                    .to_owned()
+            } else {
+                "⛔ No task can be started: every open task is failed or waits for another one. \
+                 Review .ralph/ralph-tasks.md."
+                    .to_owned()
+            };
+            sections.push(format!(
+                "## TASKS MODE: Working through task list\n\n\
+                 Current tasks from .ralph/ralph-tasks.md:\n\n```markdown\n{}\n```\n\n{instruction}\n\n\
+                 ### Task Workflow\n\n\
+                 1. Find the task marked [/]; if there is none, take the first [ ] task.\n\
+                 2. Mark it [/] in .ralph/ralph-tasks.md.\n\
+                 3. Do the work of that task only.\n\
+                 4. Mark it [x] once you have verified it.\n\
+                 5. End your message with {next} to move on to the next task.\n\
+                 6. Only when ALL tasks are [x], end your message with {done}\n\n---",
+                content.trim()
+            ));
+        }
+    }
+    sections.push(format!("## Your Main Goal\n\n{}", input.task));
+    sections.push(format!(
+        "## Critical Rules\n\n\
+         - Work on ONE task at a time from .ralph/ralph-tasks.md.\n\
+         - Print {next} only when the current task is complete and marked [x].\n\
+         - Print {done} only when ALL tasks are [x].\n\
+         - Never print a promise to get out of the loop; do not lie about being finished.\n\
+         - If you are stuck, try a different approach.\n\
+         - Check your work before you claim completion.\n\
+         - Print a promise as the last line of your final message, on its own."
+    ));
+    sections.push(format!("## Current Iteration: {}", iteration_label(input)));
+    sections
+        .push("Tasks Mode: ENABLED - work on one task at a time from ralph-tasks.md".to_owned());
+    sections.push("Now work on the current task. Good luck!".to_owned());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input<'a>(tasks: Option<TasksView<'a>>, context: Option<&'a str>) -> PromptInput<'a> {
+        PromptInput {
+            iteration: 2,
+            min_iterations: 1,
+            max_iterations: 5,
+            completion_promise: "COMPLETE",
+            task_promise: "READY_FOR_NEXT_TASK",
+            task: "Build a REST API",
+            context,
+            tasks,
+            refused_open_tasks: &[],
+        }
+    }
+
+    #[test]
+    fn normal_prompt() {
+        insta::assert_snapshot!(build(&input(
+            None,
+            Some("# Ralph Loop Context\n\nuse sqlite\n")
+        )));
+    }
+
+    fn tasks_prompt(content: &str) -> String {
+        let list = TaskList::parse(content);
+        build(&input(
+            Some(TasksView::Found {
+                content,
+                list: &list,
+            }),
+            None,
+        ))
+    }
+
+    #[test]
+    fn tasks_prompt_with_a_current_task() {
+        insta::assert_snapshot!(tasks_prompt(
+            "# Ralph Tasks\n\n- [x] one\n- [/] two\n- [ ] three\n"
+        ));
+    }
+
+    #[test]
+    fn tasks_prompt_picks_the_instruction_by_state() {
+        assert!(tasks_prompt("- [x] a\n- [ ] b\n").contains("📍 NEXT TASK: \"b\""));
+        assert!(tasks_prompt("- [x] a\n- [X] b\n").contains("✅ ALL TASKS COMPLETE!"));
+        assert!(tasks_prompt("# Ralph Tasks\n").contains("📋 No tasks found."));
+        let missing = build(&input(Some(TasksView::Missing), None));
+        assert!(missing.contains("## TASKS MODE: Enabled (no tasks file found)"));
+        let unreadable = build(&input(Some(TasksView::Unreadable), None));
+        assert!(unreadable.contains("## TASKS MODE: Error reading tasks file"));
+    }
+
+    #[test]
+    fn the_promise_line_stands_alone_and_the_label_counts() {
+        let prompt = build(&input(None, None));
+        assert!(prompt.contains("\n   <promise>COMPLETE</promise>\n"));
+        assert!(prompt.contains("## Current Iteration: 2 / 5 (min: 1)"));
+        let mut unlimited = input(None, None);
+        unlimited.max_iterations = 0;
+        assert!(build(&unlimited).contains("## Current Iteration: 2 (unlimited) (min: 1)"));
+    }
+}

@@ -1,0 +1,177 @@
+//! `ralph-history.json`: one record per iteration plus the struggle indicators.
+//!
+//! Written in the gem's snake_case keys; ralph.ts' camelCase keys are accepted when reading, so
+//! `--status` shows either program's history. Fields added by later ralph versions are optional,
+//! so older files still load.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Loaded, read_json, write_json};
+
+/// An iteration shorter than this counts as "very short" for struggle detection.
+pub(crate) const SHORT_ITERATION_MS: u64 = 30_000;
+
+/// The whole history document.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct History {
+    #[serde(default)]
+    pub(crate) iterations: Vec<IterationRecord>,
+    #[serde(default, alias = "totalDurationMs")]
+    pub(crate) total_duration_ms: u64,
+    #[serde(default, alias = "struggleIndicators")]
+    pub(crate) struggle_indicators: StruggleIndicators,
+}
+
+/// What happened in one iteration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct IterationRecord {
+    pub(crate) iteration: u32,
+    #[serde(alias = "startedAt")]
+    pub(crate) started_at: DateTime<Utc>,
+    #[serde(alias = "endedAt")]
+    pub(crate) ended_at: DateTime<Utc>,
+    #[serde(default, alias = "durationMs")]
+    pub(crate) duration_ms: u64,
+    #[serde(default, alias = "toolsUsed")]
+    pub(crate) tools_used: BTreeMap<String, u64>,
+    #[serde(default, alias = "filesModified")]
+    pub(crate) files_modified: Vec<String>,
+    /// The agent's exit code; -1 when ralph itself failed during the iteration.
+    #[serde(default, alias = "exitCode")]
+    pub(crate) exit_code: i32,
+    #[serde(default, alias = "completionDetected")]
+    pub(crate) completion_detected: bool,
+    #[serde(default)]
+    pub(crate) errors: Vec<String>,
+}
+
+/// Signs that the agent is going round in circles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StruggleIndicators {
+    #[serde(default, alias = "repeatedErrors")]
+    pub(crate) repeated_errors: BTreeMap<String, u32>,
+    #[serde(default, alias = "noProgressIterations")]
+    pub(crate) no_progress_iterations: u32,
+    #[serde(default, alias = "shortIterations")]
+    pub(crate) short_iterations: u32,
+}
+
+impl StruggleIndicators {
+    /// Updates the indicators with a finished iteration (reference section 6).
+    pub(crate) fn update(&mut self, record: &IterationRecord) {
+        if record.files_modified.is_empty() {
+            self.no_progress_iterations += 1;
+        } else {
+            self.no_progress_iterations = 0;
+        }
+        if record.duration_ms < SHORT_ITERATION_MS {
+            self.short_iterations += 1;
+        } else {
+            self.short_iterations = 0;
+        }
+        if record.errors.is_empty() {
+            self.repeated_errors.clear();
+        } else {
+            for error in &record.errors {
+                let key: String = error.chars().take(100).collect();
+                *self.repeated_errors.entry(key).or_default() += 1;
+            }
+        }
+    }
+
+    /// Whether the live struggle warning is due after `iteration`.
+    pub(crate) fn should_warn(&self, iteration: u32) -> bool {
+        iteration > 2 && (self.no_progress_iterations >= 3 || self.short_iterations >= 3)
+    }
+
+    /// Whether `--status` shows the indicators.
+    pub(crate) fn is_notable(&self) -> bool {
+        self.no_progress_iterations >= 3
+            || self.short_iterations >= 3
+            || self.repeated_errors.values().any(|&count| count >= 2)
+    }
+}
+
+impl History {
+    /// Appends a record; `update_struggle` is false for iterations where ralph itself failed.
+    pub(crate) fn record(&mut self, record: IterationRecord, update_struggle: bool) {
+        self.total_duration_ms += record.duration_ms;
+        if update_struggle {
+            self.struggle_indicators.update(&record);
+        }
+        self.iterations.push(record);
+    }
+}
+
+/// Reads the history file.
+pub(crate) fn load(path: &Path) -> Loaded<History> {
+    read_json(path)
+}
+
+/// Writes the history file atomically.
+pub(crate) fn save(path: &Path, history: &History) -> anyhow::Result<()> {
+    write_json(path, history)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(files: &[&str], duration_ms: u64, errors: &[&str]) -> IterationRecord {
+        IterationRecord {
+            iteration: 1,
+            duration_ms,
+            files_modified: files.iter().map(|s| (*s).to_owned()).collect(),
+            errors: errors.iter().map(|s| (*s).to_owned()).collect(),
+            ..IterationRecord::default()
+        }
+    }
+
+    #[test]
+    fn reads_ralph_ts_camel_case_history() {
+        let json = r#"{"iterations":[{"iteration":1,"startedAt":"2026-01-01T00:00:00.000Z",
+            "endedAt":"2026-01-01T00:00:05.000Z","durationMs":5000,"toolsUsed":{"Bash":2},
+            "filesModified":["a.rs"],"exitCode":0,"completionDetected":true,"errors":[]}],
+            "totalDurationMs":5000,"struggleIndicators":{"repeatedErrors":{},
+            "noProgressIterations":0,"shortIterations":1}}"#;
+        let history: History = serde_json::from_str(json).unwrap();
+        assert_eq!(history.total_duration_ms, 5000);
+        assert_eq!(history.iterations[0].tools_used["Bash"], 2);
+        assert!(history.iterations[0].completion_detected);
+        assert_eq!(history.struggle_indicators.short_iterations, 1);
+    }
+
+    #[test]
+    fn writes_snake_case_history() {
+        let mut history = History::default();
+        history.record(record(&["a"], 10, &[]), true);
+        let text = serde_json::to_string(&history).unwrap();
+        for key in [
+            "total_duration_ms",
+            "struggle_indicators",
+            "files_modified",
+            "exit_code",
+        ] {
+            assert!(text.contains(key), "{key} missing from {text}");
+        }
+    }
+
+    #[test]
+    fn struggle_indicators_follow_the_reference_rules() {
+        let mut indicators = StruggleIndicators::default();
+        for _ in 0..3 {
+            indicators.update(&record(&[], 100, &["error: boom"]));
+        }
+        assert_eq!(indicators.no_progress_iterations, 3);
+        assert_eq!(indicators.short_iterations, 3);
+        assert_eq!(indicators.repeated_errors["error: boom"], 3);
+        assert!(indicators.should_warn(3));
+        assert!(!indicators.should_warn(2));
+        indicators.update(&record(&["a"], 60_000, &[]));
+        assert_eq!(indicators, StruggleIndicators::default());
+    }
+}

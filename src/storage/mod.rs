@@ -1,0 +1,300 @@
+//! Everything ralph keeps under `.ralph/`: file names, atomic writes, and tolerant reads.
+//!
+//! Every write goes through [`write_atomic`] (temporary file in the same directory, fsync,
+//! rename), so a reader — another terminal running `ralph --status`, or ralph after a crash — sees
+//! either the old or the new file, never half of one. Reads never fail on a missing, empty or
+//! corrupt file: they report what they found and let the caller decide (warn, keep a copy aside,
+//! or treat the file as absent). Nothing here prints.
+
+pub(crate) mod context;
+pub(crate) mod history;
+pub(crate) mod state;
+pub(crate) mod tasks;
+
+use std::fs;
+use std::io::{self, Write as _};
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The directory, relative to the working directory, that holds ralph's files.
+pub(crate) const RALPH_DIR: &str = ".ralph";
+/// Loop state: which iteration runs, with which options (camelCase JSON).
+pub(crate) const STATE_FILE: &str = "ralph-loop.state.json";
+/// Per-iteration history and struggle indicators (snake_case JSON).
+pub(crate) const HISTORY_FILE: &str = "ralph-history.json";
+/// Context waiting to be injected into the next iteration's prompt (markdown).
+pub(crate) const CONTEXT_FILE: &str = "ralph-context.md";
+/// The task list for tasks mode (markdown, committed with the work).
+pub(crate) const TASKS_FILE: &str = "ralph-tasks.md";
+/// OpenCode configuration generated for `--allow-all` / `--no-plugins`.
+pub(crate) const OPENCODE_CONFIG_FILE: &str = "ralph-opencode.config.json";
+/// Held with an OS lock by the running loop, so two loops cannot share a directory.
+pub(crate) const LOCK_FILE: &str = "ralph.lock";
+/// Serialises edits of the context file between the loop and `--add-context`.
+pub(crate) const CONTEXT_LOCK_FILE: &str = "ralph-context.lock";
+/// Keeps ralph's runtime files out of git (`git status`, `git add -A`, auto-commits).
+pub(crate) const GITIGNORE_FILE: &str = ".gitignore";
+
+/// Files ralph rewrites while it runs; never committed, never counted as the agent's changes.
+pub(crate) const RUNTIME_FILES: [&str; 6] = [
+    STATE_FILE,
+    HISTORY_FILE,
+    CONTEXT_FILE,
+    OPENCODE_CONFIG_FILE,
+    LOCK_FILE,
+    CONTEXT_LOCK_FILE,
+];
+
+/// Paths of everything under `.ralph/` for one working directory.
+#[derive(Clone, Debug)]
+pub(crate) struct RalphDir {
+    root: PathBuf,
+}
+
+impl RalphDir {
+    /// The `.ralph/` directory below `cwd` (not created until something is written).
+    pub(crate) fn new(cwd: &Path) -> Self {
+        Self {
+            root: cwd.join(RALPH_DIR),
+        }
+    }
+
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    pub(crate) fn state(&self) -> PathBuf {
+        self.file(STATE_FILE)
+    }
+
+    pub(crate) fn history(&self) -> PathBuf {
+        self.file(HISTORY_FILE)
+    }
+
+    pub(crate) fn context(&self) -> PathBuf {
+        self.file(CONTEXT_FILE)
+    }
+
+    pub(crate) fn tasks(&self) -> PathBuf {
+        self.file(TASKS_FILE)
+    }
+
+    pub(crate) fn lock(&self) -> PathBuf {
+        self.file(LOCK_FILE)
+    }
+
+    /// Creates `.ralph/` (mode 0700) and its `.gitignore` for the runtime files, if missing.
+    pub(crate) fn ensure(&self) -> anyhow::Result<()> {
+        if !self.root.is_dir() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.root)
+                .with_context(|| format!("failed to create `{}`", self.root.display()))?;
+        }
+        let ignore = self.file(GITIGNORE_FILE);
+        if !ignore.exists() {
+            write_atomic(&ignore, gitignore_contents().as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Opens (creating if needed) a lock file under `.ralph/`, for [`std::fs::File::lock`].
+    pub(crate) fn open_lock_file(&self, name: &str) -> anyhow::Result<fs::File> {
+        self.ensure()?;
+        let path = self.file(name);
+        fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .read(true)
+            .mode_0600()
+            .open(&path)
+            .with_context(|| format!("failed to open `{}`", path.display()))
+    }
+}
+
+trait OpenOptionsExt {
+    fn mode_0600(&mut self) -> &mut Self;
+}
+
+impl OpenOptionsExt for fs::OpenOptions {
+    fn mode_0600(&mut self) -> &mut Self {
+        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600)
+    }
+}
+
+fn gitignore_contents() -> String {
+    let mut text = String::from(
+        "# Written by ralph: its runtime files change every iteration and are never committed.\n",
+    );
+    for name in RUNTIME_FILES {
+        text.push_str(name);
+        text.push('\n');
+    }
+    text.push_str("*.corrupt\n.tmp*\n");
+    text
+}
+
+/// The current time at millisecond precision, as ralph stores timestamps (like ralph.ts).
+pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {
+    chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 3)
+}
+
+/// Replaces `path` with `contents` atomically; the file ends up with mode 0600.
+pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .with_context(|| format!("`{}` has no parent directory", path.display()))?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(".tmp")
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .with_context(|| format!("failed to create a temporary file in `{}`", dir.display()))?;
+    temp.write_all(contents)
+        .and_then(|()| temp.as_file().sync_all())
+        .with_context(|| format!("failed to write `{}`", path.display()))?;
+    temp.persist(path)
+        .map_err(|err| err.error)
+        .with_context(|| format!("failed to replace `{}`", path.display()))?;
+    Ok(())
+}
+
+/// Writes `value` as pretty JSON (2-space indent) with a trailing newline.
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// What reading a ralph file found.
+#[derive(Debug)]
+pub(crate) enum Loaded<T> {
+    /// The file does not exist (or is empty).
+    Missing,
+    /// The file parsed.
+    Found(T),
+    /// The file exists but could not be read or parsed; the reason is for the user.
+    Corrupt(String),
+}
+
+impl<T> Loaded<T> {
+    /// The value, treating a corrupt file as absent.
+    pub(crate) fn ok(self) -> Option<T> {
+        match self {
+            Self::Found(value) => Some(value),
+            Self::Missing | Self::Corrupt(_) => None,
+        }
+    }
+}
+
+/// Reads and parses a JSON file without ever failing.
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Loaded<T> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Loaded::Missing,
+        Err(err) => return Loaded::Corrupt(format!("cannot read it: {err}")),
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Loaded::Missing;
+    }
+    match serde_json::from_slice(&bytes) {
+        Ok(value) => Loaded::Found(value),
+        Err(err) => Loaded::Corrupt(format!("it is not valid: {err}")),
+    }
+}
+
+/// Copies a corrupt file to `<file>.corrupt` before ralph replaces it, and returns the copy's path.
+pub(crate) fn keep_corrupt_copy(path: &Path) -> anyhow::Result<PathBuf> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".corrupt");
+    let copy = PathBuf::from(name);
+    fs::copy(path, &copy).with_context(|| {
+        format!(
+            "failed to keep a copy of `{}` at `{}`",
+            path.display(),
+            copy.display()
+        )
+    })?;
+    Ok(copy)
+}
+
+/// Reads a text file; `Ok(None)` when it does not exist.
+pub(crate) fn read_text(path: &Path) -> io::Result<Option<String>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Removes a file; a file that is already gone is not an error.
+pub(crate) fn remove_file(path: &Path) -> anyhow::Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err).with_context(|| format!("failed to remove `{}`", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_creates_private_files_and_replaces_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two");
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary files are left behind");
+    }
+
+    #[test]
+    fn read_json_tells_missing_empty_and_corrupt_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        assert!(matches!(
+            read_json::<serde_json::Value>(&path),
+            Loaded::Missing
+        ));
+        fs::write(&path, "  \n").unwrap();
+        assert!(matches!(
+            read_json::<serde_json::Value>(&path),
+            Loaded::Missing
+        ));
+        fs::write(&path, "{not json").unwrap();
+        assert!(matches!(
+            read_json::<serde_json::Value>(&path),
+            Loaded::Corrupt(_)
+        ));
+        fs::write(&path, "{\"a\": 1}").unwrap();
+        assert!(matches!(
+            read_json::<serde_json::Value>(&path),
+            Loaded::Found(_)
+        ));
+    }
+
+    #[test]
+    fn ensure_creates_a_private_directory_with_a_gitignore() {
+        let dir = tempfile::tempdir().unwrap();
+        let ralph = RalphDir::new(dir.path());
+        ralph.ensure().unwrap();
+        let mode = fs::metadata(ralph.root()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let ignore = fs::read_to_string(ralph.file(GITIGNORE_FILE)).unwrap();
+        assert!(ignore.contains(STATE_FILE) && !ignore.contains(TASKS_FILE));
+    }
+}

@@ -1,0 +1,149 @@
+//! `ralph-loop.state.json`: the running (or interrupted) loop, in ralph.ts' camelCase format.
+//!
+//! Written when a loop starts and after every iteration. `active` is true while a loop owns the
+//! directory; an interrupted loop keeps its file with `active: false` so it can be resumed. The
+//! `pid` and `host` fields tell a crashed loop (active, but its lock is free) from a running one.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Loaded, read_json, write_json};
+
+/// The loop's saved state. Unknown keys written by other ralph versions are ignored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LoopState {
+    pub(crate) active: bool,
+    /// The iteration running now, or the next to run between iterations.
+    pub(crate) iteration: u32,
+    #[serde(default = "one")]
+    pub(crate) min_iterations: u32,
+    #[serde(default)]
+    pub(crate) max_iterations: u32,
+    #[serde(default = "default_completion_promise")]
+    pub(crate) completion_promise: String,
+    #[serde(default)]
+    pub(crate) tasks_mode: bool,
+    #[serde(default = "default_task_promise")]
+    pub(crate) task_promise: String,
+    /// The user's prompt (not the built iteration prompt).
+    #[serde(default)]
+    pub(crate) prompt: String,
+    pub(crate) started_at: DateTime<Utc>,
+    #[serde(default)]
+    pub(crate) model: String,
+    #[serde(default = "default_agent")]
+    pub(crate) agent: String,
+    /// Process id of the ralph that owns the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
+    /// Host name of the machine that runs the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) host: Option<String>,
+    /// When the loop stopped without finishing (interrupt); absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stopped_at: Option<DateTime<Utc>>,
+    /// The rest of the loop's options, so `--resume` can continue with the same settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) options: Option<SavedOptions>,
+}
+
+/// Loop options beyond the reference's state keys.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct SavedOptions {
+    pub(crate) prompt_file: Option<String>,
+    pub(crate) stream: bool,
+    pub(crate) verbose_tools: bool,
+    pub(crate) no_plugins: bool,
+    pub(crate) allow_all: bool,
+    pub(crate) commit: bool,
+    pub(crate) promise_anywhere: bool,
+    pub(crate) pause_ms: u64,
+    pub(crate) agent_args: Vec<String>,
+}
+
+impl Default for SavedOptions {
+    fn default() -> Self {
+        Self {
+            prompt_file: None,
+            stream: true,
+            verbose_tools: false,
+            no_plugins: false,
+            allow_all: true,
+            commit: true,
+            promise_anywhere: false,
+            pause_ms: 1000,
+            agent_args: Vec::new(),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_completion_promise() -> String {
+    "COMPLETE".to_owned()
+}
+
+fn default_task_promise() -> String {
+    "READY_FOR_NEXT_TASK".to_owned()
+}
+
+fn default_agent() -> String {
+    "opencode".to_owned()
+}
+
+/// Reads the state file.
+pub(crate) fn load(path: &Path) -> Loaded<LoopState> {
+    read_json(path)
+}
+
+/// Writes the state file atomically.
+pub(crate) fn save(path: &Path, state: &LoopState) -> anyhow::Result<()> {
+    write_json(path, state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_minimal_ralph_ts_shape() {
+        let json = r#"{"active":true,"iteration":3,"minIterations":1,"maxIterations":0,
+            "completionPromise":"DONE","tasksMode":false,"taskPromise":"READY_FOR_NEXT_TASK",
+            "prompt":"x","startedAt":"2026-01-24T12:34:56.789Z","model":"","agent":"codex"}"#;
+        let state: LoopState = serde_json::from_str(json).unwrap();
+        assert_eq!(state.iteration, 3);
+        assert_eq!(state.agent, "codex");
+        assert_eq!(state.pid, None);
+    }
+
+    #[test]
+    fn writes_camel_case_keys() {
+        let state = LoopState {
+            active: true,
+            iteration: 1,
+            min_iterations: 1,
+            max_iterations: 5,
+            completion_promise: "COMPLETE".into(),
+            tasks_mode: false,
+            task_promise: "READY_FOR_NEXT_TASK".into(),
+            prompt: "p".into(),
+            started_at: "2026-01-24T12:34:56Z".parse().unwrap(),
+            model: String::new(),
+            agent: "opencode".into(),
+            pid: Some(7),
+            host: None,
+            stopped_at: None,
+            options: None,
+        };
+        let text = serde_json::to_string(&state).unwrap();
+        assert!(text.contains("\"maxIterations\":5"));
+        assert!(text.contains("\"startedAt\":\"2026-01-24T12:34:56Z\""));
+        assert!(!text.contains("host"));
+    }
+}

@@ -1,0 +1,327 @@
+//! `ralph-tasks.md`: the markdown task list that tasks mode works through.
+//!
+//! The file is the single source of truth and belongs to the user and the agent: ralph parses it
+//! line by line and edits it only by appending or removing lines, so notes, blank lines and
+//! deeper indentation survive every edit byte for byte.
+//!
+//! Format: a top-level task is a line at column 0, `- [c] text`, where `c` is a space (todo), `/`
+//! (in progress), `x` or `X` (complete) or `!` (failed); any other character counts as todo.
+//! Indented `- [c] text` lines are subtasks of the task above them, and indented `- key: value`
+//! lines are its properties. Every other line is ignored.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// The heading of a task file ralph creates.
+pub(crate) const HEADING: &str = "# Ralph Tasks";
+
+static TOP_LEVEL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^- \[(.)\]\s*(.+)$").expect("valid regex"));
+static SUBTASK: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s+- \[(.)\]\s*(.+)$").expect("valid regex"));
+static PROPERTY: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s+- ([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$").expect("valid regex"));
+
+/// Where a task stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TaskStatus {
+    Todo,
+    InProgress,
+    Complete,
+    Failed,
+}
+
+impl TaskStatus {
+    fn from_char(c: char) -> Self {
+        match c {
+            '/' => Self::InProgress,
+            'x' | 'X' => Self::Complete,
+            '!' => Self::Failed,
+            _ => Self::Todo,
+        }
+    }
+
+    /// The icon `--list-tasks` and `--status` show.
+    pub(crate) fn icon(self) -> &'static str {
+        match self {
+            Self::Todo => "⏸️",
+            Self::InProgress => "🔄",
+            Self::Complete => "✅",
+            Self::Failed => "❌",
+        }
+    }
+}
+
+/// An indented checkbox line under a task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Subtask {
+    pub(crate) status: TaskStatus,
+    pub(crate) text: String,
+}
+
+/// A top-level task with its subtasks and properties.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Task {
+    /// 1-based position among the top-level tasks.
+    pub(crate) number: usize,
+    /// 0-based line index in the file.
+    pub(crate) line: usize,
+    pub(crate) status: TaskStatus,
+    pub(crate) text: String,
+    pub(crate) subtasks: Vec<Subtask>,
+    /// `- key: value` lines under the task, in file order.
+    pub(crate) properties: Vec<(String, String)>,
+}
+
+/// The parsed task file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TaskList {
+    pub(crate) tasks: Vec<Task>,
+}
+
+impl TaskList {
+    /// Parses a task file; never fails.
+    pub(crate) fn parse(content: &str) -> Self {
+        let mut tasks: Vec<Task> = Vec::new();
+        for (index, line) in content.lines().enumerate() {
+            if let Some(captures) = TOP_LEVEL.captures(line) {
+                tasks.push(Task {
+                    number: tasks.len() + 1,
+                    line: index,
+                    status: TaskStatus::from_char(first_char(&captures[1])),
+                    text: captures[2].trim_end().to_owned(),
+                    subtasks: Vec::new(),
+                    properties: Vec::new(),
+                });
+            } else if let Some(task) = tasks.last_mut() {
+                if let Some(captures) = SUBTASK.captures(line) {
+                    task.subtasks.push(Subtask {
+                        status: TaskStatus::from_char(first_char(&captures[1])),
+                        text: captures[2].trim_end().to_owned(),
+                    });
+                } else if let Some(captures) = PROPERTY.captures(line) {
+                    task.properties
+                        .push((captures[1].to_owned(), captures[2].trim().to_owned()));
+                }
+            }
+        }
+        Self { tasks }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The first task in progress.
+    pub(crate) fn current(&self) -> Option<&Task> {
+        self.tasks
+            .iter()
+            .find(|task| task.status == TaskStatus::InProgress)
+    }
+
+    /// The first task still to do.
+    pub(crate) fn next(&self) -> Option<&Task> {
+        self.tasks
+            .iter()
+            .find(|task| task.status == TaskStatus::Todo)
+    }
+
+    /// True when there is at least one task and every top-level task is complete.
+    pub(crate) fn all_complete(&self) -> bool {
+        !self.tasks.is_empty()
+            && self
+                .tasks
+                .iter()
+                .all(|task| task.status == TaskStatus::Complete)
+    }
+
+    /// Top-level tasks that are not complete.
+    pub(crate) fn open(&self) -> impl Iterator<Item = &Task> {
+        self.tasks
+            .iter()
+            .filter(|task| task.status != TaskStatus::Complete)
+    }
+
+    /// How many top-level tasks have `status`.
+    pub(crate) fn count(&self, status: TaskStatus) -> usize {
+        self.tasks
+            .iter()
+            .filter(|task| task.status == status)
+            .count()
+    }
+}
+
+fn first_char(text: &str) -> char {
+    text.chars().next().unwrap_or(' ')
+}
+
+/// The content of a task file ralph creates: the heading and a one-line hint.
+pub(crate) fn new_file_content() -> String {
+    format!(
+        "{HEADING}\n\nAdd tasks below, one checkbox line each, or run: ralph --add-task \"description\"\n"
+    )
+}
+
+/// Why a task edit was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum EditError {
+    /// The description is empty or spans several lines.
+    BadDescription(&'static str),
+    /// The task number is outside `1..=count`.
+    OutOfRange { number: usize, count: usize },
+}
+
+impl std::fmt::Display for EditError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadDescription(why) => f.write_str(why),
+            Self::OutOfRange { count: 0, number } => {
+                write!(f, "task {number} does not exist: the task list is empty")
+            }
+            Self::OutOfRange { number, count } => {
+                write!(f, "task {number} is out of range (1-{count})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EditError {}
+
+/// Checks a task description given on the command line.
+pub(crate) fn validate_description(description: &str) -> Result<&str, EditError> {
+    let description = description.trim();
+    if description.is_empty() {
+        return Err(EditError::BadDescription("the task description is empty"));
+    }
+    if description.contains(['\n', '\r']) {
+        return Err(EditError::BadDescription(
+            "the task description contains a line break; give each task on one line",
+        ));
+    }
+    Ok(description)
+}
+
+/// Appends `- [ ] description` (and property lines) to `content`, touching nothing else.
+pub(crate) fn add_task(
+    content: Option<&str>,
+    description: &str,
+    properties: &[(&str, &str)],
+) -> String {
+    let mut text = match content {
+        Some(content) if !content.trim().is_empty() => content.to_owned(),
+        _ => format!("{HEADING}\n\n"),
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&format!("- [ ] {description}\n"));
+    for (key, value) in properties {
+        text.push_str(&format!("  - {key}: {value}\n"));
+    }
+    text
+}
+
+/// Removes task `number` (1-based) and the indented lines under it, touching nothing else.
+pub(crate) fn remove_task(content: &str, number: usize) -> Result<String, EditError> {
+    let list = TaskList::parse(content);
+    let count = list.tasks.len();
+    let task = number
+        .checked_sub(1)
+        .and_then(|index| list.tasks.get(index))
+        .ok_or(EditError::OutOfRange { number, count })?;
+    let lines: Vec<&str> = content.split_inclusive('\n').collect();
+    let mut end = task.line + 1;
+    while end < lines.len() {
+        let line = lines[end];
+        let indented = line.starts_with([' ', '\t']);
+        if !indented || line.trim().is_empty() {
+            break;
+        }
+        end += 1;
+    }
+    let mut kept = String::with_capacity(content.len());
+    for (index, line) in lines.iter().enumerate() {
+        if index < task.line || index >= end {
+            kept.push_str(line);
+        }
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "# Ralph Tasks\n\nSome notes here.\n\n- [x] Set up\n  - [x] cargo init\n    deeper note\n- [/] Build API\n  - [ ] routes\n  - id: api\n- [?] Odd status\n- [ ] Write docs\n\nTrailing note.\n";
+
+    #[test]
+    fn parses_tasks_subtasks_properties_and_odd_statuses() {
+        let list = TaskList::parse(SAMPLE);
+        assert_eq!(list.tasks.len(), 4);
+        assert_eq!(list.tasks[0].status, TaskStatus::Complete);
+        assert_eq!(list.tasks[0].subtasks.len(), 1);
+        assert_eq!(
+            list.tasks[1].properties,
+            vec![("id".to_owned(), "api".to_owned())]
+        );
+        assert_eq!(
+            list.tasks[2].status,
+            TaskStatus::Todo,
+            "malformed status counts as todo"
+        );
+        assert_eq!(list.current().unwrap().text, "Build API");
+        assert_eq!(list.next().unwrap().text, "Odd status");
+        assert!(!list.all_complete());
+        assert!(TaskList::parse("- [X] a\n- [x] b\n").all_complete());
+        assert!(!TaskList::parse("no tasks\n").all_complete());
+    }
+
+    #[test]
+    fn add_task_appends_and_preserves_everything_else() {
+        let added = add_task(Some(SAMPLE), "Ship it", &[]);
+        assert_eq!(added, format!("{SAMPLE}- [ ] Ship it\n"));
+        assert_eq!(
+            add_task(None, "First", &[]),
+            "# Ralph Tasks\n\n- [ ] First\n"
+        );
+        assert_eq!(
+            add_task(Some("x"), "y", &[("id", "y1")]),
+            "x\n- [ ] y\n  - id: y1\n"
+        );
+    }
+
+    #[test]
+    fn remove_task_drops_the_task_and_its_indented_lines_only() {
+        let removed = remove_task(SAMPLE, 1).unwrap();
+        assert_eq!(
+            removed,
+            "# Ralph Tasks\n\nSome notes here.\n\n- [/] Build API\n  - [ ] routes\n  - id: api\n- [?] Odd status\n- [ ] Write docs\n\nTrailing note.\n"
+        );
+        let removed = remove_task(SAMPLE, 4).unwrap();
+        assert!(removed.ends_with("- [?] Odd status\n\nTrailing note.\n"));
+        assert_eq!(
+            remove_task(SAMPLE, 9),
+            Err(EditError::OutOfRange {
+                number: 9,
+                count: 4
+            })
+        );
+        assert_eq!(
+            EditError::OutOfRange {
+                number: 9,
+                count: 4
+            }
+            .to_string(),
+            "task 9 is out of range (1-4)"
+        );
+        assert!(remove_task(SAMPLE, 0).is_err());
+    }
+
+    #[test]
+    fn descriptions_must_be_one_non_empty_line() {
+        assert!(validate_description("  ").is_err());
+        assert!(validate_description("a\nb").is_err());
+        assert_eq!(validate_description(" ok "), Ok("ok"));
+    }
+}

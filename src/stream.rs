@@ -1,0 +1,544 @@
+//! The one place that runs an agent process and streams its output.
+//!
+//! Design (each choice is deliberate):
+//! - The agent runs in its own process group, so a stop or timeout can end the whole tree it
+//!   started (shells, MCP servers, test runners): SIGTERM to the group, a grace period while
+//!   output is still drained, then SIGKILL. A second Ctrl-C skips the grace period.
+//! - Stdin is null (or a pipe that carries a long prompt and is then closed). The agents run in
+//!   non-interactive modes, and some of them wait forever on an open stdin.
+//! - Two reader threads read raw bytes (never `lines()`, which fails on invalid UTF-8) in 64 KiB
+//!   chunks and send them over a bounded channel, so a fast agent is slowed down rather than
+//!   buffered in memory. The main thread owns the child, splits lines, and keeps the clock for the
+//!   heartbeat and the timeouts.
+//! - A line longer than [`MAX_SEGMENT`] is delivered in pieces, so one huge line never grows
+//!   memory either.
+//! - After the agent exits, a grandchild that keeps the pipes open does not hang the loop: after a
+//!   short wait the group is killed and the readers are abandoned.
+
+use std::io::{Read, Write as _};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use crate::agents::AgentCommand;
+use crate::signal::{StopFlag, set_agent_group};
+
+/// Longest piece of a line delivered at once.
+pub(crate) const MAX_SEGMENT: usize = 64 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
+/// Chunks in flight between a reader thread and the main thread.
+const CHANNEL_CHUNKS: usize = 16;
+
+/// Which pipe a piece of output came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    Stdout,
+    Stderr,
+}
+
+/// A piece of one output line.
+#[derive(Debug)]
+pub(crate) struct Segment<'a> {
+    pub(crate) source: Source,
+    /// The text, without the line break; invalid UTF-8 replaced.
+    pub(crate) text: &'a str,
+    /// This piece starts a line.
+    pub(crate) starts_line: bool,
+    /// The line ends after this piece.
+    pub(crate) ends_line: bool,
+}
+
+/// Receives the agent's output and the clock ticks while it runs.
+pub(crate) trait OutputHandler {
+    fn on_segment(&mut self, segment: &Segment<'_>);
+    /// Called at least every tick, with the time of the last output from the agent.
+    fn on_tick(&mut self, now: Instant, last_output: Instant);
+}
+
+/// Timing of the runner.
+#[derive(Clone, Debug)]
+pub(crate) struct RunOptions {
+    /// SIGTERM → SIGKILL delay when stopping the agent.
+    pub(crate) grace: Duration,
+    /// How long to wait for the pipes to close after the agent exits.
+    pub(crate) leak_timeout: Duration,
+    /// Longest sleep of the main thread between checks.
+    pub(crate) tick: Duration,
+    /// Wall-clock limit for the whole run.
+    pub(crate) run_timeout: Option<Duration>,
+    /// Limit on silence (no output at all).
+    pub(crate) idle_timeout: Option<Duration>,
+}
+
+/// Why ralph ended the agent early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndedBy {
+    /// The user asked ralph to stop.
+    User,
+    /// The run exceeded its wall-clock limit.
+    RunTimeout,
+    /// The agent printed nothing for too long.
+    IdleTimeout,
+}
+
+/// How the agent's run ended.
+#[derive(Clone, Debug)]
+pub(crate) struct RunOutcome {
+    /// The exit code; 128 + N when the agent died from signal N.
+    pub(crate) exit_code: i32,
+    /// Set when ralph terminated the agent.
+    pub(crate) ended_by: Option<EndedBy>,
+}
+
+enum Event {
+    Data(Source, Vec<u8>),
+    Closed,
+}
+
+/// Runs `command` in `cwd` until it exits (or is stopped), feeding its output to `handler`.
+pub(crate) fn run(
+    command: &AgentCommand,
+    cwd: &Path,
+    options: &RunOptions,
+    stop: &StopFlag,
+    handler: &mut dyn OutputHandler,
+) -> anyhow::Result<RunOutcome> {
+    let mut process = Command::new(&command.program);
+    process
+        .args(&command.args)
+        .envs(command.env.iter().map(|(key, value)| (key, value)))
+        .current_dir(cwd)
+        .stdin(if command.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = process
+        .spawn()
+        .with_context(|| format!("failed to start `{}`", command.program.display()))?;
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    set_agent_group(group);
+    let result = supervise(&mut child, group, command, options, stop, handler);
+    set_agent_group(0);
+    if result.is_err() {
+        signal_group(group, Signal::SIGKILL);
+        let _ = child.wait();
+    }
+    result
+}
+
+fn supervise(
+    child: &mut Child,
+    group: i32,
+    command: &AgentCommand,
+    options: &RunOptions,
+    stop: &StopFlag,
+    handler: &mut dyn OutputHandler,
+) -> anyhow::Result<RunOutcome> {
+    if let (Some(text), Some(mut stdin)) = (command.stdin.clone(), child.stdin.take()) {
+        thread::Builder::new()
+            .name("ralph-agent-stdin".into())
+            .spawn(move || {
+                // An agent that exits without reading its prompt closes the pipe: not our error.
+                let _ = stdin.write_all(text.as_bytes());
+            })
+            .context("failed to start the stdin writer thread")?;
+    }
+    let (sender, receiver) = mpsc::sync_channel(CHANNEL_CHUNKS);
+    let stdout = child
+        .stdout
+        .take()
+        .context("agent stdout was not captured")?;
+    let stderr = child
+        .stderr
+        .take()
+        .context("agent stderr was not captured")?;
+    spawn_reader("ralph-agent-stdout", stdout, Source::Stdout, sender.clone())?;
+    spawn_reader("ralph-agent-stderr", stderr, Source::Stderr, sender)?;
+
+    let started = Instant::now();
+    let mut last_output = started;
+    let mut splitters = [
+        LineSplitter::new(Source::Stdout),
+        LineSplitter::new(Source::Stderr),
+    ];
+    let mut open_pipes = 2;
+    let mut exit: Option<std::process::ExitStatus> = None;
+    let mut exited_at: Option<Instant> = None;
+    let mut ended_by = None;
+    let mut killed_leftovers = false;
+    let mut seen_requests = stop.requested();
+
+    loop {
+        match receive(&receiver, options.tick) {
+            Received::Data(source, bytes) => {
+                last_output = Instant::now();
+                let index = usize::from(source == Source::Stderr);
+                splitters[index].push(&bytes, handler);
+            }
+            Received::Closed => open_pipes -= 1,
+            Received::Nothing => {}
+        }
+        let now = Instant::now();
+        handler.on_tick(now, last_output);
+
+        if exit.is_none() {
+            exit = child.try_wait().context("failed to wait for the agent")?;
+            if exit.is_some() {
+                exited_at = Some(now);
+            }
+        }
+        if exit.is_some() && open_pipes == 0 {
+            break;
+        }
+        if let Some(at) = exited_at {
+            // The agent is gone but something it started still holds our pipes.
+            if now.duration_since(at) >= options.leak_timeout {
+                if killed_leftovers {
+                    break;
+                }
+                signal_group(group, Signal::SIGKILL);
+                killed_leftovers = true;
+                exited_at = Some(now);
+            }
+            continue;
+        }
+        let reason = if stop.requested() > seen_requests {
+            seen_requests = stop.requested();
+            Some(EndedBy::User)
+        } else if options
+            .run_timeout
+            .is_some_and(|limit| now.duration_since(started) >= limit)
+        {
+            Some(EndedBy::RunTimeout)
+        } else if options
+            .idle_timeout
+            .is_some_and(|limit| now.duration_since(last_output) >= limit)
+        {
+            Some(EndedBy::IdleTimeout)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            ended_by.get_or_insert(reason);
+            let status = terminate(
+                child,
+                group,
+                options,
+                stop,
+                &receiver,
+                &mut splitters,
+                handler,
+            )?;
+            exit = Some(status);
+            exited_at = Some(Instant::now());
+        }
+    }
+    for splitter in &mut splitters {
+        splitter.finish(handler);
+    }
+    // Whatever the agent left running in its group (a server, a watcher) ends with the iteration.
+    signal_group(group, Signal::SIGTERM);
+    let status = exit.context("the agent's exit status is unknown")?;
+    Ok(RunOutcome {
+        exit_code: exit_code(status),
+        ended_by,
+    })
+}
+
+/// SIGTERM the group, keep draining output for the grace period (cut short by another stop
+/// request), then SIGKILL.
+fn terminate(
+    child: &mut Child,
+    group: i32,
+    options: &RunOptions,
+    stop: &StopFlag,
+    receiver: &Receiver<Event>,
+    splitters: &mut [LineSplitter; 2],
+    handler: &mut dyn OutputHandler,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let requests = stop.requested();
+    signal_group(group, Signal::SIGTERM);
+    let deadline = Instant::now() + options.grace;
+    while Instant::now() < deadline && stop.requested() <= requests {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if let Received::Data(source, bytes) = receive(receiver, Duration::from_millis(20)) {
+            splitters[usize::from(source == Source::Stderr)].push(&bytes, handler);
+        }
+    }
+    signal_group(group, Signal::SIGKILL);
+    Ok(child.wait()?)
+}
+
+enum Received {
+    Data(Source, Vec<u8>),
+    Closed,
+    Nothing,
+}
+
+fn receive(receiver: &Receiver<Event>, timeout: Duration) -> Received {
+    match receiver.recv_timeout(timeout) {
+        Ok(Event::Data(source, bytes)) => Received::Data(source, bytes),
+        Ok(Event::Closed) => Received::Closed,
+        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+            if matches!(receiver.try_recv(), Err(mpsc::TryRecvError::Disconnected)) {
+                // Both readers are gone; avoid spinning on a dead channel.
+                thread::sleep(timeout);
+            }
+            Received::Nothing
+        }
+    }
+}
+
+fn spawn_reader<R: Read + Send + 'static>(
+    name: &str,
+    mut pipe: R,
+    source: Source,
+    sender: SyncSender<Event>,
+) -> anyhow::Result<()> {
+    thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let mut buffer = vec![0_u8; READ_CHUNK];
+            loop {
+                match pipe.read(&mut buffer) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if sender
+                            .send(Event::Data(source, buffer[..n].to_vec()))
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = sender.send(Event::Closed);
+        })
+        .with_context(|| format!("failed to start the {name} thread"))?;
+    Ok(())
+}
+
+/// Splits a byte stream into line segments of at most [`MAX_SEGMENT`] bytes.
+struct LineSplitter {
+    source: Source,
+    pending: Vec<u8>,
+    at_line_start: bool,
+}
+
+impl LineSplitter {
+    fn new(source: Source) -> Self {
+        Self {
+            source,
+            pending: Vec::new(),
+            at_line_start: true,
+        }
+    }
+
+    fn push(&mut self, mut data: &[u8], handler: &mut dyn OutputHandler) {
+        while let Some(newline) = data.iter().position(|&b| b == b'\n') {
+            let (line, rest) = data.split_at(newline);
+            if self.pending.is_empty() {
+                self.emit(line, true, handler);
+            } else {
+                self.pending.extend_from_slice(line);
+                let pending = std::mem::take(&mut self.pending);
+                self.emit(&pending, true, handler);
+                self.pending = pending;
+                self.pending.clear();
+            }
+            data = &rest[1..];
+        }
+        self.pending.extend_from_slice(data);
+        if self.pending.len() >= MAX_SEGMENT {
+            let pending = std::mem::take(&mut self.pending);
+            self.emit(&pending, false, handler);
+            self.pending = pending;
+            self.pending.clear();
+        }
+    }
+
+    fn finish(&mut self, handler: &mut dyn OutputHandler) {
+        if !self.pending.is_empty() || !self.at_line_start {
+            let pending = std::mem::take(&mut self.pending);
+            self.emit(&pending, true, handler);
+        }
+    }
+
+    fn emit(&mut self, bytes: &[u8], ends_line: bool, handler: &mut dyn OutputHandler) {
+        let bytes = if ends_line {
+            bytes.strip_suffix(b"\r").unwrap_or(bytes)
+        } else {
+            bytes
+        };
+        let text = String::from_utf8_lossy(bytes);
+        handler.on_segment(&Segment {
+            source: self.source,
+            text: &text,
+            starts_line: self.at_line_start,
+            ends_line,
+        });
+        self.at_line_start = ends_line;
+    }
+}
+
+fn signal_group(group: i32, signal: Signal) {
+    if group > 0 {
+        // ESRCH only means the group is already gone.
+        let _ = killpg(Pid::from_raw(group), signal);
+    }
+}
+
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Collect(Vec<(String, bool, bool)>);
+
+    impl OutputHandler for Collect {
+        fn on_segment(&mut self, segment: &Segment<'_>) {
+            self.0.push((
+                segment.text.to_owned(),
+                segment.starts_line,
+                segment.ends_line,
+            ));
+        }
+        fn on_tick(&mut self, _: Instant, _: Instant) {}
+    }
+
+    #[test]
+    fn splitter_handles_partial_lines_crlf_and_invalid_utf8() {
+        let mut handler = Collect::default();
+        let mut splitter = LineSplitter::new(Source::Stdout);
+        splitter.push(b"hel", &mut handler);
+        splitter.push(b"lo\r\nwor\xffld\nlone\rcr\ntail", &mut handler);
+        splitter.finish(&mut handler);
+        let texts: Vec<_> = handler.0.iter().map(|(t, _, _)| t.as_str()).collect();
+        assert_eq!(texts, ["hello", "wor\u{fffd}ld", "lone\rcr", "tail"]);
+    }
+
+    #[test]
+    fn splitter_cuts_huge_lines_into_bounded_segments() {
+        let mut handler = Collect::default();
+        let mut splitter = LineSplitter::new(Source::Stdout);
+        let chunk = vec![b'a'; MAX_SEGMENT];
+        for _ in 0..3 {
+            splitter.push(&chunk, &mut handler);
+        }
+        splitter.push(b"end\n", &mut handler);
+        splitter.finish(&mut handler);
+        assert_eq!(handler.0.len(), 4);
+        assert!(handler.0.iter().all(|(t, _, _)| t.len() <= MAX_SEGMENT));
+        assert_eq!((handler.0[0].1, handler.0[0].2), (true, false));
+        assert_eq!((handler.0[1].1, handler.0[1].2), (false, false));
+        assert_eq!(handler.0[3], ("end".to_owned(), false, true));
+    }
+
+    fn options() -> RunOptions {
+        RunOptions {
+            grace: Duration::from_millis(500),
+            leak_timeout: Duration::from_millis(300),
+            tick: Duration::from_millis(20),
+            run_timeout: None,
+            idle_timeout: None,
+        }
+    }
+
+    fn sh(script: &str) -> AgentCommand {
+        AgentCommand {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: Vec::new(),
+            stdin: None,
+        }
+    }
+
+    #[test]
+    fn runs_a_process_and_reports_its_exit_code_and_output() {
+        let mut handler = Collect::default();
+        let outcome = run(
+            &sh("echo out; echo err >&2; exit 3"),
+            Path::new("."),
+            &options(),
+            &StopFlag::default(),
+            &mut handler,
+        )
+        .unwrap();
+        assert_eq!(outcome.exit_code, 3);
+        assert_eq!(outcome.ended_by, None);
+        let mut texts: Vec<_> = handler.0.iter().map(|(t, _, _)| t.clone()).collect();
+        texts.sort();
+        assert_eq!(texts, ["err", "out"]);
+    }
+
+    #[test]
+    fn stdin_carries_the_prompt_and_is_closed() {
+        let mut handler = Collect::default();
+        let mut command = sh("wc -c");
+        command.stdin = Some("x".repeat(300_000));
+        run(
+            &command,
+            Path::new("."),
+            &options(),
+            &StopFlag::default(),
+            &mut handler,
+        )
+        .unwrap();
+        assert_eq!(handler.0[0].0.trim(), "300000");
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_pipes_does_not_hang_the_run() {
+        let mut handler = Collect::default();
+        let started = Instant::now();
+        let outcome = run(
+            &sh("sleep 30 & echo started"),
+            Path::new("."),
+            &options(),
+            &StopFlag::default(),
+            &mut handler,
+        )
+        .unwrap();
+        assert_eq!(outcome.exit_code, 0);
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn idle_timeout_ends_the_whole_group() {
+        let mut handler = Collect::default();
+        let mut opts = options();
+        opts.idle_timeout = Some(Duration::from_millis(300));
+        let outcome = run(
+            &sh("echo once; sleep 30; echo never"),
+            Path::new("."),
+            &opts,
+            &StopFlag::default(),
+            &mut handler,
+        )
+        .unwrap();
+        assert_eq!(outcome.ended_by, Some(EndedBy::IdleTimeout));
+        assert_eq!(outcome.exit_code, 128 + 15);
+    }
+}

@@ -1,0 +1,133 @@
+//! Modified-files detection and auto-commit.
+
+use std::fs;
+
+use crate::support::TestEnv;
+
+#[test]
+fn odd_file_names_and_new_nested_files_are_detected() {
+    let env = TestEnv::new();
+    fs::write(env.work().join("tracked file.txt"), "old\n").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "more"]);
+    env.agent_script(
+        None,
+        r#"echo new >> "tracked file.txt"
+mkdir -p "deep/new dir"; echo x > "deep/new dir/été \"quoted\".md"
+echo y > 'it'"'"'s.txt'
+git mv README.md MOVED.md"#,
+    );
+    env.run_loop(&["task", "--max-iterations", "1", "--no-commit"])
+        .assert_code(2);
+    let files: Vec<String> = env.history()["iterations"][0]["files_modified"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    for expected in [
+        "tracked file.txt",
+        "deep/new dir/été \"quoted\".md",
+        "it's.txt",
+        "MOVED.md",
+        "README.md",
+    ] {
+        assert!(
+            files.contains(&expected.to_owned()),
+            "{expected} missing from {files:?}"
+        );
+    }
+    assert!(files.iter().all(|f| !f.starts_with(".ralph/")), "{files:?}");
+}
+
+#[test]
+fn no_commit_makes_no_commits() {
+    let env = TestEnv::new();
+    let edit = env.work().join("notes.txt");
+    env.run_loop_with(&["task", "--max-iterations", "2", "--no-commit"], |c| {
+        c.env("FAKE_AGENT_EDIT", &edit);
+    })
+    .assert_code(2);
+    assert_eq!(env.commit_count(), 1);
+    assert_eq!(
+        env.history()["iterations"][1]["files_modified"][0],
+        "notes.txt"
+    );
+}
+
+#[test]
+fn commits_never_include_ralph_runtime_files_but_include_the_task_file() {
+    let env = TestEnv::new();
+    let edit = env.work().join("notes.txt");
+    env.run_loop_with(&["task", "--max-iterations", "1", "--tasks"], |c| {
+        c.env("FAKE_AGENT_EDIT", &edit);
+    })
+    .assert_code(2);
+    let files = env.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(files.contains("notes.txt"), "{files}");
+    assert!(files.contains(".ralph/ralph-tasks.md"), "{files}");
+    assert!(
+        !files.contains("ralph-loop.state.json") && !files.contains("ralph-history.json"),
+        "{files}"
+    );
+    assert_eq!(
+        env.git(&["status", "--porcelain"]).trim(),
+        "",
+        "runtime files are ignored by git"
+    );
+}
+
+#[test]
+fn changes_the_agent_commits_itself_are_detected() {
+    let env = TestEnv::new();
+    env.agent_script(
+        None,
+        "echo x > committed.txt; git add committed.txt; git commit -q -m 'by agent'",
+    );
+    env.run_loop(&["task", "--max-iterations", "1"])
+        .assert_code(2);
+    assert_eq!(
+        env.history()["iterations"][0]["files_modified"][0],
+        "committed.txt"
+    );
+}
+
+#[test]
+fn a_failed_commit_is_a_warning() {
+    let env = TestEnv::new();
+    fs::write(
+        env.work().join(".git/hooks/pre-commit"),
+        "#!/bin/sh\necho 'hook says no' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(
+        env.work().join(".git/hooks/pre-commit"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let edit = env.work().join("notes.txt");
+    let run = env.run_loop_with(&["task", "--max-iterations", "1"], |c| {
+        c.env("FAKE_AGENT_EDIT", &edit);
+    });
+    run.assert_code(2);
+    assert!(
+        run.stderr()
+            .contains("Auto-commit failed: git commit failed (hook says no)"),
+        "{}",
+        run.stderr()
+    );
+    assert!(!run.stdout().contains("Auto-committed"));
+    assert_eq!(env.commit_count(), 1);
+}
+
+#[test]
+fn outside_a_git_repository_the_loop_still_runs() {
+    let env = TestEnv::new();
+    fs::remove_dir_all(env.work().join(".git")).unwrap();
+    let run = env.run_loop_with(&["task", "--max-iterations", "3"], |c| {
+        c.env("FAKE_AGENT_COMPLETE_AT", "2");
+    });
+    run.assert_code(0);
+    assert_eq!(env.agent_calls(), 2);
+}

@@ -1,0 +1,12 @@
+//! ralph's integration tests: the built binary, fake agents on PATH, a temporary git repository,
+//! and a clean environment for every test.
+
+mod support;
+
+mod cli;
+mod commands;
+mod git_commit;
+mod run_loop;
+mod signals;
+mod state_files;
+mod tasks_mode;

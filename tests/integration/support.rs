@@ -1,0 +1,269 @@
+//! The test harness: one temporary directory per test holding a git work tree (`work/`), the
+//! fake agents (`bin/`), a HOME (`home/`) and the fake agents' records (`agent/`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub(crate) const FAKE_AGENT: &str = include_str!("../fixtures/fake-agent.sh");
+
+pub(crate) struct TestEnv {
+    root: tempfile::TempDir,
+}
+
+impl TestEnv {
+    /// A fresh environment with an initial commit, so every iteration's commit is countable.
+    pub(crate) fn new() -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("ralph-test")
+            .tempdir()
+            .unwrap();
+        let env = Self { root };
+        for dir in ["work", "bin", "home", "agent"] {
+            fs::create_dir_all(env.root.path().join(dir)).unwrap();
+        }
+        for name in ["opencode", "claude", "codex"] {
+            env.write_executable(name, FAKE_AGENT);
+        }
+        env.git(&["init", "-q", "-b", "main"]);
+        fs::write(env.work().join("README.md"), "project\n").unwrap();
+        env.git(&["add", "-A"]);
+        env.git(&["commit", "-q", "-m", "initial"]);
+        env
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.root.path()
+    }
+
+    pub(crate) fn work(&self) -> PathBuf {
+        self.root.path().join("work")
+    }
+
+    pub(crate) fn bin(&self) -> PathBuf {
+        self.root.path().join("bin")
+    }
+
+    pub(crate) fn agent_dir(&self) -> PathBuf {
+        self.root.path().join("agent")
+    }
+
+    pub(crate) fn ralph_file(&self, name: &str) -> PathBuf {
+        self.work().join(".ralph").join(name)
+    }
+
+    pub(crate) fn write_executable(&self, name: &str, content: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = self.bin().join(name);
+        fs::write(&path, content).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// Shell code the fake agent sources on call `n` (`None`: every call without its own).
+    pub(crate) fn agent_script(&self, n: Option<u32>, code: &str) -> &Self {
+        let name = n.map_or_else(|| "script".to_owned(), |n| format!("script.{n}"));
+        fs::write(self.agent_dir().join(name), code).unwrap();
+        self
+    }
+
+    /// How many times any fake agent ran.
+    pub(crate) fn agent_calls(&self) -> u32 {
+        fs::read_to_string(self.agent_dir().join("count"))
+            .map(|s| s.trim().parse().unwrap())
+            .unwrap_or(0)
+    }
+
+    pub(crate) fn agent_argv(&self, n: u32) -> Vec<String> {
+        let raw = fs::read(self.agent_dir().join(format!("argv.{n}"))).unwrap();
+        let text = String::from_utf8(raw).unwrap();
+        let mut args: Vec<String> = text.split('\0').map(str::to_owned).collect();
+        args.pop();
+        args
+    }
+
+    pub(crate) fn agent_prompt(&self, n: u32) -> String {
+        fs::read_to_string(self.agent_dir().join(format!("prompt.{n}"))).unwrap()
+    }
+
+    pub(crate) fn agent_file(&self, name: &str) -> String {
+        fs::read_to_string(self.agent_dir().join(name)).unwrap()
+    }
+
+    /// The environment every ralph (and fake agent) runs with.
+    fn apply_env(&self, command: &mut Command) {
+        command
+            .current_dir(self.work())
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", self.bin().display()),
+            )
+            .env("HOME", self.path().join("home"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "ralph-test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+            .env("GIT_COMMITTER_NAME", "ralph-test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+            .env("NO_COLOR", "1")
+            .env("FAKE_AGENT_DIR", self.agent_dir())
+            .env("RALPH_HEARTBEAT_MS", "60000")
+            .env("RALPH_GRACE_MS", "1000")
+            .env("RALPH_LEAK_TIMEOUT_MS", "300");
+    }
+
+    /// A `ralph` command with a hermetic environment and a null stdin.
+    pub(crate) fn ralph(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ralph"));
+        self.apply_env(&mut command);
+        command.stdin(Stdio::null());
+        command
+    }
+
+    pub(crate) fn git(&self, args: &[&str]) -> String {
+        let mut command = Command::new("git");
+        self.apply_env(&mut command);
+        let output = command.args(args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    pub(crate) fn commit_count(&self) -> usize {
+        self.git(&["rev-list", "--count", "HEAD"])
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    pub(crate) fn history(&self) -> serde_json::Value {
+        serde_json::from_str(&fs::read_to_string(self.ralph_file("ralph-history.json")).unwrap())
+            .unwrap()
+    }
+}
+
+/// Runs a command to completion, failing the test if it takes longer than `limit`.
+pub(crate) fn run_with_deadline(command: &mut Command, limit: Duration) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || read_all(stdout));
+    let err = std::thread::spawn(move || read_all(stderr));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("ralph did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+fn read_all(mut reader: impl std::io::Read) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    reader.read_to_end(&mut bytes).unwrap();
+    bytes
+}
+
+/// The result of a ralph run, with helpers for assertions.
+pub(crate) struct Run {
+    pub(crate) output: Output,
+}
+
+impl Run {
+    pub(crate) fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+
+    pub(crate) fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    pub(crate) fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    #[track_caller]
+    pub(crate) fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code(),
+            code,
+            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+}
+
+impl TestEnv {
+    /// Runs `ralph ARGS` with a 60 s deadline.
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, |_| {})
+    }
+
+    /// Runs `ralph ARGS` after `adjust` changes the command (environment, stdin).
+    pub(crate) fn run_with(&self, args: &[&str], adjust: impl FnOnce(&mut Command)) -> Run {
+        let mut command = self.ralph();
+        command.args(args);
+        adjust(&mut command);
+        Run {
+            output: run_with_deadline(&mut command, Duration::from_secs(60)),
+        }
+    }
+
+    /// Runs a loop with no pause between iterations.
+    pub(crate) fn run_loop(&self, args: &[&str]) -> Run {
+        let mut all = vec!["--pause", "0"];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
+
+    pub(crate) fn run_loop_with(&self, args: &[&str], adjust: impl FnOnce(&mut Command)) -> Run {
+        let mut all = vec!["--pause", "0"];
+        all.extend_from_slice(args);
+        self.run_with(&all, adjust)
+    }
+}
+
+/// Polls until `path` exists, failing after `limit`.
+pub(crate) fn wait_for_file(path: &Path, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} did not appear within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a process id is still alive (and not a zombie).
+pub(crate) fn is_alive(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
