@@ -363,8 +363,11 @@ impl<'a> Runner<'a> {
             stopped_at: None,
             options: Some(config.saved_options()),
         };
+        // Read the old history even for a fresh loop, so a corrupt one is kept aside before the
+        // new loop replaces it.
+        let previous = load_keeping_corrupt(&dir.history(), history::load(&dir.history()));
         let history = if resumed_flag {
-            load_keeping_corrupt(&dir.history(), history::load(&dir.history())).unwrap_or_default()
+            previous.unwrap_or_default()
         } else {
             History::default()
         };

@@ -53,6 +53,8 @@ pub(crate) struct Segment<'a> {
     pub(crate) starts_line: bool,
     /// The line ends after this piece.
     pub(crate) ends_line: bool,
+    /// When the chunk holding this piece arrived.
+    pub(crate) received: Instant,
 }
 
 /// Receives the agent's output and the clock ticks while it runs.
@@ -184,7 +186,7 @@ fn supervise(
             Received::Data(source, bytes) => {
                 last_output = Instant::now();
                 let index = usize::from(source == Source::Stderr);
-                splitters[index].push(&bytes, handler);
+                splitters[index].push(&bytes, last_output, handler);
             }
             Received::Closed => open_pipes -= 1,
             Received::Nothing => {}
@@ -275,7 +277,7 @@ fn terminate(
             return Ok(status);
         }
         if let Received::Data(source, bytes) = receive(receiver, Duration::from_millis(20)) {
-            splitters[usize::from(source == Source::Stderr)].push(&bytes, handler);
+            splitters[usize::from(source == Source::Stderr)].push(&bytes, Instant::now(), handler);
         }
     }
     signal_group(group, Signal::SIGKILL);
@@ -349,15 +351,15 @@ impl LineSplitter {
         }
     }
 
-    fn push(&mut self, mut data: &[u8], handler: &mut dyn OutputHandler) {
+    fn push(&mut self, mut data: &[u8], received: Instant, handler: &mut dyn OutputHandler) {
         while let Some(newline) = data.iter().position(|&b| b == b'\n') {
             let (line, rest) = data.split_at(newline);
             if self.pending.is_empty() {
-                self.emit(line, true, handler);
+                self.emit(line, true, received, handler);
             } else {
                 self.pending.extend_from_slice(line);
                 let pending = std::mem::take(&mut self.pending);
-                self.emit(&pending, true, handler);
+                self.emit(&pending, true, received, handler);
                 self.pending = pending;
                 self.pending.clear();
             }
@@ -366,7 +368,7 @@ impl LineSplitter {
         self.pending.extend_from_slice(data);
         if self.pending.len() >= MAX_SEGMENT {
             let pending = std::mem::take(&mut self.pending);
-            self.emit(&pending, false, handler);
+            self.emit(&pending, false, received, handler);
             self.pending = pending;
             self.pending.clear();
         }
@@ -375,22 +377,33 @@ impl LineSplitter {
     fn finish(&mut self, handler: &mut dyn OutputHandler) {
         if !self.pending.is_empty() || !self.at_line_start {
             let pending = std::mem::take(&mut self.pending);
-            self.emit(&pending, true, handler);
+            self.emit(&pending, true, Instant::now(), handler);
         }
     }
 
-    fn emit(&mut self, bytes: &[u8], ends_line: bool, handler: &mut dyn OutputHandler) {
+    fn emit(
+        &mut self,
+        bytes: &[u8],
+        ends_line: bool,
+        received: Instant,
+        handler: &mut dyn OutputHandler,
+    ) {
         let bytes = if ends_line {
             bytes.strip_suffix(b"\r").unwrap_or(bytes)
         } else {
             bytes
         };
-        let text = String::from_utf8_lossy(bytes);
+        // Validating first is much faster than the lossy path when the text is valid UTF-8.
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(bytes),
+        };
         handler.on_segment(&Segment {
             source: self.source,
             text: &text,
             starts_line: self.at_line_start,
             ends_line,
+            received,
         });
         self.at_line_start = ends_line;
     }
@@ -432,8 +445,12 @@ mod tests {
     fn splitter_handles_partial_lines_crlf_and_invalid_utf8() {
         let mut handler = Collect::default();
         let mut splitter = LineSplitter::new(Source::Stdout);
-        splitter.push(b"hel", &mut handler);
-        splitter.push(b"lo\r\nwor\xffld\nlone\rcr\ntail", &mut handler);
+        splitter.push(b"hel", Instant::now(), &mut handler);
+        splitter.push(
+            b"lo\r\nwor\xffld\nlone\rcr\ntail",
+            Instant::now(),
+            &mut handler,
+        );
         splitter.finish(&mut handler);
         let texts: Vec<_> = handler.0.iter().map(|(t, _, _)| t.as_str()).collect();
         assert_eq!(texts, ["hello", "wor\u{fffd}ld", "lone\rcr", "tail"]);
@@ -445,9 +462,9 @@ mod tests {
         let mut splitter = LineSplitter::new(Source::Stdout);
         let chunk = vec![b'a'; MAX_SEGMENT];
         for _ in 0..3 {
-            splitter.push(&chunk, &mut handler);
+            splitter.push(&chunk, Instant::now(), &mut handler);
         }
-        splitter.push(b"end\n", &mut handler);
+        splitter.push(b"end\n", Instant::now(), &mut handler);
         splitter.finish(&mut handler);
         assert_eq!(handler.0.len(), 4);
         assert!(handler.0.iter().all(|(t, _, _)| t.len() <= MAX_SEGMENT));

@@ -6,10 +6,14 @@
 //! last non-empty stdout line for promise detection — a bounded amount whatever the agent prints.
 //! Buffered output is spilled to an unnamed temporary file, not kept in memory.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Seek as _, SeekFrom, Write as _};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
+
+use regex::Regex;
 
 use crate::agents::Agent;
 use crate::output;
@@ -23,8 +27,12 @@ const MAX_ERRORS: usize = 10;
 /// Bytes of a line kept for promise detection (the tag must end the line).
 const LINE_TAIL_BYTES: usize = 4096;
 /// OpenCode prints this when the obsolete placeholder plugin is loaded.
-const LEGACY_PLUGIN_MARKER: &str =
-    "ralph-wiggum is not yet ready for use. This is a placeholder package.";
+static LEGACY_PLUGIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&regex::escape(
+        "ralph-wiggum is not yet ready for use. This is a placeholder package.",
+    ))
+    .expect("valid regex")
+});
 
 /// How the transcript displays output.
 #[derive(Clone, Copy, Debug)]
@@ -149,18 +157,8 @@ impl<'a> Transcript<'a> {
         if self.errors.len() >= MAX_ERRORS {
             return;
         }
-        let lower = clean.to_lowercase();
-        let is_error = [
-            "error:",
-            "failed:",
-            "exception:",
-            "typeerror",
-            "syntaxerror",
-            "referenceerror",
-        ]
-        .iter()
-        .any(|needle| lower.contains(needle))
-            || (lower.contains("test") && lower.contains("fail"));
+        let is_error =
+            ERROR_WORDS.is_match(clean) || (TEST_WORD.is_match(clean) && FAIL_WORD.is_match(clean));
         if !is_error {
             return;
         }
@@ -173,9 +171,9 @@ impl<'a> Transcript<'a> {
 
 impl OutputHandler for Transcript<'_> {
     fn on_segment(&mut self, segment: &Segment<'_>) {
-        let now = Instant::now();
+        let now = segment.received;
         let index = usize::from(segment.source == Source::Stderr);
-        let clean = strip_ansi_escapes::strip_str(segment.text);
+        let clean = without_ansi(segment.text);
         if segment.starts_line {
             self.line_tail[index].clear();
             self.note_line_start(index, &clean, now);
@@ -187,8 +185,7 @@ impl OutputHandler for Transcript<'_> {
                 *seen |= promise.appears_in(&window);
             }
         }
-        if self.agent.kind() == crate::agents::AgentKind::OpenCode
-            && clean.contains(LEGACY_PLUGIN_MARKER)
+        if self.agent.kind() == crate::agents::AgentKind::OpenCode && LEGACY_PLUGIN.is_match(&clean)
         {
             self.legacy_plugin = true;
         }
@@ -237,6 +234,23 @@ impl OutputHandler for Transcript<'_> {
     }
 }
 
+/// Lines that count as errors (reference 7.1), matched case-insensitively.
+static ERROR_WORDS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)error:|failed:|exception:|typeerror|syntaxerror|referenceerror")
+        .expect("valid regex")
+});
+static TEST_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)test").expect("valid regex"));
+static FAIL_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)fail").expect("valid regex"));
+
+/// The text without ANSI escape sequences (borrowed when there are none, the common case).
+fn without_ansi(text: &str) -> Cow<'_, str> {
+    if text.contains('\x1b') {
+        Cow::Owned(strip_ansi_escapes::strip_str(text))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
 /// Appends to a bounded tail, keeping the last [`LINE_TAIL_BYTES`] bytes.
 fn push_tail(tail: &mut String, text: &str) {
     tail.push_str(text);
@@ -261,6 +275,7 @@ mod tests {
                 text: line,
                 starts_line: true,
                 ends_line: true,
+                received: Instant::now(),
             });
         }
     }
