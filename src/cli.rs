@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser};
 
-use crate::agents::AgentKind;
+use crate::agents::{AgentKind, OutputFormat};
 
 const USAGE: &str = "ralph \"<prompt>\" [options]
        ralph --prompt-file <path> [options]
@@ -135,6 +135,44 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Loop")]
     pub(crate) pause: Option<Duration>,
 
+    // ── Limits ────────────────────────────────────────────────────────────────────────────────
+    /// Stop the agent if one iteration runs longer than this (e.g. 30m); the loop goes on.
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Limits")]
+    pub(crate) iteration_timeout: Option<Duration>,
+
+    /// Stop the agent if it prints nothing for this long (e.g. 10m); the loop goes on.
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Limits")]
+    pub(crate) idle_timeout: Option<Duration>,
+
+    /// Stop the loop after this much time in all (e.g. 8h); checked between iterations.
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Limits")]
+    pub(crate) max_runtime: Option<Duration>,
+
+    /// Stop the loop once the agent has reported this much cost in USD (e.g. 5.00).
+    #[arg(long, value_name = "USD", value_parser = usd, help_heading = "Limits")]
+    pub(crate) max_cost: Option<f64>,
+
+    /// Stop the loop once the agent has used this many tokens (input, output and cache).
+    #[arg(long, value_name = "N", value_parser = token_count, help_heading = "Limits")]
+    pub(crate) max_tokens: Option<u64>,
+
+    /// Stop after N iterations in a row that changed no files.
+    #[arg(long, value_name = "N", value_parser = whole_number, allow_negative_numbers = true, help_heading = "Limits")]
+    pub(crate) max_stalled: Option<u32>,
+
+    /// The text the agent prints as <promise>TEXT</promise> to stop the loop because it cannot go on.
+    #[arg(long, value_name = "TEXT", help_heading = "Limits")]
+    pub(crate) abort_promise: Option<String>,
+
+    /// Retries in a row of an iteration that failed on the provider's side (rate limit, overload,
+    /// server or network error) [default: 3].
+    #[arg(long, value_name = "N", value_parser = whole_number, allow_negative_numbers = true, help_heading = "Limits")]
+    pub(crate) max_retries: Option<u32>,
+
+    /// Longest wait before such a retry when the provider gives no reset time [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Limits")]
+    pub(crate) retry_max_wait: Option<Duration>,
+
     // ── Tasks ─────────────────────────────────────────────────────────────────────────────────
     /// Work through .ralph/ralph-tasks.md one task at a time.
     #[arg(short = 't', long, help_heading = "Tasks")]
@@ -152,6 +190,15 @@ pub(crate) struct Cli {
     /// Show the agent's output only when it exits.
     #[arg(long, overrides_with = "stream", help_heading = "Agent and output")]
     pub(crate) no_stream: bool,
+
+    /// Read the agent's JSON event stream (default) or its plain text.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        help_heading = "Agent and output"
+    )]
+    pub(crate) output_format: Option<OutputFormat>,
 
     /// Print every tool call instead of the compact `| Tools` summary.
     #[arg(long, help_heading = "Agent and output")]
@@ -187,6 +234,42 @@ fn whole_number(text: &str) -> Result<u32, String> {
     text.trim()
         .parse::<u32>()
         .map_err(|_| format!("'{text}' is not a whole number of 0 or more"))
+}
+
+/// Parses an amount of US dollars.
+fn usd(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .trim_start_matches('$')
+        .parse()
+        .map_err(|_| format!("'{text}' is not an amount in USD; use e.g. 5 or 2.50"))?;
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(format!("'{text}' must be an amount above 0"))
+    }
+}
+
+/// Parses a token count; `k` and `M` suffixes are accepted (`500k`, `2M`).
+fn token_count(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.char_indices().last() {
+        Some((at, 'k' | 'K')) => (&trimmed[..at], 1_000.0),
+        Some((at, 'm' | 'M')) => (&trimmed[..at], 1_000_000.0),
+        _ => (trimmed, 1.0),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a token count; use e.g. 200000, 500k or 2M"))?;
+    if !value.is_finite() || value <= 0.0 {
+        return Err(format!("'{text}' must be a token count above 0"));
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "checked positive and finite"
+    )]
+    Ok((value * scale).round() as u64)
 }
 
 /// Parses `90s`, `30m`, `1h`, `500ms`, or a plain number of seconds.
@@ -230,6 +313,16 @@ mod tests {
         assert_eq!(duration("0"), Ok(Duration::ZERO));
         assert!(duration("soon").is_err());
         assert!(duration("-1s").is_err());
+    }
+
+    #[test]
+    fn money_and_tokens_parse() {
+        assert_eq!(usd("$2.50"), Ok(2.5));
+        assert!(usd("0").is_err() && usd("lots").is_err());
+        assert_eq!(token_count("500k"), Ok(500_000));
+        assert_eq!(token_count("2M"), Ok(2_000_000));
+        assert_eq!(token_count("1234"), Ok(1234));
+        assert!(token_count("-5").is_err());
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! Read-only commands never create or change anything on disk (not even `.ralph/`), so they are
 //! safe to run in another terminal while a loop works.
 
+use anyhow::Context as _;
+
 use crate::exit::ExitStatus;
 use crate::output::{self, status};
 use crate::storage::history;
@@ -108,7 +110,8 @@ pub(crate) fn add_task(dir: &RalphDir, description: &str) -> anyhow::Result<Exit
             return Ok(ExitStatus::Error);
         }
     };
-    let current = storage::read_text(&dir.tasks())?;
+    let current = storage::read_text(&dir.tasks())
+        .with_context(|| format!("cannot read `{}`", dir.tasks().display()))?;
     dir.ensure()?;
     let updated = tasks::add_task(current.as_deref(), description, &[]);
     storage::write_atomic(&dir.tasks(), updated.as_bytes())?;
@@ -118,7 +121,9 @@ pub(crate) fn add_task(dir: &RalphDir, description: &str) -> anyhow::Result<Exit
 
 /// `--remove-task N`.
 pub(crate) fn remove_task(dir: &RalphDir, number: usize) -> anyhow::Result<ExitStatus> {
-    let Some(current) = storage::read_text(&dir.tasks())? else {
+    let current = storage::read_text(&dir.tasks())
+        .with_context(|| format!("cannot read `{}`", dir.tasks().display()))?;
+    let Some(current) = current else {
         output::error(&format!(
             "no tasks file found ({}). Add a task first: ralph --add-task \"description\"",
             dir.tasks().display()

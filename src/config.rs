@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::agents::AgentKind;
+use crate::agents::{AgentKind, OutputFormat};
 use crate::cli::Cli;
 use crate::storage::RalphDir;
 use crate::storage::state::{LoopState, SavedOptions};
@@ -36,7 +36,7 @@ pub(crate) enum Mode {
     AddTask(String),
     RemoveTask(usize),
     Reset,
-    Resume(LoopFlags),
+    Resume(Box<LoopFlags>),
     Run(Box<RunConfig>),
 }
 
@@ -69,11 +69,46 @@ pub(crate) struct LoopFlags {
     pub(crate) tasks: Option<bool>,
     pub(crate) task_promise: Option<String>,
     pub(crate) stream: Option<bool>,
+    pub(crate) output_format: Option<OutputFormat>,
     pub(crate) verbose_tools: Option<bool>,
     pub(crate) no_plugins: Option<bool>,
     pub(crate) allow_all: Option<bool>,
     pub(crate) commit: Option<bool>,
     pub(crate) agent_args: Option<Vec<String>>,
+    pub(crate) limits: LimitFlags,
+}
+
+/// Limit options as given on the command line.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LimitFlags {
+    pub(crate) iteration_timeout: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) max_runtime: Option<Duration>,
+    pub(crate) max_cost: Option<f64>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_stalled: Option<u32>,
+    pub(crate) abort_promise: Option<String>,
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) retry_max_wait: Option<Duration>,
+}
+
+/// The default number of retries in a row after provider-side failures.
+pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
+/// The default longest backoff wait.
+pub(crate) const DEFAULT_RETRY_MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// Resolved limits; `None` means no limit.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Limits {
+    pub(crate) iteration_timeout: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) max_runtime: Option<Duration>,
+    pub(crate) max_cost: Option<f64>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_stalled: Option<u32>,
+    pub(crate) abort_promise: Option<String>,
+    pub(crate) max_retries: u32,
+    pub(crate) retry_max_wait: Duration,
 }
 
 /// A loop's resolved settings.
@@ -91,11 +126,13 @@ pub(crate) struct RunConfig {
     pub(crate) tasks: bool,
     pub(crate) task_promise: String,
     pub(crate) stream: bool,
+    pub(crate) output_format: OutputFormat,
     pub(crate) verbose_tools: bool,
     pub(crate) no_plugins: bool,
     pub(crate) allow_all: bool,
     pub(crate) commit: bool,
     pub(crate) agent_args: Vec<String>,
+    pub(crate) limits: Limits,
 }
 
 /// Where the prompt text can come from besides the command line.
@@ -126,6 +163,15 @@ impl Config {
             help: _,
             version: _,
             prompt_file,
+            iteration_timeout,
+            idle_timeout,
+            max_runtime,
+            max_cost,
+            max_tokens,
+            max_stalled,
+            abort_promise,
+            max_retries,
+            retry_max_wait,
             agent,
             model,
             min_iterations,
@@ -137,6 +183,7 @@ impl Config {
             task_promise,
             stream,
             no_stream,
+            output_format,
             verbose_tools,
             no_plugins,
             allow_all,
@@ -156,11 +203,23 @@ impl Config {
             tasks: tasks.then_some(true),
             task_promise,
             stream: switch(stream, no_stream),
+            output_format,
             verbose_tools: verbose_tools.then_some(true),
             no_plugins: no_plugins.then_some(true),
             allow_all: switch(allow_all, no_allow_all),
             commit: switch(commit, no_commit),
             agent_args: (!agent_args.is_empty()).then_some(agent_args),
+            limits: LimitFlags {
+                iteration_timeout,
+                idle_timeout,
+                max_runtime,
+                max_cost,
+                max_tokens,
+                max_stalled,
+                abort_promise,
+                max_retries,
+                retry_max_wait,
+            },
         };
         let mode = if status {
             Mode::Status { tasks }
@@ -190,7 +249,7 @@ impl Config {
                     "--resume continues the saved prompt; do not give a new one",
                 ));
             }
-            Mode::Resume(flags)
+            Mode::Resume(Box::new(flags))
         } else {
             let (text, file) = resolve_prompt(prompt, prompt_file, &cwd, input)?;
             Mode::Run(Box::new(RunConfig::resolve(text, file, &flags, None)?))
@@ -257,11 +316,42 @@ impl RunConfig {
                 .or_else(|| saved.map(|s| s.task_promise.clone()))
                 .unwrap_or_else(|| DEFAULT_TASK_PROMISE.to_owned()),
             stream: flags.stream.unwrap_or(options.stream),
+            output_format: flags.output_format.unwrap_or(if options.plain_text {
+                OutputFormat::Text
+            } else {
+                OutputFormat::Json
+            }),
             verbose_tools: flags.verbose_tools.unwrap_or(options.verbose_tools),
             no_plugins: flags.no_plugins.unwrap_or(options.no_plugins),
             allow_all: flags.allow_all.unwrap_or(options.allow_all),
             commit: flags.commit.unwrap_or(options.commit),
             agent_args: flags.agent_args.clone().unwrap_or(options.agent_args),
+            limits: Limits {
+                iteration_timeout: flags
+                    .limits
+                    .iteration_timeout
+                    .or(ms(options.iteration_timeout_ms)),
+                idle_timeout: flags.limits.idle_timeout.or(ms(options.idle_timeout_ms)),
+                max_runtime: flags.limits.max_runtime.or(ms(options.max_runtime_ms)),
+                max_cost: flags.limits.max_cost.or(options.max_cost),
+                max_tokens: flags.limits.max_tokens.or(options.max_tokens),
+                max_stalled: flags
+                    .limits
+                    .max_stalled
+                    .or(options.max_stalled)
+                    .filter(|n| *n > 0),
+                abort_promise: flags.limits.abort_promise.clone().or(options.abort_promise),
+                max_retries: flags
+                    .limits
+                    .max_retries
+                    .or(options.max_retries)
+                    .unwrap_or(DEFAULT_MAX_RETRIES),
+                retry_max_wait: flags
+                    .limits
+                    .retry_max_wait
+                    .or(ms(options.retry_max_wait_ms))
+                    .unwrap_or(DEFAULT_RETRY_MAX_WAIT),
+            },
         };
         config.validate()?;
         Ok(config)
@@ -274,9 +364,15 @@ impl RunConfig {
                 self.min_iterations, self.max_iterations
             )));
         }
+        let abort = self
+            .limits
+            .abort_promise
+            .clone()
+            .unwrap_or_else(|| "x".to_owned());
         for (flag, text) in [
             ("--completion-promise", &self.completion_promise),
             ("--task-promise", &self.task_promise),
+            ("--abort-promise", &abort),
         ] {
             if text.trim().is_empty() || text.contains('\n') {
                 return Err(usage(format!(
@@ -292,15 +388,33 @@ impl RunConfig {
         SavedOptions {
             prompt_file: self.prompt_file.as_ref().map(|p| p.display().to_string()),
             stream: self.stream,
+            plain_text: self.output_format == OutputFormat::Text,
             verbose_tools: self.verbose_tools,
             no_plugins: self.no_plugins,
             allow_all: self.allow_all,
             commit: self.commit,
             promise_anywhere: self.promise_anywhere,
-            pause_ms: u64::try_from(self.pause.as_millis()).unwrap_or(u64::MAX),
+            pause_ms: millis(self.pause),
             agent_args: self.agent_args.clone(),
+            iteration_timeout_ms: self.limits.iteration_timeout.map(millis),
+            idle_timeout_ms: self.limits.idle_timeout.map(millis),
+            max_runtime_ms: self.limits.max_runtime.map(millis),
+            max_cost: self.limits.max_cost,
+            max_tokens: self.limits.max_tokens,
+            max_stalled: self.limits.max_stalled,
+            abort_promise: self.limits.abort_promise.clone(),
+            max_retries: Some(self.limits.max_retries),
+            retry_max_wait_ms: Some(millis(self.limits.retry_max_wait)),
         }
     }
+}
+
+fn ms(value: Option<u64>) -> Option<Duration> {
+    value.map(Duration::from_millis)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `--prompt-file`, else a single existing file argument, else stdin + words, else words.

@@ -11,6 +11,9 @@ pub(crate) enum ExitStatus {
     Error,
     /// 2: a limit stopped the loop before completion (`--max-iterations`).
     LimitReached,
+    /// 3: the loop was stopped on purpose before completion: the agent's abort promise, too many
+    /// iterations without changes, or every remaining task blocked.
+    Stopped,
     /// 130: the user interrupted the loop (Ctrl-C, SIGTERM or SIGHUP).
     Interrupted,
 }
@@ -22,6 +25,7 @@ impl ExitStatus {
             Self::Success => 0,
             Self::Error => 1,
             Self::LimitReached => 2,
+            Self::Stopped => 3,
             Self::Interrupted => 130,
         }
     }
@@ -43,6 +47,7 @@ mod tests {
             (ExitStatus::Success, 0),
             (ExitStatus::Error, 1),
             (ExitStatus::LimitReached, 2),
+            (ExitStatus::Stopped, 3),
             (ExitStatus::Interrupted, 130),
         ];
         for (status, code) in table {

@@ -46,24 +46,22 @@ impl Repo {
         Some(Self { root, prefix })
     }
 
-    /// Takes a snapshot of the work tree (empty if git fails).
-    pub(crate) fn snapshot(&self) -> Snapshot {
+    /// Takes a snapshot of the work tree; `None` if `git status` fails (then nothing can be
+    /// said about what changed).
+    pub(crate) fn snapshot(&self) -> Option<Snapshot> {
         let head = self.head();
-        let Ok(output) = self.run(&["status", "--porcelain=v1", "-z", "--untracked-files=all"])
-        else {
-            return Snapshot {
-                head,
-                files: HashMap::new(),
-            };
-        };
+        let output = self
+            .run(&["status", "--porcelain=v1", "-z", "--untracked-files=all"])
+            .ok()
+            .filter(|output| output.status.success())?;
         let paths: Vec<String> = parse_status(&output.stdout)
             .into_iter()
             .filter(|path| !self.is_runtime_file(path))
             .collect();
-        Snapshot {
+        Some(Snapshot {
             head,
             files: self.fingerprints(paths),
-        }
+        })
     }
 
     /// Paths changed between two snapshots, sorted.

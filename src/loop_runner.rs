@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 
-use crate::agents::{self, Agent, AgentKind, CommandRequest};
+use crate::agents::{self, Agent, AgentKind, CommandRequest, Failure, FailureKind};
 use crate::config::{LoopFlags, RunConfig};
 use crate::exit::ExitStatus;
 use crate::git::Repo;
-use crate::output::{self, format::plural};
+use crate::output::{self, format, format::plural};
 use crate::promise::Promise;
 use crate::prompt::{self, PromptInput, TasksView};
 use crate::signal::StopFlag;
@@ -29,6 +29,8 @@ use crate::transcript::{DisplayOptions, Transcript};
 
 /// Extra pause after an iteration in which ralph itself failed.
 const ERROR_PAUSE: Duration = Duration::from_secs(2);
+/// Iterations in a row in which ralph itself fails before the loop gives up.
+const MAX_OWN_FAILURES: u32 = 3;
 
 /// Test and tuning knobs read from the environment.
 #[derive(Clone, Debug)]
@@ -37,17 +39,22 @@ pub(crate) struct Knobs {
     pub(crate) tool_summary: Duration,
     pub(crate) grace: Duration,
     pub(crate) leak_timeout: Duration,
+    /// First backoff wait before retrying a provider failure.
+    pub(crate) retry_base: Duration,
 }
 
 impl Knobs {
-    /// Reads `RALPH_HEARTBEAT_MS`, `RALPH_TOOL_SUMMARY_MS`, `RALPH_GRACE_MS`, `RALPH_LEAK_TIMEOUT_MS`.
+    /// Reads `RALPH_HEARTBEAT_MS`, `RALPH_TOOL_SUMMARY_MS`, `RALPH_GRACE_MS`,
+    /// `RALPH_LEAK_TIMEOUT_MS` and `RALPH_RETRY_BASE_MS`.
     pub(crate) fn from_env() -> Self {
+        // Clamped to a day, so no knob can overflow a deadline.
         let ms = |name: &str, default: u64| {
             Duration::from_millis(
                 std::env::var(name)
                     .ok()
                     .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(default),
+                    .unwrap_or(default)
+                    .min(86_400_000),
             )
         };
         Self {
@@ -55,6 +62,7 @@ impl Knobs {
             tool_summary: ms("RALPH_TOOL_SUMMARY_MS", 3_000),
             grace: ms("RALPH_GRACE_MS", 3_000),
             leak_timeout: ms("RALPH_LEAK_TIMEOUT_MS", 500),
+            retry_base: ms("RALPH_RETRY_BASE_MS", 15_000),
         }
     }
 }
@@ -90,7 +98,7 @@ pub(crate) fn run(
     let Some(_lock) = acquire_lock(dir)? else {
         return Ok(ExitStatus::Error);
     };
-    let previous = load_state_keeping_corrupt(dir);
+    let previous = load_state_keeping_corrupt(dir)?;
     let resumed = match start {
         Start::Resume(saved) => Some(*saved),
         Start::Fresh => {
@@ -118,7 +126,15 @@ pub(crate) fn run(
 /// Takes the directory's loop lock, or explains who holds it.
 fn acquire_lock(dir: &RalphDir) -> anyhow::Result<Option<File>> {
     let file = dir.open_lock_file(storage::LOCK_FILE)?;
-    match file.try_lock() {
+    // `--status` and `--add-context` hold a shared lock for an instant; do not mistake them
+    // for a running loop.
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let mut attempt = file.try_lock();
+    while matches!(attempt, Err(std::fs::TryLockError::WouldBlock)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        attempt = file.try_lock();
+    }
+    match attempt {
         Ok(()) => Ok(Some(file)),
         Err(std::fs::TryLockError::WouldBlock) => {
             let state = state::load(&dir.state()).ok();
@@ -132,18 +148,20 @@ fn acquire_lock(dir: &RalphDir) -> anyhow::Result<Option<File>> {
 }
 
 /// Loads the state; a corrupt file is reported and kept aside as `.corrupt`.
-fn load_state_keeping_corrupt(dir: &RalphDir) -> Option<LoopState> {
+fn load_state_keeping_corrupt(dir: &RalphDir) -> anyhow::Result<Option<LoopState>> {
     load_keeping_corrupt(&dir.state(), state::load(&dir.state()))
 }
 
-fn load_keeping_corrupt<T>(path: &Path, loaded: Loaded<T>) -> Option<T> {
+/// A corrupt file is reported and copied aside; if the copy fails, ralph stops rather than
+/// overwrite the only copy.
+fn load_keeping_corrupt<T>(path: &Path, loaded: Loaded<T>) -> anyhow::Result<Option<T>> {
     match loaded {
-        Loaded::Found(value) => Some(value),
-        Loaded::Missing => None,
+        Loaded::Found(value) => Ok(Some(value)),
+        Loaded::Missing => Ok(None),
         Loaded::Corrupt(reason) => {
-            let copy = storage::keep_corrupt_copy(path).ok();
-            output::corrupt_file(path, &reason, copy.as_deref());
-            None
+            let copy = storage::keep_corrupt_copy(path)?;
+            output::corrupt_file(path, &reason, Some(&copy));
+            Ok(None)
         }
     }
 }
@@ -302,8 +320,93 @@ pub(crate) fn reset(dir: &RalphDir) -> anyhow::Result<ExitStatus> {
 
 /// How one iteration ended, for the loop's decision.
 enum Next {
+    /// Go on with the next iteration after a pause.
     Continue { pause: Duration },
-    Finished(ExitStatus),
+    /// The provider failed; run the same iteration again after a wait.
+    Retry(Failure),
+    /// The loop is over.
+    Stop(Stop),
+}
+
+/// Why a loop ended.
+#[derive(Debug)]
+enum Stop {
+    Completed {
+        iteration: u32,
+    },
+    MaxIterations(u32),
+    MaxRuntime(Duration),
+    MaxCost(f64),
+    MaxTokens(u64),
+    Aborted {
+        message: String,
+    },
+    Stalled(u32),
+    AgentFailed {
+        failure: Failure,
+        retries: u32,
+    },
+    LegacyPlugin,
+    /// ralph itself failed several iterations in a row (the agent cannot start, the disk is full).
+    RalphFailed(String),
+    /// In tasks mode, no open task can be started.
+    Blocked(Vec<String>),
+    Interrupted,
+}
+
+impl Stop {
+    fn status(&self) -> ExitStatus {
+        match self {
+            Self::Completed { .. } => ExitStatus::Success,
+            Self::MaxIterations(_)
+            | Self::MaxRuntime(_)
+            | Self::MaxCost(_)
+            | Self::MaxTokens(_) => ExitStatus::LimitReached,
+            Self::Aborted { .. } | Self::Stalled(_) | Self::Blocked(_) => ExitStatus::Stopped,
+            Self::AgentFailed { .. } | Self::LegacyPlugin | Self::RalphFailed(_) => {
+                ExitStatus::Error
+            }
+            Self::Interrupted => ExitStatus::Interrupted,
+        }
+    }
+
+    fn reason(&self, state: &LoopState) -> String {
+        match self {
+            Self::Completed { iteration } => {
+                format!(
+                    "completed in {}",
+                    plural(u64::from(*iteration), "iteration")
+                )
+            }
+            Self::MaxIterations(max) => format!("max iterations ({max}) reached"),
+            Self::MaxRuntime(limit) => {
+                format!("max runtime ({}) reached", format::long_duration(*limit))
+            }
+            Self::MaxCost(limit) => format!("max cost ({}) reached", output::cost_text(*limit)),
+            Self::MaxTokens(limit) => {
+                format!("max tokens ({}) reached", output::compact_number(*limit))
+            }
+            Self::Aborted { .. } => format!("the agent gave up at iteration {}", state.iteration),
+            Self::Stalled(count) => format!("no file changes in {count} iterations in a row"),
+            Self::AgentFailed { failure, retries } if *retries > 0 => format!(
+                "the agent kept failing ({}) after {}",
+                failure.kind.label(),
+                plural(u64::from(*retries), "retry").replace("retrys", "retries")
+            ),
+            Self::AgentFailed { failure, .. } => {
+                format!("the agent failed ({})", failure.kind.label())
+            }
+            Self::LegacyPlugin => "OpenCode loaded the legacy placeholder plugin".to_owned(),
+            Self::RalphFailed(error) => {
+                format!("ralph failed {MAX_OWN_FAILURES} iterations in a row ({error})")
+            }
+            Self::Blocked(tasks) => format!(
+                "no task can be started ({} failed or blocked)",
+                plural(tasks.len() as u64, "task")
+            ),
+            Self::Interrupted => format!("interrupted at iteration {}", state.iteration),
+        }
+    }
 }
 
 struct Runner<'a> {
@@ -319,9 +422,19 @@ struct Runner<'a> {
     history: History,
     completion: Promise,
     task: Promise,
+    abort: Option<Promise>,
     refused_open_tasks: Vec<String>,
     announced_stop: bool,
     resumed: bool,
+    /// When this session started, and the runtime of earlier sessions of a resumed loop.
+    session_started: Instant,
+    earlier_runtime_ms: u64,
+    /// Iterations in a row that changed no files.
+    stalled: u32,
+    /// Retries in a row of the current iteration.
+    retries: u32,
+    /// Iterations in a row in which ralph itself failed.
+    own_failures: u32,
 }
 
 impl<'a> Runner<'a> {
@@ -341,9 +454,10 @@ impl<'a> Runner<'a> {
     ) -> anyhow::Result<Self> {
         let now = storage::now();
         let resumed_flag = resumed.is_some();
-        let (iteration, started_at) = resumed
-            .as_ref()
-            .map_or((1, now), |saved| (saved.iteration.max(1), saved.started_at));
+        let (iteration, started_at, earlier_runtime_ms) =
+            resumed.as_ref().map_or((1, now, 0), |saved| {
+                (saved.iteration.max(1), saved.started_at, saved.runtime_ms)
+            });
         let state = LoopState {
             active: true,
             iteration,
@@ -361,11 +475,13 @@ impl<'a> Runner<'a> {
                 .ok()
                 .map(|name| name.to_string_lossy().into_owned()),
             stopped_at: None,
+            runtime_ms: earlier_runtime_ms,
+            stop_reason: None,
             options: Some(config.saved_options()),
         };
         // Read the old history even for a fresh loop, so a corrupt one is kept aside before the
         // new loop replaces it.
-        let previous = load_keeping_corrupt(&dir.history(), history::load(&dir.history()));
+        let previous = load_keeping_corrupt(&dir.history(), history::load(&dir.history()))?;
         let history = if resumed_flag {
             previous.unwrap_or_default()
         } else {
@@ -384,10 +500,25 @@ impl<'a> Runner<'a> {
             history,
             completion: Promise::new(&config.completion_promise),
             task: Promise::new(&config.task_promise),
+            abort: config.limits.abort_promise.as_deref().map(Promise::new),
             refused_open_tasks: Vec::new(),
             announced_stop: false,
             resumed: resumed_flag,
+            session_started: Instant::now(),
+            earlier_runtime_ms,
+            stalled: 0,
+            retries: 0,
+            own_failures: 0,
         })
+    }
+
+    fn runtime(&self) -> Duration {
+        Duration::from_millis(self.earlier_runtime_ms) + self.session_started.elapsed()
+    }
+
+    fn save_state(&mut self) -> anyhow::Result<()> {
+        self.state.runtime_ms = millis(self.runtime());
+        state::save(&self.dir.state(), &self.state)
     }
 
     fn run(&mut self) -> anyhow::Result<ExitStatus> {
@@ -396,8 +527,11 @@ impl<'a> Runner<'a> {
         if config.no_plugins && config.agent != AgentKind::OpenCode {
             output::no_plugins_ignored(display_name);
         }
+        if config.limits.max_cost.is_some() && !self.agent.reports_cost() {
+            output::max_cost_unavailable(display_name);
+        }
         output::banner(display_name);
-        state::save(&self.dir.state(), &self.state)?;
+        self.save_state()?;
         if config.tasks && !self.dir.tasks().exists() {
             storage::write_atomic(&self.dir.tasks(), tasks::new_file_content().as_bytes())?;
             output::tasks_file_created(&self.dir.tasks());
@@ -418,35 +552,120 @@ impl<'a> Runner<'a> {
             resumed_at: self.resumed.then_some(self.state.iteration),
         });
 
-        loop {
+        let stop = loop {
             if self.stop.is_stopping() {
-                return self.interrupted();
+                break Stop::Interrupted;
             }
             let iteration = self.state.iteration;
             if config.max_iterations > 0 && iteration > config.max_iterations {
-                output::max_iterations_box(config.max_iterations, self.history.total_duration_ms);
-                storage::remove_file(&self.dir.state())?;
-                output::run_ended(
-                    &format!("max iterations ({}) reached", config.max_iterations),
-                    config.max_iterations,
-                    self.history.total_duration_ms,
-                );
-                return Ok(ExitStatus::LimitReached);
+                break Stop::MaxIterations(config.max_iterations);
+            }
+            if let Some(stop) = self.budget_exceeded().or_else(|| self.tasks_blocked()) {
+                break stop;
             }
             output::iteration_header(iteration, config.min_iterations, config.max_iterations);
             let next = match self.iteration(iteration) {
-                Ok(next) => next,
-                Err(err) => self.record_failure(iteration, &err)?,
+                Ok(next) => {
+                    self.own_failures = 0;
+                    next
+                }
+                Err(err) => {
+                    self.own_failures += 1;
+                    if self.own_failures >= MAX_OWN_FAILURES {
+                        output::iteration_error(iteration, &format!("{err:#}"));
+                        break Stop::RalphFailed(format!("{err:#}"));
+                    }
+                    self.record_failure(iteration, &err)?
+                }
             };
             match next {
-                Next::Finished(status) => return Ok(status),
+                Next::Stop(stop) => break stop,
                 Next::Continue { pause } => {
-                    self.state.iteration = iteration + 1;
-                    state::save(&self.dir.state(), &self.state)?;
+                    self.retries = 0;
+                    self.state.iteration = iteration.saturating_add(1);
+                    self.save_state()?;
                     self.pause(pause);
                 }
+                Next::Retry(failure) => {
+                    self.retries += 1;
+                    if self.retries > config.limits.max_retries || failure.kind.is_fatal() {
+                        break Stop::AgentFailed {
+                            failure,
+                            retries: self.retries - 1,
+                        };
+                    }
+                    self.save_state()?;
+                    if let Some(stop) = self.wait_before_retry(iteration, &failure) {
+                        break stop;
+                    }
+                }
+            }
+        };
+        self.finish(&stop)
+    }
+
+    /// Ends the loop: completion removes the state, every other stop keeps it for `--resume`.
+    fn finish(&mut self, stop: &Stop) -> anyhow::Result<ExitStatus> {
+        let total = self.history.total_duration_ms;
+        let reason = stop.reason(&self.state);
+        match stop {
+            Stop::Completed { iteration } => {
+                output::completion_box(&self.completion.tag(), *iteration, total);
+                storage::remove_file(&self.dir.state())?;
+                storage::remove_file(&self.dir.context())?;
+            }
+            other => {
+                match other {
+                    Stop::MaxIterations(max) => output::max_iterations_box(*max, total),
+                    Stop::Interrupted => self.announce_stop(),
+                    Stop::Aborted { message } => output::agent_aborted(message),
+                    Stop::AgentFailed { failure, .. } => {
+                        output::agent_failed(self.config.agent.display_name(), failure)
+                    }
+                    Stop::LegacyPlugin => output::legacy_plugin_detected(),
+                    Stop::Blocked(tasks) => output::tasks_blocked(tasks),
+                    _ => {}
+                }
+                self.state.active = false;
+                self.state.stopped_at = Some(storage::now());
+                self.state.stop_reason = Some(reason.clone());
+                self.save_state()?;
+                output::resume_hint(
+                    self.state.iteration,
+                    matches!(other, Stop::MaxIterations(_)),
+                );
             }
         }
+        let iterations = u32::try_from(self.history.iterations.len()).unwrap_or(u32::MAX);
+        output::run_ended(&output::RunEnd {
+            reason: &reason,
+            iterations,
+            total_ms: total,
+            tokens: (self.history.total_tokens.total() > 0).then_some(self.history.total_tokens),
+            cost: self.history.total_cost_usd,
+        });
+        Ok(stop.status())
+    }
+
+    /// The budget the loop has used up, if any (checked between iterations).
+    fn budget_exceeded(&self) -> Option<Stop> {
+        let limits = &self.config.limits;
+        if let Some(limit) = limits.max_runtime
+            && self.runtime() >= limit
+        {
+            return Some(Stop::MaxRuntime(limit));
+        }
+        if let (Some(limit), Some(cost)) = (limits.max_cost, self.history.total_cost_usd)
+            && cost >= limit
+        {
+            return Some(Stop::MaxCost(limit));
+        }
+        if let Some(limit) = limits.max_tokens
+            && self.history.total_tokens.total() >= limit
+        {
+            return Some(Stop::MaxTokens(limit));
+        }
+        None
     }
 
     fn iteration(&mut self, iteration: u32) -> anyhow::Result<Next> {
@@ -462,11 +681,13 @@ impl<'a> Runner<'a> {
             allow_all: config.allow_all,
             extra_args: &config.agent_args,
             opencode_config: opencode_config.as_deref(),
+            format: config.output_format,
         });
 
         let started_at = storage::now();
         let started = Instant::now();
-        let promises = vec![&self.completion, &self.task];
+        let mut promises = vec![&self.completion, &self.task];
+        promises.extend(self.abort.as_ref());
         let mut transcript = Transcript::new(
             self.agent,
             DisplayOptions {
@@ -474,6 +695,7 @@ impl<'a> Runner<'a> {
                 verbose_tools: config.verbose_tools,
                 heartbeat: self.knobs.heartbeat,
                 tool_summary: self.knobs.tool_summary,
+                format: config.output_format,
             },
             promises,
             config.promise_anywhere,
@@ -482,29 +704,62 @@ impl<'a> Runner<'a> {
             grace: self.knobs.grace,
             leak_timeout: self.knobs.leak_timeout,
             tick: Duration::from_millis(100),
-            run_timeout: None,
-            idle_timeout: None,
+            run_timeout: config.limits.iteration_timeout,
+            idle_timeout: config.limits.idle_timeout,
         };
+        if self.stop.is_stopping() {
+            return Ok(Next::Stop(Stop::Interrupted));
+        }
         let outcome = stream::run(&command, self.cwd, &options, self.stop, &mut transcript)?;
-        let findings = transcript.finish();
+        let mut findings = transcript.finish();
+        self.announced_stop |= findings.stop_announced;
         let elapsed = started.elapsed();
-        if outcome.ended_by == Some(EndedBy::User) {
-            return Ok(Next::Finished(self.interrupted()?));
+        match outcome.ended_by {
+            Some(EndedBy::User) => return Ok(Next::Stop(Stop::Interrupted)),
+            Some(EndedBy::RunTimeout | EndedBy::IdleTimeout) => {
+                let message = if outcome.ended_by == Some(EndedBy::IdleTimeout) {
+                    format!(
+                        "no output for {}",
+                        format::long_duration(config.limits.idle_timeout.unwrap_or_default())
+                    )
+                } else {
+                    format!(
+                        "ran longer than {}",
+                        format::long_duration(config.limits.iteration_timeout.unwrap_or_default())
+                    )
+                };
+                output::iteration_timed_out(iteration, &message);
+                findings.failure = Some(Failure {
+                    kind: FailureKind::Timeout,
+                    status: None,
+                    message,
+                    retry_at: None,
+                });
+            }
+            None => {}
         }
         let completion_detected = findings.promises[0];
         let task_detected = config.tasks && findings.promises[1];
+        let abort_detected = findings.promises.get(2).copied().unwrap_or(false);
 
-        output::iteration_summary(
+        output::iteration_summary(&output::IterationSummary {
             iteration,
             elapsed,
-            &findings.tools,
-            outcome.exit_code,
+            tools: &findings.tools,
+            exit_code: outcome.exit_code,
             completion_detected,
-        );
-        let files_modified = match (&self.repo, before) {
-            (Some(repo), Some(before)) => repo.changed_files(&before, &repo.snapshot()),
+            usage: findings.usage,
+            cost: findings.cost,
+            failure: findings.failure.as_ref(),
+        });
+        let files_modified = match (&self.repo, before.flatten()) {
+            (Some(repo), Some(before)) => repo
+                .snapshot()
+                .map(|after| repo.changed_files(&before, &after))
+                .unwrap_or_default(),
             _ => Vec::new(),
         };
+        let changed_nothing = files_modified.is_empty();
         let record = IterationRecord {
             iteration,
             started_at,
@@ -515,19 +770,26 @@ impl<'a> Runner<'a> {
             exit_code: outcome.exit_code,
             completion_detected,
             errors: findings.errors.clone(),
+            tokens: findings.usage,
+            cost_usd: findings.cost,
+            turns: findings.turns,
+            failure: findings.failure.clone(),
         };
-        self.history.record(record, true);
+        // A provider-side failure says nothing about whether the agent is stuck.
+        let agent_side = findings
+            .failure
+            .as_ref()
+            .is_none_or(|f| !f.kind.is_transient());
+        self.history.record(record, agent_side);
         history::save(&self.dir.history(), &self.history)?;
         let struggle = &self.history.struggle_indicators;
-        if struggle.should_warn(iteration) {
+        if agent_side && struggle.should_warn(iteration) {
             output::struggle_warning(struggle.no_progress_iterations, struggle.short_iterations);
         }
         if findings.legacy_plugin {
-            output::legacy_plugin_detected();
-            storage::remove_file(&self.dir.state())?;
-            return Ok(Next::Finished(ExitStatus::Error));
+            return Ok(Next::Stop(Stop::LegacyPlugin));
         }
-        if outcome.exit_code != 0 {
+        if outcome.exit_code != 0 && findings.failure.is_none() {
             output::nonzero_exit(config.agent.display_name(), outcome.exit_code);
         }
         if task_detected && !completion_detected {
@@ -543,8 +805,22 @@ impl<'a> Runner<'a> {
                 self.refused_open_tasks = open;
             } else {
                 self.commit(iteration);
-                return Ok(Next::Finished(self.completed(iteration)?));
+                return Ok(Next::Stop(Stop::Completed { iteration }));
             }
+        }
+        if abort_detected {
+            self.commit(iteration);
+            return Ok(Next::Stop(Stop::Aborted {
+                message: findings.final_text,
+            }));
+        }
+        if let Some(failure) = findings
+            .failure
+            .filter(|f| f.kind.is_fatal() || f.kind.is_transient())
+        {
+            // The provider failed: keep whatever the agent did, but do not spend the iteration.
+            self.commit(iteration);
+            return Ok(Next::Retry(failure));
         }
         if let Some(injected) = context_at_start {
             let consumed = context::consume(self.dir, &injected)?;
@@ -554,9 +830,88 @@ impl<'a> Runner<'a> {
             );
         }
         self.commit(iteration);
+        if agent_side && self.repo.is_some() {
+            self.stalled = if changed_nothing { self.stalled + 1 } else { 0 };
+            if let Some(limit) = config.limits.max_stalled
+                && self.stalled >= limit
+            {
+                return Ok(Next::Stop(Stop::Stalled(self.stalled)));
+            }
+        }
         Ok(Next::Continue {
             pause: config.pause,
         })
+    }
+
+    /// Waits before retrying a failed iteration; a stop request or the runtime limit ends it.
+    fn wait_before_retry(&mut self, iteration: u32, failure: &Failure) -> Option<Stop> {
+        let now = storage::now();
+        let delay = match failure.retry_at.filter(|at| *at > now) {
+            // A second of slack so the limit has really reset.
+            Some(at) => (at - now).to_std().unwrap_or_default() + Duration::from_secs(1),
+            None => backoff(
+                self.knobs.retry_base,
+                self.retries,
+                self.config.limits.retry_max_wait,
+            ),
+        };
+        if let Some(limit) = self.config.limits.max_runtime
+            && self.runtime() + delay >= limit
+        {
+            return Some(Stop::MaxRuntime(limit));
+        }
+        let wait = output::RetryWait {
+            iteration,
+            attempt: self.retries,
+            max_attempts: self.config.limits.max_retries,
+            failure,
+            until_reset: failure.retry_at.is_some(),
+        };
+        let deadline = Instant::now() + delay;
+        let mut last_shown: Option<Instant> = None;
+        loop {
+            if self.stop.is_stopping() {
+                output::retry_wait_done();
+                return Some(Stop::Interrupted);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let every = if output::is_terminal() {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_secs(60)
+            };
+            if last_shown.is_none_or(|at| now.duration_since(at) >= every) {
+                output::retry_countdown(&wait, deadline - now);
+                last_shown = Some(now);
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
+        }
+        output::retry_wait_done();
+        None
+    }
+
+    /// In tasks mode, stops the loop when open tasks remain but none can be started.
+    fn tasks_blocked(&self) -> Option<Stop> {
+        if !self.config.tasks {
+            return None;
+        }
+        let content = storage::read_text(&self.dir.tasks()).ok().flatten()?;
+        let list = TaskList::parse(&content);
+        if list.is_empty()
+            || list.all_complete()
+            || list.current().is_some()
+            || list.next().is_some()
+        {
+            return None;
+        }
+        Some(Stop::Blocked(
+            list.open()
+                .map(|task| format!("{}. {} {}", task.number, task.status.icon(), task.text))
+                .collect(),
+        ))
     }
 
     /// In tasks mode, the open tasks that forbid completion (`None` when completion may go on).
@@ -564,10 +919,11 @@ impl<'a> Runner<'a> {
         if !self.config.tasks {
             return None;
         }
-        let content = storage::read_text(&self.dir.tasks())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let content = match storage::read_text(&self.dir.tasks()) {
+            Ok(content) => content.unwrap_or_default(),
+            // Completion needs every task done; an unreadable list cannot show that.
+            Err(err) => return Some(vec![format!("(the task file cannot be read: {err})")]),
+        };
         let list = TaskList::parse(&content);
         if list.all_complete() {
             return None;
@@ -612,6 +968,7 @@ impl<'a> Runner<'a> {
             max_iterations: config.max_iterations,
             completion_promise: &config.completion_promise,
             task_promise: &config.task_promise,
+            abort_promise: config.limits.abort_promise.as_deref(),
             task: &config.prompt,
             context,
             tasks,
@@ -653,19 +1010,6 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn completed(&mut self, iteration: u32) -> anyhow::Result<ExitStatus> {
-        let total = self.history.total_duration_ms;
-        output::completion_box(&self.completion.tag(), iteration, total);
-        storage::remove_file(&self.dir.state())?;
-        storage::remove_file(&self.dir.context())?;
-        output::run_ended(
-            &format!("completed in {}", plural(u64::from(iteration), "iteration")),
-            iteration,
-            total,
-        );
-        Ok(ExitStatus::Success)
-    }
-
     /// Records an iteration in which ralph itself failed, and carries on.
     fn record_failure(&mut self, iteration: u32, err: &anyhow::Error) -> anyhow::Result<Next> {
         let message = format!("{err:#}");
@@ -688,22 +1032,6 @@ impl<'a> Runner<'a> {
         })
     }
 
-    fn interrupted(&mut self) -> anyhow::Result<ExitStatus> {
-        self.announce_stop();
-        let iteration = self.state.iteration;
-        self.state.active = false;
-        self.state.stopped_at = Some(storage::now());
-        state::save(&self.dir.state(), &self.state)?;
-        let finished = u32::try_from(self.history.iterations.len()).unwrap_or(u32::MAX);
-        output::resume_hint(iteration);
-        output::run_ended(
-            &format!("interrupted at iteration {iteration}"),
-            finished,
-            self.history.total_duration_ms,
-        );
-        Ok(ExitStatus::Interrupted)
-    }
-
     fn announce_stop(&mut self) {
         if !self.announced_stop {
             self.announced_stop = true;
@@ -724,6 +1052,20 @@ impl<'a> Runner<'a> {
     }
 }
 
+/// Exponential backoff with ±20 % jitter: `base`, `2·base`, `4·base`… capped at `cap`.
+fn backoff(base: Duration, attempt: u32, cap: Duration) -> Duration {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let exponent = attempt.saturating_sub(1).min(20);
+    let plain = base.saturating_mul(1 << exponent).min(cap);
+    // A random-enough factor without a random-number crate: std's per-process hash keys.
+    let noise = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    #[expect(clippy::cast_precision_loss, reason = "jitter only")]
+    let factor = 0.8 + 0.4 * ((noise % 1000) as f64 / 1000.0);
+    plain.mul_f64(factor).min(cap)
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -731,4 +1073,26 @@ fn millis(duration: Duration) -> u64 {
 /// When the loop started, for messages.
 pub(crate) fn started_label(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let base = Duration::from_secs(10);
+        let cap = Duration::from_secs(60);
+        let first = backoff(base, 1, cap);
+        assert!(
+            first >= Duration::from_secs(8) && first <= Duration::from_secs(12),
+            "{first:?}"
+        );
+        let third = backoff(base, 3, cap);
+        assert!(
+            third >= Duration::from_secs(32) && third <= Duration::from_secs(48),
+            "{third:?}"
+        );
+        assert!(backoff(base, 10, cap) <= cap);
+    }
 }

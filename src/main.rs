@@ -139,9 +139,13 @@ impl PromptInput for Stdin {
             // A terminal, /dev/null or another device: never wait on it.
             return Ok(None);
         }
-        if is_stream && has_words && !ready_soon(&file, Duration::from_millis(200)) {
+        if is_stream && has_words && !ready_soon(&file, Duration::from_secs(1)) {
             // Some runners hand over a pipe that never closes; with a prompt on the command
-            // line there is no reason to wait for it.
+            // line there is no reason to wait for it — but say so.
+            output::warn(&[
+                "⚠️  stdin is a pipe but nothing arrived within 1s; using only the prompt words.",
+                "   To combine them, make sure the piped command writes at once, or use --prompt-file.",
+            ]);
             return Ok(None);
         }
         let mut bytes = Vec::new();

@@ -24,6 +24,8 @@ pub(crate) struct PromptInput<'a> {
     pub(crate) max_iterations: u32,
     pub(crate) completion_promise: &'a str,
     pub(crate) task_promise: &'a str,
+    /// The promise that stops the loop because the agent cannot go on, if enabled.
+    pub(crate) abort_promise: Option<&'a str>,
     /// The user's prompt.
     pub(crate) task: &'a str,
     /// Pending context, if any.
@@ -77,6 +79,17 @@ pub(crate) fn build(input: &PromptInput<'_>) -> String {
     match &input.tasks {
         None => normal_sections(input, &mut sections),
         Some(view) => tasks_sections(input, view, &mut sections),
+    }
+    if let Some(abort) = input.abort_promise {
+        let at = sections.len().saturating_sub(1);
+        sections.insert(
+            at,
+            format!(
+                "## If You Cannot Go On\n\nIf the task cannot be done at all (something only a person \
+                 can fix blocks it), explain why and end your final message with this line, on its \
+                 own:\n\n   <promise>{abort}</promise>"
+            ),
+        );
     }
     sections.join("\n\n").trim().to_owned()
 }
@@ -201,6 +214,7 @@ mod tests {
             max_iterations: 5,
             completion_promise: "COMPLETE",
             task_promise: "READY_FOR_NEXT_TASK",
+            abort_promise: None,
             task: "Build a REST API",
             context,
             tasks,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
 use anyhow::Context as _;
+use nix::sys::signal::Signal;
 
 /// Process group of the agent currently running, or 0. Read by the third-request escape hatch.
 static AGENT_GROUP: AtomicI32 = AtomicI32::new(0);
@@ -19,7 +20,12 @@ pub(crate) struct StopFlag(Arc<AtomicUsize>);
 
 impl StopFlag {
     /// Installs the process-wide handler for SIGINT, SIGTERM and SIGHUP.
+    ///
+    /// A signal that was ignored when ralph started (SIGHUP under `nohup`, SIGINT for a
+    /// background job) stays without effect: it is blocked in every thread before the handler
+    /// is installed, so logging out does not stop a loop started with `nohup ralph … &`.
     pub(crate) fn install() -> anyhow::Result<Self> {
+        keep_ignored_signals_ignored();
         let flag = Self::default();
         let counter = Arc::clone(&flag.0);
         ctrlc::set_handler(move || {
@@ -43,6 +49,28 @@ impl StopFlag {
     }
 }
 
+fn keep_ignored_signals_ignored() {
+    use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return;
+    };
+    let Some(mask) = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+    else {
+        return;
+    };
+    let mut blocked = SigSet::empty();
+    for signal in [Signal::SIGHUP, Signal::SIGINT] {
+        if mask & (1 << (signal as i32 - 1)) != 0 {
+            blocked.add(signal);
+        }
+    }
+    // Child processes start with an empty signal mask (std resets it), so agents are unaffected.
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), None);
+}
+
 /// Records the running agent's process group (0 when none runs).
 pub(crate) fn set_agent_group(pgid: i32) {
     AGENT_GROUP.store(pgid, Ordering::SeqCst);
@@ -51,9 +79,6 @@ pub(crate) fn set_agent_group(pgid: i32) {
 fn kill_agent_group() {
     let pgid = AGENT_GROUP.load(Ordering::SeqCst);
     if pgid > 0 {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pgid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), Signal::SIGKILL);
     }
 }

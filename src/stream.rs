@@ -62,6 +62,10 @@ pub(crate) trait OutputHandler {
     fn on_segment(&mut self, segment: &Segment<'_>);
     /// Called at least every tick, with the time of the last output from the agent.
     fn on_tick(&mut self, now: Instant, last_output: Instant);
+    /// Called when ralph starts stopping the agent.
+    fn on_stopping(&mut self, reason: EndedBy) {
+        let _ = reason;
+    }
 }
 
 /// Timing of the runner.
@@ -179,12 +183,17 @@ fn supervise(
     let mut exited_at: Option<Instant> = None;
     let mut ended_by = None;
     let mut killed_leftovers = false;
-    let mut seen_requests = stop.requested();
+    // A request that arrived before the agent started counts too.
+    let mut seen_requests = 0;
 
     loop {
         match receive(&receiver, options.tick) {
             Received::Data(source, bytes) => {
                 last_output = Instant::now();
+                if exited_at.is_some() {
+                    // Still draining: the leak timer measures silence, not time since exit.
+                    exited_at = Some(last_output);
+                }
                 let index = usize::from(source == Source::Stderr);
                 splitters[index].push(&bytes, last_output, handler);
             }
@@ -233,6 +242,7 @@ fn supervise(
         };
         if let Some(reason) = reason {
             ended_by.get_or_insert(reason);
+            handler.on_stopping(reason);
             let status = terminate(
                 child,
                 group,

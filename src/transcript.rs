@@ -1,10 +1,13 @@
 //! What ralph shows and keeps of one iteration's agent output.
 //!
-//! Shows: the agent's lines as they arrive (or all at the end with `--no-stream`), tool lines
-//! folded into a periodic `| Tools` summary (or shown one by one with `--verbose-tools`), and a
-//! heartbeat after a silence. Keeps: tool counts, the first ten error lines, and the tail of the
-//! last non-empty stdout line for promise detection — a bounded amount whatever the agent prints.
-//! Buffered output is spilled to an unnamed temporary file, not kept in memory.
+//! Shows: the agent's text as it arrives (or all at the end with `--no-stream`), tool calls folded
+//! into a periodic `| Tools` summary (or one line each with `--verbose-tools`), failures and
+//! retries in one line each, and a heartbeat after a silence. In JSON mode the agent's events are
+//! parsed and raw JSON is never shown; a line that is not an event ralph knows is shown as text.
+//!
+//! Keeps: tool counts, tokens, cost, turns, the failure, the first ten error lines, and the tail
+//! of the lines promise detection needs — a bounded amount whatever the agent prints. Buffered
+//! output is spilled to unnamed temporary files, not kept in memory.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -15,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
-use crate::agents::Agent;
+use crate::agents::{Agent, AgentEvent, AgentKind, Failure, OutputFormat, Usage};
 use crate::output;
 use crate::promise::Promise;
-use crate::stream::{OutputHandler, Segment, Source};
+use crate::stream::{EndedBy, OutputHandler, Segment, Source};
 
 /// Longest error line kept, in characters.
 const ERROR_CHARS: usize = 200;
@@ -26,13 +29,8 @@ const ERROR_CHARS: usize = 200;
 const MAX_ERRORS: usize = 10;
 /// Bytes of a line kept for promise detection (the tag must end the line).
 const LINE_TAIL_BYTES: usize = 4096;
-/// OpenCode prints this when the obsolete placeholder plugin is loaded.
-static LEGACY_PLUGIN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&regex::escape(
-        "ralph-wiggum is not yet ready for use. This is a placeholder package.",
-    ))
-    .expect("valid regex")
-});
+/// Longest JSON event line ralph parses; a longer one is skipped with a notice.
+const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// How the transcript displays output.
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +39,28 @@ pub(crate) struct DisplayOptions {
     pub(crate) verbose_tools: bool,
     pub(crate) heartbeat: Duration,
     pub(crate) tool_summary: Duration,
+    pub(crate) format: OutputFormat,
+}
+
+/// What the transcript found once the agent exited.
+#[derive(Debug, Default)]
+pub(crate) struct Findings {
+    pub(crate) tools: BTreeMap<String, u64>,
+    pub(crate) errors: Vec<String>,
+    /// Per promise given to [`Transcript::new`], whether the agent made it.
+    pub(crate) promises: Vec<bool>,
+    pub(crate) legacy_plugin: bool,
+    /// Tokens, when the agent reported any.
+    pub(crate) usage: Option<Usage>,
+    /// Cost in USD, when the agent reported it.
+    pub(crate) cost: Option<f64>,
+    pub(crate) turns: Option<u32>,
+    /// The failure the agent reported, if any (the last one).
+    pub(crate) failure: Option<Failure>,
+    /// The end of the agent's final message (at most 2 KB), to show when it gives up.
+    pub(crate) final_text: String,
+    /// The "stopping" message was already shown.
+    pub(crate) stop_announced: bool,
 }
 
 /// The output handler for one agent run.
@@ -56,23 +76,18 @@ pub(crate) struct Transcript<'a> {
     buffered: Option<(File, File)>,
     /// Per source: is the line being received a suppressed tool line?
     hiding_line: [bool; 2],
-    /// Per source: the tail of the line being received (ANSI codes included).
+    /// Per source: the tail of the line being received (ANSI codes removed).
     line_tail: [String; 2],
-    last_stdout_line: String,
+    /// The JSON event line being received on stdout, if it is one.
+    event_line: Option<String>,
+    event_overflow: usize,
+    /// The last non-empty line of plain stdout.
+    last_plain_line: String,
+    /// The end of the agent's last text and of its final message.
+    last_text: Option<String>,
+    final_text: Option<String>,
     promises_seen_anywhere: Vec<bool>,
-    tools: BTreeMap<String, u64>,
-    errors: Vec<String>,
-    legacy_plugin: bool,
-}
-
-/// What the transcript found once the agent exited.
-#[derive(Debug, Default)]
-pub(crate) struct Findings {
-    pub(crate) tools: BTreeMap<String, u64>,
-    pub(crate) errors: Vec<String>,
-    /// Per promise given to [`Transcript::new`], whether the agent made it.
-    pub(crate) promises: Vec<bool>,
-    pub(crate) legacy_plugin: bool,
+    findings: Findings,
 }
 
 impl<'a> Transcript<'a> {
@@ -100,122 +115,263 @@ impl<'a> Transcript<'a> {
             buffered,
             hiding_line: [false; 2],
             line_tail: [String::new(), String::new()],
-            last_stdout_line: String::new(),
+            event_line: None,
+            event_overflow: 0,
+            last_plain_line: String::new(),
+            last_text: None,
+            final_text: None,
             promises_seen_anywhere: vec![false; count],
-            tools: BTreeMap::new(),
-            errors: Vec::new(),
-            legacy_plugin: false,
+            findings: Findings::default(),
         })
     }
 
     /// Prints what is still pending and returns the findings.
     pub(crate) fn finish(mut self) -> Findings {
+        if let Some(line) = self.event_line.take() {
+            self.end_event_line(line, Instant::now());
+        }
         if let Some((mut stdout, mut stderr)) = self.buffered.take() {
             for (file, to_stderr) in [(&mut stderr, true), (&mut stdout, false)] {
                 if file.seek(SeekFrom::Start(0)).is_ok() {
                     output::copy_to(file, to_stderr);
                 }
             }
-        } else if !self.tools.is_empty() && !self.display.verbose_tools {
-            output::tool_progress(&self.tools);
+        } else if !self.findings.tools.is_empty() && !self.display.verbose_tools {
+            output::tool_progress(&self.findings.tools);
         }
         output::flush();
-        let last_line = self.last_stdout_line;
+        // The final message decides; without one, the last text; without any, plain stdout.
+        let decisive_text = self
+            .final_text
+            .take()
+            .or(self.last_text.take())
+            .unwrap_or_else(|| self.last_plain_line.clone());
+        let decisive = last_line_tail(&decisive_text);
+        let decisive = decisive.as_str();
         let promises = self
             .promises
             .iter()
             .zip(&self.promises_seen_anywhere)
-            .map(|(promise, &anywhere)| {
-                (self.anywhere && anywhere) || promise.ends_line(&last_line)
-            })
+            .map(|(promise, &anywhere)| (self.anywhere && anywhere) || promise.ends_line(decisive))
             .collect();
         Findings {
-            tools: self.tools,
-            errors: self.errors,
             promises,
-            legacy_plugin: self.legacy_plugin,
+            final_text: decisive_text.trim().to_owned(),
+            ..self.findings
         }
     }
 
-    fn note_line_start(&mut self, index: usize, clean: &str, now: Instant) {
-        let tool = self.agent.tool_in_line(clean);
-        self.hiding_line[index] = tool.is_some() && !self.display.verbose_tools;
-        if let Some(tool) = tool {
-            *self.tools.entry(tool).or_default() += 1;
-            let due = self
-                .last_summary
-                .is_none_or(|at| now.duration_since(at) >= self.display.tool_summary);
-            if self.hiding_line[index] && self.display.stream && due {
-                output::tool_progress(&self.tools);
-                self.last_summary = Some(now);
+    /// Shows one line of agent output (or spills it in buffered mode).
+    fn show(&mut self, source: Source, text: &str, ends_line: bool, now: Instant) {
+        match &mut self.buffered {
+            Some((stdout, stderr)) => {
+                let file = if source == Source::Stdout {
+                    stdout
+                } else {
+                    stderr
+                };
+                let _ = file.write_all(text.as_bytes());
+                if ends_line {
+                    let _ = file.write_all(b"\n");
+                }
+            }
+            None => {
+                if source == Source::Stdout {
+                    output::agent_stdout(text, ends_line);
+                } else {
+                    output::agent_stderr(text, ends_line);
+                }
                 self.last_printed = now;
             }
         }
     }
 
-    fn note_errors(&mut self, clean: &str) {
-        if self.errors.len() >= MAX_ERRORS {
+    fn count_tool(&mut self, name: String, now: Instant) {
+        *self.findings.tools.entry(name).or_default() += 1;
+        let due = self
+            .last_summary
+            .is_none_or(|at| now.duration_since(at) >= self.display.tool_summary);
+        if !self.display.verbose_tools && self.display.stream && due {
+            output::tool_progress(&self.findings.tools);
+            self.last_summary = Some(now);
+            self.last_printed = now;
+        }
+    }
+
+    fn note_error(&mut self, line: &str, force: bool) {
+        if self.findings.errors.len() >= MAX_ERRORS {
             return;
         }
-        let is_error =
-            ERROR_WORDS.is_match(clean) || (TEST_WORD.is_match(clean) && FAIL_WORD.is_match(clean));
+        let is_error = force
+            || ERROR_WORDS.is_match(line)
+            || (TEST_WORD.is_match(line) && FAIL_WORD.is_match(line));
         if !is_error {
             return;
         }
-        let line: String = clean.trim().chars().take(ERROR_CHARS).collect();
-        if !line.is_empty() && !self.errors.contains(&line) {
-            self.errors.push(line);
+        let line: String = line.trim().chars().take(ERROR_CHARS).collect();
+        if !line.is_empty() && !self.findings.errors.contains(&line) {
+            self.findings.errors.push(line);
+        }
+    }
+
+    fn check_anywhere(&mut self, text: &str) {
+        if self.anywhere {
+            for (seen, promise) in self.promises_seen_anywhere.iter_mut().zip(&self.promises) {
+                *seen |= promise.appears_in(text);
+            }
+        }
+    }
+
+    /// A piece of a plain-text line (text mode, stderr, or stdout that is not an event).
+    fn plain_segment(&mut self, segment: &Segment<'_>, text: &str) {
+        let now = segment.received;
+        let index = usize::from(segment.source == Source::Stderr);
+        let clean = without_ansi(text);
+        if segment.starts_line {
+            self.line_tail[index].clear();
+            let tool = if self.display.format == OutputFormat::Text {
+                self.agent.tool_in_line(&clean)
+            } else {
+                None
+            };
+            // Buffered output is shown whole, as the agent printed it.
+            self.hiding_line[index] =
+                tool.is_some() && !self.display.verbose_tools && self.buffered.is_none();
+            if let Some(tool) = tool {
+                self.count_tool(tool, now);
+            }
+        }
+        self.note_error(&clean, false);
+        if self.anywhere {
+            let window = format!("{}{}", self.line_tail[index], clean);
+            self.check_anywhere(&window);
+        }
+        if self.agent.kind() == AgentKind::OpenCode && LEGACY_PLUGIN.is_match(&clean) {
+            self.findings.legacy_plugin = true;
+        }
+        push_tail(&mut self.line_tail[index], &clean);
+        if segment.ends_line && segment.source == Source::Stdout {
+            let line = self.line_tail[index].trim();
+            if !line.is_empty() {
+                self.last_plain_line = line.to_owned();
+            }
+        }
+        if !self.hiding_line[index] {
+            self.show(segment.source, text, segment.ends_line, now);
+        }
+    }
+
+    /// A complete stdout line that looked like JSON.
+    fn end_event_line(&mut self, line: String, now: Instant) {
+        if self.event_overflow > 0 {
+            let size = self.event_overflow;
+            self.event_overflow = 0;
+            let notice = format!(
+                "[ralph: skipped an agent event of {} MB, too large to show]",
+                size / (1024 * 1024)
+            );
+            self.show(Source::Stdout, &notice, true, now);
+            return;
+        }
+        match self.agent.parse_event(&line) {
+            Some(events) => {
+                for event in events {
+                    self.event(event, now);
+                }
+            }
+            None => {
+                let segment = Segment {
+                    source: Source::Stdout,
+                    text: &line,
+                    starts_line: true,
+                    ends_line: true,
+                    received: now,
+                };
+                self.plain_segment(&segment, &line);
+            }
+        }
+    }
+
+    fn event(&mut self, event: AgentEvent, now: Instant) {
+        match event {
+            AgentEvent::Text(text) => {
+                self.check_anywhere(&text);
+                for line in text.lines() {
+                    self.note_error(line, false);
+                    self.show(Source::Stdout, line, true, now);
+                }
+                self.last_text = Some(text_tail(&text));
+            }
+            AgentEvent::Final(text) => {
+                self.check_anywhere(&text);
+                self.final_text = Some(text_tail(&text));
+            }
+            AgentEvent::Tool { name, detail } => {
+                if self.display.verbose_tools {
+                    let line = match &detail {
+                        Some(detail) => format!("| {name} {detail}"),
+                        None => format!("| {name}"),
+                    };
+                    self.show(Source::Stdout, &line, true, now);
+                }
+                self.count_tool(name, now);
+            }
+            AgentEvent::ToolError(message) => {
+                if self.display.verbose_tools {
+                    self.show(Source::Stdout, &format!("|   ✗ {message}"), true, now);
+                }
+                self.note_error(&message, true);
+            }
+            AgentEvent::Usage(usage) => self.findings.usage.get_or_insert_default().add(usage),
+            AgentEvent::Cost(cost) => *self.findings.cost.get_or_insert(0.0) += cost,
+            AgentEvent::Turns(turns) => {
+                let total = self.findings.turns.get_or_insert(0);
+                *total = total.saturating_add(turns);
+            }
+            AgentEvent::Failure(failure) => {
+                let line = output::failure_line(self.agent.kind().display_name(), &failure);
+                self.show(Source::Stderr, &line, true, now);
+                self.note_error(&failure.message, true);
+                self.findings.failure = Some(failure);
+            }
+            AgentEvent::Notice(message) => {
+                self.show(Source::Stderr, &format!("↻ {message}"), true, now)
+            }
+            AgentEvent::Quiet => {}
         }
     }
 }
 
 impl OutputHandler for Transcript<'_> {
     fn on_segment(&mut self, segment: &Segment<'_>) {
-        let now = segment.received;
-        let index = usize::from(segment.source == Source::Stderr);
-        let clean = without_ansi(segment.text);
-        if segment.starts_line {
-            self.line_tail[index].clear();
-            self.note_line_start(index, &clean, now);
+        let structured =
+            self.display.format == OutputFormat::Json && segment.source == Source::Stdout;
+        if structured && segment.starts_line && segment.text.trim_start().starts_with('{') {
+            self.event_line = Some(String::new());
         }
-        self.note_errors(&clean);
-        if self.anywhere {
-            let window = format!("{}{}", self.line_tail[index], clean);
-            for (seen, promise) in self.promises_seen_anywhere.iter_mut().zip(&self.promises) {
-                *seen |= promise.appears_in(&window);
-            }
-        }
-        if self.agent.kind() == crate::agents::AgentKind::OpenCode && LEGACY_PLUGIN.is_match(&clean)
-        {
-            self.legacy_plugin = true;
-        }
-        push_tail(&mut self.line_tail[index], &clean);
-        if segment.ends_line && segment.source == Source::Stdout {
-            let line = self.line_tail[index].trim();
-            if !line.is_empty() {
-                self.last_stdout_line = line.to_owned();
-            }
-        }
-
-        if self.hiding_line[index] {
+        if !structured || self.event_line.is_none() {
+            self.plain_segment(segment, segment.text);
             return;
         }
-        match &mut self.buffered {
-            Some((stdout, stderr)) => {
-                let file = if index == 0 { stdout } else { stderr };
-                let _ = file.write_all(segment.text.as_bytes());
-                if segment.ends_line {
-                    let _ = file.write_all(b"\n");
-                }
+        if let Some(line) = &mut self.event_line {
+            if self.event_overflow > 0 || line.len() + segment.text.len() > MAX_EVENT_BYTES {
+                self.event_overflow += line.len() + segment.text.len();
+                line.clear();
+            } else {
+                line.push_str(segment.text);
             }
-            None => {
-                if segment.source == Source::Stdout {
-                    output::agent_stdout(segment.text, segment.ends_line);
-                } else {
-                    output::agent_stderr(segment.text, segment.ends_line);
-                }
-                self.last_printed = now;
-            }
+        }
+        if segment.ends_line
+            && let Some(line) = self.event_line.take()
+        {
+            self.end_event_line(line, segment.received);
+        }
+    }
+
+    fn on_stopping(&mut self, reason: EndedBy) {
+        if reason == EndedBy::User {
+            output::stopping();
+            self.findings.stop_announced = true;
         }
     }
 
@@ -241,6 +397,13 @@ static ERROR_WORDS: LazyLock<Regex> = LazyLock::new(|| {
 });
 static TEST_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)test").expect("valid regex"));
 static FAIL_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)fail").expect("valid regex"));
+/// OpenCode prints this when the obsolete placeholder plugin is loaded.
+static LEGACY_PLUGIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&regex::escape(
+        "ralph-wiggum is not yet ready for use. This is a placeholder package.",
+    ))
+    .expect("valid regex")
+});
 
 /// The text without ANSI escape sequences (borrowed when there are none, the common case).
 fn without_ansi(text: &str) -> Cow<'_, str> {
@@ -249,6 +412,28 @@ fn without_ansi(text: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(text)
     }
+}
+
+/// The last non-empty line of `text`, without ANSI codes, bounded.
+fn last_line_tail(text: &str) -> String {
+    let line = text
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("");
+    let mut tail = String::new();
+    push_tail(&mut tail, &without_ansi(line));
+    tail
+}
+
+/// The last 2 KB of a message.
+fn text_tail(text: &str) -> String {
+    let mut cut = text.len().saturating_sub(2048);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text[cut..].to_owned()
 }
 
 /// Appends to a bounded tail, keeping the last [`LINE_TAIL_BYTES`] bytes.
@@ -266,7 +451,6 @@ fn push_tail(tail: &mut String, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::AgentKind;
 
     fn feed(transcript: &mut Transcript<'_>, source: Source, lines: &[&str]) {
         for line in lines {
@@ -280,65 +464,73 @@ mod tests {
         }
     }
 
-    fn quiet() -> DisplayOptions {
+    fn quiet(format: OutputFormat) -> DisplayOptions {
         DisplayOptions {
             stream: false,
             verbose_tools: false,
             heartbeat: Duration::from_secs(3600),
             tool_summary: Duration::from_secs(3600),
+            format,
         }
+    }
+
+    fn run(kind: AgentKind, format: OutputFormat, anywhere: bool, stdout: &[&str]) -> Findings {
+        let agent = kind.agent();
+        let complete = Promise::new("COMPLETE");
+        let mut transcript =
+            Transcript::new(agent.as_ref(), quiet(format), vec![&complete], anywhere).unwrap();
+        feed(&mut transcript, Source::Stdout, stdout);
+        transcript.finish()
     }
 
     #[test]
     fn promise_counts_only_at_the_end_of_the_last_stdout_line() {
-        let agent = AgentKind::OpenCode.agent();
-        let promise = Promise::new("COMPLETE");
-        let mut transcript =
-            Transcript::new(agent.as_ref(), quiet(), vec![&promise], false).unwrap();
-        feed(
-            &mut transcript,
-            Source::Stdout,
-            &["Print <promise>COMPLETE</promise> when done", "working", ""],
+        let text = OutputFormat::Text;
+        let echoed = ["Print <promise>COMPLETE</promise> when done", "working", ""];
+        assert_eq!(
+            run(AgentKind::OpenCode, text, false, &echoed).promises,
+            [false]
         );
+        let done = [
+            "all done",
+            "\x1b[32mDone. <promise>COMPLETE</promise>\x1b[0m",
+            "  ",
+        ];
+        assert_eq!(
+            run(AgentKind::OpenCode, text, false, &done).promises,
+            [true]
+        );
+        let quoted = ["I said <promise>COMPLETE</promise> earlier", "more"];
+        assert_eq!(
+            run(AgentKind::OpenCode, text, true, &quoted).promises,
+            [true]
+        );
+    }
+
+    #[test]
+    fn stderr_never_completes() {
+        let agent = AgentKind::OpenCode.agent();
+        let complete = Promise::new("COMPLETE");
+        let mut transcript = Transcript::new(
+            agent.as_ref(),
+            quiet(OutputFormat::Text),
+            vec![&complete],
+            false,
+        )
+        .unwrap();
         feed(
             &mut transcript,
             Source::Stderr,
             &["<promise>COMPLETE</promise>"],
         );
         assert_eq!(transcript.finish().promises, [false]);
-
-        let mut transcript =
-            Transcript::new(agent.as_ref(), quiet(), vec![&promise], false).unwrap();
-        feed(
-            &mut transcript,
-            Source::Stdout,
-            &[
-                "all done",
-                "\x1b[32mDone. <promise>COMPLETE</promise>\x1b[0m",
-                "  ",
-            ],
-        );
-        assert_eq!(transcript.finish().promises, [true]);
-    }
-
-    #[test]
-    fn anywhere_mode_accepts_a_tag_mid_output() {
-        let agent = AgentKind::OpenCode.agent();
-        let promise = Promise::new("COMPLETE");
-        let mut transcript =
-            Transcript::new(agent.as_ref(), quiet(), vec![&promise], true).unwrap();
-        feed(
-            &mut transcript,
-            Source::Stdout,
-            &["I said <promise>COMPLETE</promise> earlier", "more"],
-        );
-        assert_eq!(transcript.finish().promises, [true]);
     }
 
     #[test]
     fn tools_and_errors_are_counted_and_bounded() {
         let agent = AgentKind::OpenCode.agent();
-        let mut transcript = Transcript::new(agent.as_ref(), quiet(), vec![], false).unwrap();
+        let mut transcript =
+            Transcript::new(agent.as_ref(), quiet(OutputFormat::Text), vec![], false).unwrap();
         feed(
             &mut transcript,
             Source::Stdout,
@@ -347,12 +539,60 @@ mod tests {
         let errors: Vec<String> = (0..20).map(|i| format!("Error: number {i}")).collect();
         let errors: Vec<&str> = errors.iter().map(String::as_str).collect();
         feed(&mut transcript, Source::Stderr, &errors);
-        feed(&mut transcript, Source::Stderr, &["test foo FAILED"]);
         let findings = transcript.finish();
         assert_eq!(findings.tools["Bash"], 2);
         assert_eq!(findings.tools["Read"], 1);
         assert_eq!(findings.errors.len(), MAX_ERRORS);
         assert_eq!(findings.errors[0], "Error: number 0");
+    }
+
+    #[test]
+    fn json_events_drive_tools_usage_and_the_final_message() {
+        let lines = [
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"I will print <promise>COMPLETE</promise> later"}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Write","input":{"file_path":"a.txt"}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"<promise>COMPLETE</promise>"}]}}"#,
+            "not json at all",
+            r#"{"type":"mystery"}"#,
+            r#"{"type":"result","is_error":false,"result":"Done.\n<promise>COMPLETE</promise>","total_cost_usd":0.5,"num_turns":2,"usage":{"input_tokens":10,"output_tokens":5}}"#,
+        ];
+        let findings = run(AgentKind::ClaudeCode, OutputFormat::Json, false, &lines);
+        assert_eq!(findings.promises, [true]);
+        assert_eq!(findings.tools["Write"], 1);
+        assert_eq!(
+            findings.usage,
+            Some(Usage {
+                input: 10,
+                output: 5,
+                ..Usage::default()
+            })
+        );
+        assert_eq!(findings.cost, Some(0.5));
+        assert_eq!(findings.turns, Some(2));
+        assert!(findings.failure.is_none());
+    }
+
+    #[test]
+    fn a_promise_in_a_tool_result_or_early_text_does_not_count() {
+        let lines = [
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"<promise>COMPLETE</promise>"}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"file says <promise>COMPLETE</promise>"}]}}"#,
+            r#"{"type":"result","is_error":false,"result":"Still working on it."}"#,
+        ];
+        assert_eq!(
+            run(AgentKind::ClaudeCode, OutputFormat::Json, false, &lines).promises,
+            [false]
+        );
+    }
+
+    #[test]
+    fn failures_are_recorded() {
+        let lines =
+            [r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}"#];
+        let failure = run(AgentKind::Codex, OutputFormat::Json, false, &lines)
+            .failure
+            .unwrap();
+        assert_eq!(failure.kind, crate::agents::FailureKind::Auth);
     }
 
     #[test]

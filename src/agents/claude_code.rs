@@ -4,7 +4,13 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{Agent, AgentCommand, AgentKind, CommandRequest, command_from, prompt_needs_stdin};
+use serde_json::Value;
+
+use super::events::{Failure, one_line, str_field, tool_detail, u64_field};
+use super::{
+    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
+    prompt_needs_stdin,
+};
 
 pub(super) struct ClaudeCode;
 
@@ -23,6 +29,10 @@ impl Agent for ClaudeCode {
         if !prompt_needs_stdin(request.prompt) {
             args.push(request.prompt.to_owned());
         }
+        if request.format == OutputFormat::Json {
+            // `stream-json` is refused in print mode without `--verbose`.
+            args.extend(["--output-format", "stream-json", "--verbose"].map(str::to_owned));
+        }
         if let Some(model) = request.model {
             args.extend(["--model".to_owned(), model.to_owned()]);
         }
@@ -38,6 +48,115 @@ impl Agent for ClaudeCode {
             .captures(line)
             .map(|captures| captures[1].to_owned())
     }
+
+    fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
+        let event: Value = serde_json::from_str(line).ok()?;
+        let events = match str_field(&event, "type")? {
+            "system" => match str_field(&event, "subtype") {
+                Some("api_retry") => {
+                    let status = event
+                        .get("error_status")
+                        .and_then(Value::as_u64)
+                        .map_or_else(String::new, |status| format!(" (HTTP {status})"));
+                    let error = str_field(&event, "error").unwrap_or("error");
+                    vec![AgentEvent::Notice(format!(
+                        "Claude Code is retrying the API: {error}{status}, attempt {} of {}",
+                        u64_field(&event, "attempt"),
+                        u64_field(&event, "max_retries")
+                    ))]
+                }
+                _ => vec![AgentEvent::Quiet],
+            },
+            "assistant" => {
+                let content = event
+                    .pointer("/message/content")
+                    .and_then(Value::as_array)?;
+                content.iter().filter_map(content_block).collect()
+            }
+            "user" => {
+                let content = event.pointer("/message/content").and_then(Value::as_array);
+                let errors: Vec<AgentEvent> = content
+                    .into_iter()
+                    .flatten()
+                    .filter(|block| block.get("is_error").and_then(Value::as_bool) == Some(true))
+                    .map(|block| AgentEvent::ToolError(result_text(block.get("content"))))
+                    .collect();
+                if errors.is_empty() {
+                    vec![AgentEvent::Quiet]
+                } else {
+                    errors
+                }
+            }
+            "result" => result_events(&event),
+            "stream_event" | "rate_limit_event" => vec![AgentEvent::Quiet],
+            _ => return None,
+        };
+        Some(events)
+    }
+}
+
+fn content_block(block: &Value) -> Option<AgentEvent> {
+    match str_field(block, "type")? {
+        "text" => Some(AgentEvent::Text(str_field(block, "text")?.to_owned())),
+        "tool_use" => Some(AgentEvent::Tool {
+            name: str_field(block, "name")?.to_owned(),
+            detail: block.get("input").and_then(tool_detail),
+        }),
+        _ => None,
+    }
+}
+
+/// A tool result's content: a string, or a list of text blocks.
+fn result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => one_line(text, 200),
+        Some(Value::Array(blocks)) => {
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter_map(|block| str_field(block, "text"))
+                .collect();
+            one_line(&texts.join(" "), 200)
+        }
+        _ => "the tool call failed".to_owned(),
+    }
+}
+
+fn result_events(event: &Value) -> Vec<AgentEvent> {
+    let usage = event.get("usage").unwrap_or(&Value::Null);
+    let mut events = vec![AgentEvent::Usage(Usage {
+        input: u64_field(usage, "input_tokens"),
+        output: u64_field(usage, "output_tokens"),
+        cache_read: u64_field(usage, "cache_read_input_tokens"),
+        cache_write: u64_field(usage, "cache_creation_input_tokens"),
+    })];
+    if let Some(cost) = event.get("total_cost_usd").and_then(Value::as_f64) {
+        events.push(AgentEvent::Cost(cost));
+    }
+    if let Some(turns) = event.get("num_turns").and_then(Value::as_u64) {
+        events.push(AgentEvent::Turns(u32::try_from(turns).unwrap_or(u32::MAX)));
+    }
+    let text = str_field(event, "result").unwrap_or("");
+    if event.get("is_error").and_then(Value::as_bool) == Some(true) {
+        let status = event
+            .get("api_error_status")
+            .and_then(Value::as_u64)
+            .and_then(|code| u16::try_from(code).ok());
+        let subtype = str_field(event, "subtype").unwrap_or("error");
+        let failure = if status.is_none() && subtype.starts_with("error_") {
+            Failure::agent(if text.is_empty() { subtype } else { text })
+        } else {
+            let message = if text.is_empty() {
+                "Claude Code reported an error"
+            } else {
+                text
+            };
+            Failure::classify(status, message, crate::storage::now())
+        };
+        events.push(AgentEvent::Failure(failure));
+    } else {
+        events.push(AgentEvent::Final(text.to_owned()));
+    }
+    events
 }
 
 #[cfg(test)]

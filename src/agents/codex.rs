@@ -8,7 +8,13 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{Agent, AgentCommand, AgentKind, CommandRequest, command_from, prompt_needs_stdin};
+use serde_json::Value;
+
+use super::events::{Failure, one_line, str_field, u64_field};
+use super::{
+    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
+    prompt_needs_stdin,
+};
 
 pub(super) struct Codex;
 
@@ -23,6 +29,9 @@ impl Agent for Codex {
 
     fn command(&self, request: &CommandRequest<'_>) -> AgentCommand {
         let mut args = vec!["exec".to_owned()];
+        if request.format == OutputFormat::Json {
+            args.push("--json".to_owned());
+        }
         if let Some(model) = request.model {
             args.extend(["--model".to_owned(), model.to_owned()]);
         }
@@ -47,6 +56,115 @@ impl Agent for Codex {
         TOOL_LINE
             .captures(line)
             .map(|captures| captures[1].to_owned())
+    }
+
+    fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
+        let event: Value = serde_json::from_str(line).ok()?;
+        let events = match str_field(&event, "type")? {
+            "thread.started" | "turn.started" | "item.started" | "item.updated" => {
+                vec![AgentEvent::Quiet]
+            }
+            "item.completed" => item_events(event.get("item")?),
+            "turn.completed" => {
+                let usage = event.get("usage").unwrap_or(&Value::Null);
+                let cached = u64_field(usage, "cached_input_tokens");
+                vec![
+                    AgentEvent::Usage(Usage {
+                        // OpenAI counts cached tokens inside input_tokens; keep them apart.
+                        input: u64_field(usage, "input_tokens").saturating_sub(cached),
+                        output: u64_field(usage, "output_tokens"),
+                        cache_read: cached,
+                        cache_write: u64_field(usage, "cache_write_input_tokens"),
+                    }),
+                    AgentEvent::Turns(1),
+                ]
+            }
+            "turn.failed" => {
+                let message = event
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("Codex reported a failed turn");
+                vec![AgentEvent::Failure(Failure::classify(
+                    None,
+                    message,
+                    crate::storage::now(),
+                ))]
+            }
+            "error" => vec![AgentEvent::Notice(format!(
+                "Codex: {}",
+                str_field(&event, "message").unwrap_or("error")
+            ))],
+            _ => return None,
+        };
+        Some(events)
+    }
+
+    fn reports_cost(&self) -> bool {
+        false
+    }
+}
+
+fn item_events(item: &Value) -> Vec<AgentEvent> {
+    let Some(kind) = str_field(item, "type") else {
+        return vec![AgentEvent::Quiet];
+    };
+    match kind {
+        "agent_message" => {
+            let text = str_field(item, "text").unwrap_or("").to_owned();
+            vec![AgentEvent::Text(text.clone()), AgentEvent::Final(text)]
+        }
+        "command_execution" => {
+            let command = str_field(item, "command").unwrap_or("");
+            let mut events = vec![AgentEvent::Tool {
+                name: "Shell".to_owned(),
+                detail: Some(one_line(command, 120)),
+            }];
+            let exit = item.get("exit_code").and_then(Value::as_i64);
+            if str_field(item, "status") == Some("failed") || exit.is_some_and(|code| code != 0) {
+                events.push(AgentEvent::ToolError(format!(
+                    "command failed (exit {}): {}",
+                    exit.map_or_else(|| "?".to_owned(), |code| code.to_string()),
+                    one_line(command, 120)
+                )));
+            }
+            events
+        }
+        "file_change" => item
+            .get("changes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|change| AgentEvent::Tool {
+                name: match str_field(change, "kind") {
+                    Some("add") => "Write",
+                    Some("delete") => "Delete",
+                    _ => "Edit",
+                }
+                .to_owned(),
+                detail: str_field(change, "path").map(str::to_owned),
+            })
+            .collect(),
+        "mcp_tool_call" => {
+            let name = format!(
+                "{}.{}",
+                str_field(item, "server").unwrap_or("mcp"),
+                str_field(item, "tool").unwrap_or("tool")
+            );
+            let mut events = vec![AgentEvent::Tool { name, detail: None }];
+            if let Some(error) = item.get("error").filter(|error| !error.is_null()) {
+                events.push(AgentEvent::ToolError(one_line(&error.to_string(), 200)));
+            }
+            events
+        }
+        "web_search" => vec![AgentEvent::Tool {
+            name: "WebSearch".to_owned(),
+            detail: str_field(item, "query").map(str::to_owned),
+        }],
+        "error" => vec![AgentEvent::Notice(format!(
+            "Codex: {}",
+            str_field(item, "message").unwrap_or("error")
+        ))],
+        _ => vec![AgentEvent::Quiet],
     }
 }
 

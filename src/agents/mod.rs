@@ -6,11 +6,13 @@
 
 mod claude_code;
 mod codex;
+pub(crate) mod events;
 mod opencode;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub(crate) use events::{AgentEvent, Failure, FailureKind, Usage};
 pub(crate) use opencode::{OpenCodeConfigSources, opencode_config};
 
 /// Prompts longer than this many bytes go to the agent's stdin instead of its argument list:
@@ -93,6 +95,16 @@ impl AgentKind {
     }
 }
 
+/// How the agent reports its work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OutputFormat {
+    /// The agent's JSON event stream: tools, tokens, cost and failures are understood.
+    #[default]
+    Json,
+    /// The agent's plain text; tools are recognised by a pattern per agent.
+    Text,
+}
+
 /// What one iteration needs from the agent.
 #[derive(Debug)]
 pub(crate) struct CommandRequest<'a> {
@@ -104,6 +116,7 @@ pub(crate) struct CommandRequest<'a> {
     pub(crate) extra_args: &'a [String],
     /// The generated OpenCode configuration file, when one is in use.
     pub(crate) opencode_config: Option<&'a Path>,
+    pub(crate) format: OutputFormat,
 }
 
 /// A fully described agent invocation.
@@ -137,6 +150,15 @@ pub(crate) trait Agent {
 
     /// The tool named by one line of plain-text output (ANSI codes already stripped), if any.
     fn tool_in_line(&self, line: &str) -> Option<String>;
+
+    /// The events in one line of JSON output; `None` when the line is not an event ralph knows
+    /// (not JSON, or an unknown type), so it is shown as text.
+    fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>>;
+
+    /// Whether the agent reports what a run cost.
+    fn reports_cost(&self) -> bool {
+        true
+    }
 }
 
 /// Whether the prompt must travel on stdin rather than as an argument.
@@ -194,6 +216,7 @@ mod tests {
             allow_all,
             extra_args: &[],
             opencode_config: None,
+            format: OutputFormat::Text,
         }
     }
 

@@ -9,7 +9,11 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
-use super::{Agent, AgentCommand, AgentKind, CommandRequest, command_from, prompt_needs_stdin};
+use super::events::{Failure, str_field, tool_detail, u64_field};
+use super::{
+    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
+    prompt_needs_stdin,
+};
 
 pub(super) struct OpenCode;
 
@@ -42,6 +46,9 @@ impl Agent for OpenCode {
 
     fn command(&self, request: &CommandRequest<'_>) -> AgentCommand {
         let mut args = vec!["run".to_owned()];
+        if request.format == OutputFormat::Json {
+            args.extend(["--format".to_owned(), "json".to_owned()]);
+        }
         if let Some(model) = request.model {
             args.extend(["-m".to_owned(), model.to_owned()]);
         }
@@ -62,6 +69,74 @@ impl Agent for OpenCode {
             .captures(line)
             .map(|captures| captures[1].to_owned())
     }
+
+    fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
+        let event: Value = serde_json::from_str(line).ok()?;
+        let part = event.get("part").unwrap_or(&Value::Null);
+        let events = match str_field(&event, "type")? {
+            "step_start" | "reasoning" => vec![AgentEvent::Quiet],
+            "text" => {
+                let text = str_field(part, "text")?.to_owned();
+                vec![AgentEvent::Text(text.clone()), AgentEvent::Final(text)]
+            }
+            "tool_use" => {
+                let state = part.get("state").unwrap_or(&Value::Null);
+                let mut events = vec![AgentEvent::Tool {
+                    name: capitalized(str_field(part, "tool")?),
+                    detail: state.get("input").and_then(tool_detail),
+                }];
+                if str_field(state, "status") == Some("error") {
+                    let message = str_field(state, "error").unwrap_or("the tool call failed");
+                    events.push(AgentEvent::ToolError(message.to_owned()));
+                }
+                events
+            }
+            "step_finish" => {
+                let tokens = part.get("tokens").unwrap_or(&Value::Null);
+                let cache = tokens.get("cache").unwrap_or(&Value::Null);
+                let mut events = vec![
+                    AgentEvent::Usage(Usage {
+                        input: u64_field(tokens, "input"),
+                        output: u64_field(tokens, "output") + u64_field(tokens, "reasoning"),
+                        cache_read: u64_field(cache, "read"),
+                        cache_write: u64_field(cache, "write"),
+                    }),
+                    AgentEvent::Turns(1),
+                ];
+                if let Some(cost) = part.get("cost").and_then(Value::as_f64) {
+                    events.push(AgentEvent::Cost(cost));
+                }
+                events
+            }
+            "error" => {
+                let error = event.get("error").unwrap_or(&Value::Null);
+                let data = error.get("data").unwrap_or(&Value::Null);
+                let status = data
+                    .get("statusCode")
+                    .and_then(Value::as_u64)
+                    .and_then(|code| u16::try_from(code).ok());
+                let message = str_field(data, "message")
+                    .or_else(|| str_field(error, "message"))
+                    .or_else(|| str_field(error, "name"))
+                    .unwrap_or("OpenCode reported an error");
+                vec![AgentEvent::Failure(Failure::classify(
+                    status,
+                    message,
+                    crate::storage::now(),
+                ))]
+            }
+            _ => return None,
+        };
+        Some(events)
+    }
+}
+
+/// `write` → `Write`, so tool names read the same for every agent.
+fn capitalized(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
 }
 
 /// Where OpenCode's own configuration files live, for the `--no-plugins` plugin filter.
@@ -187,6 +262,12 @@ mod tests {
         let agent = OpenCode;
         let plain = agent.command(&request("do it", None, false));
         assert_eq!(plain.display_args(), ["run", "do it"]);
+        let mut json = request("do it", Some("p/m"), true);
+        json.format = OutputFormat::Json;
+        assert_eq!(
+            agent.command(&json).display_args(),
+            ["run", "--format", "json", "-m", "p/m", "do it"]
+        );
         assert!(plain.env.is_empty() && plain.stdin.is_none());
         let with_model = agent.command(&request("do it", Some("anthropic/claude"), true));
         assert_eq!(

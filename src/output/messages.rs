@@ -1,6 +1,7 @@
 //! The loop's messages, one function per message (banner, headers, summaries, boxes, warnings).
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -103,36 +104,91 @@ pub(crate) fn iteration_header(iteration: u32, min: u32, max: u32) {
     say(&["", &title, &rule('─')]);
 }
 
+/// What the iteration summary shows.
+pub(crate) struct IterationSummary<'a> {
+    pub(crate) iteration: u32,
+    pub(crate) elapsed: Duration,
+    pub(crate) tools: &'a BTreeMap<String, u64>,
+    pub(crate) exit_code: i32,
+    pub(crate) completion_detected: bool,
+    pub(crate) usage: Option<crate::agents::Usage>,
+    pub(crate) cost: Option<f64>,
+    pub(crate) failure: Option<&'a crate::agents::Failure>,
+}
+
 /// The block printed after the agent exits.
-pub(crate) fn iteration_summary(
-    iteration: u32,
-    elapsed: Duration,
-    tools: &BTreeMap<String, u64>,
-    exit_code: i32,
-    completion_detected: bool,
-) {
-    let tools = if tools.is_empty() {
+pub(crate) fn iteration_summary(summary: &IterationSummary<'_>) {
+    let tools = if summary.tools.is_empty() {
         "none".to_owned()
     } else {
-        tool_summary(tools)
+        tool_summary(summary.tools)
     };
-    say(&[
-        "",
-        "Iteration Summary",
-        &rule('─'),
-        &format!("Iteration: {iteration}"),
-        &format!("Elapsed:   {}", short_duration(elapsed)),
-        &format!("Tools:     {tools}"),
-        &format!("Exit code: {exit_code}"),
-        &format!(
-            "Completion promise: {}",
-            if completion_detected {
-                "detected"
-            } else {
-                "not detected"
-            }
-        ),
-    ]);
+    let mut lines = vec![
+        String::new(),
+        "Iteration Summary".to_owned(),
+        rule('─'),
+        format!("Iteration: {}", summary.iteration),
+        format!("Elapsed:   {}", short_duration(summary.elapsed)),
+        format!("Tools:     {tools}"),
+    ];
+    if let Some(usage) = summary.usage {
+        lines.push(format!("Tokens:    {}", tokens_text(&usage)));
+    }
+    if let Some(cost) = summary.cost {
+        lines.push(format!("Cost:      {}", cost_text(cost)));
+    }
+    lines.push(format!("Exit code: {}", summary.exit_code));
+    if let Some(failure) = summary.failure {
+        let status = failure
+            .status
+            .map_or_else(String::new, |s| format!(" (HTTP {s})"));
+        lines.push(format!("Failure:   {}{status}", failure.kind.label()));
+    }
+    lines.push(format!(
+        "Completion promise: {}",
+        if summary.completion_detected {
+            "detected"
+        } else {
+            "not detected"
+        }
+    ));
+    say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// `1.2k in · 340 out · 15k cached`.
+pub(crate) fn tokens_text(usage: &crate::agents::Usage) -> String {
+    let mut text = format!(
+        "{} in · {} out",
+        compact_number(usage.input),
+        compact_number(usage.output)
+    );
+    let cached = usage.cache_read + usage.cache_write;
+    if cached > 0 {
+        text.push_str(&format!(" · {} cache", compact_number(cached)));
+    }
+    text
+}
+
+/// `$0.0123`, `$1.23`.
+pub(crate) fn cost_text(cost: f64) -> String {
+    if cost < 1.0 {
+        format!("${cost:.4}")
+    } else {
+        format!("${cost:.2}")
+    }
+}
+
+/// `950`, `15.5k`, `1.2M`.
+pub(crate) fn compact_number(n: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display only")]
+    let value = n as f64;
+    if n >= 1_000_000 {
+        format!("{:.1}M", value / 1_000_000.0)
+    } else if n >= 1_000 {
+        format!("{:.1}k", value / 1_000.0)
+    } else {
+        n.to_string()
+    }
 }
 
 /// The compact tool line shown while the agent works.
@@ -191,9 +247,13 @@ pub(crate) fn completion_deferred(min: u32, next_iteration: u32) {
 
 /// The agent claimed completion while tasks remain open.
 pub(crate) fn completion_refused_open_tasks(open: &[String]) {
+    let count = if open.len() == 1 {
+        "1 task is".to_owned()
+    } else {
+        format!("{} tasks are", open.len())
+    };
     let mut lines = vec![format!(
-        "⏳ Completion promise detected, but {} still open:",
-        plural(open.len() as u64, "task is").replace("tasks is", "tasks are")
+        "⏳ Completion promise detected, but {count} still open:"
     )];
     for task in open.iter().take(5) {
         lines.push(format!("   - {task}"));
@@ -272,23 +332,136 @@ pub(crate) fn stopping() {
     ]);
 }
 
-/// The loop's last line: why it ended.
-pub(crate) fn run_ended(reason: &str, iterations: u32, total_ms: u64) {
-    say(&[
-        "",
-        &format!(
-            "Loop ended: {reason} · {} · total time {}",
-            plural(u64::from(iterations), "iteration"),
-            long_duration_ms(total_ms)
-        ),
-    ]);
+/// What the loop's last line reports.
+pub(crate) struct RunEnd<'a> {
+    pub(crate) reason: &'a str,
+    pub(crate) iterations: u32,
+    pub(crate) total_ms: u64,
+    pub(crate) tokens: Option<crate::agents::Usage>,
+    pub(crate) cost: Option<f64>,
 }
 
-/// How to pick up an interrupted loop.
-pub(crate) fn resume_hint(iteration: u32) {
+/// The loop's last line: why it ended, and what it took.
+pub(crate) fn run_ended(end: &RunEnd<'_>) {
+    let mut line = format!(
+        "Loop ended: {} · {} · total time {}",
+        end.reason,
+        plural(u64::from(end.iterations), "iteration"),
+        long_duration_ms(end.total_ms)
+    );
+    if let Some(tokens) = end.tokens {
+        line.push_str(&format!(" · {} tokens", compact_number(tokens.total())));
+    }
+    if let Some(cost) = end.cost {
+        line.push_str(&format!(" · {}", cost_text(cost)));
+    }
+    say(&["", &line]);
+}
+
+/// How to pick up a loop that stopped before completing.
+pub(crate) fn resume_hint(iteration: u32, limit_reached: bool) {
+    let how = if limit_reached {
+        "raise the limit and go on with `ralph --resume --max-iterations N`".to_owned()
+    } else {
+        format!("go on with `ralph --resume` (continues at iteration {iteration})")
+    };
     say(&[&format!(
-        "State kept: resume with `ralph --resume` (continues at iteration {iteration}), or start over with `ralph --reset`."
+        "State kept: {how}, or start over with `ralph --reset`."
     )]);
+}
+
+/// `--max-cost` cannot work with this agent.
+pub(crate) fn max_cost_unavailable(agent: &str) {
+    warn(&[&format!(
+        "⚠️  --max-cost has no effect: {agent} does not report what a run costs. Use --max-tokens instead."
+    )]);
+}
+
+/// An iteration hit `--iteration-timeout` or `--idle-timeout`.
+pub(crate) fn iteration_timed_out(iteration: u32, why: &str) {
+    warn(&[&format!(
+        "⏱️  Iteration {iteration} timed out ({why}); the agent and everything it started were stopped."
+    )]);
+}
+
+/// The agent printed the abort promise.
+pub(crate) fn agent_aborted(message: &str) {
+    let mut lines = vec![
+        String::new(),
+        "🛑 The agent says it cannot go on:".to_owned(),
+    ];
+    for line in message
+        .lines()
+        .rev()
+        .take(10)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        lines.push(format!("   {line}"));
+    }
+    say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// The agent failed in a way retrying does not fix (or retries ran out).
+pub(crate) fn agent_failed(agent: &str, failure: &crate::agents::Failure) {
+    let hint = match failure.kind {
+        crate::agents::FailureKind::Auth => {
+            "Check the agent's credentials (log in again, or set its API key)."
+        }
+        crate::agents::FailureKind::ModelNotFound => "Check the model name given with --model.",
+        _ => "Check the provider's status, then continue with `ralph --resume`.",
+    };
+    warn(&["", &failure_line(agent, failure), hint]);
+}
+
+/// What a wait before a retry is about.
+pub(crate) struct RetryWait<'a> {
+    pub(crate) iteration: u32,
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) failure: &'a crate::agents::Failure,
+    pub(crate) until_reset: bool,
+}
+
+/// Whether stdout is a terminal (the countdown then updates in place).
+pub(crate) fn is_terminal() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
+}
+
+/// The retry countdown: in place on a terminal, one line at a time otherwise.
+pub(crate) fn retry_countdown(wait: &RetryWait<'_>, left: Duration) {
+    let status = wait
+        .failure
+        .status
+        .map_or_else(String::new, |s| format!(" (HTTP {s})"));
+    let why = if wait.until_reset {
+        "until the limit resets"
+    } else {
+        "backing off"
+    };
+    let text = format!(
+        "⏳ {}{status}: retrying iteration {} in {} ({why}; retry {} of {}, Ctrl+C to stop)",
+        wait.failure.kind.label(),
+        wait.iteration,
+        short_duration(left),
+        wait.attempt,
+        wait.max_attempts
+    );
+    let mut out = super::stdout();
+    if is_terminal() {
+        let _ = write!(out, "\r\x1b[2K{text}");
+    } else {
+        let _ = writeln!(out, "{text}");
+    }
+    let _ = out.flush();
+}
+
+/// Ends an in-place countdown line.
+pub(crate) fn retry_wait_done() {
+    if is_terminal() {
+        say(&[""]);
+    }
 }
 
 /// A ralph file could not be parsed.
@@ -398,7 +571,7 @@ pub(crate) fn reset_done(removed: &[std::path::PathBuf]) {
 pub(crate) fn context_added(path: &Path, running_iteration: Option<u32>) {
     let when = running_iteration.map_or_else(
         || "It will be used when the next loop starts.".to_owned(),
-        |iteration| format!("It will be picked up in iteration {}.", iteration + 1),
+        |_| "The running loop picks it up when its next iteration starts.".to_owned(),
     );
     say(&[
         &format!("✅ Context added to {}", path.display()),
@@ -431,4 +604,29 @@ pub(crate) fn task_added(description: &str, number: usize) {
 /// `--remove-task` succeeded.
 pub(crate) fn task_removed(number: usize) {
     say(&[&format!("✅ Removed task {number} and its subtasks")]);
+}
+
+/// One line describing an agent failure.
+pub(crate) fn failure_line(agent: &str, failure: &crate::agents::Failure) -> String {
+    let status = failure
+        .status
+        .map_or_else(String::new, |status| format!(" (HTTP {status})"));
+    format!(
+        "❌ {agent} failed: {}{status}: {}",
+        failure.kind.label(),
+        crate::agents::events::one_line(&failure.message, 200)
+    )
+}
+
+/// In tasks mode, every open task is failed or blocked.
+pub(crate) fn tasks_blocked(tasks: &[String]) {
+    let mut lines = vec![
+        String::new(),
+        "⛔ No task can be started: every open task has failed or waits for one that cannot finish."
+            .to_owned(),
+    ];
+    lines.extend(tasks.iter().map(|task| format!("   {task}")));
+    lines
+        .push("Fix or edit .ralph/ralph-tasks.md, then continue with `ralph --resume`.".to_owned());
+    say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
 }

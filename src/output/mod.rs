@@ -17,7 +17,7 @@ pub(crate) use messages::*;
 static STDOUT: LazyLock<Mutex<BufWriter<Stdout>>> =
     LazyLock::new(|| Mutex::new(BufWriter::with_capacity(64 * 1024, io::stdout())));
 
-fn stdout() -> MutexGuard<'static, BufWriter<Stdout>> {
+pub(crate) fn stdout() -> MutexGuard<'static, BufWriter<Stdout>> {
     STDOUT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -168,6 +168,15 @@ fn history_block(history: &History, lines: &mut Vec<String>) {
         "   Total time:   {}",
         long_duration_ms(history.total_duration_ms)
     ));
+    if history.total_tokens.total() > 0 {
+        lines.push(format!(
+            "   Tokens:       {}",
+            super::tokens_text(&history.total_tokens)
+        ));
+    }
+    if let Some(cost) = history.total_cost_usd {
+        lines.push(format!("   Cost:         {}", super::cost_text(cost)));
+    }
     lines.push(String::new());
     lines.push("   Recent iterations:".to_owned());
     let start = history.iterations.len().saturating_sub(5);
@@ -189,11 +198,18 @@ fn history_block(history: &History, lines: &mut Vec<String>) {
         } else {
             tools.join(" ")
         };
-        lines.push(format!(
+        let mut line = format!(
             "   {icon} #{}: {} | {tools}",
             record.iteration,
             long_duration_ms(record.duration_ms)
-        ));
+        );
+        if let Some(cost) = record.cost_usd {
+            line.push_str(&format!(" | {}", super::cost_text(cost)));
+        }
+        if let Some(failure) = &record.failure {
+            line.push_str(&format!(" | {}", failure.kind.label()));
+        }
+        lines.push(line);
     }
     let struggle = &history.struggle_indicators;
     if struggle.is_notable() {

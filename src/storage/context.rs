@@ -65,6 +65,10 @@ pub(crate) fn consume(dir: &RalphDir, injected: &str) -> anyhow::Result<Consumed
 /// Deletes the context file; true when it held anything.
 pub(crate) fn clear(dir: &RalphDir) -> anyhow::Result<bool> {
     let path = dir.context();
+    if !path.exists() {
+        return Ok(false);
+    }
+    let _lock = lock(dir)?;
     let had_content = pending(&path)?.is_some();
     remove_file(&path)?;
     Ok(had_content)

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{Loaded, read_json, write_json};
+use crate::agents::{Failure, Usage};
 
 /// An iteration shorter than this counts as "very short" for struggle detection.
 pub(crate) const SHORT_ITERATION_MS: u64 = 30_000;
@@ -24,6 +25,16 @@ pub(crate) struct History {
     pub(crate) total_duration_ms: u64,
     #[serde(default, alias = "struggleIndicators")]
     pub(crate) struggle_indicators: StruggleIndicators,
+    /// Tokens over all iterations that reported them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) total_tokens: Usage,
+    /// Cost in USD over all iterations that reported one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) total_cost_usd: Option<f64>,
+}
+
+fn is_zero(usage: &Usage) -> bool {
+    usage.total() == 0
 }
 
 /// What happened in one iteration.
@@ -47,6 +58,18 @@ pub(crate) struct IterationRecord {
     pub(crate) completion_detected: bool,
     #[serde(default)]
     pub(crate) errors: Vec<String>,
+    /// Tokens the agent reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tokens: Option<Usage>,
+    /// Cost in USD the agent reported (Codex reports none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cost_usd: Option<f64>,
+    /// Model turns in the iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) turns: Option<u32>,
+    /// Why the iteration failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) failure: Option<Failure>,
 }
 
 /// Signs that the agent is going round in circles.
@@ -100,6 +123,12 @@ impl History {
     /// Appends a record; `update_struggle` is false for iterations where ralph itself failed.
     pub(crate) fn record(&mut self, record: IterationRecord, update_struggle: bool) {
         self.total_duration_ms += record.duration_ms;
+        if let Some(tokens) = record.tokens {
+            self.total_tokens.add(tokens);
+        }
+        if let Some(cost) = record.cost_usd {
+            *self.total_cost_usd.get_or_insert(0.0) += cost;
+        }
         if update_struggle {
             self.struggle_indicators.update(&record);
         }

@@ -45,6 +45,12 @@ pub(crate) struct LoopState {
     /// When the loop stopped without finishing (interrupt); absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stopped_at: Option<DateTime<Utc>>,
+    /// Wall-clock time the loop has run so far, over all sessions (for `--max-runtime`).
+    #[serde(default)]
+    pub(crate) runtime_ms: u64,
+    /// Why the loop stopped before completing (max iterations, a budget, an interrupt…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stop_reason: Option<String>,
     /// The rest of the loop's options, so `--resume` can continue with the same settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) options: Option<SavedOptions>,
@@ -56,6 +62,8 @@ pub(crate) struct LoopState {
 pub(crate) struct SavedOptions {
     pub(crate) prompt_file: Option<String>,
     pub(crate) stream: bool,
+    /// `--output-format text` was given.
+    pub(crate) plain_text: bool,
     pub(crate) verbose_tools: bool,
     pub(crate) no_plugins: bool,
     pub(crate) allow_all: bool,
@@ -63,6 +71,15 @@ pub(crate) struct SavedOptions {
     pub(crate) promise_anywhere: bool,
     pub(crate) pause_ms: u64,
     pub(crate) agent_args: Vec<String>,
+    pub(crate) iteration_timeout_ms: Option<u64>,
+    pub(crate) idle_timeout_ms: Option<u64>,
+    pub(crate) max_runtime_ms: Option<u64>,
+    pub(crate) max_cost: Option<f64>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_stalled: Option<u32>,
+    pub(crate) abort_promise: Option<String>,
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) retry_max_wait_ms: Option<u64>,
 }
 
 impl Default for SavedOptions {
@@ -70,6 +87,7 @@ impl Default for SavedOptions {
         Self {
             prompt_file: None,
             stream: true,
+            plain_text: false,
             verbose_tools: false,
             no_plugins: false,
             allow_all: true,
@@ -77,6 +95,15 @@ impl Default for SavedOptions {
             promise_anywhere: false,
             pause_ms: 1000,
             agent_args: Vec::new(),
+            iteration_timeout_ms: None,
+            idle_timeout_ms: None,
+            max_runtime_ms: None,
+            max_cost: None,
+            max_tokens: None,
+            max_stalled: None,
+            abort_promise: None,
+            max_retries: None,
+            retry_max_wait_ms: None,
         }
     }
 }
@@ -139,6 +166,8 @@ mod tests {
             pid: Some(7),
             host: None,
             stopped_at: None,
+            runtime_ms: 0,
+            stop_reason: None,
             options: None,
         };
         let text = serde_json::to_string(&state).unwrap();

@@ -140,7 +140,7 @@ fn status_of_a_finished_run_shows_history() {
         None,
         "echo '|  Bash ls'; echo '|  Bash ls'; echo '|  Read x'",
     );
-    env.run_loop(&["task", "--max-iterations", "2"])
+    env.run_loop(&["task", "--max-iterations", "2", "--output-format", "text"])
         .assert_code(2);
     let run = env.run(&["--status"]);
     run.assert_code(0);

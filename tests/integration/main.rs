@@ -6,6 +6,8 @@ mod support;
 mod cli;
 mod commands;
 mod git_commit;
+mod json_mode;
+mod limits;
 mod run_loop;
 mod signals;
 mod state_files;

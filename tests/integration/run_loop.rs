@@ -42,7 +42,15 @@ fn max_iterations_stops_with_exit_2_and_keeps_history() {
     run.assert_code(2);
     assert_eq!(env.agent_calls(), 2);
     assert_eq!(env.history()["iterations"].as_array().unwrap().len(), 2);
-    assert!(!env.ralph_file("ralph-loop.state.json").exists());
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.ralph_file("ralph-loop.state.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        state["active"], false,
+        "kept for --resume with a higher limit"
+    );
+    assert_eq!(state["stopReason"], "max iterations (2) reached");
     assert!(
         run.stdout()
             .contains("Max iterations (2) reached. Loop stopped.")
@@ -98,10 +106,10 @@ fn opencode_argv_and_generated_config() {
     ])
     .assert_code(2);
     let argv = env.agent_argv(1);
-    assert_eq!(argv[..3], ["run", "-m", "prov/model"]);
-    assert_eq!(argv.len(), 4);
-    assert!(argv[3].starts_with("# Ralph Wiggum Loop - Iteration 1"));
-    assert!(argv[3].contains("## Your Task\n\ndo it"));
+    assert_eq!(argv[..5], ["run", "--format", "json", "-m", "prov/model"]);
+    assert_eq!(argv.len(), 6);
+    assert!(argv[5].starts_with("# Ralph Wiggum Loop - Iteration 1"));
+    assert!(argv[5].contains("## Your Task\n\ndo it"));
     let env_record = env.agent_file("env.1");
     let (path, content) = env_record.split_once('\n').unwrap();
     assert_eq!(
@@ -120,9 +128,17 @@ fn opencode_argv_and_generated_config() {
 #[test]
 fn opencode_without_allow_all_or_plugins_gets_no_config() {
     let env = TestEnv::new();
-    env.run_loop(&["do it", "--max-iterations", "1", "--no-allow-all"])
-        .assert_code(2);
+    env.run_loop(&[
+        "do it",
+        "--max-iterations",
+        "1",
+        "--no-allow-all",
+        "--output-format",
+        "text",
+    ])
+    .assert_code(2);
     assert_eq!(env.agent_argv(1)[0], "run");
+    assert_eq!(env.agent_argv(1).len(), 2);
     assert!(!env.agent_dir().join("env.1").exists());
 }
 
@@ -145,7 +161,14 @@ fn claude_code_argv() {
     assert!(argv[1].starts_with("# Ralph Wiggum Loop"));
     assert_eq!(
         argv[2..],
-        ["--model", "sonnet", "--dangerously-skip-permissions"]
+        [
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "sonnet",
+            "--dangerously-skip-permissions"
+        ]
     );
     assert!(!env.agent_dir().join("env.1").exists());
     assert_eq!(
@@ -172,9 +195,10 @@ fn codex_argv_has_no_full_auto() {
     .assert_code(2);
     let argv = env.agent_argv(1);
     assert_eq!(
-        argv[..6],
+        argv[..7],
         [
             "exec",
+            "--json",
             "--sandbox",
             "workspace-write",
             "--skip-git-repo-check",
@@ -182,7 +206,7 @@ fn codex_argv_has_no_full_auto() {
             "x"
         ]
     );
-    assert!(argv[6].starts_with("# Ralph Wiggum Loop"));
+    assert!(argv[7].starts_with("# Ralph Wiggum Loop"));
     env.run_loop(&[
         "do it",
         "--agent",
@@ -190,6 +214,8 @@ fn codex_argv_has_no_full_auto() {
         "--max-iterations",
         "1",
         "--no-allow-all",
+        "--output-format",
+        "text",
     ])
     .assert_code(2);
     assert_eq!(env.agent_argv(2)[0], "exec");
@@ -317,7 +343,7 @@ fn verbose_tools_and_compact_summary() {
         None,
         "echo '|  Bash ls'; echo '|  Bash pwd'; echo '|  Read a.rs'; echo 'text'",
     );
-    let compact = env.run_loop(&["task", "--max-iterations", "1"]);
+    let compact = env.run_loop(&["task", "--max-iterations", "1", "--output-format", "text"]);
     assert!(
         compact.stdout().contains("| Tools    Bash 2 • Read 1"),
         "{}",
@@ -325,7 +351,14 @@ fn verbose_tools_and_compact_summary() {
     );
     assert!(!compact.stdout().contains("|  Bash ls"));
     assert!(compact.stdout().contains("Tools:     Bash 2 • Read 1"));
-    let verbose = env.run_loop(&["task", "--max-iterations", "1", "--verbose-tools"]);
+    let verbose = env.run_loop(&[
+        "task",
+        "--max-iterations",
+        "1",
+        "--verbose-tools",
+        "--output-format",
+        "text",
+    ]);
     assert!(
         verbose
             .stdout()

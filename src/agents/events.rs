@@ -1,0 +1,369 @@
+//! What ralph understands from an agent's JSON event stream, and how failures are classified.
+//!
+//! Each agent's parser turns one stdout line into [`AgentEvent`]s. A line that is not JSON, or is
+//! JSON of a type the parser does not know, yields `None`, and the caller shows it as text.
+//! Failures are classified from the structured fields the agents report (HTTP status, error
+//! type, the error message of a failure event) — never from the agent's prose about the user's
+//! code.
+
+use std::sync::LazyLock;
+
+use chrono::{DateTime, TimeZone as _, Utc};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One thing an agent reported.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum AgentEvent {
+    /// Assistant text to show (complete, may span lines).
+    Text(String),
+    /// A tool call.
+    Tool {
+        name: String,
+        detail: Option<String>,
+    },
+    /// A tool call failed (permission denied, command failed…).
+    ToolError(String),
+    /// Tokens used, to be added to the iteration's total.
+    Usage(Usage),
+    /// Cost in USD, to be added to the iteration's total.
+    Cost(f64),
+    /// Model turns, to be added.
+    Turns(u32),
+    /// The final assistant message (the last one wins).
+    Final(String),
+    /// The run failed.
+    Failure(Failure),
+    /// Something worth a line (a retry, a warning).
+    Notice(String),
+    /// A known event with nothing to show.
+    Quiet,
+}
+
+/// Token counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Usage {
+    #[serde(default)]
+    pub(crate) input: u64,
+    #[serde(default)]
+    pub(crate) output: u64,
+    #[serde(default)]
+    pub(crate) cache_read: u64,
+    #[serde(default)]
+    pub(crate) cache_write: u64,
+}
+
+impl Usage {
+    pub(crate) fn add(&mut self, other: Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+    }
+
+    /// Every token counted: input, output and cache traffic.
+    pub(crate) fn total(&self) -> u64 {
+        self.input + self.output + self.cache_read + self.cache_write
+    }
+}
+
+/// The kinds of failure ralph tells apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum FailureKind {
+    /// HTTP 429, or a usage or quota limit.
+    #[serde(rename = "rate limit")]
+    RateLimit,
+    /// HTTP 529 or "overloaded".
+    #[serde(rename = "overloaded")]
+    Overloaded,
+    /// Any other error from the model's API (5xx, 4xx without a better kind).
+    #[serde(rename = "api error")]
+    ApiError,
+    /// The API could not be reached.
+    #[serde(rename = "connection")]
+    Connection,
+    /// HTTP 401/403: bad or missing credentials.
+    #[serde(rename = "auth")]
+    Auth,
+    /// The requested model does not exist.
+    #[serde(rename = "model not found")]
+    ModelNotFound,
+    /// The agent reported an error that is not about the API (max turns, crash).
+    #[serde(rename = "agent error")]
+    AgentError,
+    /// ralph ended the iteration because it ran too long or was silent too long.
+    #[serde(rename = "timeout")]
+    Timeout,
+}
+
+impl FailureKind {
+    /// The label used in history and messages.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::RateLimit => "rate limit",
+            Self::Overloaded => "overloaded",
+            Self::ApiError => "api error",
+            Self::Connection => "connection",
+            Self::Auth => "auth",
+            Self::ModelNotFound => "model not found",
+            Self::AgentError => "agent error",
+            Self::Timeout => "timeout",
+        }
+    }
+
+    /// Failures on the provider's side, not the agent's work: retried without spending an
+    /// iteration, and not counted as the agent struggling.
+    pub(crate) fn is_transient(self) -> bool {
+        matches!(
+            self,
+            Self::RateLimit | Self::Overloaded | Self::ApiError | Self::Connection
+        )
+    }
+
+    /// Failures that retrying cannot fix: the run stops.
+    pub(crate) fn is_fatal(self) -> bool {
+        matches!(self, Self::Auth | Self::ModelNotFound)
+    }
+}
+
+/// A failed agent run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Failure {
+    pub(crate) kind: FailureKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) status: Option<u16>,
+    pub(crate) message: String,
+    /// When the provider said the limit resets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) retry_at: Option<DateTime<Utc>>,
+}
+
+impl Failure {
+    /// Classifies an API failure from its HTTP status (if any) and its error message.
+    pub(crate) fn classify(status: Option<u16>, message: &str, now: DateTime<Utc>) -> Self {
+        let lower = message.to_lowercase();
+        let has = |needles: &[&str]| needles.iter().any(|needle| lower.contains(needle));
+        let kind = match status {
+            Some(401 | 403) => FailureKind::Auth,
+            Some(404) if has(&["model"]) => FailureKind::ModelNotFound,
+            Some(429) => FailureKind::RateLimit,
+            Some(529) => FailureKind::Overloaded,
+            Some(500..=599) if has(&["overloaded"]) => FailureKind::Overloaded,
+            Some(500..=599) => FailureKind::ApiError,
+            _ if has(&[
+                "usage limit",
+                "rate limit",
+                "rate_limit",
+                "quota",
+                "too many requests",
+            ]) =>
+            {
+                FailureKind::RateLimit
+            }
+            _ if has(&["overloaded"]) => FailureKind::Overloaded,
+            _ if has(&[
+                "unauthorized",
+                "authentication",
+                "invalid api key",
+                "invalid x-api-key",
+                "forbidden",
+            ]) =>
+            {
+                FailureKind::Auth
+            }
+            _ if has(&[
+                "model not found",
+                "model_not_found",
+                "unknown model",
+                "does not exist",
+            ]) && has(&["model"]) =>
+            {
+                FailureKind::ModelNotFound
+            }
+            _ if has(&[
+                "connection refused",
+                "unable to connect",
+                "econnrefused",
+                "failed to lookup",
+                "network",
+                "connection error",
+                "timed out",
+            ]) =>
+            {
+                FailureKind::Connection
+            }
+            _ => FailureKind::ApiError,
+        };
+        Self {
+            kind,
+            status,
+            message: message.trim().chars().take(500).collect(),
+            retry_at: if kind == FailureKind::RateLimit {
+                reset_time(message, now)
+            } else {
+                None
+            },
+        }
+    }
+
+    /// A failure that is not about the API.
+    pub(crate) fn agent(message: &str) -> Self {
+        Self {
+            kind: FailureKind::AgentError,
+            status: None,
+            message: message.trim().chars().take(500).collect(),
+            retry_at: None,
+        }
+    }
+}
+
+static EPOCH_AFTER_PIPE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\|(\d{10})\b").expect("valid regex"));
+static RELATIVE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:try again|retry|resets?)\s+(?:after|in)\s+(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b")
+        .expect("valid regex")
+});
+static ABSOLUTE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:resets?|try again|retry)\s+(?:at|after)\s+(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))")
+        .expect("valid regex")
+});
+
+/// The reset time a usage-limit message gives, if any: `…|1767225600` (epoch seconds), `try
+/// again in 5 minutes`, `resets at 2026-01-01T00:00:00Z`.
+pub(crate) fn reset_time(message: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if let Some(captures) = EPOCH_AFTER_PIPE.captures(message) {
+        let seconds: i64 = captures[1].parse().ok()?;
+        return Utc.timestamp_opt(seconds, 0).single();
+    }
+    if let Some(captures) = ABSOLUTE.captures(message) {
+        return DateTime::parse_from_rfc3339(&captures[1])
+            .ok()
+            .map(|t| t.with_timezone(&Utc));
+    }
+    if let Some(captures) = RELATIVE.captures(message) {
+        let amount: i64 = captures[1].parse().ok()?;
+        let unit = captures[2].to_lowercase();
+        let seconds = match unit.chars().next() {
+            Some('h') => amount * 3600,
+            Some('m') => amount * 60,
+            _ => amount,
+        };
+        return Some(now + chrono::Duration::seconds(seconds));
+    }
+    None
+}
+
+/// A JSON value's field as a string.
+pub(crate) fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+/// A JSON value's field as a whole number (0 when absent).
+pub(crate) fn u64_field(value: &Value, key: &str) -> u64 {
+    value.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// A short description of a tool call from its input: the path, command, pattern or URL.
+pub(crate) fn tool_detail(input: &Value) -> Option<String> {
+    const KEYS: [&str; 10] = [
+        "file_path",
+        "filePath",
+        "path",
+        "command",
+        "cmd",
+        "pattern",
+        "url",
+        "query",
+        "notebook_path",
+        "description",
+    ];
+    let text = KEYS.iter().find_map(|key| match input.get(*key) {
+        Some(Value::String(text)) if !text.trim().is_empty() => Some(text.clone()),
+        Some(Value::Array(items)) => {
+            let parts: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            (!parts.is_empty()).then(|| parts.join(" "))
+        }
+        _ => None,
+    })?;
+    Some(one_line(&text, 120))
+}
+
+/// The first line of `text`, cut to `max` characters.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let first = text.trim().lines().next().unwrap_or("");
+    if first.chars().count() > max {
+        format!("{}…", first.chars().take(max).collect::<String>())
+    } else {
+        first.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        "2026-01-01T00:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn classification_by_status_then_message() {
+        let kind = |status, message| Failure::classify(status, message, now()).kind;
+        assert_eq!(
+            kind(Some(500), "API Error: 500 boom"),
+            FailureKind::ApiError
+        );
+        assert_eq!(kind(Some(529), "x"), FailureKind::Overloaded);
+        assert_eq!(kind(Some(429), "x"), FailureKind::RateLimit);
+        assert_eq!(kind(Some(401), "x"), FailureKind::Auth);
+        assert_eq!(
+            kind(Some(404), "model: mock-9 not found"),
+            FailureKind::ModelNotFound
+        );
+        assert_eq!(
+            kind(None, "Claude AI usage limit reached|1767225600"),
+            FailureKind::RateLimit
+        );
+        assert_eq!(kind(None, "Overloaded"), FailureKind::Overloaded);
+        assert_eq!(
+            kind(None, "Unable to connect to API (ECONNREFUSED)"),
+            FailureKind::Connection
+        );
+        assert_eq!(
+            kind(None, "We're currently experiencing high demand"),
+            FailureKind::ApiError
+        );
+    }
+
+    #[test]
+    fn reset_times() {
+        let epoch = reset_time("Claude AI usage limit reached|1767225600", now()).unwrap();
+        assert_eq!(epoch, Utc.timestamp_opt(1_767_225_600, 0).unwrap());
+        let relative = reset_time("Rate limited. Try again in 5 minutes.", now()).unwrap();
+        assert_eq!(relative, now() + chrono::Duration::minutes(5));
+        let absolute = reset_time("limit resets at 2026-01-01T03:00:00Z", now()).unwrap();
+        assert_eq!(
+            absolute,
+            "2026-01-01T03:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(reset_time("no time here", now()), None);
+    }
+
+    #[test]
+    fn tool_details() {
+        assert_eq!(
+            tool_detail(&serde_json::json!({"file_path": "src/main.rs"})).as_deref(),
+            Some("src/main.rs")
+        );
+        assert_eq!(
+            tool_detail(&serde_json::json!({"command": "cargo test\nmore"})).as_deref(),
+            Some("cargo test")
+        );
+        assert_eq!(
+            tool_detail(&serde_json::json!({"cmd": ["bash", "-lc", "ls"]})).as_deref(),
+            Some("bash -lc ls")
+        );
+        assert_eq!(tool_detail(&serde_json::json!({})), None);
+    }
+}

@@ -1,0 +1,144 @@
+//! The agents' JSON event streams, through fake agents that print recorded event lines.
+
+use crate::support::TestEnv;
+
+/// Shell code printing Claude stream-json events: a tool call, then a result with `final_text`.
+fn claude_events(final_text: &str) -> String {
+    let lines = [
+        r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","tools":["Write"],"model":"m"}"#.to_owned(),
+        r#"{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"I'll write the file."}],"usage":{"input_tokens":100,"output_tokens":1}}}"#.to_owned(),
+        r#"{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/w/hello.txt","content":"hi"}}]}}"#.to_owned(),
+        r#"{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t1","type":"tool_result","content":"File says <promise>COMPLETE</promise>"}]}}"#.to_owned(),
+        format!(
+            r#"{{"type":"result","subtype":"success","is_error":false,"num_turns":2,"result":{},"total_cost_usd":0.002,"usage":{{"input_tokens":200,"cache_creation_input_tokens":5,"cache_read_input_tokens":7,"output_tokens":40}}}}"#,
+            serde_json::to_string(final_text).unwrap()
+        ),
+    ];
+    format!("cat <<'EVENTS'\n{}\nEVENTS\n", lines.join("\n"))
+}
+
+#[test]
+fn claude_tools_tokens_and_cost_come_from_the_events() {
+    let env = TestEnv::new();
+    env.agent_script(Some(1), &claude_events("Wrote it."));
+    env.agent_script(
+        Some(2),
+        &claude_events("Done.\n<promise>COMPLETE</promise>"),
+    );
+    let run = env.run_loop(&["task", "--agent", "claude-code", "--max-iterations", "3"]);
+    run.assert_code(0);
+    assert_eq!(
+        env.agent_calls(),
+        2,
+        "a promise in a tool result does not complete"
+    );
+    let stdout = run.stdout();
+    assert!(stdout.contains("| Tools    Write 1"), "{stdout}");
+    assert!(stdout.contains("I'll write the file."));
+    assert!(
+        !stdout.contains("\"type\""),
+        "raw JSON is never shown: {stdout}"
+    );
+    assert!(
+        stdout.contains("Tokens:    200 in · 40 out · 12 cache"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Cost:      $0.0020"), "{stdout}");
+
+    let history = env.history();
+    let record = &history["iterations"][0];
+    assert_eq!(record["tools_used"]["Write"], 1);
+    assert_eq!(record["tokens"]["input"], 200);
+    assert_eq!(record["tokens"]["output"], 40);
+    assert_eq!(record["cost_usd"], 0.002);
+    assert_eq!(record["turns"], 2);
+    assert_eq!(history["total_tokens"]["input"], 400);
+    assert_eq!(history["total_cost_usd"], 0.004);
+
+    let status = env.run(&["--status"]).stdout();
+    assert!(
+        status.contains("   Tokens:       400 in · 80 out · 24 cache"),
+        "{status}"
+    );
+    assert!(status.contains("   Cost:         $0.0040"), "{status}");
+    assert!(status.contains("| Write:1 | $0.0020"), "{status}");
+}
+
+#[test]
+fn verbose_tools_show_each_call_with_its_target() {
+    let env = TestEnv::new();
+    env.agent_script(None, &claude_events("Done.\n<promise>COMPLETE</promise>"));
+    let run = env.run_loop(&[
+        "task",
+        "--agent",
+        "claude-code",
+        "--verbose-tools",
+        "--max-iterations",
+        "1",
+    ]);
+    run.assert_code(0);
+    assert!(
+        run.stdout().contains("| Write /w/hello.txt"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn malformed_and_unknown_lines_are_shown_as_text_and_the_run_completes() {
+    let env = TestEnv::new();
+    env.agent_script(
+        None,
+        r#"printf '%s\n' '{"type":"step_start","part":{}}' '{not json' '{"type":"brand_new_event","x":1}' 'plain words'
+printf '%s\n' '{"type":"text","part":{"type":"text","text":"All done.\n<promise>COMPLETE</promise>"}}'
+printf '%s\n' '{"type":"step_finish","part":{"tokens":{"input":10,"output":2,"cache":{"read":1,"write":0}},"cost":0.25}}'"#,
+    );
+    let run = env.run_loop(&["task", "--max-iterations", "2"]);
+    run.assert_code(0);
+    let stdout = run.stdout();
+    assert!(stdout.contains("{not json"), "{stdout}");
+    assert!(
+        stdout.contains(r#"{"type":"brand_new_event","x":1}"#),
+        "{stdout}"
+    );
+    assert!(stdout.contains("plain words"));
+    assert!(!stdout.contains("step_start"));
+    assert_eq!(env.history()["iterations"][0]["cost_usd"], 0.25);
+}
+
+#[test]
+fn codex_failures_are_recorded_with_their_kind() {
+    let env = TestEnv::new();
+    env.agent_script(
+        None,
+        r#"printf '%s\n' '{"type":"thread.started","thread_id":"t"}' '{"type":"turn.started"}'
+printf '%s\n' '{"type":"error","message":"Reconnecting... 1/1 (high demand)"}'
+printf '%s\n' '{"type":"turn.failed","error":{"message":"We are currently experiencing high demand."}}'
+exit 1"#,
+    );
+    let run = env.run_loop(&[
+        "task",
+        "--agent",
+        "codex",
+        "--max-iterations",
+        "1",
+        "--max-retries",
+        "0",
+    ]);
+    run.assert_code(1);
+    assert!(
+        run.stderr()
+            .contains("❌ Codex failed: api error: We are currently experiencing high demand."),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        run.stderr().contains("↻ Codex: Reconnecting... 1/1"),
+        "{}",
+        run.stderr()
+    );
+    let record = &env.history()["iterations"][0];
+    assert_eq!(record["failure"]["kind"], "api error");
+    assert_eq!(record["exit_code"], 1);
+    assert!(record.get("cost_usd").is_none(), "Codex reports no cost");
+}

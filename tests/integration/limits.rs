@@ -1,0 +1,337 @@
+//! Timeouts, budgets, stop reasons, retries after provider failures, resume after a crash.
+
+use std::fs;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::support::{TestEnv, is_alive, wait_for_file};
+
+const HANG_WITH_GRANDCHILD: &str = "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo working; wait";
+
+fn record(env: &TestEnv, index: usize) -> serde_json::Value {
+    env.history()["iterations"][index].clone()
+}
+
+#[test]
+fn iteration_timeout_ends_the_agent_and_its_grandchild_and_the_loop_goes_on() {
+    let env = TestEnv::new();
+    env.agent_script(Some(1), HANG_WITH_GRANDCHILD);
+    let started = Instant::now();
+    let run = env.run_loop_with(
+        &["task", "--iteration-timeout", "1s", "--max-iterations", "3"],
+        |c| {
+            c.env("FAKE_AGENT_COMPLETE_AT", "2");
+        },
+    );
+    run.assert_code(0);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(env.agent_calls(), 2, "the next iteration ran");
+    let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();
+    let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
+    assert!(!is_alive(grandchild) && !is_alive(agent));
+    assert_eq!(record(&env, 0)["failure"]["kind"], "timeout");
+    assert!(
+        run.stderr()
+            .contains("Iteration 1 timed out (ran longer than 1s)"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn idle_timeout_ends_a_silent_agent() {
+    let env = TestEnv::new();
+    env.agent_script(Some(1), "echo once; sleep 600");
+    let run = env.run_loop_with(
+        &["task", "--idle-timeout", "1s", "--max-iterations", "3"],
+        |c| {
+            c.env("FAKE_AGENT_COMPLETE_AT", "2");
+        },
+    );
+    run.assert_code(0);
+    assert_eq!(record(&env, 0)["failure"]["kind"], "timeout");
+    assert!(
+        run.stderr().contains("no output for 1s"),
+        "{}",
+        run.stderr()
+    );
+}
+
+fn claude_result(status: u16, text: &str) -> String {
+    format!(
+        "cat <<EVENTS\n{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":true,\"api_error_status\":{status},\"result\":\"{text}\",\"num_turns\":1,\"total_cost_usd\":0,\"usage\":{{\"input_tokens\":0,\"output_tokens\":0}}}}\nEVENTS\nexit 1\n"
+    )
+}
+
+#[test]
+fn a_usage_limit_waits_for_its_reset_time_and_retries_the_same_iteration() {
+    let env = TestEnv::new();
+    let reset = "Claude AI usage limit reached|$(( $(date +%s) + 3 ))";
+    env.agent_script(Some(1), &claude_result(429, reset));
+    let started = Instant::now();
+    let run = env.run_loop_with(
+        &["task", "--agent", "claude-code", "--max-iterations", "1"],
+        |c| {
+            c.env("FAKE_AGENT_COMPLETE_AT", "2");
+        },
+    );
+    run.assert_code(0);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(2), "waited only {waited:?}");
+    assert!(waited < Duration::from_secs(15), "waited {waited:?}");
+    assert_eq!(env.agent_calls(), 2);
+    assert_eq!(record(&env, 0)["iteration"], 1);
+    assert_eq!(record(&env, 0)["failure"]["kind"], "rate limit");
+    assert_eq!(
+        record(&env, 1)["iteration"],
+        1,
+        "the retry is the same iteration"
+    );
+    assert!(
+        run.stdout()
+            .contains("rate limit (HTTP 429): retrying iteration 1 in"),
+        "{}",
+        run.stdout()
+    );
+    assert!(run.stdout().contains("until the limit resets"));
+}
+
+#[test]
+fn server_errors_back_off_and_give_up_after_max_retries() {
+    let env = TestEnv::new();
+    env.agent_script(None, &claude_result(500, "API Error: 500 boom"));
+    let run = env.run_loop_with(
+        &["task", "--agent", "claude-code", "--max-retries", "2"],
+        |c| {
+            c.env("RALPH_RETRY_BASE_MS", "50");
+        },
+    );
+    run.assert_code(1);
+    assert_eq!(env.agent_calls(), 3, "one try and two retries");
+    assert!(
+        run.stdout()
+            .contains("Loop ended: the agent kept failing (api error) after 2 retries"),
+        "{}",
+        run.stdout()
+    );
+    let state: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(env.ralph_file("ralph-loop.state.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["iteration"], 1, "resumable at the failed iteration");
+}
+
+#[test]
+fn an_auth_failure_stops_at_once() {
+    let env = TestEnv::new();
+    env.agent_script(None, &claude_result(401, "Invalid API key"));
+    let run = env.run_loop(&["task", "--agent", "claude-code"]);
+    run.assert_code(1);
+    assert_eq!(env.agent_calls(), 1);
+    assert!(
+        run.stderr().contains("auth (HTTP 401): Invalid API key"),
+        "{}",
+        run.stderr()
+    );
+    assert!(run.stderr().contains("credentials"), "{}", run.stderr());
+}
+
+#[test]
+fn prose_about_rate_limits_does_not_trigger_a_wait() {
+    let env = TestEnv::new();
+    env.agent_script(
+        None,
+        "echo 'Implemented the rate limit middleware: returns HTTP 429 Too Many Requests, usage limit reached|1767225600'",
+    );
+    let started = Instant::now();
+    let run = env.run_loop(&["task", "--max-iterations", "2"]);
+    run.assert_code(2);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!run.stdout().contains("retrying"));
+    assert!(record(&env, 0).get("failure").is_none());
+}
+
+#[test]
+fn budgets_stop_with_exit_2_and_say_why() {
+    let env = TestEnv::new();
+    let events = "cat <<'EVENTS'\n{\"type\":\"step_finish\",\"part\":{\"tokens\":{\"input\":600,\"output\":100,\"cache\":{\"read\":0,\"write\":0}},\"cost\":0.6}}\nEVENTS\n";
+    env.agent_script(None, events);
+    let run = env.run_loop(&["task", "--max-cost", "1"]);
+    run.assert_code(2);
+    assert_eq!(env.agent_calls(), 2);
+    assert!(
+        run.stdout()
+            .contains("Loop ended: max cost ($1.00) reached"),
+        "{}",
+        run.stdout()
+    );
+    assert!(
+        run.stdout().contains("1.4k tokens · $1.20"),
+        "{}",
+        run.stdout()
+    );
+
+    let run = env.run_loop(&["task", "--max-tokens", "1500"]);
+    run.assert_code(2);
+    assert!(
+        run.stdout()
+            .contains("Loop ended: max tokens (1.5k) reached"),
+        "{}",
+        run.stdout()
+    );
+
+    env.agent_script(None, "sleep 0.3");
+    let run = env.run_loop(&["task", "--max-runtime", "500ms"]);
+    run.assert_code(2);
+    assert!(
+        run.stdout()
+            .contains("Loop ended: max runtime (0s) reached"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn max_cost_with_codex_says_it_cannot_work() {
+    let env = TestEnv::new();
+    let run = env.run_loop(&[
+        "task",
+        "--agent",
+        "codex",
+        "--max-cost",
+        "5",
+        "--max-iterations",
+        "1",
+    ]);
+    assert!(
+        run.stderr()
+            .contains("--max-cost has no effect: Codex does not report"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn the_abort_promise_stops_with_exit_3_and_shows_the_message() {
+    let env = TestEnv::new();
+    env.agent_script(Some(2), "echo 'The database password is missing; a person must add it.'; echo '<promise>BLOCKED</promise>'");
+    let run = env.run_loop(&["task", "--abort-promise", "BLOCKED"]);
+    run.assert_code(3);
+    assert_eq!(env.agent_calls(), 2);
+    assert!(
+        run.stdout().contains("🛑 The agent says it cannot go on:"),
+        "{}",
+        run.stdout()
+    );
+    assert!(run.stdout().contains("The database password is missing"));
+    assert!(
+        run.stdout()
+            .contains("Loop ended: the agent gave up at iteration 2")
+    );
+    assert!(
+        env.agent_prompt(1).contains("<promise>BLOCKED</promise>"),
+        "the prompt explains it"
+    );
+}
+
+#[test]
+fn max_stalled_stops_after_iterations_without_changes() {
+    let env = TestEnv::new();
+    let edit = env.work().join("notes.txt");
+    env.agent_script(Some(1), &format!("echo x >> '{}'", edit.display()));
+    let run = env.run_loop(&["task", "--max-stalled", "2"]);
+    run.assert_code(3);
+    assert_eq!(env.agent_calls(), 3);
+    assert!(
+        run.stdout()
+            .contains("Loop ended: no file changes in 2 iterations in a row"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn kill_9_then_resume_continues_at_the_right_iteration() {
+    let env = TestEnv::new();
+    env.agent_script(Some(3), "echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo ready > \"$FAKE_AGENT_DIR/ready\"; sleep 600");
+    let mut child = env
+        .ralph()
+        .args(["--pause", "0", "Build it", "--max-iterations", "5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The orphaned fake agent of iteration 3 (its own process group) keeps sleeping; end it
+    // like a reboot would.
+    let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(agent),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+
+    let plain = env.run_loop(&["something else"]);
+    plain.assert_code(1);
+    assert!(
+        plain
+            .stderr()
+            .contains("stopped unexpectedly at iteration 3"),
+        "{}",
+        plain.stderr()
+    );
+
+    let resumed = env.run(&["--resume", "--pause", "0"]);
+    resumed.assert_code(2);
+    assert!(
+        resumed.stdout().contains("Resuming at iteration 3"),
+        "{}",
+        resumed.stdout()
+    );
+    let history = env.history();
+    let iterations: Vec<u64> = history["iterations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["iteration"].as_u64().unwrap())
+        .collect();
+    assert_eq!(iterations, [1, 2, 3, 4, 5]);
+    assert!(env.agent_prompt(4).contains("Build it"));
+}
+
+#[test]
+fn resume_flags_override_the_saved_options_and_say_so() {
+    let env = TestEnv::new();
+    env.run_loop(&["task", "--max-iterations", "1"])
+        .assert_code(2);
+    let run = env.run(&["--resume", "--pause", "0", "--max-iterations", "2"]);
+    run.assert_code(2);
+    assert!(
+        run.stdout()
+            .contains("Overriding the saved option --max-iterations: 1 → 2"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(env.agent_calls(), 2);
+}
+
+#[test]
+fn a_2_mb_prompt_reaches_every_agent_intact() {
+    let env = TestEnv::new();
+    let body: String = (0..40_000)
+        .map(|i| format!("line {i}: lorem ipsum dolor sit amet.\n"))
+        .collect();
+    assert!(body.len() > 1_500_000);
+    fs::write(env.work().join("big.md"), &body).unwrap();
+    for (n, agent) in ["opencode", "claude-code", "codex"].into_iter().enumerate() {
+        let n = u32::try_from(n).unwrap() + 1;
+        env.run_loop(&["--max-iterations", "1", "--agent", agent, "-f", "big.md"])
+            .assert_code(2);
+        assert_eq!(
+            env.agent_file(&format!("prompt-source.{n}")).trim(),
+            "stdin",
+            "{agent}"
+        );
+        assert!(env.agent_prompt(n).contains(body.trim_end()), "{agent}");
+    }
+}
