@@ -72,6 +72,15 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
             "💥 STOPPED UNEXPECTEDLY at iteration {} (resume with `ralph --resume`)",
             state.iteration
         ));
+    } else if let Some(reason) = state
+        .stop_reason
+        .as_deref()
+        .filter(|reason| !reason.starts_with("interrupted"))
+    {
+        lines.push(format!(
+            "⏸️  STOPPED before iteration {}: {reason} (resume with `ralph --resume`)",
+            state.iteration
+        ));
     } else {
         lines.push(format!(
             "⏸️  INTERRUPTED at iteration {} (resume with `ralph --resume`)",
