@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{ArgAction, Parser};
 
 use crate::agents::{AgentKind, OutputFormat};
+use crate::promise::PromiseFormat;
 
 const USAGE: &str = "ralph \"<prompt>\" [options]
        ralph --prompt-file <path> [options]
@@ -76,6 +77,24 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "DESCRIPTION", help_heading = "Commands")]
     pub(crate) add_task: Option<String>,
 
+    /// With --add-task: the new task's id, for other tasks' `blocked_by`.
+    #[arg(
+        long,
+        value_name = "ID",
+        requires = "add_task",
+        help_heading = "Commands"
+    )]
+    pub(crate) id: Option<String>,
+
+    /// With --add-task: ids of the tasks that must be done first (comma-separated).
+    #[arg(
+        long,
+        value_name = "IDS",
+        requires = "add_task",
+        help_heading = "Commands"
+    )]
+    pub(crate) blocked_by: Option<String>,
+
     /// Remove task N (and its subtasks) from .ralph/ralph-tasks.md, then exit.
     #[arg(long, value_name = "N", help_heading = "Commands")]
     pub(crate) remove_task: Option<String>,
@@ -126,6 +145,20 @@ pub(crate) struct Cli {
     /// The text the agent prints as <promise>TEXT</promise> when done [default: COMPLETE].
     #[arg(long, value_name = "TEXT", help_heading = "Loop")]
     pub(crate) completion_promise: Option<String>,
+
+    /// How promises are written: `<promise>TEXT</promise>` (xml) or the bare TEXT as the last line
+    /// (plain) [default: xml].
+    #[arg(long, value_enum, value_name = "FORMAT", help_heading = "Loop")]
+    pub(crate) promise_format: Option<PromiseFormat>,
+
+    /// A command that must pass before completion is accepted (repeatable; run by `sh -c` from
+    /// the repository's top directory).
+    #[arg(long, value_name = "CMD", help_heading = "Loop")]
+    pub(crate) verify: Vec<String>,
+
+    /// Time limit for each --verify command and each task's verify command [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Loop")]
+    pub(crate) verify_timeout: Option<Duration>,
 
     /// Count a promise anywhere in the output, not only at the end of the last line.
     #[arg(long, help_heading = "Loop")]

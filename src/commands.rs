@@ -102,7 +102,12 @@ pub(crate) fn list_tasks(dir: &RalphDir) -> ExitStatus {
 }
 
 /// `--add-task DESCRIPTION`.
-pub(crate) fn add_task(dir: &RalphDir, description: &str) -> anyhow::Result<ExitStatus> {
+pub(crate) fn add_task(
+    dir: &RalphDir,
+    description: &str,
+    id: Option<&str>,
+    blocked_by: Option<&str>,
+) -> anyhow::Result<ExitStatus> {
     let description = match tasks::validate_description(description) {
         Ok(description) => description,
         Err(err) => {
@@ -113,7 +118,17 @@ pub(crate) fn add_task(dir: &RalphDir, description: &str) -> anyhow::Result<Exit
     let current = storage::read_text(&dir.tasks())
         .with_context(|| format!("cannot read `{}`", dir.tasks().display()))?;
     dir.ensure()?;
-    let updated = tasks::add_task(current.as_deref(), description, &[]);
+    let mut properties = Vec::new();
+    for (key, value) in [(tasks::ID, id), (tasks::BLOCKED_BY, blocked_by)] {
+        if let Some(value) = value {
+            if let Err(err) = tasks::validate_description(value) {
+                output::error(&format!("--{}: {err}", key.replace('_', "-")));
+                return Ok(ExitStatus::Error);
+            }
+            properties.push((key, value.trim()));
+        }
+    }
+    let updated = tasks::add_task(current.as_deref(), description, &properties);
     storage::write_atomic(&dir.tasks(), updated.as_bytes())?;
     output::task_added(description, TaskList::parse(&updated).tasks.len());
     Ok(ExitStatus::Success)

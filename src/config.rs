@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::agents::{AgentKind, OutputFormat};
 use crate::cli::Cli;
+use crate::promise::PromiseFormat;
 use crate::storage::RalphDir;
 use crate::storage::state::{LoopState, SavedOptions};
 
@@ -15,6 +16,8 @@ use crate::storage::state::{LoopState, SavedOptions};
 pub(crate) const DEFAULT_COMPLETION_PROMISE: &str = "COMPLETE";
 /// The default task promise.
 pub(crate) const DEFAULT_TASK_PROMISE: &str = "READY_FOR_NEXT_TASK";
+/// The default time limit of a verification command.
+pub(crate) const DEFAULT_VERIFY_TIMEOUT: Duration = Duration::from_secs(600);
 /// The default pause between iterations.
 pub(crate) const DEFAULT_PAUSE: Duration = Duration::from_secs(1);
 
@@ -29,11 +32,17 @@ pub(crate) struct Config {
 /// The one thing ralph does this time, in precedence order.
 #[derive(Debug)]
 pub(crate) enum Mode {
-    Status { tasks: bool },
+    Status {
+        tasks: bool,
+    },
     AddContext(String),
     ClearContext,
     ListTasks,
-    AddTask(String),
+    AddTask {
+        description: String,
+        id: Option<String>,
+        blocked_by: Option<String>,
+    },
     RemoveTask(usize),
     Reset,
     Resume(Box<LoopFlags>),
@@ -65,6 +74,9 @@ pub(crate) struct LoopFlags {
     pub(crate) max_iterations: Option<u32>,
     pub(crate) completion_promise: Option<String>,
     pub(crate) promise_anywhere: Option<bool>,
+    pub(crate) promise_format: Option<PromiseFormat>,
+    pub(crate) verify: Option<Vec<String>>,
+    pub(crate) verify_timeout: Option<Duration>,
     pub(crate) pause: Option<Duration>,
     pub(crate) tasks: Option<bool>,
     pub(crate) task_promise: Option<String>,
@@ -122,6 +134,9 @@ pub(crate) struct RunConfig {
     pub(crate) max_iterations: u32,
     pub(crate) completion_promise: String,
     pub(crate) promise_anywhere: bool,
+    pub(crate) promise_format: PromiseFormat,
+    pub(crate) verify: Vec<String>,
+    pub(crate) verify_timeout: Duration,
     pub(crate) pause: Duration,
     pub(crate) tasks: bool,
     pub(crate) task_promise: String,
@@ -157,6 +172,8 @@ impl Config {
             clear_context,
             list_tasks,
             add_task,
+            id,
+            blocked_by,
             remove_task,
             resume,
             reset,
@@ -177,6 +194,9 @@ impl Config {
             min_iterations,
             max_iterations,
             completion_promise,
+            promise_format,
+            verify,
+            verify_timeout,
             promise_anywhere,
             pause,
             tasks,
@@ -199,6 +219,9 @@ impl Config {
             max_iterations,
             completion_promise,
             promise_anywhere: promise_anywhere.then_some(true),
+            promise_format,
+            verify: (!verify.is_empty()).then_some(verify),
+            verify_timeout,
             pause,
             tasks: tasks.then_some(true),
             task_promise,
@@ -235,7 +258,11 @@ impl Config {
         } else if list_tasks {
             Mode::ListTasks
         } else if let Some(description) = add_task {
-            Mode::AddTask(description)
+            Mode::AddTask {
+                description,
+                id,
+                blocked_by,
+            }
         } else if let Some(number) = remove_task {
             let number = number.trim().parse::<usize>().map_err(|_| {
                 usage(format!("--remove-task needs a task number (1, 2, …), not '{number}'; see ralph --list-tasks"))
@@ -306,6 +333,16 @@ impl RunConfig {
                 .or_else(|| saved.map(|s| s.completion_promise.clone()))
                 .unwrap_or_else(|| DEFAULT_COMPLETION_PROMISE.to_owned()),
             promise_anywhere: flags.promise_anywhere.unwrap_or(options.promise_anywhere),
+            promise_format: flags.promise_format.unwrap_or(if options.plain_promises {
+                PromiseFormat::Plain
+            } else {
+                PromiseFormat::Xml
+            }),
+            verify: flags.verify.clone().unwrap_or(options.verify),
+            verify_timeout: flags
+                .verify_timeout
+                .or(ms(options.verify_timeout_ms))
+                .unwrap_or(DEFAULT_VERIFY_TIMEOUT),
             pause: flags.pause.unwrap_or_else(|| {
                 saved.map_or(DEFAULT_PAUSE, |_| Duration::from_millis(options.pause_ms))
             }),
@@ -369,6 +406,11 @@ impl RunConfig {
             .abort_promise
             .clone()
             .unwrap_or_else(|| "x".to_owned());
+        if self.verify.iter().any(|command| command.trim().is_empty()) {
+            return Err(usage(
+                "--verify needs a command, e.g. --verify \"cargo test\"",
+            ));
+        }
         for (flag, text) in [
             ("--completion-promise", &self.completion_promise),
             ("--task-promise", &self.task_promise),
@@ -394,6 +436,9 @@ impl RunConfig {
             allow_all: self.allow_all,
             commit: self.commit,
             promise_anywhere: self.promise_anywhere,
+            plain_promises: self.promise_format == PromiseFormat::Plain,
+            verify: self.verify.clone(),
+            verify_timeout_ms: Some(millis(self.verify_timeout)),
             pause_ms: millis(self.pause),
             agent_args: self.agent_args.clone(),
             iteration_timeout_ms: self.limits.iteration_timeout.map(millis),

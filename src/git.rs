@@ -46,6 +46,11 @@ impl Repo {
         Some(Self { root, prefix })
     }
 
+    /// The top of the work tree.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Takes a snapshot of the work tree; `None` if `git status` fails (then nothing can be
     /// said about what changed).
     pub(crate) fn snapshot(&self) -> Option<Snapshot> {

@@ -22,8 +22,8 @@ use crate::prompt::{self, PromptInput, TasksView};
 use crate::signal::StopFlag;
 use crate::storage::history::{self, History, IterationRecord};
 use crate::storage::state::{self, LoopState};
-use crate::storage::tasks::{self, TaskList};
-use crate::storage::{self, Loaded, OPENCODE_CONFIG_FILE, RalphDir, context};
+use crate::storage::tasks::{self, TaskList, TaskStatus};
+use crate::storage::{self, Loaded, OPENCODE_CONFIG_FILE, RalphDir, context, progress};
 use crate::stream::{self, EndedBy, RunOptions};
 use crate::transcript::{DisplayOptions, Transcript};
 
@@ -309,6 +309,7 @@ pub(crate) fn reset(dir: &RalphDir) -> anyhow::Result<ExitStatus> {
         dir.history(),
         dir.context(),
         dir.file(OPENCODE_CONFIG_FILE),
+        dir.file(progress::PROGRESS_FILE),
     ] {
         if storage::remove_file(&path)? {
             removed.push(path);
@@ -423,7 +424,8 @@ struct Runner<'a> {
     completion: Promise,
     task: Promise,
     abort: Option<Promise>,
-    refused_open_tasks: Vec<String>,
+    /// Sections for the next prompt: why a claim was refused.
+    feedback: Vec<String>,
     announced_stop: bool,
     resumed: bool,
     /// When this session started, and the runtime of earlier sessions of a resumed loop.
@@ -476,6 +478,10 @@ impl<'a> Runner<'a> {
                 .map(|name| name.to_string_lossy().into_owned()),
             stopped_at: None,
             runtime_ms: earlier_runtime_ms,
+            task_attempts: resumed
+                .as_ref()
+                .map(|saved| saved.task_attempts.clone())
+                .unwrap_or_default(),
             stop_reason: None,
             options: Some(config.saved_options()),
         };
@@ -498,10 +504,14 @@ impl<'a> Runner<'a> {
             repo: Repo::discover(cwd),
             state,
             history,
-            completion: Promise::new(&config.completion_promise),
-            task: Promise::new(&config.task_promise),
-            abort: config.limits.abort_promise.as_deref().map(Promise::new),
-            refused_open_tasks: Vec::new(),
+            completion: Promise::new(&config.completion_promise, config.promise_format),
+            task: Promise::new(&config.task_promise, config.promise_format),
+            abort: config
+                .limits
+                .abort_promise
+                .as_deref()
+                .map(|text| Promise::new(text, config.promise_format)),
+            feedback: Vec::new(),
             announced_stop: false,
             resumed: resumed_flag,
             session_started: Instant::now(),
@@ -670,9 +680,23 @@ impl<'a> Runner<'a> {
 
     fn iteration(&mut self, iteration: u32) -> anyhow::Result<Next> {
         let config = self.config;
+        let focus = if config.tasks {
+            self.choose_task()?
+        } else {
+            None
+        };
+        if let Some(task) = &focus {
+            *self
+                .state
+                .task_attempts
+                .entry(task.key.clone())
+                .or_default() += 1;
+            self.save_state()?;
+        }
         let context_at_start = context::pending(&self.dir.context())?;
         let before = self.repo.as_ref().map(Repo::snapshot);
         let prompt = self.build_prompt(iteration, context_at_start.as_deref());
+        self.feedback.clear();
         let opencode_config = self.write_opencode_config()?;
         let command = self.agent.command(&CommandRequest {
             binary: &self.binary,
@@ -759,6 +783,89 @@ impl<'a> Runner<'a> {
                 .unwrap_or_default(),
             _ => Vec::new(),
         };
+
+        // Decide what the agent's claims are worth.
+        let mut verification = Vec::new();
+        let mut refusal: Option<String> = None;
+        let mut completed = false;
+        let mut outcome_text = String::from("continued");
+        if completion_detected {
+            if iteration < config.min_iterations {
+                output::completion_deferred(config.min_iterations, iteration + 1);
+                outcome_text = format!(
+                    "completion deferred (minimum {} iterations)",
+                    config.min_iterations
+                );
+            } else if let Some(open) = self.open_tasks() {
+                output::completion_refused_open_tasks(&open);
+                let reason = format!("{} still open", plural(open.len() as u64, "task"));
+                self.feedback
+                    .push(open_tasks_feedback(&config.completion_promise, &open));
+                outcome_text = format!("completion refused: {reason}");
+                refusal = Some(reason);
+            } else if config.verify.is_empty() {
+                completed = true;
+            } else {
+                let results = self.verify(&config.verify);
+                let failed: Vec<&crate::verify::Verification> =
+                    results.iter().filter(|r| !r.passed).collect();
+                if failed.is_empty() {
+                    completed = true;
+                } else {
+                    output::completion_refused_by_verification(iteration);
+                    let reason = format!(
+                        "verification failed: `{}` ({})",
+                        failed[0].command,
+                        failed[0].outcome()
+                    );
+                    self.feedback.push(format!(
+                        "## Completion was refused\n\nIn the previous iteration you printed <promise>{}</promise>, \
+                         but the verification that must pass first did not:\n\n{}\n\nFix the cause, then claim \
+                         completion again.",
+                        config.completion_promise,
+                        crate::verify::refusal_text(&failed)
+                    ));
+                    outcome_text = format!("completion refused: {reason}");
+                    refusal = Some(reason);
+                }
+                verification = results;
+            }
+            if completed {
+                outcome_text = "completed".to_owned();
+            }
+        } else if task_detected {
+            let task_name = focus
+                .as_ref()
+                .map_or("the current task", |task| task.text.as_str());
+            outcome_text = format!("task done: {task_name}");
+            if let Some(task) = &focus
+                && let Some(command) = &task.verify
+            {
+                let results = self.verify(std::slice::from_ref(command));
+                if results.iter().any(|r| !r.passed) {
+                    self.reopen_task(task)?;
+                    output::task_verification_failed(&task.text);
+                    let failed: Vec<&crate::verify::Verification> =
+                        results.iter().filter(|r| !r.passed).collect();
+                    self.feedback.push(format!(
+                        "## The task was not accepted\n\nYou said \"{}\" was done, but its verify command \
+                         failed, so it is marked [/] again:\n\n{}\n\nFix it before you print {} again.",
+                        task.text,
+                        crate::verify::refusal_text(&failed),
+                        self.task.tag()
+                    ));
+                    outcome_text = format!("task not accepted: `{command}` failed");
+                }
+                verification = results;
+            }
+        }
+        if abort_detected && !completed {
+            outcome_text = "the agent gave up (abort promise)".to_owned();
+        }
+        if let Some(failure) = &findings.failure {
+            outcome_text = format!("failed: {}: {}", failure.kind.label(), failure.message);
+        }
+
         let changed_nothing = files_modified.is_empty();
         let record = IterationRecord {
             iteration,
@@ -774,7 +881,37 @@ impl<'a> Runner<'a> {
             cost_usd: findings.cost,
             turns: findings.turns,
             failure: findings.failure.clone(),
+            task: focus.as_ref().map(|task| task.text.clone()),
+            verification,
+            completion_refused: refusal.clone(),
         };
+        progress::append(
+            self.dir,
+            &progress::Entry {
+                iteration,
+                at: Some(record.ended_at),
+                task: record.task.as_deref(),
+                outcome: outcome_text,
+                files: &record.files_modified,
+                verification: record
+                    .verification
+                    .iter()
+                    .map(|v| {
+                        format!(
+                            "`{}` {}",
+                            v.command,
+                            if v.passed {
+                                "passed".to_owned()
+                            } else {
+                                format!("failed ({})", v.outcome())
+                            }
+                        )
+                    })
+                    .collect(),
+                refusal: refusal.as_deref(),
+                errors: &record.errors,
+            },
+        )?;
         // A provider-side failure says nothing about whether the agent is stuck.
         let agent_side = findings
             .failure
@@ -795,18 +932,9 @@ impl<'a> Runner<'a> {
         if task_detected && !completion_detected {
             output::task_completed(&self.task.tag(), iteration + 1);
         }
-
-        self.refused_open_tasks.clear();
-        if completion_detected {
-            if iteration < config.min_iterations {
-                output::completion_deferred(config.min_iterations, iteration + 1);
-            } else if let Some(open) = self.open_tasks() {
-                output::completion_refused_open_tasks(&open);
-                self.refused_open_tasks = open;
-            } else {
-                self.commit(iteration);
-                return Ok(Next::Stop(Stop::Completed { iteration }));
-            }
+        if completed {
+            self.commit(iteration);
+            return Ok(Next::Stop(Stop::Completed { iteration }));
         }
         if abort_detected {
             self.commit(iteration);
@@ -841,6 +969,70 @@ impl<'a> Runner<'a> {
         Ok(Next::Continue {
             pause: config.pause,
         })
+    }
+
+    /// Runs verification commands from the repository's top directory.
+    fn verify(&self, commands: &[String]) -> Vec<crate::verify::Verification> {
+        let dir = self.repo.as_ref().map_or(self.cwd, Repo::root);
+        crate::verify::run_all(
+            commands,
+            dir,
+            self.config.verify_timeout,
+            self.knobs.grace,
+            self.stop,
+        )
+    }
+
+    /// The task this iteration works on; tasks past their `max_attempts` are marked failed first.
+    fn choose_task(&mut self) -> anyhow::Result<Option<Focus>> {
+        loop {
+            let Ok(Some(content)) = storage::read_text(&self.dir.tasks()) else {
+                return Ok(None);
+            };
+            let list = TaskList::parse(&content);
+            let Some(task) = list.focus() else {
+                return Ok(None);
+            };
+            let used = self
+                .state
+                .task_attempts
+                .get(task.key())
+                .copied()
+                .unwrap_or(0);
+            if let Some(max) = task.max_attempts()
+                && used >= max
+            {
+                let note =
+                    format!("failed after {used} attempts (max_attempts: {max}), marked by ralph");
+                if let Some(updated) =
+                    tasks::set_status(&content, task.number, TaskStatus::Failed, Some(&note))
+                {
+                    storage::write_atomic(&self.dir.tasks(), updated.as_bytes())?;
+                    output::task_failed(&task.text, used);
+                    continue;
+                }
+            }
+            return Ok(Some(Focus {
+                key: task.key().to_owned(),
+                text: task.text.clone(),
+                verify: task.property(tasks::VERIFY).map(str::to_owned),
+            }));
+        }
+    }
+
+    /// Marks a task `[/]` again after its verification failed.
+    fn reopen_task(&self, focus: &Focus) -> anyhow::Result<()> {
+        let Ok(Some(content)) = storage::read_text(&self.dir.tasks()) else {
+            return Ok(());
+        };
+        let list = TaskList::parse(&content);
+        if let Some(task) = list.tasks.iter().find(|task| task.key() == focus.key)
+            && let Some(updated) =
+                tasks::set_status(&content, task.number, TaskStatus::InProgress, None)
+        {
+            storage::write_atomic(&self.dir.tasks(), updated.as_bytes())?;
+        }
+        Ok(())
     }
 
     /// Waits before retrying a failed iteration; a stop request or the runtime limit ends it.
@@ -900,16 +1092,22 @@ impl<'a> Runner<'a> {
         }
         let content = storage::read_text(&self.dir.tasks()).ok().flatten()?;
         let list = TaskList::parse(&content);
-        if list.is_empty()
-            || list.all_complete()
-            || list.current().is_some()
-            || list.next().is_some()
-        {
+        if list.is_empty() || list.all_complete() || list.focus().is_some() {
             return None;
         }
         Some(Stop::Blocked(
             list.open()
-                .map(|task| format!("{}. {} {}", task.number, task.status.icon(), task.text))
+                .map(|task| {
+                    let blockers = list.blockers(task);
+                    let why = if task.status == TaskStatus::Failed {
+                        " — failed".to_owned()
+                    } else if blockers.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" — waits for {}", blockers.join(", "))
+                    };
+                    format!("{}. {} {}{why}", task.number, task.status.icon(), task.text)
+                })
                 .collect(),
         ))
     }
@@ -972,7 +1170,7 @@ impl<'a> Runner<'a> {
             task: &config.prompt,
             context,
             tasks,
-            refused_open_tasks: &self.refused_open_tasks,
+            feedback: &self.feedback,
         })
     }
 
@@ -1050,6 +1248,25 @@ impl<'a> Runner<'a> {
             std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
         }
     }
+}
+
+/// The task an iteration works on.
+#[derive(Debug)]
+struct Focus {
+    key: String,
+    text: String,
+    verify: Option<String>,
+}
+
+/// The prompt section listing open tasks after a refused completion claim.
+fn open_tasks_feedback(promise: &str, open: &[String]) -> String {
+    let list: Vec<String> = open.iter().map(|task| format!("- {task}")).collect();
+    format!(
+        "## Completion was refused\n\nIn the previous iteration you printed <promise>{promise}</promise>, \
+         but these tasks are not marked [x] in .ralph/ralph-tasks.md:\n\n{}\n\n\
+         Finish them (and mark them [x]) before claiming completion.",
+        list.join("\n")
+    )
 }
 
 /// Exponential backoff with ±20 % jitter: `base`, `2·base`, `4·base`… capped at `cap`.

@@ -16,6 +16,7 @@ mod signal;
 mod storage;
 mod stream;
 mod transcript;
+mod verify;
 
 use std::io::{IsTerminal as _, Read as _};
 use std::os::fd::AsFd as _;
@@ -60,7 +61,16 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
         Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
         Mode::ClearContext => commands::clear_context(&ralph_dir),
         Mode::ListTasks => Ok(commands::list_tasks(&ralph_dir)),
-        Mode::AddTask(description) => commands::add_task(&ralph_dir, &description),
+        Mode::AddTask {
+            description,
+            id,
+            blocked_by,
+        } => commands::add_task(
+            &ralph_dir,
+            &description,
+            id.as_deref(),
+            blocked_by.as_deref(),
+        ),
         Mode::RemoveTask(number) => commands::remove_task(&ralph_dir, number),
         Mode::Reset => loop_runner::reset(&ralph_dir),
         Mode::Resume(flags) => {

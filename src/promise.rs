@@ -6,21 +6,37 @@
 
 use regex::Regex;
 
+/// How the agent writes its promises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PromiseFormat {
+    /// `<promise>TEXT</promise>` ending the last line.
+    #[default]
+    Xml,
+    /// The bare TEXT as the whole last line (the tagged form is accepted too).
+    Plain,
+}
+
 /// One promise text, with its matchers built once.
 #[derive(Clone, Debug)]
 pub(crate) struct Promise {
     text: String,
     at_line_end: Regex,
     anywhere: Regex,
+    /// In plain format: the whole line is the bare text.
+    whole_line: Option<Regex>,
 }
 
 impl Promise {
-    pub(crate) fn new(text: &str) -> Self {
-        let tag = format!(r"(?i)<promise>\s*{}\s*</promise>", regex::escape(text));
+    pub(crate) fn new(text: &str, format: PromiseFormat) -> Self {
+        let escaped = regex::escape(text);
+        let tag = format!(r"(?i)<promise>\s*{escaped}\s*</promise>");
         Self {
             text: text.to_owned(),
             at_line_end: Regex::new(&format!("{tag}$")).expect("escaped promise is a valid regex"),
             anywhere: Regex::new(&tag).expect("escaped promise is a valid regex"),
+            whole_line: (format == PromiseFormat::Plain).then(|| {
+                Regex::new(&format!(r"(?i)^{escaped}$")).expect("escaped promise is a valid regex")
+            }),
         }
     }
 
@@ -29,9 +45,12 @@ impl Promise {
         format!("<promise>{}</promise>", self.text)
     }
 
-    /// Whether a line (ANSI codes stripped) ends with the tag.
+    /// Whether a line (ANSI codes stripped) keeps the promise: it ends with the tag, or, in
+    /// plain format, it is the bare text.
     pub(crate) fn ends_line(&self, line: &str) -> bool {
-        self.at_line_end.is_match(line.trim())
+        let line = line.trim();
+        self.at_line_end.is_match(line)
+            || self.whole_line.as_ref().is_some_and(|re| re.is_match(line))
     }
 
     /// Whether the tag appears anywhere in `text`.
@@ -42,11 +61,11 @@ impl Promise {
 
 #[cfg(test)]
 mod tests {
-    use super::Promise;
+    use super::{Promise, PromiseFormat};
 
     #[test]
     fn the_tag_must_end_the_line() {
-        let promise = Promise::new("COMPLETE");
+        let promise = Promise::new("COMPLETE", PromiseFormat::Xml);
         assert!(promise.ends_line("Done. <promise>COMPLETE</promise>"));
         assert!(promise.ends_line("  <promise> complete </promise>  "));
         assert!(!promise.ends_line("I won't print <promise>COMPLETE</promise> yet."));
@@ -55,8 +74,17 @@ mod tests {
     }
 
     #[test]
+    fn plain_format_accepts_the_bare_text_as_the_whole_line() {
+        let promise = Promise::new("COMPLETE", PromiseFormat::Plain);
+        assert!(promise.ends_line("  complete "));
+        assert!(promise.ends_line("Done. <promise>COMPLETE</promise>"));
+        assert!(!promise.ends_line("The task is COMPLETE now"));
+        assert!(!Promise::new("COMPLETE", PromiseFormat::Xml).ends_line("COMPLETE"));
+    }
+
+    #[test]
     fn promise_text_is_escaped() {
-        let promise = Promise::new("A+B (done)");
+        let promise = Promise::new("A+B (done)", PromiseFormat::Xml);
         assert!(promise.ends_line("<promise>A+B (done)</promise>"));
         assert!(!promise.ends_line("<promise>AAB (done)</promise>"));
         assert_eq!(promise.tag(), "<promise>A+B (done)</promise>");

@@ -32,8 +32,8 @@ pub(crate) struct PromptInput<'a> {
     pub(crate) context: Option<&'a str>,
     /// `Some` in tasks mode.
     pub(crate) tasks: Option<TasksView<'a>>,
-    /// Open tasks the agent claimed were done in the previous iteration.
-    pub(crate) refused_open_tasks: &'a [String],
+    /// Sections explaining why the agent's last claim was refused (each with its heading).
+    pub(crate) feedback: &'a [String],
 }
 
 /// The full prompt for one iteration.
@@ -62,20 +62,13 @@ pub(crate) fn build(input: &PromptInput<'_>) -> String {
             context.trim()
         ));
     }
-    if !input.refused_open_tasks.is_empty() {
-        let list: Vec<String> = input
-            .refused_open_tasks
-            .iter()
-            .map(|task| format!("- {task}"))
-            .collect();
-        sections.push(format!(
-            "## Completion was refused\n\nIn the previous iteration you printed <promise>{}</promise>, \
-             but these tasks are not marked [x] in .ralph/ralph-tasks.md:\n\n{}\n\n\
-             Finish them (and mark them [x]) before claiming completion.",
-            input.completion_promise,
-            list.join("\n")
-        ));
-    }
+    sections.extend(input.feedback.iter().cloned());
+    sections.push(
+        "## Progress Log\n\nRead .ralph/progress.md first, if it exists: it tells what earlier \
+         iterations did and learned. Before you finish, add a short note at its end (what you \
+         did, what you learned, what is next)."
+            .to_owned(),
+    );
     match &input.tasks {
         None => normal_sections(input, &mut sections),
         Some(view) => tasks_sections(input, view, &mut sections),
@@ -146,17 +139,24 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
                 .to_owned(),
         ),
         TasksView::Found { content, list } => {
+            let verify_note = |task: &crate::storage::tasks::Task| {
+                task.property(crate::storage::tasks::VERIFY).map_or_else(String::new, |command| {
+                    format!(" ralph then runs `{command}`; the task counts as done only if it passes.")
+                })
+            };
             let instruction = if let Some(task) = list.current() {
                 format!(
                     "🔄 CURRENT TASK: \"{}\"\n\nFocus on this task. When it is done and verified, \
-                     mark it [x] in .ralph/ralph-tasks.md and end your message with {next}",
-                    task.text
+                     mark it [x] in .ralph/ralph-tasks.md and end your message with {next}.{}",
+                    task.text,
+                    verify_note(task)
                 )
             } else if let Some(task) = list.next() {
                 format!(
                     "📍 NEXT TASK: \"{}\"\n\nMark it [/] in .ralph/ralph-tasks.md before you \
-                     start. When it is done and verified, mark it [x] and end your message with {next}",
-                    task.text
+                     start. When it is done and verified, mark it [x] and end your message with {next}.{}",
+                    task.text,
+                    verify_note(task)
                 )
             } else if list.all_complete() {
                 format!(
@@ -176,7 +176,8 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
                 "## TASKS MODE: Working through task list\n\n\
                  Current tasks from .ralph/ralph-tasks.md:\n\n```markdown\n{}\n```\n\n{instruction}\n\n\
                  ### Task Workflow\n\n\
-                 1. Find the task marked [/]; if there is none, take the first [ ] task.\n\
+                 1. Find the task marked [/]; if there is none, take the first [ ] task whose \
+                 `blocked_by` tasks are all [x].\n\
                  2. Mark it [/] in .ralph/ralph-tasks.md.\n\
                  3. Do the work of that task only.\n\
                  4. Mark it [x] once you have verified it.\n\
@@ -218,7 +219,7 @@ mod tests {
             task: "Build a REST API",
             context,
             tasks,
-            refused_open_tasks: &[],
+            feedback: &[],
         }
     }
 

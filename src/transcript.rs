@@ -476,7 +476,7 @@ mod tests {
 
     fn run(kind: AgentKind, format: OutputFormat, anywhere: bool, stdout: &[&str]) -> Findings {
         let agent = kind.agent();
-        let complete = Promise::new("COMPLETE");
+        let complete = Promise::new("COMPLETE", crate::promise::PromiseFormat::Xml);
         let mut transcript =
             Transcript::new(agent.as_ref(), quiet(format), vec![&complete], anywhere).unwrap();
         feed(&mut transcript, Source::Stdout, stdout);
@@ -510,7 +510,7 @@ mod tests {
     #[test]
     fn stderr_never_completes() {
         let agent = AgentKind::OpenCode.agent();
-        let complete = Promise::new("COMPLETE");
+        let complete = Promise::new("COMPLETE", crate::promise::PromiseFormat::Xml);
         let mut transcript = Transcript::new(
             agent.as_ref(),
             quiet(OutputFormat::Text),

@@ -630,3 +630,55 @@ pub(crate) fn tasks_blocked(tasks: &[String]) {
         .push("Fix or edit .ralph/ralph-tasks.md, then continue with `ralph --resume`.".to_owned());
     say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
 }
+
+/// A verification command starts.
+pub(crate) fn verify_started(command: &str) {
+    say(&[&format!("🔎 Verifying: {command}")]);
+}
+
+/// A piece of a verification command's output, indented so it never reads as the agent's.
+pub(crate) fn verify_output(text: &str, starts_line: bool, ends_line: bool) {
+    let mut out = super::stdout();
+    if starts_line {
+        let _ = out.write_all("   │ ".as_bytes());
+    }
+    let _ = out.write_all(text.as_bytes());
+    if ends_line {
+        let _ = out.write_all(b"\n");
+    }
+}
+
+/// A verification command finished.
+pub(crate) fn verify_finished(result: &crate::verify::Verification) {
+    if result.passed {
+        say(&[&format!("   ✅ passed: {}", result.command)]);
+    } else {
+        say(&[&format!(
+            "   ❌ failed ({}): {}",
+            result.outcome(),
+            result.command
+        )]);
+    }
+}
+
+/// The agent's completion claim was refused by a verification command.
+pub(crate) fn completion_refused_by_verification(iteration: u32) {
+    say(&[
+        &format!("⛔ Completion refused: verification failed after iteration {iteration}."),
+        "Continuing; the next prompt shows the agent what failed.",
+    ]);
+}
+
+/// A task's own verification failed; the task goes back to in progress.
+pub(crate) fn task_verification_failed(task: &str) {
+    say(&[&format!(
+        "⛔ Task \"{task}\" is not accepted: its verify command failed. It is marked [/] again."
+    )]);
+}
+
+/// A task ran out of attempts.
+pub(crate) fn task_failed(task: &str, attempts: u32) {
+    say(&[&format!(
+        "❌ Task \"{task}\" failed after {attempts} attempts; it is marked [!] and the next task is taken."
+    )]);
+}

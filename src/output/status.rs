@@ -148,10 +148,11 @@ fn tasks_block(tasks: &TasksStatus, lines: &mut Vec<String>) {
     lines.push("📋 CURRENT TASKS:".to_owned());
     for task in &list.tasks {
         lines.push(format!(
-            "   {}. {} {}",
+            "   {}. {} {}{}",
             task.number,
             task.status.icon(),
-            task.text
+            task.text,
+            blocked_note(list, task)
         ));
         for subtask in &task.subtasks {
             lines.push(format!("      {} {}", subtask.status.icon(), subtask.text));
@@ -259,14 +260,28 @@ pub(crate) fn task_list(list: &TaskList) -> Vec<String> {
     let mut lines = vec!["Current tasks:".to_owned()];
     for task in &list.tasks {
         lines.push(format!(
-            "{}. {} {}",
+            "{}. {} {}{}",
             task.number,
             task.status.icon(),
-            task.text
+            task.text,
+            blocked_note(list, task)
         ));
         for subtask in &task.subtasks {
             lines.push(format!("   {} {}", subtask.status.icon(), subtask.text));
         }
     }
     lines
+}
+
+/// ` (blocked by: db, cfg (failed))` for a todo task that cannot start yet.
+fn blocked_note(list: &TaskList, task: &crate::storage::tasks::Task) -> String {
+    if task.status != crate::storage::tasks::TaskStatus::Todo {
+        return String::new();
+    }
+    let blockers = list.blockers(task);
+    if blockers.is_empty() {
+        String::new()
+    } else {
+        format!(" (blocked by: {})", blockers.join(", "))
+    }
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Loaded, read_json, write_json};
 use crate::agents::{Failure, Usage};
+use crate::verify::Verification;
 
 /// An iteration shorter than this counts as "very short" for struggle detection.
 pub(crate) const SHORT_ITERATION_MS: u64 = 30_000;
@@ -70,6 +71,15 @@ pub(crate) struct IterationRecord {
     /// Why the iteration failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) failure: Option<Failure>,
+    /// The task the iteration worked on (tasks mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task: Option<String>,
+    /// Verification commands run after the agent's claim.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) verification: Vec<Verification>,
+    /// Why the agent's completion claim was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) completion_refused: Option<String>,
 }
 
 /// Signs that the agent is going round in circles.

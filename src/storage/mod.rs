@@ -8,6 +8,7 @@
 
 pub(crate) mod context;
 pub(crate) mod history;
+pub(crate) mod progress;
 pub(crate) mod state;
 pub(crate) mod tasks;
 

@@ -48,6 +48,9 @@ pub(crate) struct LoopState {
     /// Wall-clock time the loop has run so far, over all sessions (for `--max-runtime`).
     #[serde(default)]
     pub(crate) runtime_ms: u64,
+    /// Iterations spent on each task (by its id, else its text), for `max_attempts`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) task_attempts: std::collections::BTreeMap<String, u32>,
     /// Why the loop stopped before completing (max iterations, a budget, an interrupt…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stop_reason: Option<String>,
@@ -69,6 +72,10 @@ pub(crate) struct SavedOptions {
     pub(crate) allow_all: bool,
     pub(crate) commit: bool,
     pub(crate) promise_anywhere: bool,
+    /// `--promise-format plain` was given.
+    pub(crate) plain_promises: bool,
+    pub(crate) verify: Vec<String>,
+    pub(crate) verify_timeout_ms: Option<u64>,
     pub(crate) pause_ms: u64,
     pub(crate) agent_args: Vec<String>,
     pub(crate) iteration_timeout_ms: Option<u64>,
@@ -93,6 +100,9 @@ impl Default for SavedOptions {
             allow_all: true,
             commit: true,
             promise_anywhere: false,
+            plain_promises: false,
+            verify: Vec::new(),
+            verify_timeout_ms: None,
             pause_ms: 1000,
             agent_args: Vec::new(),
             iteration_timeout_ms: None,
@@ -167,6 +177,7 @@ mod tests {
             host: None,
             stopped_at: None,
             runtime_ms: 0,
+            task_attempts: std::collections::BTreeMap::new(),
             stop_reason: None,
             options: None,
         };

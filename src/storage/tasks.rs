@@ -60,6 +60,12 @@ pub(crate) struct Subtask {
     pub(crate) text: String,
 }
 
+/// Properties ralph understands (others are kept untouched).
+pub(crate) const ID: &str = "id";
+pub(crate) const BLOCKED_BY: &str = "blocked_by";
+pub(crate) const VERIFY: &str = "verify";
+pub(crate) const MAX_ATTEMPTS: &str = "max_attempts";
+
 /// A top-level task with its subtasks and properties.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Task {
@@ -78,6 +84,38 @@ pub(crate) struct Task {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TaskList {
     pub(crate) tasks: Vec<Task>,
+}
+
+impl Task {
+    /// The first value of a property.
+    pub(crate) fn property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The task's identity: its `id`, else its text.
+    pub(crate) fn key(&self) -> &str {
+        self.property(ID).unwrap_or(&self.text)
+    }
+
+    /// The ids this task waits for.
+    pub(crate) fn blocked_by(&self) -> Vec<&str> {
+        self.properties
+            .iter()
+            .filter(|(k, _)| k == BLOCKED_BY)
+            .flat_map(|(_, v)| v.split(','))
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .collect()
+    }
+
+    /// `max_attempts`, when it is a positive number.
+    pub(crate) fn max_attempts(&self) -> Option<u32> {
+        self.property(MAX_ATTEMPTS)?.parse().ok().filter(|n| *n > 0)
+    }
 }
 
 impl TaskList {
@@ -120,11 +158,38 @@ impl TaskList {
             .find(|task| task.status == TaskStatus::InProgress)
     }
 
-    /// The first task still to do.
+    /// The first task still to do whose blockers are all complete.
     pub(crate) fn next(&self) -> Option<&Task> {
         self.tasks
             .iter()
-            .find(|task| task.status == TaskStatus::Todo)
+            .find(|task| task.status == TaskStatus::Todo && self.blockers(task).is_empty())
+    }
+
+    /// The task to work on: the one in progress, else the next ready one.
+    pub(crate) fn focus(&self) -> Option<&Task> {
+        self.current().or_else(|| self.next())
+    }
+
+    /// Why a task cannot start yet: its blockers that are not complete, described
+    /// (`db`, `db (failed)`, `cfg (unknown id)`). Empty when it can start.
+    pub(crate) fn blockers(&self, task: &Task) -> Vec<String> {
+        task.blocked_by()
+            .into_iter()
+            .filter_map(|id| {
+                match self
+                    .tasks
+                    .iter()
+                    .find(|other| other.property(ID) == Some(id))
+                {
+                    Some(other) if other.status == TaskStatus::Complete => None,
+                    Some(other) if other.status == TaskStatus::Failed => {
+                        Some(format!("{id} (failed)"))
+                    }
+                    Some(_) => Some(id.to_owned()),
+                    None => Some(format!("{id} (unknown id)")),
+                }
+            })
+            .collect()
     }
 
     /// True when there is at least one task and every top-level task is complete.
@@ -249,6 +314,52 @@ pub(crate) fn remove_task(content: &str, number: usize) -> Result<String, EditEr
     Ok(kept)
 }
 
+/// Rewrites the status character of task `number`'s line (and appends a `note` line under it,
+/// after its indented lines), touching nothing else.
+pub(crate) fn set_status(
+    content: &str,
+    number: usize,
+    status: TaskStatus,
+    note: Option<&str>,
+) -> Option<String> {
+    let list = TaskList::parse(content);
+    let task = list.tasks.get(number.checked_sub(1)?)?;
+    let c = match status {
+        TaskStatus::Todo => ' ',
+        TaskStatus::InProgress => '/',
+        TaskStatus::Complete => 'x',
+        TaskStatus::Failed => '!',
+    };
+    let lines: Vec<&str> = content.split_inclusive('\n').collect();
+    let mut end = task.line + 1;
+    while end < lines.len() && lines[end].starts_with([' ', '\t']) && !lines[end].trim().is_empty()
+    {
+        end += 1;
+    }
+    let mut out = String::with_capacity(content.len() + 80);
+    for (index, line) in lines.iter().enumerate() {
+        if index == task.line {
+            // The parser matched `- [<one char>]`, so the status character starts at byte 3.
+            let rest = &line[3..];
+            let old = rest.chars().next().map_or(0, char::len_utf8);
+            out.push_str("- [");
+            out.push(c);
+            out.push_str(&rest[old..]);
+        } else {
+            out.push_str(line);
+        }
+        if index + 1 == end
+            && let Some(note) = note
+        {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&format!("  - note: {note}\n"));
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +427,44 @@ mod tests {
             "task 9 is out of range (1-4)"
         );
         assert!(remove_task(SAMPLE, 0).is_err());
+    }
+
+    #[test]
+    fn dependencies_choose_the_next_ready_task() {
+        let content = "- [x] schema\n  - id: db\n- [ ] api\n  - blocked_by: db, cfg\n- [ ] cfg\n  - id: cfg\n- [ ] docs\n";
+        let list = TaskList::parse(content);
+        assert_eq!(list.blockers(&list.tasks[1]), ["cfg"]);
+        assert_eq!(list.next().unwrap().text, "cfg", "api waits for cfg");
+        let cycle = TaskList::parse(
+            "- [ ] a\n  - id: a\n  - blocked_by: b\n- [ ] b\n  - id: b\n  - blocked_by: a\n",
+        );
+        assert!(cycle.focus().is_none());
+        let failed = TaskList::parse("- [!] a\n  - id: a\n- [ ] b\n  - blocked_by: a, zz\n");
+        assert_eq!(
+            failed.blockers(&failed.tasks[1]),
+            ["a (failed)", "zz (unknown id)"]
+        );
+        assert_eq!(failed.tasks[1].key(), "b");
+        assert_eq!(
+            TaskList::parse("- [ ] t\n  - max_attempts: 3\n").tasks[0].max_attempts(),
+            Some(3)
+        );
+    }
+
+    #[test]
+    fn set_status_rewrites_one_character_and_can_add_a_note() {
+        let changed = set_status(SAMPLE, 2, TaskStatus::Failed, None).unwrap();
+        assert_eq!(
+            changed,
+            SAMPLE.replace("- [/] Build API", "- [!] Build API")
+        );
+        let noted = set_status(SAMPLE, 2, TaskStatus::Failed, Some("gave up")).unwrap();
+        assert!(
+            noted.contains(
+                "- [!] Build API\n  - [ ] routes\n  - id: api\n  - note: gave up\n- [?] Odd"
+            ),
+            "{noted}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod support;
 
 mod cli;
 mod commands;
+mod gates;
 mod git_commit;
 mod json_mode;
 mod limits;

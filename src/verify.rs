@@ -1,0 +1,201 @@
+//! Verification gates: shell commands that must pass before ralph accepts the agent's claim.
+//!
+//! Each command runs through `sh -c` from the repository's top directory (or ralph's working
+//! directory outside a repository), in its own process group, with a timeout, through the same
+//! runner as the agent. Its output is shown with a `│ ` margin and only its tail is kept. It is
+//! never searched for promises.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::agents::AgentCommand;
+use crate::output;
+use crate::signal::StopFlag;
+use crate::stream::{self, EndedBy, OutputHandler, RunOptions, Segment};
+
+/// Lines of output kept for the report and the next prompt.
+const TAIL_LINES: usize = 40;
+/// Characters kept per line.
+const LINE_CHARS: usize = 300;
+
+/// The outcome of one verification command.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Verification {
+    pub(crate) command: String,
+    pub(crate) passed: bool,
+    /// The exit code; absent when the command timed out or could not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) timed_out: bool,
+    /// The last lines of its output (stdout and stderr together).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) output_tail: String,
+}
+
+impl Verification {
+    /// `exit code 1`, `timed out after 10m 0s`, `could not start`.
+    pub(crate) fn outcome(&self) -> String {
+        match (self.timed_out, self.exit_code) {
+            (true, _) => "timed out".to_owned(),
+            (false, Some(code)) => format!("exit code {code}"),
+            (false, None) => "could not start".to_owned(),
+        }
+    }
+}
+
+/// Keeps the last lines of a command's output and shows them as they come.
+struct Tail {
+    lines: std::collections::VecDeque<String>,
+    current: String,
+}
+
+impl OutputHandler for Tail {
+    fn on_segment(&mut self, segment: &Segment<'_>) {
+        if segment.starts_line {
+            self.current.clear();
+        }
+        if self.current.chars().count() < LINE_CHARS {
+            self.current.extend(segment.text.chars().take(LINE_CHARS));
+        }
+        output::verify_output(segment.text, segment.starts_line, segment.ends_line);
+        if segment.ends_line {
+            if self.lines.len() == TAIL_LINES {
+                self.lines.pop_front();
+            }
+            self.lines.push_back(std::mem::take(&mut self.current));
+        }
+    }
+
+    fn on_tick(&mut self, _: Instant, _: Instant) {
+        output::flush();
+    }
+}
+
+/// Runs the commands in order and reports each; stops at the first failure.
+pub(crate) fn run_all(
+    commands: &[String],
+    dir: &Path,
+    timeout: Duration,
+    grace: Duration,
+    stop: &StopFlag,
+) -> Vec<Verification> {
+    let mut results = Vec::new();
+    for command in commands {
+        output::verify_started(command);
+        let result = run_one(command, dir, timeout, grace, stop);
+        output::verify_finished(&result);
+        let passed = result.passed;
+        results.push(result);
+        if !passed || stop.is_stopping() {
+            break;
+        }
+    }
+    results
+}
+
+fn run_one(
+    command: &str,
+    dir: &Path,
+    timeout: Duration,
+    grace: Duration,
+    stop: &StopFlag,
+) -> Verification {
+    let shell = AgentCommand {
+        program: "sh".into(),
+        args: vec!["-c".into(), command.into()],
+        env: Vec::new(),
+        stdin: None,
+    };
+    let options = RunOptions {
+        grace,
+        leak_timeout: Duration::from_millis(500),
+        tick: Duration::from_millis(100),
+        run_timeout: Some(timeout),
+        idle_timeout: None,
+    };
+    let mut tail = Tail {
+        lines: std::collections::VecDeque::new(),
+        current: String::new(),
+    };
+    let outcome = stream::run(&shell, dir, &options, stop, &mut tail);
+    let output_tail = tail.lines.into_iter().collect::<Vec<_>>().join("\n");
+    match outcome {
+        Ok(outcome) => {
+            let timed_out = outcome.ended_by.is_some_and(|by| by != EndedBy::User);
+            let exit_code = (!timed_out).then_some(outcome.exit_code);
+            Verification {
+                command: command.to_owned(),
+                passed: outcome.ended_by.is_none() && outcome.exit_code == 0,
+                exit_code,
+                timed_out,
+                output_tail,
+            }
+        }
+        Err(err) => Verification {
+            command: command.to_owned(),
+            passed: false,
+            exit_code: None,
+            timed_out: false,
+            output_tail: format!("{err:#}"),
+        },
+    }
+}
+
+/// The prompt section that tells the agent why its claim was refused.
+pub(crate) fn refusal_text(failures: &[&Verification]) -> String {
+    let mut text = String::new();
+    for failure in failures {
+        text.push_str(&format!(
+            "`{}` failed ({})",
+            failure.command,
+            failure.outcome()
+        ));
+        if failure.output_tail.is_empty() {
+            text.push_str(" with no output.\n\n");
+        } else {
+            text.push_str(&format!(
+                ". The end of its output:\n\n```\n{}\n```\n\n",
+                failure.output_tail
+            ));
+        }
+    }
+    text.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verify(command: &str, timeout: Duration) -> Verification {
+        let results = run_all(
+            &[command.to_owned()],
+            Path::new("."),
+            timeout,
+            Duration::from_millis(200),
+            &StopFlag::default(),
+        );
+        results.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn passing_failing_and_timed_out_commands() {
+        assert!(verify("true", Duration::from_secs(10)).passed);
+        let failed = verify("echo one; echo two >&2; exit 3", Duration::from_secs(10));
+        assert!(!failed.passed);
+        assert_eq!(failed.exit_code, Some(3));
+        assert!(failed.output_tail.contains("one") && failed.output_tail.contains("two"));
+        let slow = verify("sleep 30", Duration::from_millis(300));
+        assert!(!slow.passed && slow.timed_out);
+        assert_eq!(slow.outcome(), "timed out");
+    }
+
+    #[test]
+    fn only_the_tail_is_kept() {
+        let long = verify("seq 1 1000", Duration::from_secs(10));
+        assert_eq!(long.output_tail.lines().count(), TAIL_LINES);
+        assert!(long.output_tail.ends_with("1000"));
+    }
+}
