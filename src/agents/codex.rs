@@ -10,7 +10,7 @@ use regex::Regex;
 
 use serde_json::Value;
 
-use super::events::{Failure, one_line, str_field, u64_field};
+use super::events::{Failure, command_detail, one_line, str_field, u64_field};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_needs_stdin,
@@ -117,14 +117,14 @@ fn item_events(item: &Value) -> Vec<AgentEvent> {
             let command = str_field(item, "command").unwrap_or("");
             let mut events = vec![AgentEvent::Tool {
                 name: "Shell".to_owned(),
-                detail: Some(one_line(command, 120)),
+                detail: Some(command_detail(command)),
             }];
             let exit = item.get("exit_code").and_then(Value::as_i64);
             if str_field(item, "status") == Some("failed") || exit.is_some_and(|code| code != 0) {
                 events.push(AgentEvent::ToolError(format!(
                     "command failed (exit {}): {}",
                     exit.map_or_else(|| "?".to_owned(), |code| code.to_string()),
-                    one_line(command, 120)
+                    command_detail(command)
                 )));
             }
             events

@@ -289,6 +289,32 @@ pub(crate) fn tool_detail(input: &Value) -> Option<String> {
     Some(one_line(&text, 120))
 }
 
+/// A shell command as a person wants to read it: without a `bash -lc "…"` wrapper, on one line
+/// (white space runs folded), cut to 120 characters.
+pub(crate) fn command_detail(command: &str) -> String {
+    let mut text = command.trim();
+    for wrapper in [
+        "/bin/bash -lc ",
+        "bash -lc ",
+        "/bin/sh -c ",
+        "sh -c ",
+        "/bin/zsh -lc ",
+        "zsh -lc ",
+    ] {
+        if let Some(rest) = text.strip_prefix(wrapper) {
+            text = rest.trim();
+            if let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+                text = inner;
+            } else if let Some(inner) = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')) {
+                text = inner;
+            }
+            break;
+        }
+    }
+    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    one_line(&folded, 120)
+}
+
 /// The first line of `text`, cut to `max` characters.
 pub(crate) fn one_line(text: &str, max: usize) -> String {
     let first = text.trim().lines().next().unwrap_or("");
@@ -348,6 +374,15 @@ mod tests {
             "2026-01-01T03:00:00Z".parse::<DateTime<Utc>>().unwrap()
         );
         assert_eq!(reset_time("no time here", now()), None);
+    }
+
+    #[test]
+    fn shell_commands_read_well() {
+        assert_eq!(
+            command_detail("/bin/bash -lc \"cargo test\nmore\""),
+            "cargo test more"
+        );
+        assert_eq!(command_detail("ls -la"), "ls -la");
     }
 
     #[test]

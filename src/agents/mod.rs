@@ -243,6 +243,79 @@ mod tests {
         }
     }
 
+    /// Every line of every recorded stream parses without a panic, and each recording yields
+    /// what it was recorded for.
+    #[test]
+    fn recorded_event_streams_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".jsonl") {
+                continue;
+            }
+            seen += 1;
+            let kind = match name.split('-').next().unwrap() {
+                "claude" => AgentKind::ClaudeCode,
+                "codex" => AgentKind::Codex,
+                "opencode" => AgentKind::OpenCode,
+                other => panic!("unknown agent in fixture name {other}"),
+            };
+            let agent = kind.agent();
+            let mut events = Vec::new();
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let parsed = agent.parse_event(line);
+                assert!(
+                    parsed.is_some(),
+                    "{name}: an event ralph does not know: {line}"
+                );
+                events.extend(parsed.unwrap());
+            }
+            let finals: Vec<&String> = events
+                .iter()
+                .filter_map(|e| match e {
+                    AgentEvent::Final(text) => Some(text),
+                    _ => None,
+                })
+                .collect();
+            let has = |wanted: fn(&AgentEvent) -> bool| events.iter().any(wanted);
+            if name.ends_with("-success.jsonl") || name.ends_with("-tool-use.jsonl") {
+                assert!(
+                    finals.last().is_some_and(|text| text
+                        .trim_end()
+                        .ends_with("<promise>COMPLETE</promise>")),
+                    "{name}: {finals:?}"
+                );
+                assert!(
+                    has(|e| matches!(e, AgentEvent::Usage(usage) if usage.total() > 0)),
+                    "{name}"
+                );
+            }
+            if name.ends_with("-tool-use.jsonl") {
+                assert!(
+                    has(
+                        |e| matches!(e, AgentEvent::Tool { detail: Some(d), .. } if d.contains("hello.txt"))
+                    ),
+                    "{name}: {events:?}"
+                );
+            }
+            if name.ends_with("-http500.jsonl") {
+                assert!(
+                    has(|e| matches!(e, AgentEvent::Failure(f) if f.kind == FailureKind::ApiError)),
+                    "{name}: {events:?}"
+                );
+            }
+            if name.ends_with("-permission-denied.jsonl") && kind != AgentKind::Codex {
+                assert!(
+                    has(|e| matches!(e, AgentEvent::ToolError(_))),
+                    "{name}: {events:?}"
+                );
+            }
+        }
+        assert_eq!(seen, 12, "three agents × four recordings");
+    }
+
     #[test]
     fn missing_binary_names_the_override_variable() {
         let error = resolve_binary(

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs the real agent CLIs (Claude Code, Codex, OpenCode) from the npm registry into a cache
+# directory outside the repository, for ralph's end-to-end tests (tests/integration/real_agents.rs).
+#
+#   tests/e2e/install-agents.sh            # installs into ${RALPH_AGENT_CACHE:-$HOME/.cache/ralph-agents}
+#   RALPH_AGENT_CACHE=/opt/agents tests/e2e/install-agents.sh
+#
+# Idempotent: when the three binaries are already in node_modules/.bin it only prints where they are.
+# Needs node and npm (Debian's node 20 / npm 11 work) and access to the npm registry, nothing else.
+# Set RALPH_AGENT_UPGRADE=1 to reinstall the latest versions.
+set -euo pipefail
+
+cache="${RALPH_AGENT_CACHE:-$HOME/.cache/ralph-agents}"
+# Pinned to the versions the tests and tests/fixtures/agents/ were recorded with; set
+# RALPH_AGENT_UPGRADE=1 to try the latest ones.
+packages=(@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 opencode-ai@1.18.33)
+if [[ "${RALPH_AGENT_UPGRADE:-0}" == 1 ]]; then
+    packages=(@anthropic-ai/claude-code@latest @openai/codex@latest opencode-ai@latest)
+fi
+binaries=(claude codex opencode)
+
+all_present() {
+    local name
+    for name in "${binaries[@]}"; do
+        [[ -x "$cache/node_modules/.bin/$name" ]] || return 1
+    done
+}
+
+if ! command -v npm >/dev/null 2>&1; then
+    echo "install-agents: npm is not installed (Debian: apt-get install npm)" >&2
+    exit 1
+fi
+
+if [[ "${RALPH_AGENT_UPGRADE:-0}" != 1 ]] && all_present; then
+    echo "install-agents: already installed in $cache"
+else
+    mkdir -p "$cache"
+    cd "$cache"
+    if [[ ! -f package.json ]]; then
+        npm init -y >/dev/null
+    fi
+    echo "install-agents: installing ${packages[*]} into $cache (about 1 GB, 20-60 s)"
+    # No audit/fund noise; install scripts may be reported as not covered by allowScripts,
+    # the binaries work anyway (the platform packages are optional dependencies).
+    npm install --no-audit --no-fund --loglevel=error "${packages[@]}"
+    if ! all_present; then
+        echo "install-agents: npm finished but a binary is missing from $cache/node_modules/.bin" >&2
+        ls -l "$cache/node_modules/.bin" >&2 || true
+        exit 1
+    fi
+fi
+
+for name in "${binaries[@]}"; do
+    bin="$cache/node_modules/.bin/$name"
+    version="$(timeout 30 "$bin" --version </dev/null 2>/dev/null | head -n 1 || true)"
+    printf '%-9s %s  (%s)\n' "$name" "$bin" "${version:-version unknown}"
+done
+echo "Run the end-to-end tests with: RALPH_AGENT_CACHE=$cache cargo test --test integration real_agents"

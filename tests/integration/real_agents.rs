@@ -1,0 +1,339 @@
+//! End-to-end tests: the built ralph drives the real agent CLIs (Claude Code, Codex, OpenCode),
+//! each pointed at the scripted mock model server (`mock_model`).
+//!
+//! The CLIs are installed outside the repository by `tests/e2e/install-agents.sh`; when one is
+//! missing its tests print one "skipping" line and pass. `record_agent_fixtures` (ignored by
+//! default) re-records `tests/fixtures/agents/` from the CLIs run directly.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::mock_model::{MockModel, Turn};
+use crate::real_agents_support::{
+    Agent, AgentSetup, SetupOptions, assert_failure_recorded, assert_structured_findings,
+    history_iterations,
+};
+use crate::support::{Run, TestEnv, run_with_deadline};
+
+/// The most one ralph run with a real agent may take.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs `ralph PROMPT --agent A --model M --pause 0 ARGS -- AGENT_ARGS` with the agent set up
+/// against `mock`.
+fn run_ralph(env: &TestEnv, agent: Agent, binary: &Path, mock: &MockModel, args: &[&str]) -> Run {
+    let setup = AgentSetup::new(agent, binary, mock, env.path());
+    let mut command = env.ralph();
+    command.args([
+        "create hello.txt",
+        "--agent",
+        agent.ralph_name(),
+        "--model",
+        agent.model(),
+        "--pause",
+        "0",
+    ]);
+    command.args(args);
+    if !agent.extra_args().is_empty() {
+        command.arg("--").args(agent.extra_args());
+    }
+    setup.apply_to_ralph(&mut command);
+    // Retries of an iteration that failed on the provider's side come at once.
+    command.env("RALPH_RETRY_BASE_MS", "100");
+    Run {
+        output: run_with_deadline(&mut command, DEADLINE),
+    }
+}
+
+/// Iteration 1: the model writes `hello.txt` with a tool, then answers without the promise.
+/// Iteration 2: the model keeps the promise. ralph commits the file and records two iterations.
+fn completes_in_two_iterations(agent: Agent) {
+    let Some(binary) = agent.installed_or_skip() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let hello = env.work().join("hello.txt");
+    let mock = MockModel::start([
+        Turn::WriteFile {
+            path: hello.display().to_string(),
+            content: "hello from the mock model\n".into(),
+        },
+        Turn::Text("I created hello.txt.".into()),
+        Turn::Text("Everything is in place.\n<promise>COMPLETE</promise>".into()),
+    ]);
+
+    let run = run_ralph(&env, agent, &binary, &mock, &["--max-iterations", "3"]);
+
+    let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
+    assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
+    assert_eq!(
+        fs::read_to_string(&hello).ok().as_deref(),
+        Some("hello from the mock model\n"),
+        "{}",
+        context()
+    );
+    let committed = env.git(&["log", "--name-only", "--format="]);
+    assert!(
+        committed.lines().any(|line| line == "hello.txt"),
+        "hello.txt not committed: {committed}"
+    );
+    assert_eq!(mock.remaining_turns(), 0, "{}", context());
+    assert!(mock.errors().is_empty(), "{}", context());
+
+    if agent == Agent::Claude {
+        // The compact tool line, and the totals the CLI reported, on --status.
+        assert!(run.stdout().contains("| Tools    Write 1"), "{}", context());
+        let status = env.run(&["--status"]).stdout();
+        assert!(status.contains("   Tokens:       "), "{status}");
+        assert!(status.contains("   Cost:         $"), "{status}");
+    }
+    let iterations = history_iterations(&env.history());
+    assert_eq!(iterations.len(), 2, "{iterations:#?}");
+    assert_eq!(iterations[0]["completion_detected"], false);
+    assert_eq!(iterations[1]["completion_detected"], true);
+    assert_structured_findings(&iterations[0], agent);
+}
+
+/// ralph's exit code when the provider keeps failing and no retry is left: the run stops with
+/// an error rather than spending iterations on an outage.
+const HTTP_500_EXIT: i32 = 1;
+
+/// The model fails every request with HTTP 500: the agent gives up, ralph records the failed
+/// iteration (and any retries of it) and stops instead of hanging.
+fn http_500_ends_the_iteration(agent: Agent) {
+    let Some(binary) = agent.installed_or_skip() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let mock = MockModel::start([Turn::HttpErrorForever(500)]);
+
+    let started = Instant::now();
+    let run = run_ralph(
+        &env,
+        agent,
+        &binary,
+        &mock,
+        &["--max-iterations", "1", "--max-retries", "0"],
+    );
+
+    run.assert_code(HTTP_500_EXIT);
+    assert!(
+        run.stdout()
+            .contains("Loop ended: the agent failed (api error)"),
+        "{}",
+        run.stdout()
+    );
+    assert!(started.elapsed() < DEADLINE);
+    assert!(
+        !mock.conversation_requests().is_empty(),
+        "the agent never reached the mock: {}",
+        mock.summary()
+    );
+    let iterations = history_iterations(&env.history());
+    assert!(!iterations.is_empty(), "no iteration recorded");
+    for record in &iterations {
+        assert_ne!(record["exit_code"].as_i64(), Some(0), "{record:#}");
+        assert_eq!(record["completion_detected"], false, "{record:#}");
+        assert_failure_recorded(record, agent);
+    }
+}
+
+#[test]
+fn claude_verbose_tools_show_the_written_path() {
+    let Some(binary) = Agent::Claude.installed_or_skip() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let hello = env.work().join("hello.txt");
+    let mock = MockModel::start([
+        Turn::WriteFile {
+            path: hello.display().to_string(),
+            content: "hi\n".into(),
+        },
+        Turn::Text("Done.\n<promise>COMPLETE</promise>".into()),
+    ]);
+    let run = run_ralph(&env, Agent::Claude, &binary, &mock, &["--verbose-tools"]);
+    run.assert_code(0);
+    assert!(
+        run.stdout()
+            .contains(&format!("| Write {}", hello.display())),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn claude_completes_in_two_iterations() {
+    completes_in_two_iterations(Agent::Claude);
+}
+
+#[test]
+fn codex_completes_in_two_iterations() {
+    completes_in_two_iterations(Agent::Codex);
+}
+
+#[test]
+fn opencode_completes_in_two_iterations() {
+    completes_in_two_iterations(Agent::OpenCode);
+}
+
+#[test]
+fn claude_http_500_ends_the_iteration() {
+    http_500_ends_the_iteration(Agent::Claude);
+}
+
+#[test]
+fn codex_http_500_ends_the_iteration() {
+    http_500_ends_the_iteration(Agent::Codex);
+}
+
+#[test]
+fn opencode_http_500_ends_the_iteration() {
+    http_500_ends_the_iteration(Agent::OpenCode);
+}
+
+/// The fixture scenarios: name, and whether the CLI may write files.
+const SCENARIOS: [(&str, bool); 4] = [
+    ("success", true),
+    ("tool-use", true),
+    ("http500", true),
+    ("permission-denied", false),
+];
+
+/// The mock's script for one fixture scenario, writing `hello` when a tool is called.
+fn scenario_turns(scenario: &str, hello: &Path) -> Vec<Turn> {
+    let write = Turn::WriteFile {
+        path: hello.display().to_string(),
+        content: "hello from the mock model\n".into(),
+    };
+    match scenario {
+        "success" => vec![Turn::Text(
+            "Nothing left to do.\n<promise>COMPLETE</promise>".into(),
+        )],
+        "tool-use" => vec![
+            write,
+            Turn::Text("Wrote hello.txt.\n<promise>COMPLETE</promise>".into()),
+        ],
+        "http500" => vec![Turn::HttpErrorForever(500)],
+        _ => vec![write, Turn::Text("I could not write hello.txt.".into())],
+    }
+}
+
+/// The CLI's own argv in JSON mode, as ralph runs it.
+fn json_mode_args(agent: Agent, prompt: &str, allow_writes: bool) -> Vec<String> {
+    let args: Vec<&str> = match agent {
+        Agent::Claude => {
+            let mut args = vec!["-p", prompt, "--output-format", "stream-json", "--verbose"];
+            if allow_writes {
+                args.push("--dangerously-skip-permissions");
+            }
+            args.extend(["--model", agent.model()]);
+            args
+        }
+        Agent::Codex => {
+            let sandbox = if allow_writes {
+                "workspace-write"
+            } else {
+                "read-only"
+            };
+            vec![
+                "exec",
+                "--json",
+                "--sandbox",
+                sandbox,
+                "--skip-git-repo-check",
+                "--model",
+                agent.model(),
+                prompt,
+            ]
+        }
+        Agent::OpenCode => vec![
+            "run",
+            "--format",
+            "json",
+            "-m",
+            agent.model(),
+            "--pure",
+            prompt,
+        ],
+    };
+    args.into_iter().map(str::to_owned).collect()
+}
+
+/// A JSON line over this size has its long arrays shortened in a fixture.
+const MAX_FIXTURE_LINE: usize = 20_000;
+
+/// Keeps a recorded line verbatim unless it is huge; then its arrays keep 5 entries.
+fn trim_line(line: &str) -> String {
+    if line.len() <= MAX_FIXTURE_LINE {
+        return line.to_owned();
+    }
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(line) else {
+        return line.to_owned();
+    };
+    if let Some(object) = value.as_object_mut() {
+        for field in object.values_mut() {
+            if let Some(array) = field.as_array_mut() {
+                array.truncate(5);
+            }
+        }
+    }
+    value.to_string()
+}
+
+/// Re-records `tests/fixtures/agents/<agent>-<scenario>.jsonl` (the CLI's stdout, run directly
+/// in JSON mode against the mock). Run with
+/// `cargo test --test integration record_agent_fixtures -- --ignored --nocapture`.
+#[test]
+#[ignore = "records fixtures from the real CLIs; run by hand"]
+#[allow(clippy::print_stderr, reason = "reports what was recorded")]
+fn record_agent_fixtures() {
+    let out_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+    fs::create_dir_all(&out_dir).unwrap();
+    for agent in [Agent::Claude, Agent::Codex, Agent::OpenCode] {
+        let Some(binary) = agent.installed_or_skip() else {
+            continue;
+        };
+        for (scenario, allow_writes) in SCENARIOS {
+            let root = tempfile::Builder::new()
+                .prefix("ralph-fixture")
+                .tempdir()
+                .unwrap();
+            let (work, home) = (root.path().join("work"), root.path().join("home"));
+            fs::create_dir_all(&work).unwrap();
+            fs::create_dir_all(&home).unwrap();
+            let hello = work.join("hello.txt");
+            let turns = scenario_turns(scenario, &hello);
+            let mock = MockModel::start(turns);
+            let options = SetupOptions {
+                opencode_edit_ask: !allow_writes,
+            };
+            let setup = AgentSetup::with_options(agent, &binary, &mock, root.path(), options);
+            let args = json_mode_args(agent, "create hello.txt", allow_writes);
+            let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut command: Command = setup.direct(&work, &home, &arg_refs);
+            let started = Instant::now();
+            let output = run_with_deadline(&mut command, DEADLINE);
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let mut text: String = stdout.lines().map(|line| trim_line(line) + "\n").collect();
+            if text.is_empty() {
+                text.push('\n');
+            }
+            let name = format!("{}-{scenario}.jsonl", agent.binary_name());
+            fs::write(out_dir.join(&name), text).unwrap();
+            eprintln!(
+                "{name}: exit {:?}, {:.1} s, file written: {}, mock: {}",
+                output.status.code(),
+                started.elapsed().as_secs_f64(),
+                hello.exists(),
+                mock.summary()
+            );
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if !stderr.trim().is_empty() {
+                let tail: String = stderr.lines().take(15).collect::<Vec<_>>().join("\n");
+                eprintln!("  stderr: {tail}");
+            }
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Helpers for the end-to-end tests with the real agent CLIs: where the installed CLIs are
+//! (`tests/e2e/install-agents.sh`), the hermetic environment that points each CLI at the mock
+//! model server (temporary `HOME`, `CODEX_HOME`, OpenCode's inline config), direct CLI commands for
+//! recording fixtures, and the assertions on ralph's history that depend on the agents' JSON
+//! event streams.
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::mock_model::MockModel;
+
+/// The environment variable holding the API key the mock provider expects (any value works).
+const MOCK_KEY_VAR: &str = "RALPH_MOCK_API_KEY";
+const MOCK_KEY: &str = "sk-mock";
+
+/// One of the real agent CLIs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Agent {
+    Claude,
+    Codex,
+    OpenCode,
+}
+
+impl Agent {
+    /// The executable's name in `node_modules/.bin`.
+    pub(crate) fn binary_name(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::OpenCode => "opencode",
+        }
+    }
+
+    /// ralph's `--agent` value.
+    pub(crate) fn ralph_name(self) -> &'static str {
+        match self {
+            Self::Claude => "claude-code",
+            Self::Codex => "codex",
+            Self::OpenCode => "opencode",
+        }
+    }
+
+    /// ralph's variable naming the executable.
+    fn binary_var(self) -> &'static str {
+        match self {
+            Self::Claude => "RALPH_CLAUDE_BINARY",
+            Self::Codex => "RALPH_CODEX_BINARY",
+            Self::OpenCode => "RALPH_OPENCODE_BINARY",
+        }
+    }
+
+    /// The `--model` value that selects the mock model.
+    pub(crate) fn model(self) -> &'static str {
+        match self {
+            Self::Claude | Self::Codex => "mock-model",
+            Self::OpenCode => "mock/mock-model",
+        }
+    }
+
+    /// Arguments ralph passes to the agent after `--`: OpenCode runs without external plugins.
+    pub(crate) fn extra_args(self) -> &'static [&'static str] {
+        match self {
+            Self::Claude | Self::Codex => &[],
+            Self::OpenCode => &["--pure"],
+        }
+    }
+
+    /// The installed executable, if `tests/e2e/install-agents.sh` put it in the cache.
+    pub(crate) fn installed(self) -> Option<PathBuf> {
+        let path = agent_cache()
+            .join("node_modules")
+            .join(".bin")
+            .join(self.binary_name());
+        path.is_file().then_some(path)
+    }
+
+    /// The installed executable, or `None` after printing one line saying why the test is skipped.
+    #[allow(
+        clippy::print_stderr,
+        reason = "the one line that explains a skipped test"
+    )]
+    pub(crate) fn installed_or_skip(self) -> Option<PathBuf> {
+        let found = self.installed();
+        if found.is_none() {
+            eprintln!(
+                "skipping: {} not installed in {}; run tests/e2e/install-agents.sh",
+                self.binary_name(),
+                agent_cache().display()
+            );
+        }
+        found
+    }
+}
+
+/// Where `tests/e2e/install-agents.sh` installs the CLIs.
+pub(crate) fn agent_cache() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RALPH_AGENT_CACHE").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| OsString::from("/nonexistent"));
+    PathBuf::from(home).join(".cache").join("ralph-agents")
+}
+
+/// The environment that points one agent CLI at the mock, with its configuration files written
+/// under a directory of the test.
+pub(crate) struct AgentSetup {
+    agent: Agent,
+    binary: PathBuf,
+    vars: Vec<(String, OsString)>,
+}
+
+/// Options of the agent's configuration that the permission tests change.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SetupOptions {
+    /// OpenCode: `"permission": {"edit": "ask"}` instead of allowing edits.
+    pub(crate) opencode_edit_ask: bool,
+}
+
+impl AgentSetup {
+    /// Writes the agent's configuration under `root` (which must exist) for the `mock` server.
+    pub(crate) fn new(agent: Agent, binary: &Path, mock: &MockModel, root: &Path) -> Self {
+        Self::with_options(agent, binary, mock, root, SetupOptions::default())
+    }
+
+    pub(crate) fn with_options(
+        agent: Agent,
+        binary: &Path,
+        mock: &MockModel,
+        root: &Path,
+        options: SetupOptions,
+    ) -> Self {
+        let mut vars: Vec<(String, OsString)> = Vec::new();
+        let mut set = |name: &str, value: OsString| vars.push((name.to_owned(), value));
+        match agent {
+            Agent::Claude => {
+                set("ANTHROPIC_BASE_URL", mock.url().into());
+                set("ANTHROPIC_API_KEY", MOCK_KEY.into());
+                // `--dangerously-skip-permissions` refuses to run as root without it.
+                set("IS_SANDBOX", "1".into());
+                set("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into());
+                set("CLAUDE_CODE_MAX_RETRIES", "0".into());
+                set("DISABLE_AUTOUPDATER", "1".into());
+                set("DISABLE_TELEMETRY", "1".into());
+                set("DISABLE_ERROR_REPORTING", "1".into());
+            }
+            Agent::Codex => {
+                let codex_home = root.join("codex-home");
+                fs::create_dir_all(&codex_home).expect("create CODEX_HOME");
+                fs::write(codex_home.join("config.toml"), codex_config(mock))
+                    .expect("write codex config.toml");
+                set("CODEX_HOME", codex_home.into_os_string());
+                set(MOCK_KEY_VAR, MOCK_KEY.into());
+            }
+            Agent::OpenCode => {
+                set(
+                    "OPENCODE_CONFIG_CONTENT",
+                    opencode_config(mock, options).to_string().into(),
+                );
+                for name in [
+                    "OPENCODE_DISABLE_MODELS_FETCH",
+                    "OPENCODE_DISABLE_AUTOUPDATE",
+                    "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+                    "OPENCODE_DISABLE_SHARE",
+                    "OPENCODE_DISABLE_LSP_DOWNLOAD",
+                ] {
+                    set(name, "1".into());
+                }
+            }
+        }
+        Self {
+            agent,
+            binary: binary.to_owned(),
+            vars,
+        }
+    }
+
+    /// Adds the agent's variables and ralph's binary variable to a ralph command.
+    pub(crate) fn apply_to_ralph(&self, command: &mut Command) {
+        command.env(self.agent.binary_var(), &self.binary);
+        for (name, value) in &self.vars {
+            command.env(name, value);
+        }
+    }
+
+    /// The CLI itself with `args`, run in `cwd` with a clean environment and `home` as `HOME`.
+    pub(crate) fn direct(&self, cwd: &Path, home: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.binary);
+        command
+            .current_dir(cwd)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", home)
+            .env("NO_COLOR", "1")
+            .env("TERM", "dumb")
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        for (name, value) in &self.vars {
+            command.env(name, value);
+        }
+        command
+    }
+}
+
+/// Codex's `config.toml`: a custom provider on the Responses API that fails fast.
+fn codex_config(mock: &MockModel) -> String {
+    format!(
+        r#"model = "mock-model"
+model_provider = "mock"
+approval_policy = "never"
+
+[model_providers.mock]
+name = "Mock LLM"
+base_url = "{url}/v1"
+env_key = "{MOCK_KEY_VAR}"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+"#,
+        url = mock.url()
+    )
+}
+
+/// OpenCode's inline configuration: the mock provider, with prices so that cost is reported.
+fn opencode_config(mock: &MockModel, options: SetupOptions) -> Value {
+    let mut config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"mock": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Mock LLM",
+            "options": {"baseURL": format!("{}/v1", mock.url()), "apiKey": MOCK_KEY},
+            "models": {"mock-model": {
+                "name": "Mock Model",
+                "cost": {"input": 3, "output": 15},
+                "limit": {"context": 200_000, "output": 32_000}}}}},
+        "model": "mock/mock-model",
+        "small_model": "mock/mock-model",
+        "autoupdate": false,
+        "share": "disabled",
+    });
+    if options.opencode_edit_ask {
+        config["permission"] = json!({"edit": "ask"});
+    }
+    config
+}
+
+/// The iterations of `.ralph/ralph-history.json`.
+pub(crate) fn history_iterations(history: &Value) -> Vec<Value> {
+    history["iterations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Assertions on what ralph learns from the agents' JSON event streams about an iteration in
+/// which the mock wrote a file with a tool: the tool counted in `tools_used`, a non-zero count in
+/// `tokens`, and, for the agents that report one, a positive `cost_usd`.
+///
+/// Kept in one place so the field and tool names can follow ralph's history format.
+#[track_caller]
+pub(crate) fn assert_structured_findings(record: &Value, agent: Agent) {
+    // The names ralph gives the mock's write: Claude's `Write` tool, OpenCode's `write` tool and
+    // Codex's `command_execution` item (the mock writes with a shell command there).
+    let write_tool = match agent {
+        Agent::Claude | Agent::OpenCode => "Write",
+        Agent::Codex => "Shell",
+    };
+    let tools = record["tools_used"].as_object();
+    let wrote = tools.is_some_and(|tools| {
+        tools
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case(write_tool))
+    });
+    assert!(
+        wrote,
+        "{agent:?}: tools_used has no {write_tool:?} entry: {record:#}"
+    );
+    assert!(
+        count_tokens(&record["tokens"]) > 0,
+        "{agent:?}: no tokens recorded: {record:#}"
+    );
+    if agent != Agent::Codex {
+        assert!(
+            record["cost_usd"].as_f64().is_some_and(|cost| cost > 0.0),
+            "{agent:?}: no cost recorded: {record:#}"
+        );
+    }
+}
+
+/// Assertion on what ralph learns from the agents' JSON event streams about an iteration in
+/// which the model failed with HTTP 500: a `failure` is recorded.
+///
+/// Kept in one place so the field name can follow ralph's history format.
+#[track_caller]
+pub(crate) fn assert_failure_recorded(record: &Value, agent: Agent) {
+    assert!(
+        !record["failure"].is_null(),
+        "{agent:?}: no failure recorded: {record:#}"
+    );
+}
+
+/// The sum of the numbers in a `tokens` value (a number or an object of numbers, nested).
+fn count_tokens(value: &Value) -> u64 {
+    match value {
+        Value::Number(number) => number.as_u64().unwrap_or(0),
+        Value::Object(map) => map.values().map(count_tokens).sum(),
+        _ => 0,
+    }
+}
