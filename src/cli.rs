@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{ArgAction, Parser};
 
 use crate::agents::{AgentKind, OutputFormat};
+use crate::output::ColorChoice;
 use crate::promise::PromiseFormat;
 
 const USAGE: &str = "ralph \"<prompt>\" [options]
@@ -35,6 +36,41 @@ How it works:
 State, history, context and tasks live in .ralph/ in the current directory.
 Press Ctrl+C to stop; the loop can be resumed with `ralph --resume`.
 Learn more: https://ghuntley.com/ralph/";
+
+/// Accepts any agent name (custom agents come from config files) but offers the built-in ones
+/// to help and shell completion.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AgentNameParser;
+
+impl clap::builder::TypedValueParser for AgentNameParser {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let text = clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)?;
+        if text.trim().is_empty() {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                "--agent needs a name: opencode, claude-code, codex, or a custom agent\n",
+            ));
+        }
+        Ok(text)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex]
+                .into_iter()
+                .map(|kind| clap::builder::PossibleValue::new(kind.id()).help(kind.display_name())),
+        ))
+    }
+}
 
 /// Ralph Wiggum Loop - run an AI coding agent in a loop until it keeps its promise.
 #[derive(Debug, Parser)]
@@ -107,6 +143,43 @@ pub(crate) struct Cli {
     #[arg(long, help_heading = "Commands")]
     pub(crate) reset: bool,
 
+    /// Write a commented .ralph/config.toml with the defaults, then exit.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) init: bool,
+
+    /// Show the settings in effect and where each comes from, then exit.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) config: bool,
+
+    /// Check git, the agents and .ralph/, and say what to fix, then exit.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) doctor: bool,
+
+    /// Show the command, environment and prompt of iteration 1 without running anything.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) dry_run: bool,
+
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish), then exit.
+    #[arg(long, value_name = "SHELL", help_heading = "Commands")]
+    pub(crate) completions: Option<clap_complete::Shell>,
+
+    /// Print the man page (roff), then exit.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) man: bool,
+
+    /// Machine-readable output: JSON for --status and --list-tasks, JSON lines for a run.
+    #[arg(long, help_heading = "Agent and output")]
+    pub(crate) json: bool,
+
+    /// When to colour ralph's own messages [default: auto].
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        help_heading = "Agent and output"
+    )]
+    pub(crate) color: Option<ColorChoice>,
+
     /// Print help.
     #[arg(short = 'h', long, action = ArgAction::Help, help_heading = "Commands")]
     pub(crate) help: Option<bool>,
@@ -126,20 +199,24 @@ pub(crate) struct Cli {
     )]
     pub(crate) prompt_file: Option<PathBuf>,
 
-    /// The agent CLI to run.
-    #[arg(long, value_enum, value_name = "AGENT", help_heading = "Loop")]
-    pub(crate) agent: Option<AgentKind>,
+    /// The agent CLI to run: opencode, claude-code, codex, or a custom agent from the config.
+    #[arg(long, value_name = "AGENT", value_parser = AgentNameParser, help_heading = "Loop")]
+    pub(crate) agent: Option<String>,
+
+    /// Cycle agents and models, one per iteration: AGENT[:MODEL],AGENT[:MODEL],…
+    #[arg(long, value_name = "LIST", value_parser = parse::rotation_list, help_heading = "Loop")]
+    pub(crate) rotation: Option<parse::Rotation>,
 
     /// The model to ask the agent for (passed through as given).
     #[arg(long, value_name = "MODEL", help_heading = "Loop")]
     pub(crate) model: Option<String>,
 
     /// Completion is accepted only from this iteration on [default: 1].
-    #[arg(long, value_name = "N", value_parser = whole_number, allow_negative_numbers = true, help_heading = "Loop")]
+    #[arg(long, value_name = "N", value_parser = parse::whole_number, allow_negative_numbers = true, help_heading = "Loop")]
     pub(crate) min_iterations: Option<u32>,
 
     /// Stop after N iterations; 0 means no limit [default: 0].
-    #[arg(long, value_name = "N", value_parser = whole_number, allow_negative_numbers = true, help_heading = "Loop")]
+    #[arg(long, value_name = "N", value_parser = parse::whole_number, allow_negative_numbers = true, help_heading = "Loop")]
     pub(crate) max_iterations: Option<u32>,
 
     /// The text the agent prints as <promise>TEXT</promise> when done [default: COMPLETE].
@@ -157,7 +234,7 @@ pub(crate) struct Cli {
     pub(crate) verify: Vec<String>,
 
     /// Time limit for each --verify command and each task's verify command [default: 10m].
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Loop")]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration, help_heading = "Loop")]
     pub(crate) verify_timeout: Option<Duration>,
 
     /// Count a promise anywhere in the output, not only at the end of the last line.
@@ -165,32 +242,32 @@ pub(crate) struct Cli {
     pub(crate) promise_anywhere: bool,
 
     /// Pause between iterations, e.g. 0, 500ms, 2s [default: 1s].
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Loop")]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration, help_heading = "Loop")]
     pub(crate) pause: Option<Duration>,
 
     // ── Limits ────────────────────────────────────────────────────────────────────────────────
     /// Stop the agent if one iteration runs longer than this (e.g. 30m); the loop goes on.
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Limits")]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration, help_heading = "Limits")]
     pub(crate) iteration_timeout: Option<Duration>,
 
     /// Stop the agent if it prints nothing for this long (e.g. 10m); the loop goes on.
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Limits")]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration, help_heading = "Limits")]
     pub(crate) idle_timeout: Option<Duration>,
 
     /// Stop the loop after this much time in all (e.g. 8h); checked between iterations.
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Limits")]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration, help_heading = "Limits")]
     pub(crate) max_runtime: Option<Duration>,
 
     /// Stop the loop once the agent has reported this much cost in USD (e.g. 5.00).
-    #[arg(long, value_name = "USD", value_parser = usd, help_heading = "Limits")]
+    #[arg(long, value_name = "USD", value_parser = parse::usd, help_heading = "Limits")]
     pub(crate) max_cost: Option<f64>,
 
     /// Stop the loop once the agent has used this many tokens (input, output and cache).
-    #[arg(long, value_name = "N", value_parser = token_count, help_heading = "Limits")]
+    #[arg(long, value_name = "N", value_parser = parse::token_count, help_heading = "Limits")]
     pub(crate) max_tokens: Option<u64>,
 
     /// Stop after N iterations in a row that changed no files.
-    #[arg(long, value_name = "N", value_parser = whole_number, allow_negative_numbers = true, help_heading = "Limits")]
+    #[arg(long, value_name = "N", value_parser = parse::whole_number, allow_negative_numbers = true, help_heading = "Limits")]
     pub(crate) max_stalled: Option<u32>,
 
     /// The text the agent prints as <promise>TEXT</promise> to stop the loop because it cannot go on.
@@ -199,11 +276,11 @@ pub(crate) struct Cli {
 
     /// Retries in a row of an iteration that failed on the provider's side (rate limit, overload,
     /// server or network error) [default: 3].
-    #[arg(long, value_name = "N", value_parser = whole_number, allow_negative_numbers = true, help_heading = "Limits")]
+    #[arg(long, value_name = "N", value_parser = parse::whole_number, allow_negative_numbers = true, help_heading = "Limits")]
     pub(crate) max_retries: Option<u32>,
 
     /// Longest wait before such a retry when the provider gives no reset time [default: 10m].
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Limits")]
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration, help_heading = "Limits")]
     pub(crate) retry_max_wait: Option<Duration>,
 
     // ── Tasks ─────────────────────────────────────────────────────────────────────────────────
@@ -262,73 +339,120 @@ pub(crate) struct Cli {
     pub(crate) no_commit: bool,
 }
 
-/// Parses a non-negative whole number with a message a person understands.
-fn whole_number(text: &str) -> Result<u32, String> {
-    text.trim()
-        .parse::<u32>()
-        .map_err(|_| format!("'{text}' is not a whole number of 0 or more"))
-}
+/// Value parsers shared by the command line, config files and environment variables.
+pub(crate) mod parse {
+    use std::time::Duration;
 
-/// Parses an amount of US dollars.
-fn usd(text: &str) -> Result<f64, String> {
-    let value: f64 = text
-        .trim()
-        .trim_start_matches('$')
-        .parse()
-        .map_err(|_| format!("'{text}' is not an amount in USD; use e.g. 5 or 2.50"))?;
-    if value.is_finite() && value > 0.0 {
-        Ok(value)
-    } else {
-        Err(format!("'{text}' must be an amount above 0"))
+    /// Parses a non-negative whole number with a message a person understands.
+    pub(crate) fn whole_number(text: &str) -> Result<u32, String> {
+        text.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("'{text}' is not a whole number of 0 or more"))
     }
-}
 
-/// Parses a token count; `k` and `M` suffixes are accepted (`500k`, `2M`).
-fn token_count(text: &str) -> Result<u64, String> {
-    let trimmed = text.trim();
-    let (number, scale) = match trimmed.char_indices().last() {
-        Some((at, 'k' | 'K')) => (&trimmed[..at], 1_000.0),
-        Some((at, 'm' | 'M')) => (&trimmed[..at], 1_000_000.0),
-        _ => (trimmed, 1.0),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a token count; use e.g. 200000, 500k or 2M"))?;
-    if !value.is_finite() || value <= 0.0 {
-        return Err(format!("'{text}' must be a token count above 0"));
+    /// Parses an amount of US dollars.
+    pub(crate) fn usd(text: &str) -> Result<f64, String> {
+        let value: f64 = text
+            .trim()
+            .trim_start_matches('$')
+            .parse()
+            .map_err(|_| format!("'{text}' is not an amount in USD; use e.g. 5 or 2.50"))?;
+        if value.is_finite() && value > 0.0 {
+            Ok(value)
+        } else {
+            Err(format!("'{text}' must be an amount above 0"))
+        }
     }
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "checked positive and finite"
-    )]
-    Ok((value * scale).round() as u64)
-}
 
-/// Parses `90s`, `30m`, `1h`, `500ms`, or a plain number of seconds.
-pub(crate) fn duration(text: &str) -> Result<Duration, String> {
-    let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(split);
-    let bad = || format!("'{text}' is not a duration; use e.g. 500ms, 90s, 30m or 1h");
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    let seconds = match unit.trim() {
-        "" | "s" | "sec" | "secs" => value,
-        "ms" => value / 1000.0,
-        "m" | "min" | "mins" => value * 60.0,
-        "h" | "hr" | "hrs" => value * 3600.0,
-        _ => return Err(bad()),
-    };
-    if !seconds.is_finite() || !(0.0..=1.0e9).contains(&seconds) {
-        return Err(bad());
+    /// Parses a token count; `k` and `M` suffixes are accepted (`500k`, `2M`).
+    pub(crate) fn token_count(text: &str) -> Result<u64, String> {
+        let trimmed = text.trim();
+        let (number, scale) = match trimmed.char_indices().last() {
+            Some((at, 'k' | 'K')) => (&trimmed[..at], 1_000.0),
+            Some((at, 'm' | 'M')) => (&trimmed[..at], 1_000_000.0),
+            _ => (trimmed, 1.0),
+        };
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("'{text}' is not a token count; use e.g. 200000, 500k or 2M"))?;
+        if !value.is_finite() || value <= 0.0 {
+            return Err(format!("'{text}' must be a token count above 0"));
+        }
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "checked positive and finite"
+        )]
+        Ok((value * scale).round() as u64)
     }
-    Ok(Duration::from_secs_f64(seconds))
+
+    /// Parses `90s`, `30m`, `1h`, `500ms`, or a plain number of seconds.
+    pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+        let trimmed = text.trim();
+        let split = trimmed
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(trimmed.len());
+        let (number, unit) = trimmed.split_at(split);
+        let bad = || format!("'{text}' is not a duration; use e.g. 500ms, 90s, 30m or 1h");
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        let seconds = match unit.trim() {
+            "" | "s" | "sec" | "secs" => value,
+            "ms" => value / 1000.0,
+            "m" | "min" | "mins" => value * 60.0,
+            "h" | "hr" | "hrs" => value * 3600.0,
+            _ => return Err(bad()),
+        };
+        if !seconds.is_finite() || !(0.0..=1.0e9).contains(&seconds) {
+            return Err(bad());
+        }
+        Ok(Duration::from_secs_f64(seconds))
+    }
+
+    /// One entry of `--rotation`: an agent name and perhaps a model.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub(crate) struct RotationEntry {
+        pub(crate) agent: String,
+        pub(crate) model: Option<String>,
+    }
+
+    /// A whole `--rotation` value (one clap value holding several entries).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub(crate) struct Rotation(pub(crate) Vec<RotationEntry>);
+
+    /// Parses `--rotation`.
+    pub(crate) fn rotation_list(text: &str) -> Result<Rotation, String> {
+        rotation(text).map(Rotation)
+    }
+
+    /// Parses `AGENT[:MODEL],AGENT[:MODEL],…`.
+    pub(crate) fn rotation(text: &str) -> Result<Vec<RotationEntry>, String> {
+        let entries: Vec<RotationEntry> = text
+            .split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| match entry.split_once(':') {
+                Some((agent, model)) => RotationEntry {
+                    agent: agent.trim().to_owned(),
+                    model: Some(model.trim().to_owned()).filter(|m| !m.is_empty()),
+                },
+                None => RotationEntry {
+                    agent: entry.to_owned(),
+                    model: None,
+                },
+            })
+            .collect();
+        if entries.is_empty() || entries.iter().any(|entry| entry.agent.is_empty()) {
+            return Err(format!(
+                "'{text}' is not a rotation; use e.g. claude-code:sonnet,codex"
+            ));
+        }
+        Ok(entries)
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::parse::*;
     use super::*;
     use clap::CommandFactory as _;
 
@@ -346,6 +470,27 @@ mod tests {
         assert_eq!(duration("0"), Ok(Duration::ZERO));
         assert!(duration("soon").is_err());
         assert!(duration("-1s").is_err());
+    }
+
+    #[test]
+    fn rotations_parse() {
+        let entries = rotation("claude-code:sonnet, codex").unwrap();
+        assert_eq!(
+            entries[0],
+            RotationEntry {
+                agent: "claude-code".into(),
+                model: Some("sonnet".into())
+            }
+        );
+        assert_eq!(
+            entries[1],
+            RotationEntry {
+                agent: "codex".into(),
+                model: None
+            }
+        );
+        assert!(rotation(",").is_err());
+        assert!(rotation(":m").is_err());
     }
 
     #[test]

@@ -7,14 +7,14 @@
 use anyhow::Context as _;
 
 use crate::exit::ExitStatus;
-use crate::output::{self, status};
+use crate::output::{self, report, status};
 use crate::storage::history;
 use crate::storage::state::{self, LoopState};
 use crate::storage::tasks::{self, TaskList};
 use crate::storage::{self, Loaded, RalphDir, context};
 
-/// `--status`.
-pub(crate) fn status(dir: &RalphDir, show_tasks: bool) -> ExitStatus {
+/// `--status` (`json`: the report of `output/report.rs`).
+pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus {
     let state = warn_if_corrupt(&dir.state(), state::load(&dir.state()));
     let history = warn_if_corrupt(&dir.history(), history::load(&dir.history()));
     let context = context::pending(&dir.context()).ok().flatten();
@@ -29,6 +29,26 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool) -> ExitStatus {
         status::TasksStatus::Hidden
     };
     let running = state.as_ref().is_some_and(|s| s.active) && lock_is_held(dir);
+    if json {
+        let now = storage::now();
+        report::print(&report::StatusReport {
+            schema: report::SCHEMA,
+            loop_state: state.as_ref().map(|s| report::loop_report(s, running, now)),
+            pending_context: context,
+            tasks: match &tasks {
+                status::TasksStatus::Hidden => None,
+                status::TasksStatus::Missing => {
+                    Some(report::tasks_report("missing", &TaskList::default()))
+                }
+                status::TasksStatus::Unreadable => {
+                    Some(report::tasks_report("unreadable", &TaskList::default()))
+                }
+                status::TasksStatus::Found(list) => Some(report::tasks_report("found", list)),
+            },
+            history: report::history_report(history.as_ref()),
+        });
+        return ExitStatus::Success;
+    }
     let lines = status::dashboard(&status::Dashboard {
         state,
         running,
@@ -42,7 +62,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool) -> ExitStatus {
 }
 
 /// Whether a running ralph holds the loop lock. Never creates the lock file.
-fn lock_is_held(dir: &RalphDir) -> bool {
+pub(crate) fn lock_is_held(dir: &RalphDir) -> bool {
     let Ok(file) = std::fs::File::open(dir.lock()) else {
         return false;
     };
@@ -82,8 +102,17 @@ pub(crate) fn clear_context(dir: &RalphDir) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// `--list-tasks`.
-pub(crate) fn list_tasks(dir: &RalphDir) -> ExitStatus {
+/// `--list-tasks` (`json`: the tasks report of `output/report.rs`).
+pub(crate) fn list_tasks(dir: &RalphDir, json: bool) -> ExitStatus {
+    if json {
+        let report = match storage::read_text(&dir.tasks()) {
+            Ok(Some(content)) => report::tasks_report("found", &TaskList::parse(&content)),
+            Ok(None) => report::tasks_report("missing", &TaskList::default()),
+            Err(_) => report::tasks_report("unreadable", &TaskList::default()),
+        };
+        report::print(&report);
+        return ExitStatus::Success;
+    }
     match storage::read_text(&dir.tasks()) {
         Ok(Some(content)) => {
             let lines = status::task_list(&TaskList::parse(&content));

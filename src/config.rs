@@ -6,9 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::agents::{AgentKind, OutputFormat};
+use crate::agents::{AgentSpec, OutputFormat};
 use crate::cli::Cli;
+use crate::cli::parse::RotationEntry;
+use crate::output::ColorChoice;
 use crate::promise::PromiseFormat;
+use crate::settings::Settings;
 use crate::storage::RalphDir;
 use crate::storage::state::{LoopState, SavedOptions};
 
@@ -27,11 +30,23 @@ pub(crate) struct Config {
     pub(crate) cwd: PathBuf,
     pub(crate) ralph_dir: RalphDir,
     pub(crate) mode: Mode,
+    /// The loop options given on the command line (for `--resume` and `--config`).
+    pub(crate) cli_flags: LoopFlags,
+    /// The environment and config-file layers.
+    pub(crate) settings: Settings,
+    pub(crate) color: ColorChoice,
+    pub(crate) color_from_cli: bool,
+    pub(crate) json: bool,
 }
 
 /// The one thing ralph does this time, in precedence order.
 #[derive(Debug)]
 pub(crate) enum Mode {
+    Completions(clap_complete::Shell),
+    Man,
+    Init,
+    ShowConfig,
+    Doctor,
     Status {
         tasks: bool,
     },
@@ -45,7 +60,8 @@ pub(crate) enum Mode {
     },
     RemoveTask(usize),
     Reset,
-    Resume(Box<LoopFlags>),
+    Resume,
+    DryRun(Box<RunConfig>),
     Run(Box<RunConfig>),
 }
 
@@ -65,10 +81,12 @@ fn usage(message: impl Into<String>) -> anyhow::Error {
     UsageError(message.into()).into()
 }
 
-/// Loop options as given on the command line (`None` = not given).
+/// Loop options as given in one place (`None` = not given there).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct LoopFlags {
-    pub(crate) agent: Option<AgentKind>,
+    /// An agent name: built-in or custom.
+    pub(crate) agent: Option<String>,
+    pub(crate) rotation: Option<Vec<RotationEntry>>,
     pub(crate) model: Option<String>,
     pub(crate) min_iterations: Option<u32>,
     pub(crate) max_iterations: Option<u32>,
@@ -88,6 +106,107 @@ pub(crate) struct LoopFlags {
     pub(crate) commit: Option<bool>,
     pub(crate) agent_args: Option<Vec<String>>,
     pub(crate) limits: LimitFlags,
+}
+
+impl LoopFlags {
+    /// These flags, with `lower`'s filling the gaps.
+    pub(crate) fn or(self, lower: Self) -> Self {
+        // No `..`: a new option must be merged here.
+        let Self {
+            agent,
+            rotation,
+            model,
+            min_iterations,
+            max_iterations,
+            completion_promise,
+            promise_anywhere,
+            promise_format,
+            verify,
+            verify_timeout,
+            pause,
+            tasks,
+            task_promise,
+            stream,
+            output_format,
+            verbose_tools,
+            no_plugins,
+            allow_all,
+            commit,
+            agent_args,
+            limits,
+        } = self;
+        let l = lower.limits;
+        Self {
+            agent: agent.or(lower.agent),
+            rotation: rotation.or(lower.rotation),
+            model: model.or(lower.model),
+            min_iterations: min_iterations.or(lower.min_iterations),
+            max_iterations: max_iterations.or(lower.max_iterations),
+            completion_promise: completion_promise.or(lower.completion_promise),
+            promise_anywhere: promise_anywhere.or(lower.promise_anywhere),
+            promise_format: promise_format.or(lower.promise_format),
+            verify: verify.or(lower.verify),
+            verify_timeout: verify_timeout.or(lower.verify_timeout),
+            pause: pause.or(lower.pause),
+            tasks: tasks.or(lower.tasks),
+            task_promise: task_promise.or(lower.task_promise),
+            stream: stream.or(lower.stream),
+            output_format: output_format.or(lower.output_format),
+            verbose_tools: verbose_tools.or(lower.verbose_tools),
+            no_plugins: no_plugins.or(lower.no_plugins),
+            allow_all: allow_all.or(lower.allow_all),
+            commit: commit.or(lower.commit),
+            agent_args: agent_args.or(lower.agent_args),
+            limits: LimitFlags {
+                iteration_timeout: limits.iteration_timeout.or(l.iteration_timeout),
+                idle_timeout: limits.idle_timeout.or(l.idle_timeout),
+                max_runtime: limits.max_runtime.or(l.max_runtime),
+                max_cost: limits.max_cost.or(l.max_cost),
+                max_tokens: limits.max_tokens.or(l.max_tokens),
+                max_stalled: limits.max_stalled.or(l.max_stalled),
+                abort_promise: limits.abort_promise.or(l.abort_promise),
+                max_retries: limits.max_retries.or(l.max_retries),
+                retry_max_wait: limits.retry_max_wait.or(l.retry_max_wait),
+            },
+        }
+    }
+
+    /// Whether the setting named `key` (a config-file key) is given here.
+    pub(crate) fn is_set(&self, key: &str) -> bool {
+        let l = &self.limits;
+        match key {
+            "agent" => self.agent.is_some(),
+            "rotation" => self.rotation.is_some(),
+            "model" => self.model.is_some(),
+            "min_iterations" => self.min_iterations.is_some(),
+            "max_iterations" => self.max_iterations.is_some(),
+            "completion_promise" => self.completion_promise.is_some(),
+            "promise_anywhere" => self.promise_anywhere.is_some(),
+            "promise_format" => self.promise_format.is_some(),
+            "verify" => self.verify.is_some(),
+            "verify_timeout" => self.verify_timeout.is_some(),
+            "pause" => self.pause.is_some(),
+            "tasks" => self.tasks.is_some(),
+            "task_promise" => self.task_promise.is_some(),
+            "stream" => self.stream.is_some(),
+            "output_format" => self.output_format.is_some(),
+            "verbose_tools" => self.verbose_tools.is_some(),
+            "no_plugins" => self.no_plugins.is_some(),
+            "allow_all" => self.allow_all.is_some(),
+            "commit" => self.commit.is_some(),
+            "agent_args" => self.agent_args.is_some(),
+            "iteration_timeout" => l.iteration_timeout.is_some(),
+            "idle_timeout" => l.idle_timeout.is_some(),
+            "max_runtime" => l.max_runtime.is_some(),
+            "max_cost" => l.max_cost.is_some(),
+            "max_tokens" => l.max_tokens.is_some(),
+            "max_stalled" => l.max_stalled.is_some(),
+            "abort_promise" => l.abort_promise.is_some(),
+            "max_retries" => l.max_retries.is_some(),
+            "retry_max_wait" => l.retry_max_wait.is_some(),
+            _ => false,
+        }
+    }
 }
 
 /// Limit options as given on the command line.
@@ -123,12 +242,21 @@ pub(crate) struct Limits {
     pub(crate) retry_max_wait: Duration,
 }
 
+/// One step of `--rotation`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RotationStep {
+    pub(crate) agent: AgentSpec,
+    pub(crate) model: Option<String>,
+}
+
 /// A loop's resolved settings.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RunConfig {
     pub(crate) prompt: String,
     pub(crate) prompt_file: Option<PathBuf>,
-    pub(crate) agent: AgentKind,
+    pub(crate) agent: AgentSpec,
+    /// Agents and models to cycle through, one per iteration (empty: `agent` and `model` always).
+    pub(crate) rotation: Vec<RotationStep>,
     pub(crate) model: Option<String>,
     pub(crate) min_iterations: u32,
     pub(crate) max_iterations: u32,
@@ -162,6 +290,7 @@ impl Config {
         cli: Cli,
         cwd: PathBuf,
         input: &mut dyn PromptInput,
+        settings: Settings,
     ) -> anyhow::Result<Self> {
         // No `..`: a new flag must fail to compile until it is handled here.
         let Cli {
@@ -177,6 +306,15 @@ impl Config {
             remove_task,
             resume,
             reset,
+            init,
+            config,
+            doctor,
+            dry_run,
+            completions,
+            man,
+            json,
+            color,
+            rotation,
             help: _,
             version: _,
             prompt_file,
@@ -214,6 +352,7 @@ impl Config {
         let ralph_dir = RalphDir::new(&cwd);
         let flags = LoopFlags {
             agent,
+            rotation: rotation.map(|rotation| rotation.0),
             model: model.filter(|m| !m.trim().is_empty()),
             min_iterations,
             max_iterations,
@@ -244,7 +383,17 @@ impl Config {
                 retry_max_wait,
             },
         };
-        let mode = if status {
+        let mode = if let Some(shell) = completions {
+            Mode::Completions(shell)
+        } else if man {
+            Mode::Man
+        } else if init {
+            Mode::Init
+        } else if config {
+            Mode::ShowConfig
+        } else if doctor {
+            Mode::Doctor
+        } else if status {
             Mode::Status { tasks }
         } else if let Some(text) = add_context {
             if text.trim().is_empty() {
@@ -276,15 +425,27 @@ impl Config {
                     "--resume continues the saved prompt; do not give a new one",
                 ));
             }
-            Mode::Resume(Box::new(flags))
+            Mode::Resume
         } else {
             let (text, file) = resolve_prompt(prompt, prompt_file, &cwd, input)?;
-            Mode::Run(Box::new(RunConfig::resolve(text, file, &flags, None)?))
+            let merged = settings.merged(flags.clone());
+            let run = Box::new(RunConfig::resolve(text, file, &merged, None, &settings)?);
+            if dry_run {
+                Mode::DryRun(run)
+            } else {
+                Mode::Run(run)
+            }
         };
+        let color_from_cli = color.is_some();
         Ok(Self {
             cwd,
             ralph_dir,
             mode,
+            cli_flags: flags,
+            color: settings.color(color),
+            color_from_cli,
+            settings,
+            json,
         })
     }
 }
@@ -306,15 +467,42 @@ impl RunConfig {
         prompt_file: Option<PathBuf>,
         flags: &LoopFlags,
         saved: Option<&LoopState>,
+        settings: &Settings,
     ) -> anyhow::Result<Self> {
         let options = saved
             .and_then(|state| state.options.clone())
             .unwrap_or_default();
-        let saved_agent = saved.and_then(|state| AgentKind::from_id(&state.agent));
+        let agent_name = flags
+            .agent
+            .clone()
+            .or_else(|| {
+                saved
+                    .map(|state| state.agent.clone())
+                    .filter(|a| !a.is_empty())
+            })
+            .unwrap_or_else(|| "opencode".to_owned());
+        let agent = AgentSpec::resolve(&agent_name, &settings.agents).map_err(usage)?;
+        let rotation_entries = match &flags.rotation {
+            Some(entries) => entries.clone(),
+            None => match options.rotation.as_deref() {
+                Some(text) => crate::cli::parse::rotation(text).map_err(usage)?,
+                None => Vec::new(),
+            },
+        };
+        let rotation = rotation_entries
+            .iter()
+            .map(|entry| {
+                Ok(RotationStep {
+                    agent: AgentSpec::resolve(&entry.agent, &settings.agents).map_err(usage)?,
+                    model: entry.model.clone(),
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let config = Self {
             prompt,
             prompt_file,
-            agent: flags.agent.or(saved_agent).unwrap_or(AgentKind::OpenCode),
+            agent,
+            rotation,
             model: flags
                 .model
                 .clone()
@@ -431,6 +619,16 @@ impl RunConfig {
             prompt_file: self.prompt_file.as_ref().map(|p| p.display().to_string()),
             stream: self.stream,
             plain_text: self.output_format == OutputFormat::Text,
+            rotation: (!self.rotation.is_empty()).then(|| {
+                self.rotation
+                    .iter()
+                    .map(|step| match &step.model {
+                        Some(model) => format!("{}:{model}", step.agent.id()),
+                        None => step.agent.id().to_owned(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
             verbose_tools: self.verbose_tools,
             no_plugins: self.no_plugins,
             allow_all: self.allow_all,
@@ -539,7 +737,7 @@ mod tests {
 
     fn config_with(args: &[&str], input: &mut dyn PromptInput) -> anyhow::Result<Config> {
         let cli = Cli::try_parse_from(std::iter::once("ralph").chain(args.iter().copied()))?;
-        Config::from_cli(cli, std::env::temp_dir(), input)
+        Config::from_cli(cli, std::env::temp_dir(), input, Settings::default())
     }
 
     fn run_config(args: &[&str]) -> RunConfig {
@@ -549,11 +747,99 @@ mod tests {
         }
     }
 
+    /// Every flag at once: a flag whose clap definition and field type disagree would panic here.
+    #[test]
+    fn every_flag_parses() {
+        let args = [
+            "task",
+            "--agent",
+            "codex",
+            "--rotation",
+            "claude-code:m,codex",
+            "--model",
+            "m",
+            "--min-iterations",
+            "1",
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--promise-format",
+            "plain",
+            "--promise-anywhere",
+            "--pause",
+            "2s",
+            "--verify",
+            "true",
+            "--verify",
+            "make",
+            "--verify-timeout",
+            "1m",
+            "--tasks",
+            "--task-promise",
+            "NEXT",
+            "--iteration-timeout",
+            "1h",
+            "--idle-timeout",
+            "5m",
+            "--max-runtime",
+            "8h",
+            "--max-cost",
+            "3",
+            "--max-tokens",
+            "1M",
+            "--max-stalled",
+            "4",
+            "--abort-promise",
+            "STOP",
+            "--max-retries",
+            "2",
+            "--retry-max-wait",
+            "30s",
+            "--output-format",
+            "text",
+            "--no-stream",
+            "--verbose-tools",
+            "--no-plugins",
+            "--no-allow-all",
+            "--no-commit",
+            "--json",
+            "--color",
+            "never",
+            "--prompt-file",
+            "/dev/null",
+            "--",
+            "--extra",
+        ];
+        let cli = Cli::try_parse_from(std::iter::once("ralph").chain(args)).unwrap();
+        let error = Config::from_cli(cli, std::env::temp_dir(), &mut NoStdin, Settings::default());
+        // /dev/null is not a regular file: the prompt file check runs after every flag was read.
+        assert!(error.unwrap_err().to_string().contains("not a file"));
+        for command in [
+            &["--status", "--json"][..],
+            &["--list-tasks"],
+            &["--add-context", "x"],
+            &["--clear-context"],
+            &["--add-task", "t", "--id", "a", "--blocked-by", "b"],
+            &["--remove-task", "1"],
+            &["--reset"],
+            &["--resume"],
+            &["--init"],
+            &["--config"],
+            &["--doctor"],
+            &["--completions", "bash"],
+            &["--man"],
+            &["x", "--dry-run"],
+        ] {
+            assert!(config_with(command, &mut NoStdin).is_ok(), "{command:?}");
+        }
+    }
+
     #[test]
     fn defaults_match_the_reference() {
         let config = run_config(&["Build", "an", "API"]);
         assert_eq!(config.prompt, "Build an API");
-        assert_eq!(config.agent, AgentKind::OpenCode);
+        assert_eq!(config.agent.id(), "opencode");
         assert_eq!((config.min_iterations, config.max_iterations), (1, 0));
         assert_eq!(config.completion_promise, "COMPLETE");
         assert_eq!(config.task_promise, "READY_FOR_NEXT_TASK");
@@ -584,13 +870,13 @@ mod tests {
         for args in [&["--status", "--tasks"][..], &["--tasks", "--status"]] {
             assert!(matches!(
                 config_with(args, &mut NoStdin).unwrap().mode,
-                Mode::Status { tasks: true }
+                Mode::Status { tasks: true, .. }
             ));
         }
         let mode = config_with(&["--list-tasks", "--status"], &mut NoStdin)
             .unwrap()
             .mode;
-        assert!(matches!(mode, Mode::Status { tasks: false }));
+        assert!(matches!(mode, Mode::Status { tasks: false, .. }));
     }
 
     #[test]

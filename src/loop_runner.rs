@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -82,13 +83,8 @@ pub(crate) fn run(
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
-    let binary = match agents::resolve_binary(
-        config.agent,
-        std::env::var_os(config.agent.binary_variable()),
-        std::env::var_os("PATH"),
-        cwd,
-    ) {
-        Ok(binary) => binary,
+    let steps = match steps(config, cwd) {
+        Ok(steps) => steps,
         Err(message) => {
             output::error(&message);
             return Ok(ExitStatus::Error);
@@ -109,18 +105,114 @@ pub(crate) fn run(
             None
         }
     };
-    let agent = config.agent.agent();
-    let mut runner = Runner::new(
-        config,
-        cwd,
-        dir,
-        binary,
-        agent.as_ref(),
-        stop,
-        knobs,
-        resumed,
-    )?;
+    let mut runner = Runner::new(config, cwd, dir, steps, stop, knobs, resumed)?;
     runner.run()
+}
+
+/// One agent (and model) the loop can run, resolved.
+pub(crate) struct Step {
+    pub(crate) spec: agents::AgentSpec,
+    pub(crate) agent: Box<dyn Agent>,
+    pub(crate) binary: PathBuf,
+    pub(crate) model: Option<String>,
+}
+
+/// The agents and models of a loop, in order: the rotation, or the one agent.
+pub(crate) fn plan(config: &RunConfig) -> Vec<(agents::AgentSpec, Option<String>)> {
+    if config.rotation.is_empty() {
+        vec![(config.agent.clone(), config.model.clone())]
+    } else {
+        config
+            .rotation
+            .iter()
+            .map(|step| {
+                (
+                    step.agent.clone(),
+                    step.model.clone().or_else(|| config.model.clone()),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The prompt of one iteration, from the configuration and the files under `.ralph/`.
+pub(crate) fn iteration_prompt(
+    config: &RunConfig,
+    dir: &RalphDir,
+    iteration: u32,
+    context: Option<&str>,
+    feedback: &[String],
+) -> String {
+    let tasks_content;
+    let list;
+    let tasks = if config.tasks {
+        match storage::read_text(&dir.tasks()) {
+            Ok(Some(content)) => {
+                tasks_content = content;
+                list = TaskList::parse(&tasks_content);
+                Some(TasksView::Found {
+                    content: &tasks_content,
+                    list: &list,
+                })
+            }
+            Ok(None) => Some(TasksView::Missing),
+            Err(err) => {
+                output::tasks_file_unreadable(&dir.tasks(), &err.to_string());
+                Some(TasksView::Unreadable)
+            }
+        }
+    } else {
+        None
+    };
+    prompt::build(&PromptInput {
+        iteration,
+        min_iterations: config.min_iterations,
+        max_iterations: config.max_iterations,
+        completion_promise: &config.completion_promise,
+        task_promise: &config.task_promise,
+        abort_promise: config.limits.abort_promise.as_deref(),
+        task: &config.prompt,
+        context,
+        tasks,
+        feedback,
+    })
+}
+
+/// The OpenCode configuration ralph generates for `--allow-all` / `--no-plugins`, if any.
+pub(crate) fn opencode_config_for(
+    config: &RunConfig,
+    spec: &agents::AgentSpec,
+    cwd: &Path,
+) -> Option<serde_json::Value> {
+    if spec.kind() != Some(AgentKind::OpenCode) {
+        return None;
+    }
+    let config_home = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")));
+    let sources = agents::OpenCodeConfigSources {
+        config_home: config_home.as_deref(),
+        cwd,
+    };
+    agents::opencode_config(&sources, config.no_plugins, config.allow_all)
+}
+
+/// The agents of a loop: the rotation, or the one agent. Every executable is checked first.
+pub(crate) fn steps(config: &RunConfig, cwd: &Path) -> Result<Vec<Step>, String> {
+    let var = |name: &str| std::env::var_os(name);
+    plan(config)
+        .into_iter()
+        .map(|(spec, model)| {
+            let binary = spec.find_binary(&var, cwd)?;
+            Ok(Step {
+                agent: spec.agent(),
+                spec,
+                binary,
+                model,
+            })
+        })
+        .collect()
 }
 
 /// Takes the directory's loop lock, or explains who holds it.
@@ -169,6 +261,7 @@ fn load_keeping_corrupt<T>(path: &Path, loaded: Loaded<T>) -> anyhow::Result<Opt
 /// Runs `--resume`: the saved loop with flags given now overriding its options.
 pub(crate) fn resume(
     flags: &LoopFlags,
+    settings: &crate::settings::Settings,
     cwd: &Path,
     dir: &RalphDir,
     stop: &StopFlag,
@@ -196,8 +289,14 @@ pub(crate) fn resume(
         .as_ref()
         .and_then(|options| options.prompt_file.clone())
         .map(PathBuf::from);
-    let config = RunConfig::resolve(saved.prompt.clone(), prompt_file, flags, Some(&saved))?;
-    output::resume_overrides(&overrides(flags, &saved, &config));
+    let config = RunConfig::resolve(
+        saved.prompt.clone(),
+        prompt_file,
+        flags,
+        Some(&saved),
+        settings,
+    )?;
+    output::resume_overrides(&overrides(flags, &saved, &config, settings));
     run(
         &config,
         cwd,
@@ -209,12 +308,18 @@ pub(crate) fn resume(
 }
 
 /// Human-readable `--flag: saved → new` lines for the flags that change a saved option.
-fn overrides(flags: &LoopFlags, saved: &LoopState, config: &RunConfig) -> Vec<String> {
+fn overrides(
+    flags: &LoopFlags,
+    saved: &LoopState,
+    config: &RunConfig,
+    settings: &crate::settings::Settings,
+) -> Vec<String> {
     let before = RunConfig::resolve(
         saved.prompt.clone(),
         config.prompt_file.clone(),
         &LoopFlags::default(),
         Some(saved),
+        settings,
     );
     let Ok(before) = before else {
         return Vec::new();
@@ -414,8 +519,7 @@ struct Runner<'a> {
     config: &'a RunConfig,
     cwd: &'a Path,
     dir: &'a RalphDir,
-    binary: PathBuf,
-    agent: &'a dyn Agent,
+    steps: Vec<Rc<Step>>,
     stop: &'a StopFlag,
     knobs: &'a Knobs,
     repo: Option<Repo>,
@@ -440,16 +544,11 @@ struct Runner<'a> {
 }
 
 impl<'a> Runner<'a> {
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one-time construction from the loop's inputs"
-    )]
     fn new(
         config: &'a RunConfig,
         cwd: &'a Path,
         dir: &'a RalphDir,
-        binary: PathBuf,
-        agent: &'a dyn Agent,
+        steps: Vec<Step>,
         stop: &'a StopFlag,
         knobs: &'a Knobs,
         resumed: Option<LoopState>,
@@ -497,8 +596,7 @@ impl<'a> Runner<'a> {
             config,
             cwd,
             dir,
-            binary,
-            agent,
+            steps: steps.into_iter().map(Rc::new).collect(),
             stop,
             knobs,
             repo: Repo::discover(cwd),
@@ -534,11 +632,14 @@ impl<'a> Runner<'a> {
     fn run(&mut self) -> anyhow::Result<ExitStatus> {
         let config = self.config;
         let display_name = config.agent.display_name();
-        if config.no_plugins && config.agent != AgentKind::OpenCode {
-            output::no_plugins_ignored(display_name);
-        }
-        if config.limits.max_cost.is_some() && !self.agent.reports_cost() {
-            output::max_cost_unavailable(display_name);
+        for step in &self.steps {
+            let name = step.spec.display_name();
+            if config.no_plugins && step.spec.kind() != Some(AgentKind::OpenCode) {
+                output::no_plugins_ignored(name);
+            }
+            if config.limits.max_cost.is_some() && !step.agent.reports_cost() {
+                output::max_cost_unavailable(name);
+            }
         }
         output::banner(display_name);
         self.save_state()?;
@@ -556,12 +657,26 @@ impl<'a> Runner<'a> {
             max_iterations: config.max_iterations,
             agent: display_name,
             model: config.model.as_deref(),
-            opencode_plugins_disabled: config.no_plugins && config.agent == AgentKind::OpenCode,
+            opencode_plugins_disabled: config.no_plugins
+                && config.agent.kind() == Some(AgentKind::OpenCode),
             allow_all: config.allow_all,
             commit: config.commit,
             resumed_at: self.resumed.then_some(self.state.iteration),
         });
 
+        output::event(
+            "run_started",
+            serde_json::json!({
+                "agent": config.agent.id(),
+                "model": config.model,
+                "rotation": self.steps.iter().map(|step| step.spec.id().to_owned()).collect::<Vec<_>>(),
+                "min_iterations": config.min_iterations,
+                "max_iterations": config.max_iterations,
+                "tasks": config.tasks,
+                "iteration": self.state.iteration,
+                "resumed": self.resumed,
+            }),
+        );
         let stop = loop {
             if self.stop.is_stopping() {
                 break Stop::Interrupted;
@@ -620,6 +735,7 @@ impl<'a> Runner<'a> {
         let reason = stop.reason(&self.state);
         match stop {
             Stop::Completed { iteration } => {
+                output::event("completed", serde_json::json!({ "iteration": iteration }));
                 output::completion_box(&self.completion.tag(), *iteration, total);
                 storage::remove_file(&self.dir.state())?;
                 storage::remove_file(&self.dir.context())?;
@@ -629,9 +745,10 @@ impl<'a> Runner<'a> {
                     Stop::MaxIterations(max) => output::max_iterations_box(*max, total),
                     Stop::Interrupted => self.announce_stop(),
                     Stop::Aborted { message } => output::agent_aborted(message),
-                    Stop::AgentFailed { failure, .. } => {
-                        output::agent_failed(self.config.agent.display_name(), failure)
-                    }
+                    Stop::AgentFailed { failure, .. } => output::agent_failed(
+                        self.step_for(self.state.iteration).spec.display_name(),
+                        failure,
+                    ),
                     Stop::LegacyPlugin => output::legacy_plugin_detected(),
                     Stop::Blocked(tasks) => output::tasks_blocked(tasks),
                     _ => {}
@@ -649,6 +766,7 @@ impl<'a> Runner<'a> {
         let iterations = u32::try_from(self.history.iterations.len()).unwrap_or(u32::MAX);
         output::run_ended(&output::RunEnd {
             reason: &reason,
+            exit_code: stop.status().code(),
             iterations,
             total_ms: total,
             tokens: (self.history.total_tokens.total() > 0).then_some(self.history.total_tokens),
@@ -697,29 +815,35 @@ impl<'a> Runner<'a> {
         let before = self.repo.as_ref().map(Repo::snapshot);
         let prompt = self.build_prompt(iteration, context_at_start.as_deref());
         self.feedback.clear();
-        let opencode_config = self.write_opencode_config()?;
-        let command = self.agent.command(&CommandRequest {
-            binary: &self.binary,
+        let step = self.step_for(iteration);
+        let format = step.spec.format(config.output_format);
+        let opencode_config = self.write_opencode_config(&step)?;
+        let command = step.agent.command(&CommandRequest {
+            binary: &step.binary,
             prompt: &prompt,
-            model: config.model.as_deref(),
+            model: step.model.as_deref(),
             allow_all: config.allow_all,
             extra_args: &config.agent_args,
             opencode_config: opencode_config.as_deref(),
-            format: config.output_format,
+            format,
         });
+        output::event(
+            "iteration_started",
+            serde_json::json!({"iteration": iteration, "agent": step.spec.id(), "model": step.model}),
+        );
 
         let started_at = storage::now();
         let started = Instant::now();
         let mut promises = vec![&self.completion, &self.task];
         promises.extend(self.abort.as_ref());
         let mut transcript = Transcript::new(
-            self.agent,
+            step.agent.as_ref(),
             DisplayOptions {
                 stream: config.stream,
                 verbose_tools: config.verbose_tools,
                 heartbeat: self.knobs.heartbeat,
                 tool_summary: self.knobs.tool_summary,
-                format: config.output_format,
+                format,
             },
             promises,
             config.promise_anywhere,
@@ -882,6 +1006,8 @@ impl<'a> Runner<'a> {
             turns: findings.turns,
             failure: findings.failure.clone(),
             task: focus.as_ref().map(|task| task.text.clone()),
+            agent: Some(step.spec.id().to_owned()),
+            model: step.model.clone(),
             verification,
             completion_refused: refusal.clone(),
         };
@@ -912,6 +1038,10 @@ impl<'a> Runner<'a> {
                 errors: &record.errors,
             },
         )?;
+        output::event(
+            "iteration_finished",
+            serde_json::to_value(&record).unwrap_or_default(),
+        );
         // A provider-side failure says nothing about whether the agent is stuck.
         let agent_side = findings
             .failure
@@ -927,7 +1057,7 @@ impl<'a> Runner<'a> {
             return Ok(Next::Stop(Stop::LegacyPlugin));
         }
         if outcome.exit_code != 0 && findings.failure.is_none() {
-            output::nonzero_exit(config.agent.display_name(), outcome.exit_code);
+            output::nonzero_exit(step.spec.display_name(), outcome.exit_code);
         }
         if task_detected && !completion_detected {
             output::task_completed(&self.task.tag(), iteration + 1);
@@ -1138,57 +1268,17 @@ impl<'a> Runner<'a> {
     }
 
     fn build_prompt(&self, iteration: u32, context: Option<&str>) -> String {
-        let config = self.config;
-        let tasks_content;
-        let list;
-        let tasks = if config.tasks {
-            match storage::read_text(&self.dir.tasks()) {
-                Ok(Some(content)) => {
-                    tasks_content = content;
-                    list = TaskList::parse(&tasks_content);
-                    Some(TasksView::Found {
-                        content: &tasks_content,
-                        list: &list,
-                    })
-                }
-                Ok(None) => Some(TasksView::Missing),
-                Err(err) => {
-                    output::tasks_file_unreadable(&self.dir.tasks(), &err.to_string());
-                    Some(TasksView::Unreadable)
-                }
-            }
-        } else {
-            None
-        };
-        prompt::build(&PromptInput {
-            iteration,
-            min_iterations: config.min_iterations,
-            max_iterations: config.max_iterations,
-            completion_promise: &config.completion_promise,
-            task_promise: &config.task_promise,
-            abort_promise: config.limits.abort_promise.as_deref(),
-            task: &config.prompt,
-            context,
-            tasks,
-            feedback: &self.feedback,
-        })
+        iteration_prompt(self.config, self.dir, iteration, context, &self.feedback)
     }
 
-    fn write_opencode_config(&self) -> anyhow::Result<Option<PathBuf>> {
-        if self.config.agent != AgentKind::OpenCode {
-            return Ok(None);
-        }
-        let config_home = std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")));
-        let sources = agents::OpenCodeConfigSources {
-            config_home: config_home.as_deref(),
-            cwd: self.cwd,
-        };
-        let Some(value) =
-            agents::opencode_config(&sources, self.config.no_plugins, self.config.allow_all)
-        else {
+    /// The agent (and model) of an iteration: the rotation's step, or the one agent.
+    fn step_for(&self, iteration: u32) -> Rc<Step> {
+        let index = usize::try_from(iteration.saturating_sub(1)).unwrap_or(0) % self.steps.len();
+        Rc::clone(&self.steps[index])
+    }
+
+    fn write_opencode_config(&self, step: &Step) -> anyhow::Result<Option<PathBuf>> {
+        let Some(value) = opencode_config_for(self.config, &step.spec, self.cwd) else {
             return Ok(None);
         };
         let path = self.dir.file(OPENCODE_CONFIG_FILE);

@@ -12,6 +12,8 @@ mod loop_runner;
 mod output;
 mod promise;
 mod prompt;
+mod settings;
+mod setup;
 mod signal;
 mod storage;
 mod stream;
@@ -50,17 +52,32 @@ fn main() -> ExitCode {
 fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
     let cwd = std::env::current_dir()
         .map_err(|err| anyhow::anyhow!("cannot use the current directory: {err}"))?;
-    let config = Config::from_cli(cli, cwd, &mut Stdin)?;
+    let settings = settings::Settings::load(&cwd, &|name| std::env::var(name).ok())?;
+    let config = Config::from_cli(cli, cwd, &mut Stdin, settings)?;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let running = matches!(config.mode, Mode::Run(_) | Mode::Resume);
+    output::configure(config.color, no_color, config.json && running);
     let Config {
         cwd,
         ralph_dir,
         mode,
+        cli_flags,
+        settings,
+        color,
+        color_from_cli,
+        json,
     } = config;
+    let knobs = loop_runner::Knobs::from_env();
     match mode {
-        Mode::Status { tasks } => Ok(commands::status(&ralph_dir, tasks)),
+        Mode::Completions(shell) => Ok(setup::completions(shell)),
+        Mode::Man => setup::man(),
+        Mode::Init => setup::init(&ralph_dir, &cwd),
+        Mode::ShowConfig => setup::show_config(&settings, &cli_flags, color_from_cli, color),
+        Mode::Doctor => Ok(setup::doctor(&settings, &cli_flags, &ralph_dir, &cwd)),
+        Mode::Status { tasks } => Ok(commands::status(&ralph_dir, tasks, json)),
         Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
         Mode::ClearContext => commands::clear_context(&ralph_dir),
-        Mode::ListTasks => Ok(commands::list_tasks(&ralph_dir)),
+        Mode::ListTasks => Ok(commands::list_tasks(&ralph_dir, json)),
         Mode::AddTask {
             description,
             id,
@@ -73,19 +90,13 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
         ),
         Mode::RemoveTask(number) => commands::remove_task(&ralph_dir, number),
         Mode::Reset => loop_runner::reset(&ralph_dir),
-        Mode::Resume(flags) => {
+        Mode::DryRun(config) => Ok(setup::dry_run(&config, &ralph_dir, &cwd)),
+        Mode::Resume => {
             let stop = signal::StopFlag::install()?;
-            loop_runner::resume(
-                &flags,
-                &cwd,
-                &ralph_dir,
-                &stop,
-                &loop_runner::Knobs::from_env(),
-            )
+            loop_runner::resume(&cli_flags, &settings, &cwd, &ralph_dir, &stop, &knobs)
         }
         Mode::Run(config) => {
             let stop = signal::StopFlag::install()?;
-            let knobs = loop_runner::Knobs::from_env();
             loop_runner::run(
                 &config,
                 &cwd,

@@ -246,7 +246,7 @@ impl<'a> Transcript<'a> {
             let window = format!("{}{}", self.line_tail[index], clean);
             self.check_anywhere(&window);
         }
-        if self.agent.kind() == AgentKind::OpenCode && LEGACY_PLUGIN.is_match(&clean) {
+        if self.agent.kind() == Some(AgentKind::OpenCode) && LEGACY_PLUGIN.is_match(&clean) {
             self.findings.legacy_plugin = true;
         }
         push_tail(&mut self.line_tail[index], &clean);
@@ -329,7 +329,7 @@ impl<'a> Transcript<'a> {
                 *total = total.saturating_add(turns);
             }
             AgentEvent::Failure(failure) => {
-                let line = output::failure_line(self.agent.kind().display_name(), &failure);
+                let line = output::failure_line(&self.agent.display_name(), &failure);
                 self.show(Source::Stderr, &line, true, now);
                 self.note_error(&failure.message, true);
                 self.findings.failure = Some(failure);

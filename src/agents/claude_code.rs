@@ -19,8 +19,8 @@ static TOOL_LINE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 impl Agent for ClaudeCode {
-    fn kind(&self) -> AgentKind {
-        AgentKind::ClaudeCode
+    fn kind(&self) -> Option<AgentKind> {
+        Some(AgentKind::ClaudeCode)
     }
 
     fn command(&self, request: &CommandRequest<'_>) -> AgentCommand {

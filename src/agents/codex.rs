@@ -23,8 +23,8 @@ static TOOL_LINE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 impl Agent for Codex {
-    fn kind(&self) -> AgentKind {
-        AgentKind::Codex
+    fn kind(&self) -> Option<AgentKind> {
+        Some(AgentKind::Codex)
     }
 
     fn command(&self, request: &CommandRequest<'_>) -> AgentCommand {

@@ -6,6 +6,7 @@
 
 mod claude_code;
 mod codex;
+pub(crate) mod custom;
 pub(crate) mod events;
 mod opencode;
 
@@ -14,6 +15,9 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use events::{AgentEvent, Failure, FailureKind, Usage};
 pub(crate) use opencode::{OpenCodeConfigSources, opencode_config};
+
+/// The variable that points OpenCode at ralph's generated configuration.
+pub(crate) const OPENCODE_CONFIG_ENV: &str = "OPENCODE_CONFIG";
 
 /// Prompts longer than this many bytes go to the agent's stdin instead of its argument list:
 /// Linux refuses a single argument over 128 KiB.
@@ -131,8 +135,7 @@ pub(crate) struct AgentCommand {
 }
 
 impl AgentCommand {
-    /// The argument vector as strings, for tests.
-    #[cfg(test)]
+    /// The argument vector as strings, for messages and tests.
     pub(crate) fn display_args(&self) -> Vec<String> {
         self.args
             .iter()
@@ -143,7 +146,16 @@ impl AgentCommand {
 
 /// One agent CLI.
 pub(crate) trait Agent {
-    fn kind(&self) -> AgentKind;
+    /// The built-in agent this is, or `None` for a custom agent.
+    fn kind(&self) -> Option<AgentKind>;
+
+    /// The name shown to people.
+    fn display_name(&self) -> String {
+        self.kind().map_or_else(
+            || "the agent".to_owned(),
+            |kind| kind.display_name().to_owned(),
+        )
+    }
 
     /// The command for one iteration.
     fn command(&self, request: &CommandRequest<'_>) -> AgentCommand;
@@ -158,6 +170,97 @@ pub(crate) trait Agent {
     /// Whether the agent reports what a run cost.
     fn reports_cost(&self) -> bool {
         true
+    }
+}
+
+/// The agent a loop runs: a built-in one, or one defined in a config file.
+#[derive(Clone, Debug)]
+pub(crate) enum AgentSpec {
+    Builtin(AgentKind),
+    Custom(Box<custom::CustomAgentDef>),
+}
+
+impl PartialEq for AgentSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl AgentSpec {
+    /// Finds an agent by name among the built-in and the custom ones.
+    pub(crate) fn resolve(
+        name: &str,
+        custom: &std::collections::BTreeMap<String, custom::CustomAgentDef>,
+    ) -> Result<Self, String> {
+        if let Some(kind) = AgentKind::from_id(name) {
+            return Ok(Self::Builtin(kind));
+        }
+        if let Some(definition) = custom.get(name) {
+            return Ok(Self::Custom(Box::new(definition.clone())));
+        }
+        let mut names: Vec<&str> = vec!["opencode", "claude-code", "codex"];
+        names.extend(custom.keys().map(String::as_str));
+        Err(format!(
+            "unknown agent '{name}'; use one of {}, or define [agents.{name}] in .ralph/config.toml",
+            names.join(", ")
+        ))
+    }
+
+    /// The name used on the command line, in the state file and in history.
+    pub(crate) fn id(&self) -> &str {
+        match self {
+            Self::Builtin(kind) => kind.id(),
+            Self::Custom(definition) => &definition.name,
+        }
+    }
+
+    /// The name shown to people.
+    pub(crate) fn display_name(&self) -> &str {
+        match self {
+            Self::Builtin(kind) => kind.display_name(),
+            Self::Custom(definition) => &definition.name,
+        }
+    }
+
+    /// The built-in kind, if any.
+    pub(crate) fn kind(&self) -> Option<AgentKind> {
+        match self {
+            Self::Builtin(kind) => Some(*kind),
+            Self::Custom(_) => None,
+        }
+    }
+
+    /// The implementation.
+    pub(crate) fn agent(&self) -> Box<dyn Agent> {
+        match self {
+            Self::Builtin(kind) => kind.agent(),
+            Self::Custom(definition) => Box::new((**definition).clone()),
+        }
+    }
+
+    /// How its output is read: a custom agent's definition decides.
+    pub(crate) fn format(&self, requested: OutputFormat) -> OutputFormat {
+        match self {
+            Self::Builtin(_) => requested,
+            Self::Custom(definition) => definition.format(),
+        }
+    }
+
+    /// Finds the executable (honouring `RALPH_*_BINARY` for built-in agents).
+    pub(crate) fn find_binary(
+        &self,
+        var: &dyn Fn(&str) -> Option<OsString>,
+        cwd: &Path,
+    ) -> Result<PathBuf, String> {
+        match self {
+            Self::Builtin(kind) => resolve_binary(*kind, var(kind.binary_variable()), var("PATH"), cwd),
+            Self::Custom(definition) => which::which_in(definition.program(), var("PATH"), cwd).map_err(|_| {
+                format!(
+                    "the custom agent '{}' runs `{}`, which was not found. Install it, put it on PATH, or fix `command` in [agents.{}].",
+                    definition.name, definition.command, definition.name
+                )
+            }),
+        }
     }
 }
 

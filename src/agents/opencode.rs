@@ -40,8 +40,8 @@ const PERMISSION_KEYS: [&str; 15] = [
 ];
 
 impl Agent for OpenCode {
-    fn kind(&self) -> AgentKind {
-        AgentKind::OpenCode
+    fn kind(&self) -> Option<AgentKind> {
+        Some(AgentKind::OpenCode)
     }
 
     fn command(&self, request: &CommandRequest<'_>) -> AgentCommand {
@@ -58,7 +58,12 @@ impl Agent for OpenCode {
         }
         let env = request
             .opencode_config
-            .map(|path| ("OPENCODE_CONFIG".to_owned(), path.as_os_str().to_owned()))
+            .map(|path| {
+                (
+                    super::OPENCODE_CONFIG_ENV.to_owned(),
+                    path.as_os_str().to_owned(),
+                )
+            })
             .into_iter()
             .collect();
         command_from(request, args, env)

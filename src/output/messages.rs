@@ -95,13 +95,14 @@ fn max_label(max: u32) -> String {
 /// `🔄 Iteration 2 / 10 (min: 3)` and a rule.
 pub(crate) fn iteration_header(iteration: u32, min: u32, max: u32) {
     let mut title = format!("🔄 Iteration {iteration}");
+    let paint_title = |title: String| super::paint(super::Style::Bold, &title, false);
     if max > 0 {
         title.push_str(&format!(" / {max}"));
     }
     if min > 1 && iteration < min {
         title.push_str(&format!(" (min: {min})"));
     }
-    say(&["", &title, &rule('─')]);
+    say(&["", &paint_title(title), &rule('─')]);
 }
 
 /// What the iteration summary shows.
@@ -193,15 +194,24 @@ pub(crate) fn compact_number(n: u64) -> String {
 
 /// The compact tool line shown while the agent works.
 pub(crate) fn tool_progress(tools: &BTreeMap<String, u64>) {
-    say(&[&format!("| Tools    {}", tool_summary(tools))]);
+    super::event("tools", serde_json::json!({ "tools": tools }));
+    say(&[&super::paint(
+        super::Style::Dim,
+        &format!("| Tools    {}", tool_summary(tools)),
+        false,
+    )]);
 }
 
 /// The "still alive" line after a silence.
 pub(crate) fn heartbeat(elapsed: Duration, since_activity: Duration) {
-    say(&[&format!(
-        "⏳ working... elapsed {} · last activity {} ago",
-        short_duration(elapsed),
-        short_duration(since_activity)
+    say(&[&super::paint(
+        super::Style::Dim,
+        &format!(
+            "⏳ working... elapsed {} · last activity {} ago",
+            short_duration(elapsed),
+            short_duration(since_activity)
+        ),
+        false,
     )]);
 }
 
@@ -269,7 +279,11 @@ pub(crate) fn completion_refused_open_tasks(open: &[String]) {
 pub(crate) fn completion_box(tag: &str, iterations: u32, total_ms: u64) {
     let mut lines = vec![String::new()];
     lines.extend(boxed(&[
-        format!("✅ Completion promise detected: {tag}"),
+        super::paint(
+            super::Style::Good,
+            &format!("✅ Completion promise detected: {tag}"),
+            false,
+        ),
         format!(
             "Task completed in {}",
             plural(u64::from(iterations), "iteration")
@@ -335,6 +349,7 @@ pub(crate) fn stopping() {
 /// What the loop's last line reports.
 pub(crate) struct RunEnd<'a> {
     pub(crate) reason: &'a str,
+    pub(crate) exit_code: u8,
     pub(crate) iterations: u32,
     pub(crate) total_ms: u64,
     pub(crate) tokens: Option<crate::agents::Usage>,
@@ -343,6 +358,17 @@ pub(crate) struct RunEnd<'a> {
 
 /// The loop's last line: why it ended, and what it took.
 pub(crate) fn run_ended(end: &RunEnd<'_>) {
+    super::event(
+        "run_ended",
+        serde_json::json!({
+            "reason": end.reason,
+            "exit_code": end.exit_code,
+            "iterations": end.iterations,
+            "total_duration_ms": end.total_ms,
+            "tokens": end.tokens,
+            "cost_usd": end.cost,
+        }),
+    );
     let mut line = format!(
         "Loop ended: {} · {} · total time {}",
         end.reason,
@@ -355,7 +381,7 @@ pub(crate) fn run_ended(end: &RunEnd<'_>) {
     if let Some(cost) = end.cost {
         line.push_str(&format!(" · {}", cost_text(cost)));
     }
-    say(&["", &line]);
+    say(&["", &super::paint(super::Style::Bold, &line, false)]);
 }
 
 /// How to pick up a loop that stopped before completing.

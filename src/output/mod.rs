@@ -7,12 +7,93 @@
 
 pub(crate) mod format;
 mod messages;
+pub(crate) mod report;
 pub(crate) mod status;
 
-use std::io::{self, BufWriter, Stdout, Write as _};
+use std::io::{self, BufWriter, IsTerminal as _, Stdout, Write as _};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 pub(crate) use messages::*;
+
+/// When ralph colours its own messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+static COLOR_STDOUT: AtomicBool = AtomicBool::new(false);
+static COLOR_STDERR: AtomicBool = AtomicBool::new(false);
+static JSON: AtomicBool = AtomicBool::new(false);
+
+/// Sets the colour choice and JSON-lines mode for the rest of the run.
+pub(crate) fn configure(color: ColorChoice, no_color: bool, json: bool) {
+    let decide = |is_terminal: bool| match color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => is_terminal && !no_color,
+    };
+    COLOR_STDOUT.store(
+        decide(io::stdout().is_terminal()) && !json,
+        Ordering::Relaxed,
+    );
+    COLOR_STDERR.store(decide(io::stderr().is_terminal()), Ordering::Relaxed);
+    JSON.store(json, Ordering::Relaxed);
+}
+
+/// Whether a run prints JSON events instead of human output.
+pub(crate) fn is_json() -> bool {
+    JSON.load(Ordering::Relaxed)
+}
+
+/// How a message is coloured.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Style {
+    Bold,
+    Good,
+    Warn,
+    Bad,
+    Dim,
+}
+
+/// `text` wrapped in the style's escape codes when colour is on for that stream.
+pub(crate) fn paint(style: Style, text: &str, stderr: bool) -> String {
+    let on = if stderr { &COLOR_STDERR } else { &COLOR_STDOUT };
+    if !on.load(Ordering::Relaxed) || text.is_empty() {
+        return text.to_owned();
+    }
+    let code = match style {
+        Style::Bold => "1",
+        Style::Good => "1;32",
+        Style::Warn => "1;33",
+        Style::Bad => "1;31",
+        Style::Dim => "2",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// Prints one JSON event line (JSON-lines mode only).
+pub(crate) fn event(kind: &str, mut fields: serde_json::Value) {
+    if !is_json() {
+        return;
+    }
+    if let Some(map) = fields.as_object_mut() {
+        map.insert("event".to_owned(), serde_json::Value::from(kind));
+        map.insert(
+            "time".to_owned(),
+            serde_json::Value::from(
+                crate::storage::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ),
+        );
+    }
+    let mut out = stdout();
+    let _ = writeln!(out, "{fields}");
+    let _ = out.flush();
+}
 
 static STDOUT: LazyLock<Mutex<BufWriter<Stdout>>> =
     LazyLock::new(|| Mutex::new(BufWriter::with_capacity(64 * 1024, io::stdout())));
@@ -23,8 +104,11 @@ pub(crate) fn stdout() -> MutexGuard<'static, BufWriter<Stdout>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Writes lines to stdout and flushes.
+/// Writes lines to stdout and flushes (nothing in JSON-lines mode).
 pub(crate) fn say(lines: &[&str]) {
+    if is_json() {
+        return;
+    }
     let mut out = stdout();
     for line in lines {
         let _ = writeln!(out, "{line}");
@@ -37,12 +121,23 @@ pub(crate) fn warn(lines: &[&str]) {
     let _ = stdout().flush();
     let mut err = io::stderr().lock();
     for line in lines {
+        let style = if line.starts_with("⚠️") {
+            Some(Style::Warn)
+        } else if line.starts_with("❌") {
+            Some(Style::Bad)
+        } else {
+            None
+        };
+        let line = style.map_or_else(|| (*line).to_owned(), |style| paint(style, line, true));
         let _ = writeln!(err, "{line}");
     }
 }
 
 /// Writes a piece of the agent's stdout without flushing.
 pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
+    if is_json() {
+        return;
+    }
     let mut out = stdout();
     let _ = out.write_all(text.as_bytes());
     if ends_line {
@@ -52,6 +147,9 @@ pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
 
 /// Writes a piece of the agent's stderr.
 pub(crate) fn agent_stderr(text: &str, ends_line: bool) {
+    if is_json() {
+        return;
+    }
     let _ = stdout().flush();
     let mut err = io::stderr().lock();
     let _ = err.write_all(text.as_bytes());
@@ -62,6 +160,9 @@ pub(crate) fn agent_stderr(text: &str, ends_line: bool) {
 
 /// Copies a reader (buffered agent output) to stdout or stderr.
 pub(crate) fn copy_to(reader: &mut dyn io::Read, to_stderr: bool) {
+    if is_json() {
+        return;
+    }
     let mut out = stdout();
     if to_stderr {
         let _ = out.flush();
@@ -79,7 +180,7 @@ pub(crate) fn flush() {
 
 /// Prints an error as one line on stderr: `Error: …`.
 pub(crate) fn error(message: &str) {
-    warn(&[&format!("Error: {message}")]);
+    warn(&[&format!("{} {message}", paint(Style::Bad, "Error:", true))]);
 }
 
 /// Prints a fatal error with its cause chain on one line.

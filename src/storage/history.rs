@@ -71,6 +71,11 @@ pub(crate) struct IterationRecord {
     /// Why the iteration failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) failure: Option<Failure>,
+    /// The agent that ran (its id), and the model asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) model: Option<String>,
     /// The task the iteration worked on (tasks mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) task: Option<String>,

@@ -188,6 +188,15 @@ pub(crate) enum Loaded<T> {
 }
 
 impl<T> Loaded<T> {
+    /// The same outcome without the value (to compare outcomes of different files).
+    pub(crate) fn map_found(self) -> Loaded<()> {
+        match self {
+            Self::Found(_) => Loaded::Found(()),
+            Self::Missing => Loaded::Missing,
+            Self::Corrupt(reason) => Loaded::Corrupt(reason),
+        }
+    }
+
     /// The value, treating a corrupt file as absent.
     pub(crate) fn ok(self) -> Option<T> {
         match self {

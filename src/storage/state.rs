@@ -67,6 +67,8 @@ pub(crate) struct SavedOptions {
     pub(crate) stream: bool,
     /// `--output-format text` was given.
     pub(crate) plain_text: bool,
+    /// `--rotation`, as given (`agent:model,agent`).
+    pub(crate) rotation: Option<String>,
     pub(crate) verbose_tools: bool,
     pub(crate) no_plugins: bool,
     pub(crate) allow_all: bool,
@@ -95,6 +97,7 @@ impl Default for SavedOptions {
             prompt_file: None,
             stream: true,
             plain_text: false,
+            rotation: None,
             verbose_tools: false,
             no_plugins: false,
             allow_all: true,

@@ -13,6 +13,7 @@ mod mock_model;
 mod real_agents;
 mod real_agents_support;
 mod run_loop;
+mod settings;
 mod signals;
 mod state_files;
 mod tasks_mode;

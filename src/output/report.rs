@@ -1,0 +1,232 @@
+//! The stable JSON of `--status --json` and `--list-tasks --json` (schema in specs/output.md).
+//!
+//! Field names are part of the interface: add fields, never rename or remove them, and bump
+//! `schema` if a meaning changes.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::agents::Usage;
+use crate::storage::history::History;
+use crate::storage::state::LoopState;
+use crate::storage::tasks::{TaskList, TaskStatus};
+
+/// The version of this JSON layout.
+pub(crate) const SCHEMA: u32 = 1;
+
+/// `--status --json`.
+#[derive(Debug, Serialize)]
+pub(crate) struct StatusReport {
+    pub(crate) schema: u32,
+    #[serde(rename = "loop")]
+    pub(crate) loop_state: Option<LoopReport>,
+    pub(crate) pending_context: Option<String>,
+    pub(crate) tasks: Option<TasksReport>,
+    pub(crate) history: HistoryReport,
+}
+
+/// The loop in `.ralph/`.
+#[derive(Debug, Serialize)]
+pub(crate) struct LoopReport {
+    /// `running`, `crashed` (active but nothing holds its lock), `stopped` (interrupted or a limit).
+    pub(crate) state: &'static str,
+    pub(crate) iteration: u32,
+    pub(crate) min_iterations: u32,
+    pub(crate) max_iterations: u32,
+    pub(crate) started_at: DateTime<Utc>,
+    pub(crate) elapsed_ms: u64,
+    pub(crate) agent: String,
+    pub(crate) model: Option<String>,
+    pub(crate) completion_promise: String,
+    pub(crate) tasks_mode: bool,
+    pub(crate) task_promise: String,
+    pub(crate) prompt: String,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) pid: Option<u32>,
+}
+
+/// The task file.
+#[derive(Debug, Serialize)]
+pub(crate) struct TasksReport {
+    /// `found`, `missing` or `unreadable`.
+    pub(crate) file: &'static str,
+    pub(crate) total: usize,
+    pub(crate) complete: usize,
+    pub(crate) in_progress: usize,
+    pub(crate) failed: usize,
+    pub(crate) tasks: Vec<TaskReport>,
+}
+
+/// One top-level task.
+#[derive(Debug, Serialize)]
+pub(crate) struct TaskReport {
+    pub(crate) number: usize,
+    /// `todo`, `in_progress`, `complete`, `failed`.
+    pub(crate) status: &'static str,
+    pub(crate) text: String,
+    pub(crate) id: Option<String>,
+    pub(crate) blocked_by: Vec<String>,
+    /// Blockers not done yet (empty when the task can start).
+    pub(crate) waiting_for: Vec<String>,
+    pub(crate) subtasks: Vec<SubtaskReport>,
+}
+
+/// One subtask.
+#[derive(Debug, Serialize)]
+pub(crate) struct SubtaskReport {
+    pub(crate) status: &'static str,
+    pub(crate) text: String,
+}
+
+/// The history totals and the last iterations.
+#[derive(Debug, Serialize)]
+pub(crate) struct HistoryReport {
+    pub(crate) iterations: usize,
+    pub(crate) total_duration_ms: u64,
+    pub(crate) total_tokens: Usage,
+    pub(crate) total_cost_usd: Option<f64>,
+    pub(crate) struggle: StruggleReport,
+    /// The last five iterations, oldest first.
+    pub(crate) recent: Vec<IterationReport>,
+}
+
+/// Struggle indicators.
+#[derive(Debug, Serialize)]
+pub(crate) struct StruggleReport {
+    pub(crate) no_progress_iterations: u32,
+    pub(crate) short_iterations: u32,
+    pub(crate) repeated_errors: BTreeMap<String, u32>,
+}
+
+/// One recent iteration.
+#[derive(Debug, Serialize)]
+pub(crate) struct IterationReport {
+    pub(crate) iteration: u32,
+    pub(crate) started_at: DateTime<Utc>,
+    pub(crate) duration_ms: u64,
+    pub(crate) exit_code: i32,
+    pub(crate) completion_detected: bool,
+    pub(crate) tools_used: BTreeMap<String, u64>,
+    pub(crate) files_modified: usize,
+    pub(crate) tokens: Option<Usage>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) failure: Option<&'static str>,
+    pub(crate) agent: Option<String>,
+}
+
+fn status_name(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Todo => "todo",
+        TaskStatus::InProgress => "in_progress",
+        TaskStatus::Complete => "complete",
+        TaskStatus::Failed => "failed",
+    }
+}
+
+/// The tasks report of a parsed file (`file`: found, missing or unreadable).
+pub(crate) fn tasks_report(file: &'static str, list: &TaskList) -> TasksReport {
+    TasksReport {
+        file,
+        total: list.tasks.len(),
+        complete: list.count(TaskStatus::Complete),
+        in_progress: list.count(TaskStatus::InProgress),
+        failed: list.count(TaskStatus::Failed),
+        tasks: list
+            .tasks
+            .iter()
+            .map(|task| TaskReport {
+                number: task.number,
+                status: status_name(task.status),
+                text: task.text.clone(),
+                id: task.property(crate::storage::tasks::ID).map(str::to_owned),
+                blocked_by: task.blocked_by().into_iter().map(str::to_owned).collect(),
+                waiting_for: list.blockers(task),
+                subtasks: task
+                    .subtasks
+                    .iter()
+                    .map(|subtask| SubtaskReport {
+                        status: status_name(subtask.status),
+                        text: subtask.text.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// The loop report of a saved state.
+pub(crate) fn loop_report(state: &LoopState, running: bool, now: DateTime<Utc>) -> LoopReport {
+    let until = if state.active {
+        now
+    } else {
+        state.stopped_at.unwrap_or(now)
+    };
+    LoopReport {
+        state: match (state.active, running) {
+            (true, true) => "running",
+            (true, false) => "crashed",
+            (false, _) => "stopped",
+        },
+        iteration: state.iteration,
+        min_iterations: state.min_iterations,
+        max_iterations: state.max_iterations,
+        started_at: state.started_at,
+        elapsed_ms: u64::try_from((until - state.started_at).num_milliseconds().max(0))
+            .unwrap_or(0),
+        agent: state.agent.clone(),
+        model: Some(state.model.clone()).filter(|m| !m.is_empty()),
+        completion_promise: state.completion_promise.clone(),
+        tasks_mode: state.tasks_mode,
+        task_promise: state.task_promise.clone(),
+        prompt: state.prompt.clone(),
+        stop_reason: state.stop_reason.clone(),
+        pid: state.pid,
+    }
+}
+
+/// The history report.
+pub(crate) fn history_report(history: Option<&History>) -> HistoryReport {
+    let empty = History::default();
+    let history = history.unwrap_or(&empty);
+    let start = history.iterations.len().saturating_sub(5);
+    let struggle = &history.struggle_indicators;
+    HistoryReport {
+        iterations: history.iterations.len(),
+        total_duration_ms: history.total_duration_ms,
+        total_tokens: history.total_tokens,
+        total_cost_usd: history.total_cost_usd,
+        struggle: StruggleReport {
+            no_progress_iterations: struggle.no_progress_iterations,
+            short_iterations: struggle.short_iterations,
+            repeated_errors: struggle.repeated_errors.clone(),
+        },
+        recent: history.iterations[start..]
+            .iter()
+            .map(|record| IterationReport {
+                iteration: record.iteration,
+                started_at: record.started_at,
+                duration_ms: record.duration_ms,
+                exit_code: record.exit_code,
+                completion_detected: record.completion_detected,
+                tools_used: record.tools_used.clone(),
+                files_modified: record.files_modified.len(),
+                tokens: record.tokens,
+                cost_usd: record.cost_usd,
+                failure: record.failure.as_ref().map(|f| f.kind.label()),
+                agent: record.agent.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// Prints a report as pretty JSON.
+pub(crate) fn print<T: Serialize>(report: &T) {
+    let text = serde_json::to_string_pretty(report)
+        .unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"));
+    let mut out = super::stdout();
+    let _ = std::io::Write::write_all(&mut *out, text.as_bytes());
+    let _ = std::io::Write::write_all(&mut *out, b"\n");
+    let _ = std::io::Write::flush(&mut *out);
+}

@@ -1,0 +1,512 @@
+//! Commands that set ralph up or explain it: `--init`, `--config`, `--doctor`, `--dry-run`,
+//! `--completions`, `--man`. None of them runs an agent's work or changes loop files.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::CommandFactory as _;
+
+use crate::agents::{AgentKind, AgentSpec, CommandRequest, OPENCODE_CONFIG_ENV};
+use crate::cli::Cli;
+use crate::config::{LoopFlags, RunConfig};
+use crate::exit::ExitStatus;
+use crate::git::Repo;
+use crate::output::{self, format};
+use crate::settings::{self, Settings};
+use crate::storage::state::{self};
+use crate::storage::{self, Loaded, RalphDir};
+
+/// `--completions SHELL`.
+pub(crate) fn completions(shell: clap_complete::Shell) -> ExitStatus {
+    let mut out = output::stdout();
+    clap_complete::generate(shell, &mut Cli::command(), "ralph", &mut *out);
+    let _ = out.flush();
+    ExitStatus::Success
+}
+
+/// `--man`.
+pub(crate) fn man() -> anyhow::Result<ExitStatus> {
+    let mut out = output::stdout();
+    clap_mangen::Man::new(Cli::command()).render(&mut *out)?;
+    out.flush()?;
+    Ok(ExitStatus::Success)
+}
+
+/// `--init`: writes a commented `.ralph/config.toml`, never over an existing one.
+pub(crate) fn init(dir: &RalphDir, cwd: &Path) -> anyhow::Result<ExitStatus> {
+    let path = cwd.join(settings::PROJECT_FILE);
+    if path.exists() {
+        output::error(&format!(
+            "{} already exists; edit it, or remove it to start from the defaults",
+            path.display()
+        ));
+        return Ok(ExitStatus::Error);
+    }
+    dir.ensure()?;
+    storage::write_atomic(&path, settings::init_text().as_bytes())?;
+    output::say(&[
+        &format!(
+            "✅ Wrote {} with every setting commented out.",
+            path.display()
+        ),
+        "   Uncomment what you want; `ralph --config` shows the settings in effect.",
+    ]);
+    Ok(ExitStatus::Success)
+}
+
+/// `--config`: every setting in effect and where it comes from.
+pub(crate) fn show_config(
+    settings: &Settings,
+    cli: &LoopFlags,
+    cli_color: bool,
+    color: output::ColorChoice,
+) -> anyhow::Result<ExitStatus> {
+    let merged = settings.merged(cli.clone());
+    let config = RunConfig::resolve("(prompt)".to_owned(), None, &merged, None, settings)?;
+    let mut lines = vec![
+        "# Settings in effect (command line > environment > project > user > defaults)".to_owned(),
+    ];
+    if settings.files.is_empty() {
+        lines.push(format!(
+            "# No config file found (project: {}; user: {}).",
+            settings::PROJECT_FILE,
+            settings::user_file(&|name| std::env::var(name).ok())
+                .map_or_else(|| "none".to_owned(), |p| p.display().to_string())
+        ));
+    } else {
+        for file in &settings.files {
+            lines.push(format!("# Read {}", file.display()));
+        }
+    }
+    let values: Vec<(&str, String)> = settings::KEYS
+        .iter()
+        .map(|key| (*key, value_of(&config, key, color)))
+        .collect();
+    let width = values
+        .iter()
+        .map(|(key, value)| key.len() + value.len())
+        .max()
+        .unwrap_or(0)
+        + 3;
+    for (key, value) in values {
+        let source = settings.source_of(key, cli, cli_color);
+        let pad = width.saturating_sub(key.len() + value.len());
+        lines.push(format!("{key} = {value}{}# {source}", " ".repeat(pad)));
+    }
+    for (name, agent) in &settings.agents {
+        lines.push(format!("# custom agent `{name}`: {}", agent.command));
+    }
+    output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    Ok(ExitStatus::Success)
+}
+
+/// A setting's value in TOML syntax.
+fn value_of(config: &RunConfig, key: &str, color: output::ColorChoice) -> String {
+    let quote = |text: &str| format!("{text:?}");
+    let duration = |d: Duration| quote(&short_duration(d));
+    let optional = |value: Option<String>| value.unwrap_or_else(|| "none".to_owned());
+    let l = &config.limits;
+    match key {
+        "agent" => quote(config.agent.id()),
+        "model" => quote(config.model.as_deref().unwrap_or("")),
+        "rotation" => format!(
+            "[{}]",
+            config
+                .rotation
+                .iter()
+                .map(|step| quote(&match &step.model {
+                    Some(model) => format!("{}:{model}", step.agent.id()),
+                    None => step.agent.id().to_owned(),
+                }))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "min_iterations" => config.min_iterations.to_string(),
+        "max_iterations" => config.max_iterations.to_string(),
+        "completion_promise" => quote(&config.completion_promise),
+        "promise_format" => quote(&format!("{:?}", config.promise_format).to_lowercase()),
+        "promise_anywhere" => config.promise_anywhere.to_string(),
+        "pause" => duration(config.pause),
+        "verify" => format!(
+            "[{}]",
+            config
+                .verify
+                .iter()
+                .map(|v| quote(v))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "verify_timeout" => duration(config.verify_timeout),
+        "tasks" => config.tasks.to_string(),
+        "task_promise" => quote(&config.task_promise),
+        "iteration_timeout" => optional(l.iteration_timeout.map(duration)),
+        "idle_timeout" => optional(l.idle_timeout.map(duration)),
+        "max_runtime" => optional(l.max_runtime.map(duration)),
+        "max_cost" => optional(l.max_cost.map(|cost| cost.to_string())),
+        "max_tokens" => optional(l.max_tokens.map(|tokens| tokens.to_string())),
+        "max_stalled" => optional(l.max_stalled.map(|n| n.to_string())),
+        "abort_promise" => optional(l.abort_promise.as_deref().map(quote)),
+        "max_retries" => l.max_retries.to_string(),
+        "retry_max_wait" => duration(l.retry_max_wait),
+        "output_format" => quote(&format!("{:?}", config.output_format).to_lowercase()),
+        "stream" => config.stream.to_string(),
+        "verbose_tools" => config.verbose_tools.to_string(),
+        "no_plugins" => config.no_plugins.to_string(),
+        "allow_all" => config.allow_all.to_string(),
+        "commit" => config.commit.to_string(),
+        "agent_args" => format!(
+            "[{}]",
+            config
+                .agent_args
+                .iter()
+                .map(|a| quote(a))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "color" => quote(&format!("{color:?}").to_lowercase()),
+        _ => String::new(),
+    }
+}
+
+/// `90s`, `1500ms`, `2h` — as a config file would write it.
+fn short_duration(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms.is_multiple_of(3_600_000) && ms > 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms.is_multiple_of(60_000) && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// `--dry-run`: the command, environment and prompt of iteration 1. Writes nothing.
+pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitStatus {
+    let steps = crate::loop_runner::plan(config);
+    let (spec, model) = &steps[0];
+    let binary = spec
+        .find_binary(&|name| std::env::var_os(name), cwd)
+        .unwrap_or_else(|message| {
+            output::warn(&[&format!("⚠️  {message}")]);
+            Path::new(match spec {
+                AgentSpec::Builtin(kind) => kind.binary_name(),
+                AgentSpec::Custom(definition) => &definition.command,
+            })
+            .to_path_buf()
+        });
+    let context = crate::storage::context::pending(&dir.context())
+        .ok()
+        .flatten();
+    let prompt = crate::loop_runner::iteration_prompt(config, dir, 1, context.as_deref(), &[]);
+    let opencode = crate::loop_runner::opencode_config_for(config, spec, cwd);
+    let config_path = dir.file(storage::OPENCODE_CONFIG_FILE);
+    let absolute = std::path::absolute(&config_path).unwrap_or(config_path);
+    let command = spec.agent().command(&CommandRequest {
+        binary: &binary,
+        prompt: &prompt,
+        model: model.as_deref(),
+        allow_all: config.allow_all,
+        extra_args: &config.agent_args,
+        opencode_config: opencode.as_ref().map(|_| absolute.as_path()),
+        format: spec.format(config.output_format),
+    });
+    let mut lines = vec![
+        "# Dry run: nothing is started and no file is written.".to_owned(),
+        String::new(),
+    ];
+    let shown: Vec<String> = std::iter::once(command.program.display().to_string())
+        .chain(command.display_args().into_iter().map(|arg| {
+            if arg == prompt {
+                "\"$PROMPT\"".to_owned()
+            } else {
+                shell_quote(&arg)
+            }
+        }))
+        .collect();
+    lines.push(format!("Command:      {}", shown.join(" ")));
+    lines.push(format!("Directory:    {}", cwd.display()));
+    lines.push(format!(
+        "Prompt:       {}",
+        if command.stdin.is_some() {
+            "written to the agent's stdin (it is too long for an argument)"
+        } else {
+            "the argument shown as \"$PROMPT\""
+        }
+    ));
+    if command.env.is_empty() {
+        lines.push("Environment:  (nothing added)".to_owned());
+    }
+    for (key, value) in &command.env {
+        lines.push(format!("Environment:  {key}={}", value.to_string_lossy()));
+    }
+    if let Some(content) = opencode {
+        lines.push(format!(
+            "              ({OPENCODE_CONFIG_ENV} would contain: {content})"
+        ));
+    }
+    lines.push(String::new());
+    lines.push(format!(
+        "----- PROMPT of iteration 1 ({} bytes) -----",
+        prompt.len()
+    ));
+    lines.push(prompt);
+    lines.push("----- END OF PROMPT -----".to_owned());
+    output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    ExitStatus::Success
+}
+
+fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
+    {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// One `--doctor` line.
+struct Check {
+    ok: bool,
+    /// Informational only: never makes the doctor fail.
+    optional: bool,
+    text: String,
+}
+
+impl Check {
+    fn pass(text: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            optional: false,
+            text: text.into(),
+        }
+    }
+    fn fail(text: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            optional: false,
+            text: text.into(),
+        }
+    }
+    fn note(text: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            optional: true,
+            text: text.into(),
+        }
+    }
+}
+
+/// `--doctor`: checks git, the agents and `.ralph/`, one line each with what to do.
+pub(crate) fn doctor(
+    settings: &Settings,
+    cli: &LoopFlags,
+    dir: &RalphDir,
+    cwd: &Path,
+) -> ExitStatus {
+    let mut checks = Vec::new();
+    check_git(cwd, &mut checks);
+    check_agents(settings, cli, cwd, &mut checks);
+    check_ralph_dir(dir, &mut checks);
+    let mut lines = vec!["ralph doctor".to_owned()];
+    for check in &checks {
+        let icon = match (check.ok, check.optional) {
+            (true, false) => "✅",
+            (true, true) => "➖",
+            (false, _) => "❌",
+        };
+        lines.push(format!("{icon} {}", check.text));
+    }
+    let failed = checks.iter().filter(|check| !check.ok).count();
+    lines.push(String::new());
+    lines.push(if failed == 0 {
+        "All checks passed.".to_owned()
+    } else {
+        format!("{} to fix.", format::plural(failed as u64, "problem"))
+    });
+    output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    if failed == 0 {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Error
+    }
+}
+
+fn check_git(cwd: &Path, checks: &mut Vec<Check>) {
+    let Some(version) = version_of(Path::new("git"), cwd) else {
+        checks.push(Check::fail("git is not installed: install it (Debian: apt-get install git); ralph needs it to detect changes and commit"));
+        return;
+    };
+    checks.push(Check::pass(format!("git is installed ({version})")));
+    match Repo::discover(cwd) {
+        Some(repo) => checks.push(Check::pass(format!(
+            "{} is a git repository",
+            repo.root().display()
+        ))),
+        None => {
+            checks.push(Check::fail(format!(
+                "{} is not in a git repository: run `git init` there, or ralph cannot commit iterations or see what changed",
+                cwd.display()
+            )));
+            return;
+        }
+    }
+    let identity = Command::new("git")
+        .args(["var", "GIT_COMMITTER_IDENT"])
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output();
+    match identity {
+        Ok(output) if output.status.success() => {
+            let ident = String::from_utf8_lossy(&output.stdout);
+            let who = ident.rsplitn(3, ' ').nth(2).unwrap_or("").trim().to_owned();
+            checks.push(Check::pass(format!("git identity: {who}")));
+        }
+        _ => checks.push(Check::fail(
+            "git has no identity, so auto-commits fail: run git config --global user.name \"Your Name\" and git config --global user.email you@example.com",
+        )),
+    }
+}
+
+fn check_agents(settings: &Settings, cli: &LoopFlags, cwd: &Path, checks: &mut Vec<Check>) {
+    let merged = settings.merged(cli.clone());
+    let chosen = merged
+        .agent
+        .clone()
+        .unwrap_or_else(|| "opencode".to_owned());
+    let spec = match AgentSpec::resolve(&chosen, &settings.agents) {
+        Ok(spec) => spec,
+        Err(message) => {
+            checks.push(Check::fail(message));
+            return;
+        }
+    };
+    let mut specs = vec![spec.clone()];
+    for kind in [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex] {
+        if spec.kind() != Some(kind) {
+            specs.push(AgentSpec::Builtin(kind));
+        }
+    }
+    for (index, candidate) in specs.iter().enumerate() {
+        let required = index == 0;
+        let name = candidate.display_name();
+        match candidate.find_binary(&|name| std::env::var_os(name), cwd) {
+            Ok(binary) => match version_of(&binary, cwd) {
+                Some(version) => checks.push(Check::pass(format!(
+                    "{name}: {} ({version})",
+                    binary.display()
+                ))),
+                None if required => checks.push(Check::fail(format!(
+                    "{name}: {} does not answer `--version` within 10 s; check that it runs",
+                    binary.display()
+                ))),
+                None => checks.push(Check::note(format!(
+                    "{name}: {} does not answer `--version`",
+                    binary.display()
+                ))),
+            },
+            Err(message) if required => checks.push(Check::fail(format!(
+                "{name} (the agent ralph will run): {message}"
+            ))),
+            Err(_) => checks.push(Check::note(format!(
+                "{name} is not installed (only needed for --agent {})",
+                candidate.id()
+            ))),
+        }
+    }
+}
+
+fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(meta) = std::fs::metadata(dir.root()) else {
+        checks.push(Check::note(format!(
+            "{} does not exist yet (it is created when a loop starts)",
+            dir.root().display()
+        )));
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 == 0 {
+        checks.push(Check::pass(format!(
+            "{} is private (mode {mode:o})",
+            dir.root().display()
+        )));
+    } else {
+        checks.push(Check::fail(format!(
+            "{} can be read by other users (mode {mode:o}): run chmod 700 {}",
+            dir.root().display(),
+            dir.root().display()
+        )));
+    }
+    for (path, loaded) in [
+        (dir.state(), state::load(&dir.state()).map_found()),
+        (
+            dir.history(),
+            crate::storage::history::load(&dir.history()).map_found(),
+        ),
+    ] {
+        if let Loaded::Corrupt(reason) = loaded {
+            checks.push(Check::fail(format!(
+                "{} is corrupt ({reason}): fix it, or run `ralph --reset` to start over",
+                path.display()
+            )));
+        }
+    }
+    if let Loaded::Found(saved) = state::load(&dir.state()) {
+        let running = crate::commands::lock_is_held(dir);
+        if saved.active && running {
+            checks.push(Check::pass(format!(
+                "a loop is running here (iteration {})",
+                saved.iteration
+            )));
+        } else if saved.active {
+            checks.push(Check::fail(format!(
+                "a loop stopped unexpectedly at iteration {} (stale lock): run `ralph --resume` to continue or `ralph --reset` to discard it",
+                saved.iteration
+            )));
+        } else {
+            checks.push(Check::note(format!(
+                "a stopped loop can be resumed at iteration {} (`ralph --resume`)",
+                saved.iteration
+            )));
+        }
+    }
+}
+
+/// The first line of `program --version`, if it answers within 10 s.
+fn version_of(program: &Path, cwd: &Path) -> Option<String> {
+    let mut child = Command::new(program)
+        .arg("--version")
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let output = child.wait_with_output().ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    Some(text.lines().next().unwrap_or("").trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .or(Some("version unknown".to_owned()))
+}
