@@ -53,9 +53,7 @@ impl Agent for Codex {
     }
 
     fn tool_in_line(&self, line: &str) -> Option<String> {
-        TOOL_LINE
-            .captures(line)
-            .map(|captures| captures[1].to_owned())
+        super::first_capture(&TOOL_LINE, line)
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {

@@ -185,8 +185,7 @@ impl Agent for CustomAgentDef {
     }
 
     fn tool_in_line(&self, line: &str) -> Option<String> {
-        let captures = self.tool_pattern.as_ref()?.captures(line)?;
-        Some(captures.get(1)?.as_str().to_owned())
+        super::first_capture(self.tool_pattern.as_ref()?, line)
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {

@@ -264,6 +264,11 @@ impl AgentSpec {
     }
 }
 
+/// The first capture group of `pattern` in `line` (tool names in plain-text output).
+pub(crate) fn first_capture(pattern: &regex::Regex, line: &str) -> Option<String> {
+    Some(pattern.captures(line)?.get(1)?.as_str().to_owned())
+}
+
 /// Whether the prompt must travel on stdin rather than as an argument.
 pub(crate) fn prompt_needs_stdin(prompt: &str) -> bool {
     prompt.len() > MAX_PROMPT_ARGUMENT_BYTES

@@ -146,18 +146,7 @@ fn tasks_block(tasks: &TasksStatus, lines: &mut Vec<String>) {
     };
     lines.push(String::new());
     lines.push("📋 CURRENT TASKS:".to_owned());
-    for task in &list.tasks {
-        lines.push(format!(
-            "   {}. {} {}{}",
-            task.number,
-            task.status.icon(),
-            task.text,
-            blocked_note(list, task)
-        ));
-        for subtask in &task.subtasks {
-            lines.push(format!("      {} {}", subtask.status.icon(), subtask.text));
-        }
-    }
+    lines.extend(numbered_tasks(list, "   "));
     use crate::storage::tasks::TaskStatus;
     lines.push(String::new());
     lines.push(format!(
@@ -258,18 +247,7 @@ pub(crate) fn task_list(list: &TaskList) -> Vec<String> {
         return vec!["No tasks found.".to_owned()];
     }
     let mut lines = vec!["Current tasks:".to_owned()];
-    for task in &list.tasks {
-        lines.push(format!(
-            "{}. {} {}{}",
-            task.number,
-            task.status.icon(),
-            task.text,
-            blocked_note(list, task)
-        ));
-        for subtask in &task.subtasks {
-            lines.push(format!("   {} {}", subtask.status.icon(), subtask.text));
-        }
-    }
+    lines.extend(numbered_tasks(list, ""));
     lines
 }
 
@@ -284,4 +262,26 @@ fn blocked_note(list: &TaskList, task: &crate::storage::tasks::Task) -> String {
     } else {
         format!(" (blocked by: {})", blockers.join(", "))
     }
+}
+
+/// `N. <icon> text (blocked by: …)` per task and `   <icon> text` per subtask, after `indent`.
+fn numbered_tasks(list: &TaskList, indent: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for task in &list.tasks {
+        lines.push(format!(
+            "{indent}{}. {} {}{}",
+            task.number,
+            task.status.icon(),
+            task.text,
+            blocked_note(list, task)
+        ));
+        for subtask in &task.subtasks {
+            lines.push(format!(
+                "{indent}   {} {}",
+                subtask.status.icon(),
+                subtask.text
+            ));
+        }
+    }
+    lines
 }
