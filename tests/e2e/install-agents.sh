@@ -10,7 +10,8 @@
 # Set RALPH_AGENT_UPGRADE=1 to reinstall the latest versions.
 set -euo pipefail
 
-cache="${RALPH_AGENT_CACHE:-$HOME/.cache/ralph-agents}"
+# Without HOME (some CI runners), the tests look in the same fallback directory.
+cache="${RALPH_AGENT_CACHE:-${HOME:-/tmp/ralph-no-home}/.cache/ralph-agents}"
 # Pinned to the versions the tests and tests/fixtures/agents/ were recorded with; set
 # RALPH_AGENT_UPGRADE=1 to try the latest ones.
 packages=(@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 opencode-ai@1.18.33)

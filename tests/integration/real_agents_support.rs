@@ -101,7 +101,8 @@ pub(crate) fn agent_cache() -> PathBuf {
     if let Some(dir) = std::env::var_os("RALPH_AGENT_CACHE").filter(|dir| !dir.is_empty()) {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| OsString::from("/nonexistent"));
+    // The same fallback as tests/e2e/install-agents.sh.
+    let home = std::env::var_os("HOME").unwrap_or_else(|| OsString::from("/tmp/ralph-no-home"));
     PathBuf::from(home).join(".cache").join("ralph-agents")
 }
 
