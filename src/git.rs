@@ -1,16 +1,22 @@
 //! Thin wrappers over the `git` CLI: what the agent changed, and the auto-commit.
 //!
-//! A snapshot costs one `git status --porcelain=v1 -z --untracked-files=all`, one batched
-//! `git hash-object --stdin-paths` over the paths git reports as changed or untracked, and one
-//! `git rev-parse HEAD` — never a process per file, and never a hash of clean files. Comparing two
-//! snapshots finds every path whose content changed, appeared or disappeared, plus whatever the
-//! agent committed itself in between. Outside a git repository (or without git) snapshots are
-//! empty and nothing fails.
+//! A snapshot costs one git process, `git status --porcelain=v2 -z --branch
+//! --untracked-files=all`, which names HEAD and every path that differs from it. Only those paths
+//! are fingerprinted, in-process (length and a keyed 128-bit hash of the content, plus the
+//! executable bit): never a process per file, never a read of a clean file. Comparing two
+//! snapshots finds every path whose content or mode changed, or that appeared or disappeared, plus
+//! whatever the agent committed itself in between. An auto-commit costs `git add -A`,
+//! `git diff --cached --name-only`, `git commit` and `git rev-parse --short HEAD` (and a
+//! `git reset` only when a tracked runtime file got staged). Outside a git repository (or without
+//! git) snapshots are empty and nothing fails.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::OsStr;
-use std::io::Write as _;
-use std::os::unix::ffi::OsStrExt as _;
+use std::ffi::{OsStr, OsString};
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::io::Read as _;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -23,6 +29,9 @@ pub(crate) struct Repo {
     root: PathBuf,
     /// The working directory relative to `root`, with a trailing `/` (or empty).
     prefix: String,
+    /// Keys of the content fingerprints; random per process, fixed for the repository's life
+    /// (snapshots are compared only within one process).
+    keys: [RandomState; 2],
 }
 
 /// Content fingerprints of the paths that differ from HEAD, and HEAD itself.
@@ -30,6 +39,14 @@ pub(crate) struct Repo {
 pub(crate) struct Snapshot {
     head: Option<String>,
     files: HashMap<String, String>,
+}
+
+/// What `git status --porcelain=v2 --branch` reports.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Status {
+    head: Option<String>,
+    /// Every path named (for renames and copies, both names), as git spelled it.
+    paths: Vec<OsString>,
 }
 
 impl Repo {
@@ -43,7 +60,11 @@ impl Repo {
         let mut lines = text.lines();
         let root = PathBuf::from(lines.next()?);
         let prefix = lines.next().unwrap_or("").to_owned();
-        Some(Self { root, prefix })
+        Some(Self {
+            root,
+            prefix,
+            keys: [RandomState::new(), RandomState::new()],
+        })
     }
 
     /// The top of the work tree.
@@ -54,18 +75,21 @@ impl Repo {
     /// Takes a snapshot of the work tree; `None` if `git status` fails (then nothing can be
     /// said about what changed).
     pub(crate) fn snapshot(&self) -> Option<Snapshot> {
-        let head = self.head();
         let output = self
-            .run(&["status", "--porcelain=v1", "-z", "--untracked-files=all"])
+            .run(&[
+                "status",
+                "--porcelain=v2",
+                "-z",
+                "--branch",
+                "--no-ahead-behind",
+                "--untracked-files=all",
+            ])
             .ok()
             .filter(|output| output.status.success())?;
-        let paths: Vec<String> = parse_status(&output.stdout)
-            .into_iter()
-            .filter(|path| !self.is_runtime_file(path))
-            .collect();
+        let status = parse_status(&output.stdout);
         Some(Snapshot {
-            head,
-            files: self.fingerprints(paths),
+            head: status.head,
+            files: self.fingerprints(status.paths),
         })
     }
 
@@ -101,20 +125,27 @@ impl Repo {
     /// `Ok(None)` when there was nothing to commit; `Err` carries git's explanation.
     pub(crate) fn commit_all(&self, message: &str) -> Result<Option<String>, String> {
         check(self.run(&["add", "-A", "--", ":/"]), "git add")?;
-        // The runtime files are git-ignored, but a user may have committed them once: unstage
-        // any that `add -A` picked up. (Without HEAD nothing can be tracked yet.)
-        if self.head().is_some() {
-            let mut reset: Vec<String> = vec!["reset".into(), "-q".into(), "--".into()];
-            for name in RUNTIME_FILES {
-                reset.push(format!(":(top){}{RALPH_DIR}/{name}", self.prefix));
+        let staged = check(
+            self.run(&["diff", "--cached", "--name-only", "-z", "--no-renames"]),
+            "git diff --cached",
+        )?;
+        let mut to_commit = 0;
+        let mut staged_runtime = Vec::new();
+        for path in staged.stdout.split(|&b| b == 0).filter(|p| !p.is_empty()) {
+            match self.runtime_name(&String::from_utf8_lossy(path)) {
+                Some(name) if RUNTIME_FILES.contains(&name) => staged_runtime.push(name.to_owned()),
+                _ => to_commit += 1,
             }
-            let reset: Vec<&str> = reset.iter().map(String::as_str).collect();
+        }
+        if !staged_runtime.is_empty() {
+            // The runtime files are git-ignored, but a user may have committed them once, and
+            // then `add -A` stages them: unstage exactly those.
+            let paths = self.runtime_pathspecs(&staged_runtime);
+            let mut reset = vec!["reset", "-q", "--"];
+            reset.extend(paths.iter().map(String::as_str));
             check(self.run(&reset), "git reset")?;
         }
-        let staged = self
-            .run(&["diff", "--cached", "--quiet"])
-            .map_err(|err| err.to_string())?;
-        if staged.status.success() {
+        if to_commit == 0 {
             return Ok(None);
         }
         check(self.run(&["commit", "-q", "-m", message]), "git commit")?;
@@ -124,119 +155,132 @@ impl Repo {
         ))
     }
 
-    fn head(&self) -> Option<String> {
-        let output = self.run(&["rev-parse", "-q", "--verify", "HEAD"]).ok()?;
-        output
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    /// Literal, top-anchored pathspecs of ralph's files named `names`.
+    fn runtime_pathspecs(&self, names: &[String]) -> Vec<String> {
+        names
+            .iter()
+            .map(|name| format!(":(top,literal){}{RALPH_DIR}/{name}", self.prefix))
+            .collect()
+    }
+
+    /// The name inside ralph's `.ralph/` directory of a repository-relative path.
+    fn runtime_name<'a>(&self, path: &'a str) -> Option<&'a str> {
+        path.strip_prefix(self.prefix.as_str())
+            .and_then(|rest| rest.strip_prefix(RALPH_DIR))
+            .and_then(|rest| rest.strip_prefix('/'))
     }
 
     fn is_runtime_file(&self, path: &str) -> bool {
-        let Some(rest) = path
-            .strip_prefix(self.prefix.as_str())
-            .and_then(|rest| rest.strip_prefix(RALPH_DIR))
-            .and_then(|rest| rest.strip_prefix('/'))
-        else {
-            return false;
-        };
-        RUNTIME_FILES.contains(&rest) || rest.starts_with(".tmp") || rest.ends_with(".corrupt")
+        self.runtime_name(path).is_some_and(|rest| {
+            RUNTIME_FILES.contains(&rest) || rest.starts_with(".tmp") || rest.ends_with(".corrupt")
+        })
     }
 
-    /// A fingerprint per path: the blob hash for files, a marker for the rest.
-    fn fingerprints(&self, paths: Vec<String>) -> HashMap<String, String> {
+    /// A fingerprint per path: a content hash for files, a marker for the rest.
+    fn fingerprints(&self, paths: Vec<OsString>) -> HashMap<String, String> {
         let mut files = HashMap::with_capacity(paths.len());
-        let mut to_hash = Vec::new();
-        for path in paths {
-            let full = self.root.join(&path);
-            match std::fs::symlink_metadata(&full) {
-                Err(_) => {
-                    files.insert(path, "deleted".to_owned());
-                }
-                Ok(meta) if meta.is_dir() => {
-                    files.insert(path, "directory".to_owned());
-                }
+        let mut buffer = Vec::new();
+        for raw in paths {
+            let path = OsStr::from_bytes(raw.as_bytes())
+                .to_string_lossy()
+                .into_owned();
+            if self.is_runtime_file(&path) {
+                continue;
+            }
+            let full = self.root.join(&raw);
+            let fingerprint = match std::fs::symlink_metadata(&full) {
+                Err(_) => "deleted".to_owned(),
+                Ok(meta) if meta.is_dir() => "directory".to_owned(),
                 Ok(meta) if meta.file_type().is_symlink() => {
                     let target = std::fs::read_link(&full).unwrap_or_default();
-                    files.insert(path, format!("link:{}", target.display()));
+                    format!("link:{}", target.display())
                 }
-                Ok(meta) if path.contains('\n') => {
-                    // `--stdin-paths` is line-based; fall back to size and mtime.
-                    let mtime = meta
-                        .modified()
-                        .ok()
-                        .map(|t| format!("{t:?}"))
-                        .unwrap_or_default();
-                    files.insert(path, format!("meta:{}:{mtime}", meta.len()));
+                Ok(meta) if meta.is_file() => {
+                    let executable = if meta.permissions().mode() & 0o111 != 0 {
+                        "x"
+                    } else {
+                        "-"
+                    };
+                    match self.content_hash(&full, &mut buffer) {
+                        Some(hash) => format!("file:{executable}:{hash}"),
+                        // Unreadable (or vanished meanwhile): the path still counts as touched.
+                        None => "unreadable".to_owned(),
+                    }
                 }
-                Ok(_) => to_hash.push(path),
-            }
-        }
-        if to_hash.is_empty() {
-            return files;
-        }
-        let mut input = Vec::new();
-        for path in &to_hash {
-            input.extend_from_slice(path.as_bytes());
-            input.push(b'\n');
-        }
-        let hashes = self
-            .run_with_input(&["hash-object", "--no-filters", "--stdin-paths"], &input)
-            .ok()
-            .filter(|output| output.status.success())
-            .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
-            .unwrap_or_default();
-        let mut lines = hashes.lines();
-        for path in to_hash {
-            // If git failed (a file vanished meanwhile), the path still counts as touched.
-            let hash = lines.next().unwrap_or("unreadable").to_owned();
-            files.insert(path, hash);
+                // A FIFO or socket: never opened (a FIFO would block).
+                Ok(_) => "special".to_owned(),
+            };
+            files.insert(path, fingerprint);
         }
         files
+    }
+
+    /// Length and two independently keyed SipHash values of a file's content, read once.
+    fn content_hash(&self, path: &Path, buffer: &mut Vec<u8>) -> Option<String> {
+        const CHUNK: usize = 64 * 1024;
+        let mut file = std::fs::File::open(path).ok()?;
+        buffer.resize(CHUNK, 0);
+        let mut first = self.keys[0].build_hasher();
+        let mut second = self.keys[1].build_hasher();
+        let mut length: u64 = 0;
+        loop {
+            match file.read(buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    first.write(&buffer[..n]);
+                    second.write(&buffer[..n]);
+                    length += n as u64;
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        Some(format!(
+            "{length}:{:016x}{:016x}",
+            first.finish(),
+            second.finish()
+        ))
     }
 
     fn run(&self, args: &[&str]) -> std::io::Result<Output> {
         git(&self.root, args)
     }
-
-    fn run_with_input(&self, args: &[&str], input: &[u8]) -> std::io::Result<Output> {
-        let mut child = git_command(&self.root, args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let input = input.to_vec();
-        let writer = std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-        let output = child.wait_with_output();
-        let _ = writer.join();
-        output
-    }
 }
 
-/// Paths named by `git status --porcelain=v1 -z` (for renames and copies, both names).
-fn parse_status(bytes: &[u8]) -> Vec<String> {
-    let mut paths = Vec::new();
+/// Parses `git status --porcelain=v2 -z --branch`: HEAD (absent before the first commit) and the
+/// paths of every entry (for renames and copies, both names).
+fn parse_status(bytes: &[u8]) -> Status {
+    let mut status = Status::default();
     let mut entries = bytes.split(|&b| b == 0).filter(|entry| !entry.is_empty());
     while let Some(entry) = entries.next() {
-        if entry.len() < 4 {
+        // Fields before the path: `1 XY sub mH mI mW hH hI path`,
+        // `2 XY sub mH mI mW hH hI Xscore path<NUL>origPath`,
+        // `u XY sub m1 m2 m3 mW h1 h2 h3 path`, `? path`, `! path`.
+        let fields = match entry.first() {
+            Some(b'#') => {
+                if let Some(oid) = entry.strip_prefix(b"# branch.oid ") {
+                    let oid = String::from_utf8_lossy(oid);
+                    status.head = (oid != "(initial)").then(|| oid.into_owned());
+                }
+                continue;
+            }
+            Some(b'1') => 8,
+            Some(b'2') => 9,
+            Some(b'u') => 10,
+            Some(b'?' | b'!') => 1,
+            _ => continue,
+        };
+        let Some(path) = entry.splitn(fields + 1, |&b| b == b' ').nth(fields) else {
             continue;
-        }
-        let status = &entry[..2];
-        paths.push(path_string(&entry[3..]));
-        if (status[0] == b'R' || status[0] == b'C')
+        };
+        status.paths.push(OsString::from_vec(path.to_vec()));
+        if entry[0] == b'2'
             && let Some(original) = entries.next()
         {
-            paths.push(path_string(original));
+            status.paths.push(OsString::from_vec(original.to_vec()));
         }
     }
-    paths
-}
-
-fn path_string(bytes: &[u8]) -> String {
-    OsStr::from_bytes(bytes).to_string_lossy().into_owned()
+    status
 }
 
 fn git_command(dir: &Path, args: &[&str]) -> Command {
@@ -275,12 +319,145 @@ fn check(result: std::io::Result<Output>, what: &str) -> Result<Output, String> 
 mod tests {
     use super::*;
 
+    fn names(status: &Status) -> Vec<String> {
+        status
+            .paths
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect()
+    }
+
     #[test]
     fn status_parsing_handles_renames_spaces_and_unicode() {
-        let raw = b"R  new name.txt\0old \"name\".txt\0?? dir/sub/\xc3\xa9t\xc3\xa9.md\0 M a\0";
+        let raw = b"# branch.oid 1d4cc74b11f5ca45a2f55986fe3914ea7d5a817a\0# branch.head main\0\
+2 R. N... 100644 100644 100644 975fbec8 975fbec8 R100 new name.txt\0old \"name\".txt\0\
+? dir/sub/\xc3\xa9t\xc3\xa9.md\0\
+1 .M N... 100644 100644 100644 b6802534 b6802534 a b\0\
+u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
+        let status = parse_status(raw);
         assert_eq!(
-            parse_status(raw),
-            ["new name.txt", "old \"name\".txt", "dir/sub/été.md", "a"]
+            status.head.as_deref(),
+            Some("1d4cc74b11f5ca45a2f55986fe3914ea7d5a817a")
         );
+        assert_eq!(
+            names(&status),
+            [
+                "new name.txt",
+                "old \"name\".txt",
+                "dir/sub/été.md",
+                "a b",
+                "conflict.txt"
+            ]
+        );
+    }
+
+    #[test]
+    fn status_parsing_knows_an_unborn_branch() {
+        let status = parse_status(b"# branch.oid (initial)\0# branch.head main\0? x\0");
+        assert_eq!(status.head, None);
+        assert_eq!(names(&status), ["x"]);
+    }
+
+    /// A repository with one commit of `a.txt` and `b.txt`, or `None` without git.
+    fn repo() -> Option<(tempfile::TempDir, Repo)> {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            Command::new("git")
+                .args(args)
+                .current_dir(dir.path())
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .is_ok_and(|output| output.status.success())
+        };
+        if !run(&["init", "-q"]) {
+            return None;
+        }
+        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+        std::fs::write(dir.path().join("b.txt"), "b\n").unwrap();
+        for (key, value) in [
+            ("user.name", "t"),
+            ("user.email", "t@example.invalid"),
+            ("commit.gpgSign", "false"),
+            ("core.hooksPath", "/dev/null"),
+        ] {
+            assert!(run(&["config", key, value]));
+        }
+        assert!(run(&["add", "-A"]) && run(&["commit", "-q", "-m", "init"]));
+        let repo = Repo::discover(dir.path()).unwrap();
+        Some((dir, repo))
+    }
+
+    #[test]
+    fn a_second_edit_of_a_modified_file_a_mode_change_and_a_new_file_are_changes() {
+        let Some((dir, repo)) = repo() else { return };
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("a.txt"), "a2\n").unwrap();
+        std::fs::write(path("b.txt"), "b2\n").unwrap();
+        std::fs::write(path("new\nline.txt"), "n\n").unwrap();
+        let before = repo.snapshot().unwrap();
+        assert!(before.head.is_some());
+        assert_eq!(
+            repo.changed_files(&before, &repo.snapshot().unwrap()),
+            Vec::<String>::new()
+        );
+        std::fs::write(path("a.txt"), "a3\n").unwrap();
+        std::fs::set_permissions(path("b.txt"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(path("new\nline.txt"), "n2\n").unwrap();
+        std::fs::create_dir_all(path("x/y")).unwrap();
+        std::fs::write(path("x/y/z.txt"), "z\n").unwrap();
+        let after = repo.snapshot().unwrap();
+        assert_eq!(
+            repo.changed_files(&before, &after),
+            ["a.txt", "b.txt", "new\nline.txt", "x/y/z.txt"]
+        );
+        // Rewriting the same content is no change.
+        std::fs::write(path("a.txt"), "a3\n").unwrap();
+        assert_eq!(
+            repo.changed_files(&after, &repo.snapshot().unwrap()),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn commits_leave_out_tracked_runtime_files_even_when_staged() {
+        let Some((dir, repo)) = repo() else { return };
+        let ralph = dir.path().join(RALPH_DIR);
+        std::fs::create_dir_all(&ralph).unwrap();
+        let history = ralph.join(RUNTIME_FILES[1]);
+        std::fs::write(&history, "{}\n").unwrap();
+        let git = |args: &[&str]| {
+            let output = git(dir.path(), args).unwrap();
+            assert!(output.status.success(), "{args:?}: {output:?}");
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        };
+        git(&[
+            "add",
+            "-f",
+            "--",
+            &format!("{RALPH_DIR}/{}", RUNTIME_FILES[1]),
+        ]);
+        // Only a staged runtime file: nothing to commit, and it is unstaged.
+        assert_eq!(
+            repo.commit_all("one"),
+            Ok(None),
+            "{}",
+            git(&["status", "--porcelain"])
+        );
+        assert!(git(&["diff", "--cached", "--name-only"]).is_empty());
+        std::fs::write(dir.path().join("a.txt"), "changed\n").unwrap();
+        git(&[
+            "add",
+            "-f",
+            "--",
+            &format!("{RALPH_DIR}/{}", RUNTIME_FILES[1]),
+        ]);
+        let hash = repo.commit_all("two").unwrap().unwrap();
+        assert!(!hash.is_empty());
+        assert_eq!(
+            git(&["show", "--name-only", "--format=", "HEAD"]),
+            "a.txt\n"
+        );
+        assert_eq!(repo.commit_all("three"), Ok(None));
     }
 }
