@@ -16,7 +16,10 @@ use crate::storage::{self, Loaded, RalphDir, context};
 /// `--status` (`json`: the report of `output/report.rs`).
 pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus {
     let state = warn_if_corrupt(&dir.state(), state::load(&dir.state()));
-    let history = warn_if_corrupt(&dir.history(), history::load(&dir.history()));
+    // Only the last five records are built; the count covers them all.
+    let (history, history_count) =
+        warn_if_corrupt(&dir.history(), history::load_recent(&dir.history(), 5))
+            .map_or((None, 0), |(history, count)| (Some(history), count));
     let context = context::pending(&dir.context()).ok().flatten();
     let tasks_wanted = show_tasks || state.as_ref().is_some_and(|s| s.tasks_mode);
     let tasks = if tasks_wanted {
@@ -45,7 +48,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
                 }
                 status::TasksStatus::Found(list) => Some(report::tasks_report("found", list)),
             },
-            history: report::history_report(history.as_ref()),
+            history: report::history_report(history.as_ref(), history_count),
         });
         return ExitStatus::Success;
     }
@@ -55,6 +58,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         context,
         tasks,
         history,
+        history_count,
         now: storage::now(),
     });
     output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());

@@ -186,14 +186,14 @@ pub(crate) fn loop_report(state: &LoopState, running: bool, now: DateTime<Utc>) 
     }
 }
 
-/// The history report.
-pub(crate) fn history_report(history: Option<&History>) -> HistoryReport {
+/// The history report (`count`: all records; `history` may hold only the last ones).
+pub(crate) fn history_report(history: Option<&History>, count: usize) -> HistoryReport {
     let empty = History::default();
     let history = history.unwrap_or(&empty);
     let start = history.iterations.len().saturating_sub(5);
     let struggle = &history.struggle_indicators;
     HistoryReport {
-        iterations: history.iterations.len(),
+        iterations: count,
         total_duration_ms: history.total_duration_ms,
         total_tokens: history.total_tokens,
         total_cost_usd: history.total_cost_usd,

@@ -26,7 +26,10 @@ pub(crate) struct Dashboard {
     pub(crate) running: bool,
     pub(crate) context: Option<String>,
     pub(crate) tasks: TasksStatus,
+    /// The history, with only its last records built.
     pub(crate) history: Option<History>,
+    /// How many records the history holds.
+    pub(crate) history_count: usize,
     pub(crate) now: DateTime<Utc>,
 }
 
@@ -45,7 +48,7 @@ pub(crate) fn dashboard(data: &Dashboard) -> Vec<String> {
     }
     tasks_block(&data.tasks, &mut lines);
     if let Some(history) = data.history.as_ref().filter(|h| !h.iterations.is_empty()) {
-        history_block(history, &mut lines);
+        history_block(history, data.history_count, &mut lines);
     }
     lines.push(String::new());
     lines
@@ -157,11 +160,11 @@ fn tasks_block(tasks: &TasksStatus, lines: &mut Vec<String>) {
     ));
 }
 
-fn history_block(history: &History, lines: &mut Vec<String>) {
+fn history_block(history: &History, count: usize, lines: &mut Vec<String>) {
     lines.push(String::new());
     lines.push(format!(
         "📊 HISTORY ({})",
-        plural(history.iterations.len() as u64, "iteration")
+        plural(count as u64, "iteration")
     ));
     lines.push(format!(
         "   Total time:   {}",

@@ -151,6 +151,55 @@ impl History {
     }
 }
 
+/// The history with only its last `keep` records built; the others are only counted (so
+/// `--status` stays fast on a long history). Totals and indicators are complete.
+pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> {
+    /// The document with its records left as raw JSON.
+    #[derive(Deserialize)]
+    struct Outline<'a> {
+        #[serde(default, borrow)]
+        iterations: Vec<&'a serde_json::value::RawValue>,
+        #[serde(default, alias = "totalDurationMs")]
+        total_duration_ms: u64,
+        #[serde(default, alias = "struggleIndicators")]
+        struggle_indicators: StruggleIndicators,
+        #[serde(default)]
+        total_tokens: Usage,
+        #[serde(default)]
+        total_cost_usd: Option<f64>,
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Loaded::Missing,
+        Err(err) => return Loaded::Corrupt(format!("cannot read it: {err}")),
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Loaded::Missing;
+    }
+    let outline: Outline<'_> = match serde_json::from_slice(&bytes) {
+        Ok(outline) => outline,
+        Err(err) => return Loaded::Corrupt(format!("it is not valid: {err}")),
+    };
+    let count = outline.iterations.len();
+    let mut iterations = Vec::with_capacity(keep.min(count));
+    for raw in &outline.iterations[count.saturating_sub(keep)..] {
+        match serde_json::from_str(raw.get()) {
+            Ok(record) => iterations.push(record),
+            Err(err) => return Loaded::Corrupt(format!("it is not valid: {err}")),
+        }
+    }
+    Loaded::Found((
+        History {
+            iterations,
+            total_duration_ms: outline.total_duration_ms,
+            struggle_indicators: outline.struggle_indicators,
+            total_tokens: outline.total_tokens,
+            total_cost_usd: outline.total_cost_usd,
+        },
+        count,
+    ))
+}
+
 /// Reads the history file.
 pub(crate) fn load(path: &Path) -> Loaded<History> {
     read_json(path)
@@ -187,6 +236,37 @@ mod tests {
         assert_eq!(history.iterations[0].tools_used["Bash"], 2);
         assert!(history.iterations[0].completion_detected);
         assert_eq!(history.struggle_indicators.short_iterations, 1);
+    }
+
+    #[test]
+    fn load_recent_builds_only_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.json");
+        let mut history = History::default();
+        for i in 1..=20 {
+            history.record(
+                IterationRecord {
+                    iteration: i,
+                    duration_ms: 1,
+                    ..IterationRecord::default()
+                },
+                true,
+            );
+        }
+        save(&path, &history).unwrap();
+        let Loaded::Found((recent, count)) = load_recent(&path, 5) else {
+            panic!()
+        };
+        assert_eq!(count, 20);
+        assert_eq!(
+            recent
+                .iterations
+                .iter()
+                .map(|r| r.iteration)
+                .collect::<Vec<_>>(),
+            [16, 17, 18, 19, 20]
+        );
+        assert_eq!(recent.total_duration_ms, 20);
     }
 
     #[test]
