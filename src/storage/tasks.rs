@@ -9,19 +9,8 @@
 //! Indented `- [c] text` lines are subtasks of the task above them, and indented `- key: value`
 //! lines are its properties. Every other line is ignored.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
-
 /// The heading of a task file ralph creates.
 pub(crate) const HEADING: &str = "# Ralph Tasks";
-
-static TOP_LEVEL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^- \[(.)\]\s*(.+)$").expect("valid regex"));
-static SUBTASK: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s+- \[(.)\]\s*(.+)$").expect("valid regex"));
-static PROPERTY: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s+- ([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$").expect("valid regex"));
 
 /// Where a task stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,25 +112,31 @@ impl TaskList {
     pub(crate) fn parse(content: &str) -> Self {
         let mut tasks: Vec<Task> = Vec::new();
         for (index, line) in content.lines().enumerate() {
-            if let Some(captures) = TOP_LEVEL.captures(line) {
+            if let Some((status, text)) = checkbox(line) {
                 tasks.push(Task {
                     number: tasks.len() + 1,
                     line: index,
-                    status: TaskStatus::from_char(first_char(&captures[1])),
-                    text: captures[2].trim_end().to_owned(),
+                    status: TaskStatus::from_char(status),
+                    text: text.to_owned(),
                     subtasks: Vec::new(),
                     properties: Vec::new(),
                 });
-            } else if let Some(task) = tasks.last_mut() {
-                if let Some(captures) = SUBTASK.captures(line) {
-                    task.subtasks.push(Subtask {
-                        status: TaskStatus::from_char(first_char(&captures[1])),
-                        text: captures[2].trim_end().to_owned(),
-                    });
-                } else if let Some(captures) = PROPERTY.captures(line) {
-                    task.properties
-                        .push((captures[1].to_owned(), captures[2].trim().to_owned()));
-                }
+                continue;
+            }
+            let indented = line.trim_start();
+            if indented.len() == line.len() {
+                continue;
+            }
+            let Some(task) = tasks.last_mut() else {
+                continue;
+            };
+            if let Some((status, text)) = checkbox(indented) {
+                task.subtasks.push(Subtask {
+                    status: TaskStatus::from_char(status),
+                    text: text.to_owned(),
+                });
+            } else if let Some((key, value)) = property(indented) {
+                task.properties.push((key.to_owned(), value.to_owned()));
             }
         }
         Self { tasks }
@@ -217,8 +212,23 @@ impl TaskList {
     }
 }
 
-fn first_char(text: &str) -> char {
-    text.chars().next().unwrap_or(' ')
+/// `- [c] text` → (c, text); the text must not be empty.
+fn checkbox(line: &str) -> Option<(char, &str)> {
+    let rest = line.strip_prefix("- [")?;
+    let mut chars = rest.chars();
+    let status = chars.next()?;
+    let text = chars.as_str().strip_prefix(']')?.trim();
+    (!text.is_empty()).then_some((status, text))
+}
+
+/// `- key: value` → (key, value), with `key` an identifier.
+fn property(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.strip_prefix("- ")?.split_once(':')?;
+    let mut chars = key.chars();
+    let first = chars.next()?;
+    let valid = (first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then(|| (key, value.trim()))
 }
 
 /// The content of a task file ralph creates: the heading and a one-line hint.
