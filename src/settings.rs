@@ -311,7 +311,8 @@ fn apply(layer: &mut Layer, key: &str, raw: Raw) -> Result<(), String> {
     let limits = &mut flags.limits;
     match key {
         "agent" => flags.agent = Some(text(raw)?.trim().to_owned()),
-        "model" => flags.model = Some(text(raw)?),
+        // An empty model means the agent's default, as on the command line.
+        "model" => flags.model = Some(text(raw)?).filter(|model| !model.trim().is_empty()),
         "rotation" => flags.rotation = Some(parse::rotation(&list(raw)?.join(","))?),
         "min_iterations" => flags.min_iterations = Some(parse::whole_number(&text(raw)?)?),
         "max_iterations" => flags.max_iterations = Some(parse::whole_number(&text(raw)?)?),
