@@ -9,7 +9,8 @@ pub(crate) enum ExitStatus {
     Success,
     /// 1: bad usage, a missing agent binary, another loop running, or a fatal error.
     Error,
-    /// 2: a limit stopped the loop before completion (`--max-iterations`).
+    /// 2: a limit stopped the loop before completion (`--max-iterations`, `--max-runtime`,
+    /// `--max-cost`, `--max-tokens`).
     LimitReached,
     /// 3: the loop was stopped on purpose before completion: the agent's abort promise, too many
     /// iterations without changes, or every remaining task blocked.

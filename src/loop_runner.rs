@@ -32,6 +32,9 @@ use crate::transcript::{DisplayOptions, Transcript};
 const ERROR_PAUSE: Duration = Duration::from_secs(2);
 /// Iterations in a row in which ralph itself fails before the loop gives up.
 const MAX_OWN_FAILURES: u32 = 3;
+/// Iterations in a row in which the agent exits with an error and changes nothing before the
+/// loop gives up.
+const MAX_FAILED_RUNS: u32 = 5;
 
 /// Test and tuning knobs read from the environment.
 #[derive(Clone, Debug)]
@@ -296,7 +299,7 @@ pub(crate) fn resume(
         Some(&saved),
         settings,
     )?;
-    output::resume_overrides(&overrides(flags, &saved, &config, settings));
+    output::resume_overrides(&overrides(&saved, &config, settings));
     run(
         &config,
         cwd,
@@ -307,96 +310,76 @@ pub(crate) fn resume(
     )
 }
 
-/// Human-readable `--flag: saved → new` lines for the flags that change a saved option.
+/// `--flag: saved → new` for every option that flags given with `--resume` change.
 fn overrides(
-    flags: &LoopFlags,
     saved: &LoopState,
     config: &RunConfig,
     settings: &crate::settings::Settings,
 ) -> Vec<String> {
-    let before = RunConfig::resolve(
+    let Ok(before) = RunConfig::resolve(
         saved.prompt.clone(),
         config.prompt_file.clone(),
         &LoopFlags::default(),
         Some(saved),
         settings,
-    );
-    let Ok(before) = before else {
+    ) else {
         return Vec::new();
     };
-    let mut changes = Vec::new();
-    let mut note = |flag: &str, given: bool, old: String, new: String| {
-        if given && old != new {
-            changes.push(format!("{flag}: {old} → {new}"));
+    let (old, new) = (option_values(&before), option_values(config));
+    old.into_iter()
+        .zip(new)
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((key, a), (_, b))| format!("--{}: {a} → {b}", key.replace('_', "-")))
+        .collect()
+}
+
+/// Every option of a loop as `(key, value)`, from the state format (so nothing is left out).
+fn option_values(config: &RunConfig) -> Vec<(String, String)> {
+    let mut values = vec![
+        ("agent".to_owned(), config.agent.id().to_owned()),
+        ("model".to_owned(), config.model.clone().unwrap_or_default()),
+        (
+            "min_iterations".to_owned(),
+            config.min_iterations.to_string(),
+        ),
+        (
+            "max_iterations".to_owned(),
+            config.max_iterations.to_string(),
+        ),
+        (
+            "completion_promise".to_owned(),
+            config.completion_promise.clone(),
+        ),
+        ("tasks".to_owned(), config.tasks.to_string()),
+        ("task_promise".to_owned(), config.task_promise.clone()),
+    ];
+    if let Ok(serde_json::Value::Object(options)) = serde_json::to_value(config.saved_options()) {
+        for (key, value) in options {
+            let key = match key.as_str() {
+                "plainText" => "output_format".to_owned(),
+                "plainPromises" => "promise_format".to_owned(),
+                other => other
+                    .chars()
+                    .flat_map(|c| {
+                        if c.is_ascii_uppercase() {
+                            vec!['_', c.to_ascii_lowercase()]
+                        } else {
+                            vec![c]
+                        }
+                    })
+                    .collect::<String>()
+                    .trim_end_matches("_ms")
+                    .to_owned(),
+            };
+            let shown = match value {
+                serde_json::Value::Null => "none".to_owned(),
+                serde_json::Value::String(text) => text,
+                other => other.to_string(),
+            };
+            values.push((key, shown));
         }
-    };
-    note(
-        "--agent",
-        flags.agent.is_some(),
-        before.agent.id().into(),
-        config.agent.id().into(),
-    );
-    note(
-        "--model",
-        flags.model.is_some(),
-        before.model.clone().unwrap_or_default(),
-        config.model.clone().unwrap_or_default(),
-    );
-    note(
-        "--min-iterations",
-        flags.min_iterations.is_some(),
-        before.min_iterations.to_string(),
-        config.min_iterations.to_string(),
-    );
-    note(
-        "--max-iterations",
-        flags.max_iterations.is_some(),
-        before.max_iterations.to_string(),
-        config.max_iterations.to_string(),
-    );
-    note(
-        "--completion-promise",
-        flags.completion_promise.is_some(),
-        before.completion_promise.clone(),
-        config.completion_promise.clone(),
-    );
-    note(
-        "--task-promise",
-        flags.task_promise.is_some(),
-        before.task_promise.clone(),
-        config.task_promise.clone(),
-    );
-    note(
-        "--tasks",
-        flags.tasks.is_some(),
-        before.tasks.to_string(),
-        config.tasks.to_string(),
-    );
-    note(
-        "--stream",
-        flags.stream.is_some(),
-        before.stream.to_string(),
-        config.stream.to_string(),
-    );
-    note(
-        "--commit",
-        flags.commit.is_some(),
-        before.commit.to_string(),
-        config.commit.to_string(),
-    );
-    note(
-        "--allow-all",
-        flags.allow_all.is_some(),
-        before.allow_all.to_string(),
-        config.allow_all.to_string(),
-    );
-    note(
-        "--pause",
-        flags.pause.is_some(),
-        format!("{:?}", before.pause),
-        format!("{:?}", config.pause),
-    );
-    changes
+    }
+    values
 }
 
 /// Removes the loop's state, history and context (never the task file).
@@ -455,6 +438,11 @@ enum Stop {
     LegacyPlugin,
     /// ralph itself failed several iterations in a row (the agent cannot start, the disk is full).
     RalphFailed(String),
+    /// The agent exited with an error and changed nothing, several iterations in a row.
+    AgentKeptFailing {
+        exit_code: i32,
+        runs: u32,
+    },
     /// In tasks mode, no open task can be started.
     Blocked(Vec<String>),
     Interrupted,
@@ -469,9 +457,10 @@ impl Stop {
             | Self::MaxCost(_)
             | Self::MaxTokens(_) => ExitStatus::LimitReached,
             Self::Aborted { .. } | Self::Stalled(_) | Self::Blocked(_) => ExitStatus::Stopped,
-            Self::AgentFailed { .. } | Self::LegacyPlugin | Self::RalphFailed(_) => {
-                ExitStatus::Error
-            }
+            Self::AgentFailed { .. }
+            | Self::AgentKeptFailing { .. }
+            | Self::LegacyPlugin
+            | Self::RalphFailed(_) => ExitStatus::Error,
             Self::Interrupted => ExitStatus::Interrupted,
         }
     }
@@ -503,6 +492,9 @@ impl Stop {
                 format!("the agent failed ({})", failure.kind.label())
             }
             Self::LegacyPlugin => "OpenCode loaded the legacy placeholder plugin".to_owned(),
+            Self::AgentKeptFailing { exit_code, runs } => format!(
+                "the agent exited with code {exit_code} and changed nothing in {runs} iterations in a row"
+            ),
             Self::RalphFailed(error) => {
                 format!("ralph failed {MAX_OWN_FAILURES} iterations in a row ({error})")
             }
@@ -541,6 +533,8 @@ struct Runner<'a> {
     retries: u32,
     /// Iterations in a row in which ralph itself failed.
     own_failures: u32,
+    /// Iterations in a row in which the agent exited with an error and changed nothing.
+    failed_runs: u32,
 }
 
 impl<'a> Runner<'a> {
@@ -555,6 +549,10 @@ impl<'a> Runner<'a> {
     ) -> anyhow::Result<Self> {
         let now = storage::now();
         let resumed_flag = resumed.is_some();
+        let resumed_stalled = resumed.as_ref().map_or(0, |saved| saved.stalled);
+        if let Some(group) = resumed.as_ref().and_then(|saved| saved.agent_group) {
+            stop_leftover_agent(group);
+        }
         let (iteration, started_at, earlier_runtime_ms) =
             resumed.as_ref().map_or((1, now, 0), |saved| {
                 (saved.iteration.max(1), saved.started_at, saved.runtime_ms)
@@ -577,6 +575,8 @@ impl<'a> Runner<'a> {
                 .map(|name| name.to_string_lossy().into_owned()),
             stopped_at: None,
             runtime_ms: earlier_runtime_ms,
+            stalled: resumed_stalled,
+            agent_group: None,
             task_attempts: resumed
                 .as_ref()
                 .map(|saved| saved.task_attempts.clone())
@@ -614,9 +614,10 @@ impl<'a> Runner<'a> {
             resumed: resumed_flag,
             session_started: Instant::now(),
             earlier_runtime_ms,
-            stalled: 0,
+            stalled: resumed_stalled,
             retries: 0,
             own_failures: 0,
+            failed_runs: 0,
         })
     }
 
@@ -640,6 +641,9 @@ impl<'a> Runner<'a> {
             if config.limits.max_cost.is_some() && !step.agent.reports_cost() {
                 output::max_cost_unavailable(name);
             }
+        }
+        if config.limits.max_stalled.is_some() && self.repo.is_none() {
+            output::max_stalled_unavailable();
         }
         output::banner(display_name);
         self.save_state()?;
@@ -763,12 +767,21 @@ impl<'a> Runner<'a> {
                 );
             }
         }
-        let iterations = u32::try_from(self.history.iterations.len()).unwrap_or(u32::MAX);
+        // Retries share their iteration's number: count numbers, not records.
+        let mut numbers: Vec<u32> = self
+            .history
+            .iterations
+            .iter()
+            .map(|r| r.iteration)
+            .collect();
+        numbers.dedup();
+        let iterations = u32::try_from(numbers.len()).unwrap_or(u32::MAX);
         output::run_ended(&output::RunEnd {
             reason: &reason,
             exit_code: stop.status().code(),
             iterations,
-            total_ms: total,
+            // Wall time over all sessions: agent runs, verification, waits and pauses.
+            total_ms: millis(self.runtime()),
             tokens: (self.history.total_tokens.total() > 0).then_some(self.history.total_tokens),
             cost: self.history.total_cost_usd,
         });
@@ -789,7 +802,7 @@ impl<'a> Runner<'a> {
             return Some(Stop::MaxCost(limit));
         }
         if let Some(limit) = limits.max_tokens
-            && self.history.total_tokens.total() >= limit
+            && self.history.total_tokens.billable() >= limit
         {
             return Some(Stop::MaxTokens(limit));
         }
@@ -803,12 +816,14 @@ impl<'a> Runner<'a> {
         } else {
             None
         };
-        if let Some(task) = &focus {
-            *self
+        // A retry after a provider failure is not another attempt at the task.
+        if let Some(task) = focus.as_ref().filter(|_| self.retries == 0) {
+            let attempts = self
                 .state
                 .task_attempts
                 .entry(task.key.clone())
-                .or_default() += 1;
+                .or_default();
+            *attempts = attempts.saturating_add(1);
             self.save_state()?;
         }
         let context_at_start = context::pending(&self.dir.context())?;
@@ -847,7 +862,16 @@ impl<'a> Runner<'a> {
             },
             promises,
             config.promise_anywhere,
-        )?;
+        )?
+        .on_spawn({
+            // Recorded so that `--resume` after a killed ralph can stop this agent.
+            let mut state = self.state.clone();
+            let path = self.dir.state();
+            move |group| {
+                state.agent_group = Some(group);
+                let _ = state::save(&path, &state);
+            }
+        });
         let options = RunOptions {
             grace: self.knobs.grace,
             leak_timeout: self.knobs.leak_timeout,
@@ -1074,6 +1098,7 @@ impl<'a> Runner<'a> {
         }
         if let Some(failure) = findings
             .failure
+            .clone()
             .filter(|f| f.kind.is_fatal() || f.kind.is_transient())
         {
             // The provider failed: keep whatever the agent did, but do not spend the iteration.
@@ -1088,17 +1113,34 @@ impl<'a> Runner<'a> {
             );
         }
         self.commit(iteration);
+        // An agent that exits with an error and changes nothing, again and again (it cannot
+        // start, its credentials expired in a way it does not report), must not spin all night.
+        if outcome.exit_code != 0 && changed_nothing && findings.failure.is_none() {
+            self.failed_runs += 1;
+            if self.failed_runs >= MAX_FAILED_RUNS {
+                return Ok(Next::Stop(Stop::AgentKeptFailing {
+                    exit_code: outcome.exit_code,
+                    runs: self.failed_runs,
+                }));
+            }
+        } else {
+            self.failed_runs = 0;
+        }
         if agent_side && self.repo.is_some() {
             self.stalled = if changed_nothing { self.stalled + 1 } else { 0 };
+            self.state.stalled = self.stalled;
             if let Some(limit) = config.limits.max_stalled
                 && self.stalled >= limit
             {
                 return Ok(Next::Stop(Stop::Stalled(self.stalled)));
             }
         }
-        Ok(Next::Continue {
-            pause: config.pause,
-        })
+        let pause = if outcome.exit_code == 0 {
+            config.pause
+        } else {
+            ERROR_PAUSE.max(config.pause)
+        };
+        Ok(Next::Continue { pause })
     }
 
     /// Runs verification commands from the repository's top directory.
@@ -1357,6 +1399,22 @@ fn open_tasks_feedback(promise: &str, open: &[String]) -> String {
          Finish them (and mark them [x]) before claiming completion.",
         list.join("\n")
     )
+}
+
+/// Stops an agent that outlived a killed ralph (its process group still exists).
+fn stop_leftover_agent(group: i32) {
+    use nix::sys::signal::{Signal, killpg};
+    let pid = nix::unistd::Pid::from_raw(group);
+    if group <= 0 || killpg(pid, None).is_err() {
+        return;
+    }
+    output::leftover_agent_stopped(group);
+    let _ = killpg(pid, Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline && killpg(pid, None).is_ok() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = killpg(pid, Signal::SIGKILL);
 }
 
 /// Exponential backoff with ±20 % jitter: `base`, `2·base`, `4·base`… capped at `cap`.

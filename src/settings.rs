@@ -233,6 +233,7 @@ fn from_file(path: &Path, text: &str) -> anyhow::Result<(Layer, BTreeMap<String,
                 closest(name).map_or_else(String::new, |k| format!(" (did you mean `{k}`?)"));
             return Err(at(format!("unknown key `{name}`{hint}")));
         };
+        check_type(known, value.get_ref()).map_err(|err| at(format!("`{known}`: {err}")))?;
         let raw = raw_value(value.get_ref()).map_err(|err| at(format!("`{known}`: {err}")))?;
         apply(&mut layer, known, raw).map_err(|err| at(format!("`{known}`: {err}")))?;
         layer.sources.insert(
@@ -244,6 +245,35 @@ fn from_file(path: &Path, text: &str) -> anyhow::Result<(Layer, BTreeMap<String,
         );
     }
     Ok((layer, agents))
+}
+
+/// The TOML type a key needs (environment variables are always text and parsed leniently).
+fn check_type(key: &str, value: &DeValue<'_>) -> Result<(), String> {
+    let wanted = match key {
+        "promise_anywhere" | "tasks" | "stream" | "verbose_tools" | "no_plugins" | "allow_all"
+        | "commit" => "a boolean (true or false)",
+        "min_iterations" | "max_iterations" | "max_stalled" | "max_retries" => "a whole number",
+        "max_cost" => "a number",
+        "max_tokens" => "a number or a string like \"500k\"",
+        "pause" | "verify_timeout" | "iteration_timeout" | "idle_timeout" | "max_runtime"
+        | "retry_max_wait" => "a string like \"30s\" or a number of seconds",
+        "verify" | "agent_args" => "a list of strings",
+        "rotation" => "a list of strings or a string",
+        _ => "a string",
+    };
+    let fits = match value {
+        DeValue::Boolean(_) => wanted.starts_with("a boolean"),
+        DeValue::Integer(_) => wanted.contains("number"),
+        DeValue::Float(_) => key == "max_cost" || key == "max_tokens",
+        DeValue::String(_) => wanted.contains("string") && !wanted.starts_with("a list of"),
+        DeValue::Array(_) => wanted.starts_with("a list"),
+        DeValue::Datetime(_) | DeValue::Table(_) => false,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(format!("must be {wanted}"))
+    }
 }
 
 fn raw_value(value: &DeValue<'_>) -> Result<Raw, String> {
@@ -460,13 +490,22 @@ mod tests {
             ".ralph/config.toml:3: unknown key `max_iteration` (did you mean `max_iterations`?)"
         );
         let error = file("max_iterations = \"ten\"\n").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            ".ralph/config.toml:1: `max_iterations`: must be a whole number"
+        );
+        let error = file("max_iterations = -3\n").unwrap_err().to_string();
         assert!(
-            error
-                .starts_with(".ralph/config.toml:1: `max_iterations`: 'ten' is not a whole number"),
+            error.starts_with(".ralph/config.toml:1: `max_iterations`: '-3' is not a whole number"),
             "{error}"
         );
-        let error = file("commit = \"maybe\"\n").unwrap_err().to_string();
-        assert!(error.contains("expects true or false"), "{error}");
+        let error = file("commit = \"yes\"\n").unwrap_err().to_string();
+        assert!(
+            error.ends_with("`commit`: must be a boolean (true or false)"),
+            "{error}"
+        );
+        let error = file("agent = 5\n").unwrap_err().to_string();
+        assert_eq!(error, ".ralph/config.toml:1: `agent`: must be a string");
         let error = file("pause = [1\n").unwrap_err().to_string();
         assert!(
             error.starts_with(".ralph/config.toml:1: not valid TOML"),

@@ -2,6 +2,7 @@
 //! `--completions`, `--man`. None of them runs an agent's work or changes loop files.
 
 use std::io::Write as _;
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -481,12 +482,15 @@ fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
 
 /// The first line of `program --version`, if it answers within 10 s.
 fn version_of(program: &Path, cwd: &Path) -> Option<String> {
+    // Output to a file, not a pipe: a child that keeps a pipe open cannot make the doctor hang.
+    let mut capture = tempfile::tempfile().ok()?;
     let mut child = Command::new(program)
         .arg("--version")
         .current_dir(cwd)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(Stdio::from(capture.try_clone().ok()?))
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .ok()?;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -501,11 +505,14 @@ fn version_of(program: &Path, cwd: &Path) -> Option<String> {
             }
         }
     }
-    let output = child.wait_with_output().ok()?;
-    if !output.status.success() {
+    let status = child.wait().ok()?;
+    if !status.success() {
         return None;
     }
-    let text = String::from_utf8_lossy(&output.stdout);
+    let mut bytes = Vec::new();
+    std::io::Seek::seek(&mut capture, std::io::SeekFrom::Start(0)).ok()?;
+    std::io::Read::read_to_end(&mut capture, &mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
     Some(text.lines().next().unwrap_or("").trim().to_owned())
         .filter(|v| !v.is_empty())
         .or(Some("version unknown".to_owned()))

@@ -62,6 +62,10 @@ pub(crate) trait OutputHandler {
     fn on_segment(&mut self, segment: &Segment<'_>);
     /// Called at least every tick, with the time of the last output from the agent.
     fn on_tick(&mut self, now: Instant, last_output: Instant);
+    /// Called once the agent runs, with its process group.
+    fn on_spawn(&mut self, group: i32) {
+        let _ = group;
+    }
     /// Called when ralph starts stopping the agent.
     fn on_stopping(&mut self, reason: EndedBy) {
         let _ = reason;
@@ -134,6 +138,7 @@ pub(crate) fn run(
         .with_context(|| format!("failed to start `{}`", command.program.display()))?;
     let group = i32::try_from(child.id()).unwrap_or(0);
     set_agent_group(group);
+    handler.on_spawn(group);
     let result = supervise(&mut child, group, command, options, stop, handler);
     set_agent_group(0);
     if result.is_err() {

@@ -88,6 +88,8 @@ pub(crate) struct Transcript<'a> {
     final_text: Option<String>,
     promises_seen_anywhere: Vec<bool>,
     findings: Findings,
+    /// Told the agent's process group once it runs.
+    spawn_hook: Option<Box<dyn FnMut(i32) + 'a>>,
 }
 
 impl<'a> Transcript<'a> {
@@ -122,7 +124,14 @@ impl<'a> Transcript<'a> {
             final_text: None,
             promises_seen_anywhere: vec![false; count],
             findings: Findings::default(),
+            spawn_hook: None,
         })
+    }
+
+    /// Calls `hook` with the agent's process group once it runs.
+    pub(crate) fn on_spawn(mut self, hook: impl FnMut(i32) + 'a) -> Self {
+        self.spawn_hook = Some(Box::new(hook));
+        self
     }
 
     /// Prints what is still pending and returns the findings.
@@ -365,6 +374,12 @@ impl OutputHandler for Transcript<'_> {
             && let Some(line) = self.event_line.take()
         {
             self.end_event_line(line, segment.received);
+        }
+    }
+
+    fn on_spawn(&mut self, group: i32) {
+        if let Some(hook) = &mut self.spawn_hook {
+            hook(group);
         }
     }
 

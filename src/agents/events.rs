@@ -55,16 +55,25 @@ pub(crate) struct Usage {
 }
 
 impl Usage {
+    /// Adds counts, saturating: an absurd number from an agent must not crash the loop.
     pub(crate) fn add(&mut self, other: Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+    }
+
+    /// The tokens `--max-tokens` counts: input, output and cache writes. Cache reads are left
+    /// out: they are cheap and, with Claude, large enough to trip any limit early.
+    pub(crate) fn billable(&self) -> u64 {
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_write)
     }
 
     /// Every token counted: input, output and cache traffic.
     pub(crate) fn total(&self) -> u64 {
-        self.input + self.output + self.cache_read + self.cache_write
+        self.billable().saturating_add(self.cache_read)
     }
 }
 
@@ -231,28 +240,35 @@ static ABSOLUTE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The reset time a usage-limit message gives, if any: `…|1767225600` (epoch seconds), `try
 /// again in 5 minutes`, `resets at 2026-01-01T00:00:00Z`.
+///
+/// A time more than [`MAX_RESET_WAIT_HOURS`] ahead is not believed (it would keep a loop asleep for
+/// days on a garbled message); the caller then backs off as if no time was given.
 pub(crate) fn reset_time(message: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    if let Some(captures) = EPOCH_AFTER_PIPE.captures(message) {
+    let at = if let Some(captures) = EPOCH_AFTER_PIPE.captures(message) {
         let seconds: i64 = captures[1].parse().ok()?;
-        return Utc.timestamp_opt(seconds, 0).single();
-    }
-    if let Some(captures) = ABSOLUTE.captures(message) {
-        return DateTime::parse_from_rfc3339(&captures[1])
-            .ok()
-            .map(|t| t.with_timezone(&Utc));
-    }
-    if let Some(captures) = RELATIVE.captures(message) {
+        Utc.timestamp_opt(seconds, 0).single()?
+    } else if let Some(captures) = ABSOLUTE.captures(message) {
+        DateTime::parse_from_rfc3339(&captures[1])
+            .ok()?
+            .with_timezone(&Utc)
+    } else if let Some(captures) = RELATIVE.captures(message) {
         let amount: i64 = captures[1].parse().ok()?;
         let unit = captures[2].to_lowercase();
-        let seconds = match unit.chars().next() {
-            Some('h') => amount * 3600,
-            Some('m') => amount * 60,
-            _ => amount,
+        let scale = match unit.chars().next() {
+            Some('h') => 3600,
+            Some('m') => 60,
+            _ => 1,
         };
-        return Some(now + chrono::Duration::seconds(seconds));
-    }
-    None
+        let delta = chrono::Duration::try_seconds(amount.checked_mul(scale)?)?;
+        now.checked_add_signed(delta)?
+    } else {
+        return None;
+    };
+    (at <= now + chrono::Duration::hours(MAX_RESET_WAIT_HOURS)).then_some(at)
 }
+
+/// The longest wait for a provider's reset time that ralph believes.
+pub(crate) const MAX_RESET_WAIT_HOURS: i64 = 24;
 
 /// A JSON value's field as a string.
 pub(crate) fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
@@ -374,6 +390,16 @@ mod tests {
             "2026-01-01T03:00:00Z".parse::<DateTime<Utc>>().unwrap()
         );
         assert_eq!(reset_time("no time here", now()), None);
+        assert_eq!(
+            reset_time("Try again in 9999999999999 seconds", now()),
+            None,
+            "no overflow"
+        );
+        assert_eq!(
+            reset_time("usage limit reached|9999999999", now()),
+            None,
+            "not believed"
+        );
     }
 
     #[test]

@@ -100,7 +100,8 @@ impl Agent for OpenCode {
                 let mut events = vec![
                     AgentEvent::Usage(Usage {
                         input: u64_field(tokens, "input"),
-                        output: u64_field(tokens, "output") + u64_field(tokens, "reasoning"),
+                        output: u64_field(tokens, "output")
+                            .saturating_add(u64_field(tokens, "reasoning")),
                         cache_read: u64_field(cache, "read"),
                         cache_write: u64_field(cache, "write"),
                     }),

@@ -474,6 +474,20 @@ pub(crate) fn retry_countdown(wait: &RetryWait<'_>, left: Duration) {
         wait.attempt,
         wait.max_attempts
     );
+    if super::is_json() {
+        super::event(
+            "retry_wait",
+            serde_json::json!({
+                "iteration": wait.iteration,
+                "retry": wait.attempt,
+                "max_retries": wait.max_attempts,
+                "kind": wait.failure.kind.label(),
+                "status": wait.failure.status,
+                "seconds_left": left.as_secs(),
+            }),
+        );
+        return;
+    }
     let mut out = super::stdout();
     if is_terminal() {
         let _ = write!(out, "\r\x1b[2K{text}");
@@ -485,7 +499,7 @@ pub(crate) fn retry_countdown(wait: &RetryWait<'_>, left: Duration) {
 
 /// Ends an in-place countdown line.
 pub(crate) fn retry_wait_done() {
-    if is_terminal() {
+    if is_terminal() && !super::is_json() {
         say(&[""]);
     }
 }
@@ -664,6 +678,10 @@ pub(crate) fn verify_started(command: &str) {
 
 /// A piece of a verification command's output, indented so it never reads as the agent's.
 pub(crate) fn verify_output(text: &str, starts_line: bool, ends_line: bool) {
+    if super::is_json() {
+        // stdout carries only JSON events; the command's output is in the `verified` event.
+        return;
+    }
     let mut out = super::stdout();
     if starts_line {
         let _ = out.write_all("   │ ".as_bytes());
@@ -676,6 +694,7 @@ pub(crate) fn verify_output(text: &str, starts_line: bool, ends_line: bool) {
 
 /// A verification command finished.
 pub(crate) fn verify_finished(result: &crate::verify::Verification) {
+    super::event("verified", serde_json::to_value(result).unwrap_or_default());
     if result.passed {
         say(&[&format!("   ✅ passed: {}", result.command)]);
     } else {
@@ -706,5 +725,19 @@ pub(crate) fn task_verification_failed(task: &str) {
 pub(crate) fn task_failed(task: &str, attempts: u32) {
     say(&[&format!(
         "❌ Task \"{task}\" failed after {attempts} attempts; it is marked [!] and the next task is taken."
+    )]);
+}
+
+/// `--max-stalled` needs git to see changes.
+pub(crate) fn max_stalled_unavailable() {
+    warn(&[
+        "⚠️  --max-stalled has no effect here: this is not a git repository, so ralph cannot see which files change.",
+    ]);
+}
+
+/// `--resume` found the previous run's agent still running and stopped it.
+pub(crate) fn leftover_agent_stopped(group: i32) {
+    warn(&[&format!(
+        "⚠️  The agent started by the previous ralph (process group {group}) was still running; stopping it before resuming."
     )]);
 }

@@ -224,7 +224,7 @@ pub(crate) fn history_report(history: Option<&History>, count: usize) -> History
 /// Prints a report as pretty JSON.
 pub(crate) fn print<T: Serialize>(report: &T) {
     let text = serde_json::to_string_pretty(report)
-        .unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"));
+        .unwrap_or_else(|err| serde_json::json!({ "error": err.to_string() }).to_string());
     let mut out = super::stdout();
     let _ = std::io::Write::write_all(&mut *out, text.as_bytes());
     let _ = std::io::Write::write_all(&mut *out, b"\n");

@@ -29,9 +29,16 @@ pub(crate) struct History {
     /// Tokens over all iterations that reported them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) total_tokens: Usage,
+    /// Model turns over all iterations that reported them.
+    #[serde(default, skip_serializing_if = "is_zero_turns")]
+    pub(crate) total_turns: u32,
     /// Cost in USD over all iterations that reported one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) total_cost_usd: Option<f64>,
+}
+
+fn is_zero_turns(turns: &u32) -> bool {
+    *turns == 0
 }
 
 fn is_zero(usage: &Usage) -> bool {
@@ -137,9 +144,12 @@ impl StruggleIndicators {
 impl History {
     /// Appends a record; `update_struggle` is false for iterations where ralph itself failed.
     pub(crate) fn record(&mut self, record: IterationRecord, update_struggle: bool) {
-        self.total_duration_ms += record.duration_ms;
+        self.total_duration_ms = self.total_duration_ms.saturating_add(record.duration_ms);
         if let Some(tokens) = record.tokens {
             self.total_tokens.add(tokens);
+        }
+        if let Some(turns) = record.turns {
+            self.total_turns = self.total_turns.saturating_add(turns);
         }
         if let Some(cost) = record.cost_usd {
             *self.total_cost_usd.get_or_insert(0.0) += cost;
@@ -165,6 +175,8 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
         struggle_indicators: StruggleIndicators,
         #[serde(default)]
         total_tokens: Usage,
+        #[serde(default)]
+        total_turns: u32,
         #[serde(default)]
         total_cost_usd: Option<f64>,
     }
@@ -194,6 +206,7 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
             total_duration_ms: outline.total_duration_ms,
             struggle_indicators: outline.struggle_indicators,
             total_tokens: outline.total_tokens,
+            total_turns: outline.total_turns,
             total_cost_usd: outline.total_cost_usd,
         },
         count,

@@ -155,9 +155,11 @@ pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .with_context(|| format!("`{}` has no parent directory", path.display()))?;
+    // A file that exists keeps its mode (the task file is the user's); new files are private.
+    let mode = fs::metadata(path).map_or(0o600, |meta| meta.permissions().mode() & 0o777);
     let mut temp = tempfile::Builder::new()
         .prefix(".tmp")
-        .permissions(fs::Permissions::from_mode(0o600))
+        .permissions(fs::Permissions::from_mode(mode))
         .tempfile_in(dir)
         .with_context(|| format!("failed to create a temporary file in `{}`", dir.display()))?;
     temp.write_all(contents)

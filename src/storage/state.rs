@@ -48,6 +48,13 @@ pub(crate) struct LoopState {
     /// Wall-clock time the loop has run so far, over all sessions (for `--max-runtime`).
     #[serde(default)]
     pub(crate) runtime_ms: u64,
+    /// Iterations in a row that changed no files (for `--max-stalled`, kept over `--resume`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) stalled: u32,
+    /// The process group of the agent while one runs, so a resumed loop can stop an agent that
+    /// outlived a killed ralph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) agent_group: Option<i32>,
     /// Iterations spent on each task (by its id, else its text), for `max_attempts`.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub(crate) task_attempts: std::collections::BTreeMap<String, u32>,
@@ -121,6 +128,10 @@ impl Default for SavedOptions {
     }
 }
 
+fn is_zero(value: &u32) -> bool {
+    *value == 0
+}
+
 fn one() -> u32 {
     1
 }
@@ -180,6 +191,8 @@ mod tests {
             host: None,
             stopped_at: None,
             runtime_ms: 0,
+            stalled: 0,
+            agent_group: None,
             task_attempts: std::collections::BTreeMap::new(),
             stop_reason: None,
             options: None,

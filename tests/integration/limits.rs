@@ -263,13 +263,9 @@ fn kill_9_then_resume_continues_at_the_right_iteration() {
     wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     child.kill().unwrap();
     child.wait().unwrap();
-    // The orphaned fake agent of iteration 3 (its own process group) keeps sleeping; end it
-    // like a reboot would.
+    // The fake agent of iteration 3 outlives the killed ralph; --resume must stop it first.
     let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(agent),
-        nix::sys::signal::Signal::SIGKILL,
-    );
+    assert!(is_alive(agent));
 
     let plain = env.run_loop(&["something else"]);
     plain.assert_code(1);
@@ -333,5 +329,104 @@ fn a_2_mb_prompt_reaches_every_agent_intact() {
             "{agent}"
         );
         assert!(env.agent_prompt(n).contains(body.trim_end()), "{agent}");
+    }
+}
+
+#[test]
+fn provider_retries_do_not_count_as_task_attempts() {
+    let env = TestEnv::new();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] first\n  - max_attempts: 2\n",
+    )
+    .unwrap();
+    env.agent_script(Some(1), &claude_result(500, "API Error: 500 boom"));
+    env.agent_script(Some(2), &claude_result(500, "API Error: 500 boom"));
+    let run = env.run_loop_with(
+        &[
+            "goal",
+            "--tasks",
+            "--agent",
+            "claude-code",
+            "--max-iterations",
+            "1",
+        ],
+        |c| {
+            c.env("RALPH_RETRY_BASE_MS", "10");
+        },
+    );
+    run.assert_code(2);
+    assert_eq!(env.agent_calls(), 3, "two retries, then the real attempt");
+    let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(
+        tasks.starts_with("- [ ] first"),
+        "not failed by retries: {tasks}"
+    );
+    assert!(
+        run.stdout()
+            .contains("Loop ended: max iterations (1) reached · 1 iteration ·"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn an_agent_that_keeps_failing_stops_the_loop() {
+    let env = TestEnv::new();
+    env.agent_script(None, "echo 'node: not found' >&2; exit 127");
+    let run = env.run_loop(&["task"]);
+    run.assert_code(1);
+    assert_eq!(env.agent_calls(), 5);
+    assert!(
+        run.stdout().contains("Loop ended: the agent exited with code 127 and changed nothing in 5 iterations in a row"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn absurd_numbers_from_an_agent_do_not_crash_or_stall_the_loop() {
+    let env = TestEnv::new();
+    env.agent_script(
+        Some(1),
+        "cat <<'EVENTS'\n{\"type\":\"result\",\"is_error\":true,\"result\":\"Rate limit reached. Try again in 9999999999999 seconds\",\"usage\":{\"input_tokens\":18446744073709551615}}\nEVENTS\nexit 1\n",
+    );
+    env.agent_script(
+        Some(2),
+        "cat <<'EVENTS'\n{\"type\":\"result\",\"is_error\":false,\"result\":\"<promise>COMPLETE</promise>\",\"usage\":{\"input_tokens\":18446744073709551615,\"output_tokens\":5}}\nEVENTS\n",
+    );
+    let started = Instant::now();
+    let run = env.run_loop_with(&["task", "--agent", "claude-code"], |c| {
+        c.env("RALPH_RETRY_BASE_MS", "10");
+    });
+    run.assert_code(0);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(env.history()["total_tokens"]["input"], u64::MAX);
+}
+
+#[test]
+fn resume_reports_every_option_it_changes() {
+    let env = TestEnv::new();
+    env.run_loop(&["task", "--max-iterations", "1"])
+        .assert_code(2);
+    let run = env.run(&[
+        "--resume",
+        "--pause",
+        "0",
+        "--max-iterations",
+        "2",
+        "--max-runtime",
+        "1h",
+        "--verify",
+        "true",
+    ]);
+    let stdout = run.stdout();
+    for change in [
+        "--max-iterations: 1 → 2",
+        "--max-runtime: none → 3600000",
+        "--verify: [] → [\"true\"]",
+    ] {
+        assert!(stdout.contains(change), "{change} missing: {stdout}");
     }
 }

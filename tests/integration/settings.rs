@@ -74,7 +74,7 @@ fn config_mistakes_name_the_file_line_and_key() {
     run.assert_code(1);
     assert!(
         run.stderr()
-            .contains(".ralph/config.toml:1: `max_iterations`: 'many' is not a whole number"),
+            .contains(".ralph/config.toml:1: `max_iterations`: must be a whole number"),
         "{}",
         run.stderr()
     );
@@ -399,6 +399,43 @@ fn json_runs_print_one_event_per_line() {
     let end = events.last().unwrap();
     assert_eq!(end["exit_code"], 0);
     assert_eq!(end["reason"], "completed in 2 iterations");
+}
+
+#[test]
+fn json_runs_stay_json_with_verification_and_retries() {
+    let env = TestEnv::new();
+    env.agent_script(
+        Some(1),
+        "cat <<'EVENTS'\n{\"type\":\"result\",\"is_error\":true,\"api_error_status\":500,\"result\":\"API Error: 500\"}\nEVENTS\nexit 1\n",
+    );
+    let run = env.run_loop_with(
+        &[
+            "task",
+            "--json",
+            "--agent",
+            "claude-code",
+            "--verify",
+            "echo checking; true",
+            "--max-iterations",
+            "3",
+        ],
+        |c| {
+            c.env("FAKE_AGENT_COMPLETE_AT", "2")
+                .env("RALPH_RETRY_BASE_MS", "10");
+        },
+    );
+    run.assert_code(0);
+    let kinds: Vec<String> = run
+        .stdout()
+        .lines()
+        .map(|line| {
+            let event: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|err| panic!("not JSON: {line}: {err}"));
+            event["event"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert!(kinds.contains(&"retry_wait".to_owned()), "{kinds:?}");
+    assert!(kinds.contains(&"verified".to_owned()), "{kinds:?}");
 }
 
 #[test]
