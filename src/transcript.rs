@@ -255,14 +255,23 @@ impl<'a> Transcript<'a> {
             let window = format!("{}{}", self.line_tail[index], clean);
             self.check_anywhere(&window);
         }
-        if self.agent.kind() == Some(AgentKind::OpenCode) && LEGACY_PLUGIN.is_match(&clean) {
+        if self.agent.kind() == Some(AgentKind::OpenCode)
+            && clean.contains("ralph-wiggum")
+            && LEGACY_PLUGIN.is_match(&clean)
+        {
             self.findings.legacy_plugin = true;
         }
-        push_tail(&mut self.line_tail[index], &clean);
-        if segment.ends_line && segment.source == Source::Stdout {
-            let line = self.line_tail[index].trim();
-            if !line.is_empty() {
-                self.last_plain_line = line.to_owned();
+        if segment.starts_line && segment.ends_line && !self.anywhere {
+            // A whole line in one piece (the common case): no need to keep its tail.
+            if segment.source == Source::Stdout {
+                set_last_line(&mut self.last_plain_line, &clean);
+            }
+        } else {
+            push_tail(&mut self.line_tail[index], &clean);
+            if segment.ends_line && segment.source == Source::Stdout {
+                let tail = std::mem::take(&mut self.line_tail[index]);
+                set_last_line(&mut self.last_plain_line, &tail);
+                self.line_tail[index] = tail;
             }
         }
         if !self.hiding_line[index] {
@@ -403,6 +412,17 @@ impl OutputHandler for Transcript<'_> {
             self.last_printed = now;
         }
     }
+}
+
+/// Keeps `line` (trimmed, its last [`LINE_TAIL_BYTES`]) as the last non-empty line, reusing the
+/// buffer: this runs for every line the agent prints.
+fn set_last_line(last: &mut String, line: &str) {
+    let line = line.trim();
+    if line.is_empty() {
+        return;
+    }
+    last.clear();
+    push_tail(last, line);
 }
 
 /// Lines that count as errors (reference 7.1), matched case-insensitively.
