@@ -77,7 +77,8 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-fn usage(message: impl Into<String>) -> anyhow::Error {
+/// A [`UsageError`] as an `anyhow` error.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     UsageError(message.into()).into()
 }
 
@@ -656,7 +657,8 @@ fn ms(value: Option<u64>) -> Option<Duration> {
     value.map(Duration::from_millis)
 }
 
-fn millis(duration: Duration) -> u64 {
+/// A duration in whole milliseconds (saturating), as the state and history store them.
+pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 
 use crate::agents::{self, Agent, AgentKind, CommandRequest, Failure, FailureKind};
-use crate::config::{LoopFlags, RunConfig};
+use crate::config::{LoopFlags, RunConfig, millis};
 use crate::exit::ExitStatus;
 use crate::git::Repo;
 use crate::output::{self, format, format::plural};
@@ -1429,10 +1429,6 @@ fn backoff(base: Duration, attempt: u32, cap: Duration) -> Duration {
     #[expect(clippy::cast_precision_loss, reason = "jitter only")]
     let factor = 0.8 + 0.4 * ((noise % 1000) as f64 / 1000.0);
     plain.mul_f64(factor).min(cap)
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// When the loop started, for messages.

@@ -14,7 +14,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::agents::OutputFormat;
 use crate::agents::custom::CustomAgentDef;
-use crate::config::{LoopFlags, UsageError};
+use crate::config::{LoopFlags, usage};
 use crate::output::ColorChoice;
 use crate::promise::PromiseFormat;
 
@@ -148,10 +148,6 @@ impl Settings {
             .find_map(|layer| layer.sources.get(key).cloned())
             .unwrap_or(Source::Default)
     }
-}
-
-fn usage(message: String) -> anyhow::Error {
-    UsageError(message).into()
 }
 
 /// `$XDG_CONFIG_HOME/ralph/config.toml`, else `~/.config/ralph/config.toml`.

@@ -27,21 +27,17 @@ pub(crate) struct History {
     #[serde(default, alias = "struggleIndicators")]
     pub(crate) struggle_indicators: StruggleIndicators,
     /// Tokens over all iterations that reported them.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "no_tokens")]
     pub(crate) total_tokens: Usage,
     /// Model turns over all iterations that reported them.
-    #[serde(default, skip_serializing_if = "is_zero_turns")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub(crate) total_turns: u32,
     /// Cost in USD over all iterations that reported one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) total_cost_usd: Option<f64>,
 }
 
-fn is_zero_turns(turns: &u32) -> bool {
-    *turns == 0
-}
-
-fn is_zero(usage: &Usage) -> bool {
+fn no_tokens(usage: &Usage) -> bool {
     usage.total() == 0
 }
 

@@ -150,6 +150,11 @@ pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {
     chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 3)
 }
 
+/// For `skip_serializing_if`: a count that is zero is left out of the file.
+pub(crate) fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
+
 /// Replaces `path` with `contents` atomically; the file ends up with mode 0600.
 pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     let dir = path

@@ -49,7 +49,7 @@ pub(crate) struct LoopState {
     #[serde(default)]
     pub(crate) runtime_ms: u64,
     /// Iterations in a row that changed no files (for `--max-stalled`, kept over `--resume`).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub(crate) stalled: u32,
     /// The process group of the agent while one runs, so a resumed loop can stop an agent that
     /// outlived a killed ralph.
@@ -126,10 +126,6 @@ impl Default for SavedOptions {
             retry_max_wait_ms: None,
         }
     }
-}
-
-fn is_zero(value: &u32) -> bool {
-    *value == 0
 }
 
 fn one() -> u32 {
