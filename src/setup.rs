@@ -445,21 +445,20 @@ fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
             dir.root().display()
         )));
     }
-    for (path, loaded) in [
-        (dir.state(), state::load(&dir.state()).map_found()),
-        (
-            dir.history(),
-            crate::storage::history::load(&dir.history()).map_found(),
-        ),
-    ] {
-        if let Loaded::Corrupt(reason) = loaded {
-            checks.push(Check::fail(format!(
-                "{} is corrupt ({reason}): fix it, or run `ralph --reset` to start over",
-                path.display()
-            )));
-        }
+    let corrupt = |path: &Path, reason: &str| {
+        Check::fail(format!(
+            "{} is corrupt ({reason}): fix it, or run `ralph --reset` to start over",
+            path.display()
+        ))
+    };
+    let saved = state::load(&dir.state());
+    if let Loaded::Corrupt(reason) = &saved {
+        checks.push(corrupt(&dir.state(), reason));
     }
-    if let Loaded::Found(saved) = state::load(&dir.state()) {
+    if let Loaded::Corrupt(reason) = crate::storage::history::load(&dir.history()) {
+        checks.push(corrupt(&dir.history(), &reason));
+    }
+    if let Loaded::Found(saved) = saved {
         let running = crate::commands::lock_is_held(dir);
         if saved.active && running {
             checks.push(Check::pass(format!(

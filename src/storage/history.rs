@@ -176,24 +176,23 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
         #[serde(default)]
         total_cost_usd: Option<f64>,
     }
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Loaded::Missing,
-        Err(err) => return Loaded::Corrupt(format!("cannot read it: {err}")),
+    let bytes = match super::read_bytes(path) {
+        Loaded::Found(bytes) => bytes,
+        Loaded::Missing => return Loaded::Missing,
+        Loaded::Corrupt(reason) => return Loaded::Corrupt(reason),
     };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Loaded::Missing;
-    }
-    let outline: Outline<'_> = match serde_json::from_slice(&bytes) {
-        Ok(outline) => outline,
-        Err(err) => return Loaded::Corrupt(format!("it is not valid: {err}")),
+    let outline: Outline<'_> = match super::parse_json(&bytes) {
+        Loaded::Found(outline) => outline,
+        Loaded::Missing => return Loaded::Missing,
+        Loaded::Corrupt(reason) => return Loaded::Corrupt(reason),
     };
     let count = outline.iterations.len();
     let mut iterations = Vec::with_capacity(keep.min(count));
     for raw in &outline.iterations[count.saturating_sub(keep)..] {
-        match serde_json::from_str(raw.get()) {
-            Ok(record) => iterations.push(record),
-            Err(err) => return Loaded::Corrupt(format!("it is not valid: {err}")),
+        match super::parse_json(raw.get().as_bytes()) {
+            Loaded::Found(record) => iterations.push(record),
+            Loaded::Missing => {}
+            Loaded::Corrupt(reason) => return Loaded::Corrupt(reason),
         }
     }
     Loaded::Found((

@@ -195,15 +195,6 @@ pub(crate) enum Loaded<T> {
 }
 
 impl<T> Loaded<T> {
-    /// The same outcome without the value (to compare outcomes of different files).
-    pub(crate) fn map_found(self) -> Loaded<()> {
-        match self {
-            Self::Found(_) => Loaded::Found(()),
-            Self::Missing => Loaded::Missing,
-            Self::Corrupt(reason) => Loaded::Corrupt(reason),
-        }
-    }
-
     /// The value, treating a corrupt file as absent.
     pub(crate) fn ok(self) -> Option<T> {
         match self {
@@ -215,15 +206,26 @@ impl<T> Loaded<T> {
 
 /// Reads and parses a JSON file without ever failing.
 pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Loaded<T> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Loaded::Missing,
-        Err(err) => return Loaded::Corrupt(format!("cannot read it: {err}")),
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Loaded::Missing;
+    match read_bytes(path) {
+        Loaded::Found(bytes) => parse_json(&bytes),
+        Loaded::Missing => Loaded::Missing,
+        Loaded::Corrupt(reason) => Loaded::Corrupt(reason),
     }
-    match serde_json::from_slice(&bytes) {
+}
+
+/// A file's bytes; a missing or blank file is `Missing`, an unreadable one `Corrupt`.
+pub(crate) fn read_bytes(path: &Path) -> Loaded<Vec<u8>> {
+    match fs::read(path) {
+        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Loaded::Missing,
+        Ok(bytes) => Loaded::Found(bytes),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Loaded::Missing,
+        Err(err) => Loaded::Corrupt(format!("cannot read it: {err}")),
+    }
+}
+
+/// Parses JSON (possibly borrowing from `bytes`), with the reason a person reads when it fails.
+pub(crate) fn parse_json<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Loaded<T> {
+    match serde_json::from_slice(bytes) {
         Ok(value) => Loaded::Found(value),
         Err(err) => Loaded::Corrupt(format!("it is not valid: {err}")),
     }
