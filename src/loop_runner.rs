@@ -749,10 +749,7 @@ impl<'a> Runner<'a> {
                     Stop::MaxIterations(max) => output::max_iterations_box(*max, total),
                     Stop::Interrupted => self.announce_stop(),
                     Stop::Aborted { message } => output::agent_aborted(message),
-                    Stop::AgentFailed { failure, .. } => output::agent_failed(
-                        self.step_for(self.state.iteration).spec.display_name(),
-                        failure,
-                    ),
+                    Stop::AgentFailed { failure, .. } => output::agent_failed(failure),
                     Stop::LegacyPlugin => output::legacy_plugin_detected(),
                     Stop::Blocked(tasks) => output::tasks_blocked(tasks),
                     _ => {}

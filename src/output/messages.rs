@@ -429,8 +429,9 @@ pub(crate) fn agent_aborted(message: &str) {
     say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
-/// The agent failed in a way retrying does not fix (or retries ran out).
-pub(crate) fn agent_failed(agent: &str, failure: &crate::agents::Failure) {
+/// The agent failed in a way retrying does not fix (or retries ran out): what to do about it.
+/// The failure itself was already shown, when the agent reported it.
+pub(crate) fn agent_failed(failure: &crate::agents::Failure) {
     let hint = match failure.kind {
         crate::agents::FailureKind::Auth => {
             "Check the agent's credentials (log in again, or set its API key)."
@@ -438,7 +439,7 @@ pub(crate) fn agent_failed(agent: &str, failure: &crate::agents::Failure) {
         crate::agents::FailureKind::ModelNotFound => "Check the model name given with --model.",
         _ => "Check the provider's status, then continue with `ralph --resume`.",
     };
-    warn(&["", &failure_line(agent, failure), hint]);
+    warn(&["", hint]);
 }
 
 /// What a wait before a retry is about.

@@ -133,6 +133,12 @@ fn an_auth_failure_stops_at_once() {
         run.stderr()
     );
     assert!(run.stderr().contains("credentials"), "{}", run.stderr());
+    assert_eq!(
+        run.stderr().matches("auth (HTTP 401)").count(),
+        1,
+        "shown once: {}",
+        run.stderr()
+    );
 }
 
 #[test]
