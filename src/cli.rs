@@ -81,6 +81,7 @@ impl clap::builder::TypedValueParser for AgentNameParser {
     after_help = AFTER_HELP,
     disable_version_flag = true,
     disable_help_flag = true,
+    args_override_self = true,
     max_term_width = 100
 )]
 pub(crate) struct Cli {
@@ -98,7 +99,7 @@ pub(crate) struct Cli {
     pub(crate) status: bool,
 
     /// Add a hint for the next iteration (works while a loop runs), then exit.
-    #[arg(long, value_name = "TEXT", help_heading = "Commands")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, help_heading = "Commands")]
     pub(crate) add_context: Option<String>,
 
     /// Remove the pending context, then exit.
@@ -110,7 +111,12 @@ pub(crate) struct Cli {
     pub(crate) list_tasks: bool,
 
     /// Append a task to .ralph/ralph-tasks.md, then exit.
-    #[arg(long, value_name = "DESCRIPTION", help_heading = "Commands")]
+    #[arg(
+        long,
+        value_name = "DESCRIPTION",
+        allow_hyphen_values = true,
+        help_heading = "Commands"
+    )]
     pub(crate) add_task: Option<String>,
 
     /// With --add-task: the new task's id, for other tasks' `blocked_by`.
@@ -220,7 +226,7 @@ pub(crate) struct Cli {
     pub(crate) max_iterations: Option<u32>,
 
     /// The text the agent prints as <promise>TEXT</promise> when done [default: COMPLETE].
-    #[arg(long, value_name = "TEXT", help_heading = "Loop")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, help_heading = "Loop")]
     pub(crate) completion_promise: Option<String>,
 
     /// How promises are written: `<promise>TEXT</promise>` (xml) or the bare TEXT as the last line
@@ -230,7 +236,7 @@ pub(crate) struct Cli {
 
     /// A command that must pass before completion is accepted (repeatable; run by `sh -c` from
     /// the repository's top directory).
-    #[arg(long, value_name = "CMD", help_heading = "Loop")]
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true, help_heading = "Loop")]
     pub(crate) verify: Vec<String>,
 
     /// Time limit for each --verify command and each task's verify command [default: 10m].
@@ -271,7 +277,7 @@ pub(crate) struct Cli {
     pub(crate) max_stalled: Option<u32>,
 
     /// The text the agent prints as <promise>TEXT</promise> to stop the loop because it cannot go on.
-    #[arg(long, value_name = "TEXT", help_heading = "Limits")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, help_heading = "Limits")]
     pub(crate) abort_promise: Option<String>,
 
     /// Retries in a row of an iteration that failed on the provider's side (rate limit, overload,
@@ -289,7 +295,7 @@ pub(crate) struct Cli {
     pub(crate) tasks: bool,
 
     /// The text the agent prints when one task is done [default: READY_FOR_NEXT_TASK].
-    #[arg(long, value_name = "TEXT", help_heading = "Tasks")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, help_heading = "Tasks")]
     pub(crate) task_promise: Option<String>,
 
     // ── Agent and output ──────────────────────────────────────────────────────────────────────
@@ -345,9 +351,14 @@ pub(crate) mod parse {
 
     /// Parses a non-negative whole number with a message a person understands.
     pub(crate) fn whole_number(text: &str) -> Result<u32, String> {
-        text.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("'{text}' is not a whole number of 0 or more"))
+        let trimmed = text.trim();
+        trimmed.parse::<u32>().map_err(|_| {
+            if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+                format!("'{text}' is too large; the largest allowed is {}", u32::MAX)
+            } else {
+                format!("'{text}' is not a whole number of 0 or more")
+            }
+        })
     }
 
     /// Parses an amount of US dollars.
@@ -508,5 +519,6 @@ mod tests {
         assert_eq!(whole_number("5"), Ok(5));
         assert!(whole_number("-1").unwrap_err().contains("0 or more"));
         assert!(whole_number("x").is_err());
+        assert!(whole_number("4294967296").unwrap_err().contains("largest allowed is 4294967295"));
     }
 }

@@ -4,8 +4,6 @@
 //! Read-only commands never create or change anything on disk (not even `.ralph/`), so they are
 //! safe to run in another terminal while a loop works.
 
-use anyhow::Context as _;
-
 use crate::exit::ExitStatus;
 use crate::output::{self, report, status};
 use crate::storage::history;
@@ -20,7 +18,10 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
     let (history, history_count) =
         warn_if_corrupt(&dir.history(), history::load_recent(&dir.history(), 5))
             .map_or((None, 0), |(history, count)| (Some(history), count));
-    let context = context::pending(&dir.context()).ok().flatten();
+    let context = context::pending(&dir.context())
+        .ok()
+        .flatten()
+        .map(|pending| pending.text());
     let tasks_wanted = show_tasks || state.as_ref().is_some_and(|s| s.tasks_mode);
     let tasks = if tasks_wanted {
         match storage::read_text(&dir.tasks()) {
@@ -134,7 +135,9 @@ pub(crate) fn list_tasks(dir: &RalphDir, json: bool) -> ExitStatus {
     }
 }
 
-/// `--add-task DESCRIPTION`.
+/// `--add-task DESCRIPTION`: appends the task under the task file's lock. A duplicate id, a
+/// task blocked by itself and an empty id list are refused; a blocker that does not exist yet
+/// is a warning (it may be added next).
 pub(crate) fn add_task(
     dir: &RalphDir,
     description: &str,
@@ -148,9 +151,6 @@ pub(crate) fn add_task(
             return Ok(ExitStatus::Error);
         }
     };
-    let current = storage::read_text(&dir.tasks())
-        .with_context(|| format!("cannot read `{}`", dir.tasks().display()))?;
-    dir.ensure()?;
     let mut properties = Vec::new();
     for (key, value) in [(tasks::ID, id), (tasks::BLOCKED_BY, blocked_by)] {
         if let Some(value) = value {
@@ -161,26 +161,74 @@ pub(crate) fn add_task(
             properties.push((key, value.trim()));
         }
     }
-    let updated = tasks::add_task(current.as_deref(), description, &properties);
-    storage::write_atomic(&dir.tasks(), updated.as_bytes())?;
-    output::task_added(description, TaskList::parse(&updated).tasks.len());
-    Ok(ExitStatus::Success)
+    let id = id.map(str::trim);
+    let blockers: Vec<&str> = blocked_by
+        .map(|ids| ids.split(',').map(str::trim).filter(|id| !id.is_empty()).collect())
+        .unwrap_or_default();
+    if blocked_by.is_some() && blockers.is_empty() {
+        output::error("--blocked-by needs task ids separated by commas, e.g. --blocked-by db,api");
+        return Ok(ExitStatus::Error);
+    }
+    if let Some(id) = id
+        && blockers.contains(&id)
+    {
+        output::error(&format!(
+            "task '{id}' cannot be blocked by itself; remove '{id}' from --blocked-by"
+        ));
+        return Ok(ExitStatus::Error);
+    }
+    dir.ensure()?;
+    let outcome = tasks::edit(dir, |current| {
+        let list = TaskList::parse(&String::from_utf8_lossy(current.unwrap_or_default()));
+        if let Some(id) = id
+            && let Some(existing) = list.by_id(id)
+        {
+            let refusal = format!(
+                "a task with id '{id}' already exists (task {}: \"{}\"); choose another --id",
+                existing.number, existing.text
+            );
+            return (None, Err(refusal));
+        }
+        let unknown: Vec<String> = blockers
+            .iter()
+            .filter(|blocker| list.by_id(blocker).is_none())
+            .map(|blocker| (*blocker).to_owned())
+            .collect();
+        let updated = tasks::add_task(current, description, &properties);
+        (Some(updated), Ok((list.tasks.len() + 1, unknown)))
+    })?;
+    match outcome {
+        Ok((number, unknown)) => {
+            output::task_added(description, number);
+            if !unknown.is_empty() {
+                output::unknown_blockers(&unknown);
+            }
+            Ok(ExitStatus::Success)
+        }
+        Err(refusal) => {
+            output::error(&refusal);
+            Ok(ExitStatus::Error)
+        }
+    }
 }
 
-/// `--remove-task N`.
+/// `--remove-task N`, under the task file's lock.
 pub(crate) fn remove_task(dir: &RalphDir, number: usize) -> anyhow::Result<ExitStatus> {
-    let current = storage::read_text(&dir.tasks())
-        .with_context(|| format!("cannot read `{}`", dir.tasks().display()))?;
-    let Some(current) = current else {
+    if !dir.tasks().exists() {
         output::error(&format!(
             "no tasks file found ({}). Add a task first: ralph --add-task \"description\"",
             dir.tasks().display()
         ));
         return Ok(ExitStatus::Error);
-    };
-    match tasks::remove_task(&current, number) {
-        Ok(updated) => {
-            storage::write_atomic(&dir.tasks(), updated.as_bytes())?;
+    }
+    let outcome = tasks::edit(dir, |current| {
+        match tasks::remove_task(current.unwrap_or_default(), number) {
+            Ok(updated) => (Some(updated), Ok(())),
+            Err(err) => (None, Err(err)),
+        }
+    })?;
+    match outcome {
+        Ok(()) => {
             output::task_removed(number);
             Ok(ExitStatus::Success)
         }

@@ -662,38 +662,65 @@ pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// `--prompt-file`, else a single existing file argument, else stdin + words, else words.
+/// The prompt, from every source the user gave, joined by line breaks in this order: the prompt
+/// file (`--prompt-file`, or a single argument naming an existing file), piped stdin, then the
+/// words. No source is ever dropped.
 fn resolve_prompt(
-    words: Vec<String>,
-    prompt_file: Option<PathBuf>,
+    mut words: Vec<String>,
+    mut prompt_file: Option<PathBuf>,
     cwd: &Path,
     input: &mut dyn PromptInput,
 ) -> anyhow::Result<(String, Option<PathBuf>)> {
-    if let Some(path) = prompt_file {
-        return Ok((read_prompt_file(&path, cwd)?, Some(path)));
+    if prompt_file.is_none()
+        && let [single] = words.as_slice()
+        && !single.trim().is_empty()
+        && !single.contains('\n')
+        && cwd.join(single).exists()
+    {
+        prompt_file = Some(PathBuf::from(single));
+        words.clear();
     }
-    if let [single] = words.as_slice() {
-        let path = cwd.join(single);
-        if !single.contains('\n') && path.exists() {
-            return Ok((
-                read_prompt_file(Path::new(single), cwd)?,
-                Some(PathBuf::from(single)),
-            ));
-        }
+    let mut parts = Vec::new();
+    if let Some(path) = &prompt_file {
+        parts.push(read_prompt_file(path, cwd)?);
+    }
+    let has_other = prompt_file.is_some() || !words.is_empty();
+    if let Some(piped) = input.piped_stdin(has_other)? {
+        refuse_nul(&piped, "the prompt read from stdin")?;
+        parts.push(piped.trim().to_owned());
     }
     let joined = words.join(" ");
-    let text = match input.piped_stdin(!words.is_empty())? {
-        Some(piped) if !joined.is_empty() => format!("{}\n{joined}", piped.trim_end()),
-        Some(piped) => piped,
-        None => joined,
-    };
-    let text = text.trim().to_owned();
-    if text.is_empty() {
+    if !joined.trim().is_empty() {
+        parts.push(joined.trim().to_owned());
+    }
+    let text = parts.join("\n");
+    if text.trim().is_empty() {
         return Err(usage(
             "no prompt given. Pass it as words (ralph \"Build a REST API\"), with --prompt-file PATH, or on stdin (cat PROMPT.md | ralph)",
         ));
     }
-    Ok((text, None))
+    Ok((text, prompt_file))
+}
+
+/// A prompt with a NUL byte cannot be passed to an agent: refuse it before anything starts.
+fn refuse_nul(text: &str, source: &str) -> anyhow::Result<()> {
+    match text.find('\0') {
+        Some(at) => Err(anyhow::anyhow!(
+            "{source} contains a NUL byte (at byte {at}), which no agent can be given; remove it and run ralph again"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Text from bytes; invalid UTF-8 becomes U+FFFD, with one warning naming the source.
+pub(crate) fn prompt_text(bytes: &[u8], source: &str) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        Err(_) => {
+            crate::output::prompt_not_utf8(source);
+            String::from_utf8_lossy(bytes).into_owned()
+        }
+    }
 }
 
 fn read_prompt_file(path: &Path, cwd: &Path) -> anyhow::Result<String> {
@@ -711,10 +738,12 @@ fn read_prompt_file(path: &Path, cwd: &Path) -> anyhow::Result<String> {
     }
     let bytes = std::fs::read(&full)
         .map_err(|err| usage(format!("unable to read prompt file: {shown} ({err})")))?;
-    let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+    let source = format!("the prompt file {shown}");
+    let text = prompt_text(&bytes, &source).trim().to_owned();
     if text.is_empty() {
         return Err(usage(format!("prompt file is empty: {shown}")));
     }
+    refuse_nul(&text, &source)?;
     Ok(text)
 }
 
@@ -899,6 +928,12 @@ mod tests {
             panic!()
         };
         assert_eq!(run.prompt, "from stdin\nextra words");
+        assert!(
+            config_with(&[""], &mut NoStdin)
+                .unwrap_err()
+                .to_string()
+                .contains("no prompt given")
+        );
         assert!(
             config_with(&[], &mut NoStdin)
                 .unwrap_err()

@@ -149,10 +149,82 @@ impl Repo {
             return Ok(None);
         }
         check(self.run(&["commit", "-q", "-m", message]), "git commit")?;
+        self.short_head().map(Some)
+    }
+
+    /// Commits ralph's own files named `names` under `.ralph/` (the progress log, the task file),
+    /// and nothing else, whatever else is staged. `Ok(None)` when none of them changed.
+    pub(crate) fn commit_own_files(
+        &self,
+        names: &[&str],
+        message: &str,
+    ) -> Result<Option<String>, String> {
+        let existing: Vec<String> = names
+            .iter()
+            .filter(|name| {
+                self.root
+                    .join(&self.prefix)
+                    .join(RALPH_DIR)
+                    .join(name)
+                    .is_file()
+            })
+            .map(|name| (*name).to_owned())
+            .collect();
+        if existing.is_empty() {
+            return Ok(None);
+        }
+        let specs = self.runtime_pathspecs(&existing);
+        let with = |head: &[&str]| -> Vec<String> {
+            let mut args: Vec<String> = head.iter().map(|arg| (*arg).to_owned()).collect();
+            args.extend(specs.iter().cloned());
+            args
+        };
+        check(self.run_owned(&with(&["add", "-A", "--"])), "git add")?;
+        let diff = self
+            .run_owned(&with(&["diff", "--cached", "--quiet", "--"]))
+            .map_err(|err| format!("git diff --cached: {err}"))?;
+        if diff.status.success() {
+            return Ok(None);
+        }
+        check(
+            self.run_owned(&with(&["commit", "-q", "-m", message, "--"])),
+            "git commit",
+        )?;
+        self.short_head().map(Some)
+    }
+
+    /// The abbreviated hash of HEAD.
+    fn short_head(&self) -> Result<String, String> {
         let hash = check(self.run(&["rev-parse", "--short", "HEAD"]), "git rev-parse")?;
-        Ok(Some(
-            String::from_utf8_lossy(&hash.stdout).trim().to_owned(),
-        ))
+        Ok(String::from_utf8_lossy(&hash.stdout).trim().to_owned())
+    }
+
+    /// The subject line of HEAD's commit (`None` before the first commit).
+    pub(crate) fn head_subject(&self) -> Option<String> {
+        let output = self.run(&["log", "-1", "--format=%s"]).ok()?;
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+
+    /// Waits (up to `limit`) while another git process holds the index lock — the commit of a
+    /// ralph that was killed may still be running its hooks. True when the index is free.
+    pub(crate) fn wait_for_index(&self, limit: std::time::Duration) -> bool {
+        let Ok(output) = self.run(&["rev-parse", "--git-path", "index.lock"]) else {
+            return true;
+        };
+        let lock = self
+            .root
+            .join(String::from_utf8_lossy(&output.stdout).trim());
+        let deadline = std::time::Instant::now() + limit;
+        while lock.exists() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        true
     }
 
     /// Literal, top-anchored pathspecs of ralph's files named `names`.
@@ -244,6 +316,11 @@ impl Repo {
 
     fn run(&self, args: &[&str]) -> std::io::Result<Output> {
         git(&self.root, args)
+    }
+
+    fn run_owned(&self, args: &[String]) -> std::io::Result<Output> {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run(&args)
     }
 }
 

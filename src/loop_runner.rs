@@ -21,7 +21,7 @@ use crate::output::{self, format, format::plural};
 use crate::promise::Promise;
 use crate::prompt::{self, PromptInput, TasksView};
 use crate::signal::StopFlag;
-use crate::storage::history::{self, History, IterationRecord};
+use crate::storage::history::{self, History, IterationRecord, Struggle};
 use crate::storage::state::{self, LoopState};
 use crate::storage::tasks::{self, TaskList, TaskStatus};
 use crate::storage::{self, Loaded, OPENCODE_CONFIG_FILE, RalphDir, context, progress};
@@ -109,7 +109,11 @@ pub(crate) fn run(
         }
     };
     let mut runner = Runner::new(config, cwd, dir, steps, stop, knobs, resumed)?;
-    runner.run()
+    let result = runner.run();
+    if let Err(err) = &result {
+        runner.record_own_failure(err);
+    }
+    result
 }
 
 /// One agent (and model) the loop can run, resolved.
@@ -391,6 +395,10 @@ pub(crate) fn reset(dir: &RalphDir) -> anyhow::Result<ExitStatus> {
     let Some(_lock) = acquire_lock(dir)? else {
         return Ok(ExitStatus::Error);
     };
+    // An agent left running by a killed ralph goes with the state that names it.
+    if let Some(group) = state::load(&dir.state()).ok().and_then(|s| s.agent_group) {
+        stop_leftover_agent(group);
+    }
     let mut removed = Vec::new();
     for path in [
         dir.state(),
@@ -646,10 +654,18 @@ impl<'a> Runner<'a> {
             output::max_stalled_unavailable();
         }
         output::banner(display_name);
+        if self.resumed {
+            self.settle_recorded_iteration()?;
+        }
         self.save_state()?;
-        if config.tasks && !self.dir.tasks().exists() {
-            storage::write_atomic(&self.dir.tasks(), tasks::new_file_content().as_bytes())?;
-            output::tasks_file_created(&self.dir.tasks());
+        if config.tasks {
+            let created = tasks::edit(self.dir, |current| match current {
+                Some(_) => (None, false),
+                None => (Some(tasks::new_file_content().into_bytes()), true),
+            })?;
+            if created {
+                output::tasks_file_created(&self.dir.tasks());
+            }
         }
         history::save(&self.dir.history(), &self.history)?;
         output::config_summary(&output::Summary {
@@ -665,6 +681,7 @@ impl<'a> Runner<'a> {
                 && config.agent.kind() == Some(AgentKind::OpenCode),
             allow_all: config.allow_all,
             commit: config.commit,
+            git: self.repo.is_some(),
             resumed_at: self.resumed.then_some(self.state.iteration),
         });
 
@@ -735,6 +752,7 @@ impl<'a> Runner<'a> {
 
     /// Ends the loop: completion removes the state, every other stop keeps it for `--resume`.
     fn finish(&mut self, stop: &Stop) -> anyhow::Result<ExitStatus> {
+        self.commit_own_files();
         let total = self.history.total_duration_ms;
         let reason = stop.reason(&self.state);
         match stop {
@@ -825,7 +843,8 @@ impl<'a> Runner<'a> {
         }
         let context_at_start = context::pending(&self.dir.context())?;
         let before = self.repo.as_ref().map(Repo::snapshot);
-        let prompt = self.build_prompt(iteration, context_at_start.as_deref());
+        let context_text = context_at_start.as_ref().map(context::Pending::text);
+        let prompt = self.build_prompt(iteration, context_text.as_deref());
         self.feedback.clear();
         let step = self.step_for(iteration);
         let format = step.spec.format(config.output_format);
@@ -1068,7 +1087,14 @@ impl<'a> Runner<'a> {
             .failure
             .as_ref()
             .is_none_or(|f| !f.kind.is_transient());
-        self.history.record(record, agent_side);
+        let struggle = if agent_side {
+            Struggle::Update {
+                files_tracked: self.repo.is_some(),
+            }
+        } else {
+            Struggle::Skip
+        };
+        self.history.record(record, struggle);
         history::save(&self.dir.history(), &self.history)?;
         let struggle = &self.history.struggle_indicators;
         if agent_side && struggle.should_warn(iteration) {
@@ -1084,11 +1110,11 @@ impl<'a> Runner<'a> {
             output::task_completed(&self.task.tag(), iteration + 1);
         }
         if completed {
-            self.commit(iteration);
+            self.commit(iteration, changed_nothing);
             return Ok(Next::Stop(Stop::Completed { iteration }));
         }
         if abort_detected {
-            self.commit(iteration);
+            self.commit(iteration, changed_nothing);
             return Ok(Next::Stop(Stop::Aborted {
                 message: findings.final_text,
             }));
@@ -1099,7 +1125,7 @@ impl<'a> Runner<'a> {
             .filter(|f| f.kind.is_fatal() || f.kind.is_transient())
         {
             // The provider failed: keep whatever the agent did, but do not spend the iteration.
-            self.commit(iteration);
+            self.commit(iteration, changed_nothing);
             return Ok(Next::Retry(failure));
         }
         if let Some(injected) = context_at_start {
@@ -1109,7 +1135,7 @@ impl<'a> Runner<'a> {
                 consumed == context::Consumed::EditedKept,
             );
         }
-        self.commit(iteration);
+        self.commit(iteration, changed_nothing);
         // An agent that exits with an error and changes nothing, again and again (it cannot
         // start, its credentials expired in a way it does not report), must not spin all night.
         if outcome.exit_code != 0 && changed_nothing && findings.failure.is_none() {
@@ -1154,54 +1180,55 @@ impl<'a> Runner<'a> {
 
     /// The task this iteration works on; tasks past their `max_attempts` are marked failed first.
     fn choose_task(&mut self) -> anyhow::Result<Option<Focus>> {
-        loop {
-            let Ok(Some(content)) = storage::read_text(&self.dir.tasks()) else {
-                return Ok(None);
+        let attempts = &self.state.task_attempts;
+        let (focus, failed) = tasks::edit(self.dir, |current| {
+            let Some(content) = current else {
+                return (None, (None, Vec::new()));
             };
-            let list = TaskList::parse(&content);
-            let Some(task) = list.focus() else {
-                return Ok(None);
-            };
-            let used = self
-                .state
-                .task_attempts
-                .get(task.key())
-                .copied()
-                .unwrap_or(0);
-            if let Some(max) = task.max_attempts()
-                && used >= max
-            {
-                let note =
-                    format!("failed after {used} attempts (max_attempts: {max}), marked by ralph");
-                if let Some(updated) =
-                    tasks::set_status(&content, task.number, TaskStatus::Failed, Some(&note))
+            let mut content = content.to_vec();
+            let mut failed = Vec::new();
+            loop {
+                let list = TaskList::parse(&String::from_utf8_lossy(&content));
+                let Some(task) = list.focus() else {
+                    return (Some(content), (None, failed));
+                };
+                let used = attempts.get(task.key()).copied().unwrap_or(0);
+                if let Some(max) = task.max_attempts()
+                    && used >= max
                 {
-                    storage::write_atomic(&self.dir.tasks(), updated.as_bytes())?;
-                    output::task_failed(&task.text, used);
-                    continue;
+                    let note = format!(
+                        "failed after {used} attempts (max_attempts: {max}), marked by ralph"
+                    );
+                    if let Some(updated) =
+                        tasks::set_status(&content, task.number, TaskStatus::Failed, Some(&note))
+                    {
+                        failed.push((task.text.clone(), used));
+                        content = updated;
+                        continue;
+                    }
                 }
+                let focus = Focus {
+                    key: task.key().to_owned(),
+                    text: task.text.clone(),
+                    verify: task.property(tasks::VERIFY).map(str::to_owned),
+                };
+                return (Some(content), (Some(focus), failed));
             }
-            return Ok(Some(Focus {
-                key: task.key().to_owned(),
-                text: task.text.clone(),
-                verify: task.property(tasks::VERIFY).map(str::to_owned),
-            }));
+        })?;
+        for (text, used) in failed {
+            output::task_failed(&text, used);
         }
+        Ok(focus)
     }
 
     /// Marks a task `[/]` again after its verification failed.
     fn reopen_task(&self, focus: &Focus) -> anyhow::Result<()> {
-        let Ok(Some(content)) = storage::read_text(&self.dir.tasks()) else {
-            return Ok(());
+        let reopened = |content: &[u8]| {
+            let list = TaskList::parse(&String::from_utf8_lossy(content));
+            let task = list.tasks.iter().find(|task| task.key() == focus.key)?;
+            tasks::set_status(content, task.number, TaskStatus::InProgress, None)
         };
-        let list = TaskList::parse(&content);
-        if let Some(task) = list.tasks.iter().find(|task| task.key() == focus.key)
-            && let Some(updated) =
-                tasks::set_status(&content, task.number, TaskStatus::InProgress, None)
-        {
-            storage::write_atomic(&self.dir.tasks(), updated.as_bytes())?;
-        }
-        Ok(())
+        tasks::edit(self.dir, |current| (current.and_then(reopened), ()))
     }
 
     /// Waits before retrying a failed iteration; a stop request or the runtime limit ends it.
@@ -1325,16 +1352,63 @@ impl<'a> Runner<'a> {
         Ok(Some(std::path::absolute(&path)?))
     }
 
-    fn commit(&self, iteration: u32) {
-        if !self.config.commit {
+    /// Commits the agent's work of an iteration, with ralph's own files riding along; an
+    /// iteration whose agent changed nothing makes no commit.
+    fn commit(&self, iteration: u32, changed_nothing: bool) {
+        if !self.config.commit || changed_nothing {
             return;
         }
         let Some(repo) = &self.repo else { return };
-        match repo.commit_all(&format!("Ralph iteration {iteration}: work in progress")) {
+        match repo.commit_all(&iteration_commit_message(iteration)) {
             Ok(Some(hash)) => output::committed(iteration, &hash),
             Ok(None) => {}
             Err(reason) => output::commit_failed(&reason),
         }
+    }
+
+    /// At the end of the loop: ralph's own files (progress log, task file) that no commit of
+    /// work took along get one commit, so the tree is not left dirty by ralph.
+    fn commit_own_files(&self) {
+        if !self.config.commit {
+            return;
+        }
+        let Some(repo) = &self.repo else { return };
+        let names = [progress::PROGRESS_FILE, storage::TASKS_FILE, storage::GITIGNORE_FILE];
+        match repo.commit_own_files(&names, OWN_FILES_COMMIT) {
+            Ok(Some(hash)) => output::progress_committed(&hash),
+            Ok(None) => {}
+            Err(reason) => output::commit_failed(&reason),
+        }
+    }
+
+    /// On `--resume`: an iteration the history records but the state never moved past (ralph
+    /// was killed while it committed) is not run again. Its commit is made now unless it was
+    /// made already, and the loop goes on with the next iteration. An iteration recorded as a
+    /// provider failure is the exception: it is retried, as it would have been.
+    fn settle_recorded_iteration(&mut self) -> anyhow::Result<()> {
+        let Some(last) = self.history.iterations.last() else {
+            return Ok(());
+        };
+        let retried = last
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.kind.is_fatal() || f.kind.is_transient());
+        if last.iteration < self.state.iteration || retried {
+            return Ok(());
+        }
+        let iteration = last.iteration;
+        let changed_nothing = last.files_modified.is_empty();
+        if let Some(repo) = &self.repo
+            && self.config.commit
+            && !changed_nothing
+        {
+            repo.wait_for_index(Duration::from_secs(60));
+            if repo.head_subject().as_deref() != Some(iteration_commit_message(iteration).as_str()) {
+                self.commit(iteration, changed_nothing);
+            }
+        }
+        self.state.iteration = iteration.saturating_add(1);
+        self.save_state()
     }
 
     /// Records an iteration in which ralph itself failed, and carries on.
@@ -1351,12 +1425,23 @@ impl<'a> Runner<'a> {
                 errors: vec![message.chars().take(200).collect()],
                 ..IterationRecord::default()
             },
-            false,
+            Struggle::Skip,
         );
         history::save(&self.dir.history(), &self.history)?;
         Ok(Next::Continue {
             pause: ERROR_PAUSE.max(self.config.pause),
         })
+    }
+
+    /// ralph could not go on (a write failed: the disk is full, a file became a directory):
+    /// record the stop in the state while that is still possible, so `--status` tells what
+    /// happened instead of reporting a crash. The error itself is printed by the caller.
+    fn record_own_failure(&mut self, err: &anyhow::Error) {
+        self.state.active = false;
+        self.state.agent_group = None;
+        self.state.stopped_at = Some(storage::now());
+        self.state.stop_reason = Some(format!("ralph failed: {err:#}"));
+        let _ = self.save_state();
     }
 
     fn announce_stop(&mut self) {
@@ -1378,6 +1463,14 @@ impl<'a> Runner<'a> {
         }
     }
 }
+
+/// The message of an iteration's auto-commit.
+fn iteration_commit_message(iteration: u32) -> String {
+    format!("Ralph iteration {iteration}: work in progress")
+}
+
+/// The message of the commit of ralph's own files at the end of a loop.
+const OWN_FILES_COMMIT: &str = "Ralph: progress log";
 
 /// The task an iteration works on.
 #[derive(Debug)]

@@ -8,6 +8,7 @@ mod commands;
 mod config;
 mod exit;
 mod git;
+mod guard;
 mod loop_runner;
 mod output;
 mod promise;
@@ -32,6 +33,10 @@ use crate::config::{Config, Mode, PromptInput, UsageError};
 use crate::exit::ExitStatus;
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|first| first == guard::ARG) {
+        return guard::main(args);
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return clap_error(&err).into(),
@@ -52,6 +57,13 @@ fn main() -> ExitCode {
 fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
     let cwd = std::env::current_dir()
         .map_err(|err| anyhow::anyhow!("cannot use the current directory: {err}"))?;
+    let ralph_dir = cwd.join(storage::RALPH_DIR);
+    if std::fs::symlink_metadata(&ralph_dir).is_ok() && !ralph_dir.is_dir() {
+        anyhow::bail!(
+            "{} exists but is not a directory; ralph keeps its state, history and tasks there. Rename or remove that file, then run ralph again",
+            ralph_dir.display()
+        );
+    }
     let settings = settings::Settings::load(&cwd, &|name| std::env::var(name).ok())?;
     let config = Config::from_cli(cli, cwd, &mut Stdin, settings)?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -173,7 +185,7 @@ impl PromptInput for Stdin {
         (&file)
             .read_to_end(&mut bytes)
             .map_err(|err| anyhow::anyhow!("failed to read the prompt from stdin: {err}"))?;
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let text = config::prompt_text(&bytes, "the prompt read from stdin");
         Ok((!text.trim().is_empty()).then_some(text))
     }
 }

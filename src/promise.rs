@@ -47,8 +47,11 @@ impl Promise {
 
     /// Whether a line (ANSI codes stripped) keeps the promise: it ends with the tag, or, in
     /// plain format, it is the bare text.
+    ///
+    /// Markdown around the promise is accepted: a list or quote marker before it (`- `, `* `,
+    /// `> `), emphasis or code marks around it (`*`, `_`, `` ` ``, `~`) and trailing `.` or `!`.
     pub(crate) fn ends_line(&self, line: &str) -> bool {
-        let line = line.trim();
+        let line = undecorated(line);
         self.at_line_end.is_match(line)
             || self.whole_line.as_ref().is_some_and(|re| re.is_match(line))
     }
@@ -57,6 +60,25 @@ impl Promise {
     pub(crate) fn appears_in(&self, text: &str) -> bool {
         self.anywhere.is_match(text)
     }
+}
+
+/// A line without the markdown an agent puts around a promise: leading list or quote markers,
+/// and emphasis or code marks and trailing `.`/`!` at either end. Words stay, so a promise
+/// followed by more prose still does not end the line.
+fn undecorated(line: &str) -> &str {
+    const MARKS: [char; 4] = ['*', '_', '`', '~'];
+    let mut rest = line.trim();
+    loop {
+        let stripped = ["- ", "* ", "+ ", "> ", ">"]
+            .iter()
+            .find_map(|marker| rest.strip_prefix(marker));
+        match stripped {
+            Some(next) => rest = next.trim_start(),
+            None => break,
+        }
+    }
+    rest.trim_start_matches(|c: char| MARKS.contains(&c) || c.is_whitespace())
+        .trim_end_matches(|c: char| MARKS.contains(&c) || matches!(c, '.' | '!') || c.is_whitespace())
 }
 
 #[cfg(test)]
@@ -71,6 +93,34 @@ mod tests {
         assert!(!promise.ends_line("I won't print <promise>COMPLETE</promise> yet."));
         assert!(!promise.ends_line("<promise>INCOMPLETE</promise>"));
         assert!(promise.appears_in("I won't print <promise>COMPLETE</promise> yet."));
+    }
+
+    #[test]
+    fn markdown_around_the_promise_is_accepted() {
+        let promise = Promise::new("COMPLETE", PromiseFormat::Xml);
+        for line in [
+            "**<promise>COMPLETE</promise>**",
+            "`<promise>COMPLETE</promise>`",
+            "<promise>COMPLETE</promise>.",
+            "<promise>COMPLETE</promise>!",
+            "- <promise>COMPLETE</promise>",
+            "> <promise>COMPLETE</promise>",
+            "_<promise>COMPLETE</promise>_",
+            "~~<promise>COMPLETE</promise>~~",
+            "All done: **<promise>COMPLETE</promise>**.",
+        ] {
+            assert!(promise.ends_line(line), "{line}");
+        }
+        for line in [
+            "<promise>COMPLETE</promise> but more remains",
+            "**<promise>COMPLETE</promise>** is what I will print later",
+            "`<promise>COMPLETE</promise>` once the tests pass.",
+        ] {
+            assert!(!promise.ends_line(line), "{line}");
+        }
+        let plain = Promise::new("COMPLETE", PromiseFormat::Plain);
+        assert!(plain.ends_line("**COMPLETE**"));
+        assert!(plain.ends_line("- COMPLETE."));
     }
 
     #[test]

@@ -201,7 +201,8 @@ pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitSta
         });
     let context = crate::storage::context::pending(&dir.context())
         .ok()
-        .flatten();
+        .flatten()
+        .map(|pending| pending.text());
     let prompt = crate::loop_runner::iteration_prompt(config, dir, 1, context.as_deref(), &[]);
     let opencode = crate::loop_runner::opencode_config_for(config, spec, cwd);
     let config_path = dir.file(storage::OPENCODE_CONFIG_FILE);

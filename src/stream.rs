@@ -120,7 +120,18 @@ pub(crate) fn run(
     stop: &StopFlag,
     handler: &mut dyn OutputHandler,
 ) -> anyhow::Result<RunOutcome> {
-    let mut process = Command::new(&command.program);
+    let failed = || format!("failed to start `{}`", command.program.display());
+    let mut process = match crate::guard::command_line(&command.program) {
+        // The guard starts the agent and ends it (and its group) if ralph dies. What the guard
+        // cannot report (a program that cannot start) is checked here first.
+        Some((guard, guard_args)) => {
+            startable(&command.program, cwd).with_context(failed)?;
+            let mut process = Command::new(guard);
+            process.args(guard_args);
+            process
+        }
+        None => Command::new(&command.program),
+    };
     process
         .args(&command.args)
         .envs(command.env.iter().map(|(key, value)| (key, value)))
@@ -133,9 +144,7 @@ pub(crate) fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let mut child = process
-        .spawn()
-        .with_context(|| format!("failed to start `{}`", command.program.display()))?;
+    let mut child = process.spawn().with_context(failed)?;
     let group = i32::try_from(child.id()).unwrap_or(0);
     set_agent_group(group);
     handler.on_spawn(group);
@@ -421,6 +430,23 @@ impl LineSplitter {
             received,
         });
         self.at_line_start = ends_line;
+    }
+}
+
+/// Whether `program` names an executable file (looked up on PATH when it has no `/`).
+fn startable(program: &Path, cwd: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = if program.components().count() > 1 {
+        cwd.join(program)
+    } else {
+        which::which(program)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::NotFound))?
+    };
+    let meta = std::fs::metadata(&path)?;
+    if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied))
     }
 }
 

@@ -31,6 +31,8 @@ pub(crate) struct Summary<'a> {
     pub(crate) opencode_plugins_disabled: bool,
     pub(crate) allow_all: bool,
     pub(crate) commit: bool,
+    /// Whether the working directory is in a git repository (changes tracked, commits made).
+    pub(crate) git: bool,
     pub(crate) resumed_at: Option<u32>,
 }
 
@@ -69,8 +71,10 @@ pub(crate) fn config_summary(summary: &Summary<'_>) {
     }
     lines.push(format!(
         "Auto-commit: {}",
-        if summary.commit {
-            "after every iteration"
+        if !summary.git {
+            "off (not a git repository: changes are not tracked and nothing is committed)"
+        } else if summary.commit {
+            "after every iteration that changes files"
         } else {
             "off"
         }
@@ -323,6 +327,11 @@ pub(crate) fn committed(iteration: u32, hash: &str) {
     say(&[&format!(
         "📝 Auto-committed changes of iteration {iteration} ({hash})"
     )]);
+}
+
+/// ralph's own files were committed at the end of the loop.
+pub(crate) fn progress_committed(hash: &str) {
+    say(&[&format!("📝 Committed ralph's progress log and task file ({hash})")]);
 }
 
 /// An auto-commit failed.
@@ -640,6 +649,21 @@ pub(crate) fn no_tasks_file(path: &Path) {
 /// `--add-task` succeeded.
 pub(crate) fn task_added(description: &str, number: usize) {
     say(&[&format!("✅ Task {number} added: \"{description}\"")]);
+}
+
+/// The prompt's bytes are not UTF-8; ralph goes on with U+FFFD in their place.
+pub(crate) fn prompt_not_utf8(source: &str) {
+    warn(&[&format!(
+        "⚠️  The text of {source} is not valid UTF-8; ralph replaced the bytes that are not with U+FFFD. Save it as UTF-8 to give the agent exactly what you wrote."
+    )]);
+}
+
+/// `--add-task --blocked-by` named ids that no task has yet.
+pub(crate) fn unknown_blockers(ids: &[String]) {
+    warn(&[&format!(
+        "⚠️  No task has the id {} yet; the new task waits until one with that id is added and done.",
+        ids.iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ")
+    )]);
 }
 
 /// `--remove-task` succeeded.

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use super::{CONTEXT_LOCK_FILE, RalphDir, read_text, remove_file, write_atomic};
+use super::{CONTEXT_LOCK_FILE, RalphDir, read_raw, remove_file, write_atomic};
 
 /// The heading a new context file starts with.
 pub(crate) const HEADING: &str = "# Ralph Loop Context";
@@ -28,37 +28,57 @@ pub(crate) enum Consumed {
 /// Appends a timestamped section (creating the file with its heading) and returns its path.
 pub(crate) fn append(dir: &RalphDir, text: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
     dir.ensure()?;
-    let _lock = lock(dir)?;
+    let _lock = dir.lock_exclusive(CONTEXT_LOCK_FILE)?;
     let path = dir.context();
-    let mut content = read_text(&path)?.unwrap_or_else(|| format!("{HEADING}\n"));
+    let mut content = read_raw(&path)?.unwrap_or_else(|| format!("{HEADING}\n").into_bytes());
     let stamp = now.to_rfc3339_opts(SecondsFormat::Millis, true);
-    content.push_str(&format!("\n## Context added at {stamp}\n{text}\n"));
-    write_atomic(&path, content.as_bytes())
+    content.extend_from_slice(format!("\n## Context added at {stamp}\n{text}\n").as_bytes());
+    write_atomic(&path, &content)
 }
 
-/// The file's raw content when it holds anything but white space.
-pub(crate) fn pending(path: &Path) -> std::io::Result<Option<String>> {
-    Ok(read_text(path)?.filter(|text| !text.trim().is_empty()))
+/// The context waiting for the next prompt: the file's bytes as they are, for [`consume`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pending(Vec<u8>);
+
+impl Pending {
+    /// The text for the prompt (invalid UTF-8 shown as U+FFFD).
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
+    }
 }
 
-/// Removes the part of the file that was injected (`injected` is the raw snapshot).
-pub(crate) fn consume(dir: &RalphDir, injected: &str) -> anyhow::Result<Consumed> {
-    let _lock = lock(dir)?;
+/// The file's content when it holds anything but white space.
+pub(crate) fn pending(path: &Path) -> std::io::Result<Option<Pending>> {
+    Ok(read_raw(path)?
+        .filter(|bytes| !is_blank(bytes))
+        .map(Pending))
+}
+
+fn is_blank(bytes: &[u8]) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace)
+}
+
+/// Removes the part of the file that was injected (`injected` is the snapshot), keeping every
+/// other byte as it is.
+pub(crate) fn consume(dir: &RalphDir, injected: &Pending) -> anyhow::Result<Consumed> {
+    let _lock = dir.lock_exclusive(CONTEXT_LOCK_FILE)?;
     let path = dir.context();
-    let current = read_text(&path)?.unwrap_or_default();
-    let Some(rest) = current.strip_prefix(injected) else {
-        if current.trim().is_empty() {
+    let current = read_raw(&path)?.unwrap_or_default();
+    let Some(rest) = current.strip_prefix(injected.0.as_slice()) else {
+        if is_blank(&current) {
             remove_file(&path)?;
             return Ok(Consumed::All);
         }
         return Ok(Consumed::EditedKept);
     };
-    if rest.trim().is_empty() {
+    if is_blank(rest) {
         remove_file(&path)?;
         return Ok(Consumed::All);
     }
-    let kept = format!("{HEADING}\n\n{}", rest.trim_start_matches('\n'));
-    write_atomic(&path, kept.as_bytes())?;
+    let start = rest.iter().position(|&b| b != b'\n').unwrap_or(rest.len());
+    let mut kept = format!("{HEADING}\n\n").into_bytes();
+    kept.extend_from_slice(&rest[start..]);
+    write_atomic(&path, &kept)?;
     Ok(Consumed::NewerKept)
 }
 
@@ -68,16 +88,10 @@ pub(crate) fn clear(dir: &RalphDir) -> anyhow::Result<bool> {
     if !path.exists() {
         return Ok(false);
     }
-    let _lock = lock(dir)?;
+    let _lock = dir.lock_exclusive(CONTEXT_LOCK_FILE)?;
     let had_content = pending(&path)?.is_some();
     remove_file(&path)?;
     Ok(had_content)
-}
-
-fn lock(dir: &RalphDir) -> anyhow::Result<std::fs::File> {
-    let file = dir.open_lock_file(CONTEXT_LOCK_FILE)?;
-    file.lock()?;
-    Ok(file)
 }
 
 #[cfg(test)]
@@ -112,9 +126,26 @@ mod tests {
         assert_eq!(consume(&dir, &snapshot).unwrap(), Consumed::NewerKept);
         let text = std::fs::read_to_string(dir.context()).unwrap();
         assert!(text.starts_with(HEADING) && text.contains("second") && !text.contains("first"));
+        assert!(snapshot.text().contains("first"));
         let snapshot = pending(&dir.context()).unwrap().unwrap();
         assert_eq!(consume(&dir, &snapshot).unwrap(), Consumed::All);
         assert!(!dir.context().exists());
+    }
+
+    #[test]
+    fn consume_keeps_bytes_that_are_not_utf8() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RalphDir::new(tmp.path());
+        append(&dir, "first", now()).unwrap();
+        let snapshot = pending(&dir.context()).unwrap().unwrap();
+        let mut bytes = std::fs::read(dir.context()).unwrap();
+        bytes.extend_from_slice(b"\n## Later\ncaf\xe9\n");
+        std::fs::write(dir.context(), &bytes).unwrap();
+        assert_eq!(consume(&dir, &snapshot).unwrap(), Consumed::NewerKept);
+        assert_eq!(
+            std::fs::read(dir.context()).unwrap(),
+            b"# Ralph Loop Context\n\n## Later\ncaf\xe9\n"
+        );
     }
 
     #[test]

@@ -103,8 +103,10 @@ pub(crate) struct StruggleIndicators {
 
 impl StruggleIndicators {
     /// Updates the indicators with a finished iteration (reference section 6).
-    pub(crate) fn update(&mut self, record: &IterationRecord) {
-        if record.files_modified.is_empty() {
+    /// Without `files_tracked` (outside a git repository) nothing is known about file changes,
+    /// so the no-progress count stays at zero.
+    pub(crate) fn update(&mut self, record: &IterationRecord, files_tracked: bool) {
+        if files_tracked && record.files_modified.is_empty() {
             self.no_progress_iterations += 1;
         } else {
             self.no_progress_iterations = 0;
@@ -137,9 +139,18 @@ impl StruggleIndicators {
     }
 }
 
+/// Whether an iteration counts for the struggle indicators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Struggle {
+    /// ralph itself failed, or the provider did: the iteration says nothing about the agent.
+    Skip,
+    /// It counts; `files_tracked` is false outside a git repository.
+    Update { files_tracked: bool },
+}
+
 impl History {
-    /// Appends a record; `update_struggle` is false for iterations where ralph itself failed.
-    pub(crate) fn record(&mut self, record: IterationRecord, update_struggle: bool) {
+    /// Appends a record, updating the struggle indicators as `struggle` says.
+    pub(crate) fn record(&mut self, record: IterationRecord, struggle: Struggle) {
         self.total_duration_ms = self.total_duration_ms.saturating_add(record.duration_ms);
         if let Some(tokens) = record.tokens {
             self.total_tokens.add(tokens);
@@ -150,8 +161,8 @@ impl History {
         if let Some(cost) = record.cost_usd {
             *self.total_cost_usd.get_or_insert(0.0) += cost;
         }
-        if update_struggle {
-            self.struggle_indicators.update(&record);
+        if let Struggle::Update { files_tracked } = struggle {
+            self.struggle_indicators.update(&record, files_tracked);
         }
         self.iterations.push(record);
     }
@@ -258,7 +269,9 @@ mod tests {
                     duration_ms: 1,
                     ..IterationRecord::default()
                 },
-                true,
+                Struggle::Update {
+                    files_tracked: true,
+                },
             );
         }
         save(&path, &history).unwrap();
@@ -280,7 +293,7 @@ mod tests {
     #[test]
     fn writes_snake_case_history() {
         let mut history = History::default();
-        history.record(record(&["a"], 10, &[]), true);
+        history.record(record(&["a"], 10, &[]), Struggle::Update { files_tracked: true });
         let text = serde_json::to_string(&history).unwrap();
         for key in [
             "total_duration_ms",
@@ -296,14 +309,14 @@ mod tests {
     fn struggle_indicators_follow_the_reference_rules() {
         let mut indicators = StruggleIndicators::default();
         for _ in 0..3 {
-            indicators.update(&record(&[], 100, &["error: boom"]));
+            indicators.update(&record(&[], 100, &["error: boom"]), true);
         }
         assert_eq!(indicators.no_progress_iterations, 3);
         assert_eq!(indicators.short_iterations, 3);
         assert_eq!(indicators.repeated_errors["error: boom"], 3);
         assert!(indicators.should_warn(3));
         assert!(!indicators.should_warn(2));
-        indicators.update(&record(&["a"], 60_000, &[]));
+        indicators.update(&record(&["a"], 60_000, &[]), true);
         assert_eq!(indicators, StruggleIndicators::default());
     }
 }

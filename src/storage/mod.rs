@@ -37,17 +37,20 @@ pub(crate) const OPENCODE_CONFIG_FILE: &str = "ralph-opencode.config.json";
 pub(crate) const LOCK_FILE: &str = "ralph.lock";
 /// Serialises edits of the context file between the loop and `--add-context`.
 pub(crate) const CONTEXT_LOCK_FILE: &str = "ralph-context.lock";
+/// Serialises every edit of the task file: `--add-task`, `--remove-task` and the loop's marks.
+pub(crate) const TASKS_LOCK_FILE: &str = "ralph-tasks.lock";
 /// Keeps ralph's runtime files out of git (`git status`, `git add -A`, auto-commits).
 pub(crate) const GITIGNORE_FILE: &str = ".gitignore";
 
 /// Files ralph rewrites while it runs; never committed, never counted as the agent's changes.
-pub(crate) const RUNTIME_FILES: [&str; 6] = [
+pub(crate) const RUNTIME_FILES: [&str; 7] = [
     STATE_FILE,
     HISTORY_FILE,
     CONTEXT_FILE,
     OPENCODE_CONFIG_FILE,
     LOCK_FILE,
     CONTEXT_LOCK_FILE,
+    TASKS_LOCK_FILE,
 ];
 
 /// Paths of everything under `.ralph/` for one working directory.
@@ -121,6 +124,14 @@ impl RalphDir {
             .open(&path)
             .with_context(|| format!("failed to open `{}`", path.display()))
     }
+
+    /// Waits for and takes the exclusive OS lock `name` (released when the file is dropped).
+    pub(crate) fn lock_exclusive(&self, name: &str) -> anyhow::Result<fs::File> {
+        let file = self.open_lock_file(name)?;
+        file.lock()
+            .with_context(|| format!("failed to lock `{}`", self.file(name).display()))?;
+        Ok(file)
+    }
 }
 
 trait OpenOptionsExt {
@@ -155,13 +166,20 @@ pub(crate) fn is_zero(count: &u32) -> bool {
     *count == 0
 }
 
-/// Replaces `path` with `contents` atomically; the file ends up with mode 0600.
+/// Replaces `path` with `contents` atomically; a new file gets mode 0600, an existing one keeps
+/// its mode. A write-protected file (no owner write permission) is refused, not replaced.
 pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .with_context(|| format!("`{}` has no parent directory", path.display()))?;
     // A file that exists keeps its mode (the task file is the user's); new files are private.
     let mode = fs::metadata(path).map_or(0o600, |meta| meta.permissions().mode() & 0o777);
+    if mode & 0o200 == 0 {
+        anyhow::bail!(
+            "`{}` is write-protected, so ralph leaves it as it is; make it writable (chmod u+w) to let ralph change it",
+            path.display()
+        );
+    }
     let mut temp = tempfile::Builder::new()
         .prefix(".tmp")
         .permissions(fs::Permissions::from_mode(mode))
@@ -246,13 +264,18 @@ pub(crate) fn keep_corrupt_copy(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(copy)
 }
 
-/// Reads a text file; `Ok(None)` when it does not exist.
-pub(crate) fn read_text(path: &Path) -> io::Result<Option<String>> {
+/// Reads a file's bytes; `Ok(None)` when it does not exist.
+pub(crate) fn read_raw(path: &Path) -> io::Result<Option<Vec<u8>>> {
     match fs::read(path) {
-        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Ok(bytes) => Ok(Some(bytes)),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(err),
     }
+}
+
+/// Reads a text file (invalid UTF-8 shown as U+FFFD); `Ok(None)` when it does not exist.
+pub(crate) fn read_text(path: &Path) -> io::Result<Option<String>> {
+    Ok(read_raw(path)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Removes a file; a file that is already gone is not an error.

@@ -110,36 +110,43 @@ impl Task {
 impl TaskList {
     /// Parses a task file; never fails.
     pub(crate) fn parse(content: &str) -> Self {
+        let lines: Vec<&str> = content.lines().collect();
         let mut tasks: Vec<Task> = Vec::new();
-        for (index, line) in content.lines().enumerate() {
-            if let Some((status, text)) = checkbox(line) {
-                tasks.push(Task {
-                    number: tasks.len() + 1,
-                    line: index,
-                    status: TaskStatus::from_char(status),
-                    text: text.to_owned(),
-                    subtasks: Vec::new(),
-                    properties: Vec::new(),
-                });
-                continue;
-            }
-            let indented = line.trim_start();
-            if indented.len() == line.len() {
-                continue;
-            }
-            let Some(task) = tasks.last_mut() else {
+        let mut index = 0;
+        while index < lines.len() {
+            let Some((status, text)) = checkbox(lines[index]) else {
+                index += 1;
                 continue;
             };
-            if let Some((status, text)) = checkbox(indented) {
-                task.subtasks.push(Subtask {
-                    status: TaskStatus::from_char(status),
-                    text: text.to_owned(),
-                });
-            } else if let Some((key, value)) = property(indented) {
-                task.properties.push((key.to_owned(), value.to_owned()));
+            let end = block_end(&lines, index);
+            let mut task = Task {
+                number: tasks.len() + 1,
+                line: index,
+                status: TaskStatus::from_char(status),
+                text: text.to_owned(),
+                subtasks: Vec::new(),
+                properties: Vec::new(),
+            };
+            for line in &lines[index + 1..end] {
+                let indented = line.trim_start();
+                if let Some((status, text)) = checkbox(indented) {
+                    task.subtasks.push(Subtask {
+                        status: TaskStatus::from_char(status),
+                        text: text.to_owned(),
+                    });
+                } else if let Some((key, value)) = property(indented) {
+                    task.properties.push((key.to_owned(), value.to_owned()));
+                }
             }
+            tasks.push(task);
+            index = end;
         }
         Self { tasks }
+    }
+
+    /// The task whose `id` is `id`.
+    pub(crate) fn by_id(&self, id: &str) -> Option<&Task> {
+        self.tasks.iter().find(|task| task.property(ID) == Some(id))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -212,6 +219,25 @@ impl TaskList {
     }
 }
 
+/// The end (exclusive line index) of the block of the task on line `task_line`: the indented
+/// lines below it, blank lines between them included, up to the next line at column 0 that is
+/// not blank. Blank lines after the last indented line are not part of the block. The parser
+/// and every edit use this one definition.
+fn block_end<L: AsRef<[u8]>>(lines: &[L], task_line: usize) -> usize {
+    let mut end = task_line + 1;
+    for (index, line) in lines.iter().enumerate().skip(task_line + 1) {
+        let line = line.as_ref();
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if !line.starts_with(b" ") && !line.starts_with(b"\t") {
+            break;
+        }
+        end = index + 1;
+    }
+    end
+}
+
 /// `- [c] text` → (c, text); the text must not be empty.
 fn checkbox(line: &str) -> Option<(char, &str)> {
     let rest = line.strip_prefix("- [")?;
@@ -277,62 +303,61 @@ pub(crate) fn validate_description(description: &str) -> Result<&str, EditError>
     Ok(description)
 }
 
-/// Appends `- [ ] description` (and property lines) to `content`, touching nothing else.
+/// Appends `- [ ] description` (and property lines) to the file's bytes, touching nothing else.
 pub(crate) fn add_task(
-    content: Option<&str>,
+    content: Option<&[u8]>,
     description: &str,
     properties: &[(&str, &str)],
-) -> String {
-    let mut text = match content {
-        Some(content) if !content.trim().is_empty() => content.to_owned(),
-        _ => format!("{HEADING}\n\n"),
+) -> Vec<u8> {
+    let mut bytes = match content {
+        Some(content) if !content.iter().all(u8::is_ascii_whitespace) => content.to_vec(),
+        _ => format!("{HEADING}\n\n").into_bytes(),
     };
-    if !text.ends_with('\n') {
-        text.push('\n');
+    if !bytes.ends_with(b"\n") {
+        bytes.push(b'\n');
     }
-    text.push_str(&format!("- [ ] {description}\n"));
+    bytes.extend_from_slice(format!("- [ ] {description}\n").as_bytes());
     for (key, value) in properties {
-        text.push_str(&format!("  - {key}: {value}\n"));
+        bytes.extend_from_slice(format!("  - {key}: {value}\n").as_bytes());
     }
-    text
+    bytes
 }
 
-/// Removes task `number` (1-based) and the indented lines under it, touching nothing else.
-pub(crate) fn remove_task(content: &str, number: usize) -> Result<String, EditError> {
-    let list = TaskList::parse(content);
+/// The file's lines (each with its line break) and its parsed tasks. Parsing reads the bytes
+/// lossily; the lines stay the bytes as they are, so edits keep every other line byte for byte
+/// whatever its encoding.
+fn lines_and_tasks(content: &[u8]) -> (Vec<&[u8]>, TaskList) {
+    let list = TaskList::parse(&String::from_utf8_lossy(content));
+    (content.split_inclusive(|&b| b == b'\n').collect(), list)
+}
+
+/// Removes task `number` (1-based) and its block, touching nothing else.
+pub(crate) fn remove_task(content: &[u8], number: usize) -> Result<Vec<u8>, EditError> {
+    let (lines, list) = lines_and_tasks(content);
     let count = list.tasks.len();
     let task = number
         .checked_sub(1)
         .and_then(|index| list.tasks.get(index))
         .ok_or(EditError::OutOfRange { number, count })?;
-    let lines: Vec<&str> = content.split_inclusive('\n').collect();
-    let mut end = task.line + 1;
-    while end < lines.len() {
-        let line = lines[end];
-        let indented = line.starts_with([' ', '\t']);
-        if !indented || line.trim().is_empty() {
-            break;
-        }
-        end += 1;
-    }
-    let mut kept = String::with_capacity(content.len());
+    let end = block_end(&lines, task.line);
+    let mut kept = Vec::with_capacity(content.len());
     for (index, line) in lines.iter().enumerate() {
         if index < task.line || index >= end {
-            kept.push_str(line);
+            kept.extend_from_slice(line);
         }
     }
     Ok(kept)
 }
 
-/// Rewrites the status character of task `number`'s line (and appends a `note` line under it,
-/// after its indented lines), touching nothing else.
+/// Rewrites the status character of task `number`'s line (and appends a `note` line at the end
+/// of its block), touching nothing else.
 pub(crate) fn set_status(
-    content: &str,
+    content: &[u8],
     number: usize,
     status: TaskStatus,
     note: Option<&str>,
-) -> Option<String> {
-    let list = TaskList::parse(content);
+) -> Option<Vec<u8>> {
+    let (lines, list) = lines_and_tasks(content);
     let task = list.tasks.get(number.checked_sub(1)?)?;
     let c = match status {
         TaskStatus::Todo => ' ',
@@ -340,34 +365,48 @@ pub(crate) fn set_status(
         TaskStatus::Complete => 'x',
         TaskStatus::Failed => '!',
     };
-    let lines: Vec<&str> = content.split_inclusive('\n').collect();
-    let mut end = task.line + 1;
-    while end < lines.len() && lines[end].starts_with([' ', '\t']) && !lines[end].trim().is_empty()
-    {
-        end += 1;
-    }
-    let mut out = String::with_capacity(content.len() + 80);
+    let end = block_end(&lines, task.line);
+    let mut out = Vec::with_capacity(content.len() + 80);
     for (index, line) in lines.iter().enumerate() {
         if index == task.line {
-            // The parser matched `- [<one char>]`, so the status character starts at byte 3.
-            let rest = &line[3..];
-            let old = rest.chars().next().map_or(0, char::len_utf8);
-            out.push_str("- [");
-            out.push(c);
-            out.push_str(&rest[old..]);
+            // The parser matched `- [<one character>]`: replace what stands between the brackets.
+            let close = line.iter().skip(3).position(|&b| b == b']')? + 3;
+            out.extend_from_slice(b"- [");
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+            out.extend_from_slice(&line[close..]);
         } else {
-            out.push_str(line);
+            out.extend_from_slice(line);
         }
         if index + 1 == end
             && let Some(note) = note
         {
-            if !out.ends_with('\n') {
-                out.push('\n');
+            if !out.ends_with(b"\n") {
+                out.push(b'\n');
             }
-            out.push_str(&format!("  - note: {note}\n"));
+            out.extend_from_slice(format!("  - note: {note}\n").as_bytes());
         }
     }
     Some(out)
+}
+
+/// Edits the task file under its lock: `change` gets the file's current bytes (`None` when it
+/// does not exist), read inside the lock, and returns the new bytes (`None`: leave the file as
+/// it is) and a value for the caller. Every change ralph makes to the task file goes through
+/// here, so two edits (two `--add-task`, or one and the loop's own marks) never lose each other.
+pub(crate) fn edit<T>(
+    dir: &super::RalphDir,
+    change: impl FnOnce(Option<&[u8]>) -> (Option<Vec<u8>>, T),
+) -> anyhow::Result<T> {
+    let _lock = dir.lock_exclusive(super::TASKS_LOCK_FILE)?;
+    let path = dir.tasks();
+    let current = super::read_raw(&path)?;
+    let (updated, value) = change(current.as_deref());
+    if let Some(updated) = updated
+        && current.as_deref() != Some(updated.as_slice())
+    {
+        super::write_atomic(&path, &updated)?;
+    }
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -400,29 +439,29 @@ mod tests {
 
     #[test]
     fn add_task_appends_and_preserves_everything_else() {
-        let added = add_task(Some(SAMPLE), "Ship it", &[]);
-        assert_eq!(added, format!("{SAMPLE}- [ ] Ship it\n"));
+        let added = add_task(Some(SAMPLE.as_bytes()), "Ship it", &[]);
+        assert_eq!(added, format!("{SAMPLE}- [ ] Ship it\n").into_bytes());
         assert_eq!(
             add_task(None, "First", &[]),
-            "# Ralph Tasks\n\n- [ ] First\n"
+            b"# Ralph Tasks\n\n- [ ] First\n"
         );
         assert_eq!(
-            add_task(Some("x"), "y", &[("id", "y1")]),
-            "x\n- [ ] y\n  - id: y1\n"
+            add_task(Some(b"x"), "y", &[("id", "y1")]),
+            b"x\n- [ ] y\n  - id: y1\n"
         );
     }
 
     #[test]
     fn remove_task_drops_the_task_and_its_indented_lines_only() {
-        let removed = remove_task(SAMPLE, 1).unwrap();
+        let removed = String::from_utf8(remove_task(SAMPLE.as_bytes(), 1).unwrap()).unwrap();
         assert_eq!(
             removed,
             "# Ralph Tasks\n\nSome notes here.\n\n- [/] Build API\n  - [ ] routes\n  - id: api\n- [?] Odd status\n- [ ] Write docs\n\nTrailing note.\n"
         );
-        let removed = remove_task(SAMPLE, 4).unwrap();
+        let removed = String::from_utf8(remove_task(SAMPLE.as_bytes(), 4).unwrap()).unwrap();
         assert!(removed.ends_with("- [?] Odd status\n\nTrailing note.\n"));
         assert_eq!(
-            remove_task(SAMPLE, 9),
+            remove_task(SAMPLE.as_bytes(), 9),
             Err(EditError::OutOfRange {
                 number: 9,
                 count: 4
@@ -436,7 +475,7 @@ mod tests {
             .to_string(),
             "task 9 is out of range (1-4)"
         );
-        assert!(remove_task(SAMPLE, 0).is_err());
+        assert!(remove_task(SAMPLE.as_bytes(), 0).is_err());
     }
 
     #[test]
@@ -463,18 +502,45 @@ mod tests {
 
     #[test]
     fn set_status_rewrites_one_character_and_can_add_a_note() {
-        let changed = set_status(SAMPLE, 2, TaskStatus::Failed, None).unwrap();
+        let changed = String::from_utf8(set_status(SAMPLE.as_bytes(), 2, TaskStatus::Failed, None).unwrap()).unwrap();
         assert_eq!(
             changed,
             SAMPLE.replace("- [/] Build API", "- [!] Build API")
         );
-        let noted = set_status(SAMPLE, 2, TaskStatus::Failed, Some("gave up")).unwrap();
+        let noted = String::from_utf8(set_status(SAMPLE.as_bytes(), 2, TaskStatus::Failed, Some("gave up")).unwrap()).unwrap();
         assert!(
             noted.contains(
                 "- [!] Build API\n  - [ ] routes\n  - id: api\n  - note: gave up\n- [?] Odd"
             ),
             "{noted}"
         );
+    }
+
+    #[test]
+    fn a_task_block_spans_blank_lines_between_its_indented_lines() {
+        let content = "- [x] a\n- [ ] b\n  - [ ] b.1\n\n  - [ ] b.2\n- [ ] c\n";
+        let list = TaskList::parse(content);
+        assert_eq!(list.tasks[1].subtasks.len(), 2);
+        assert!(list.tasks[0].subtasks.is_empty());
+        let removed = remove_task(content.as_bytes(), 2).unwrap();
+        assert_eq!(removed, b"- [x] a\n- [ ] c\n");
+        // A line at column 0 ends the block: indented lines after it belong to no task.
+        let list = TaskList::parse("- [ ] a\nNotes\n  - [ ] stray\n");
+        assert!(list.tasks[0].subtasks.is_empty());
+    }
+
+    #[test]
+    fn edits_keep_other_bytes_whatever_the_encoding() {
+        let content = b"# caf\xe9\n- [ ] a \xff\n  - note: \xe9t\xe9\n- [ ] b\n";
+        let marked = set_status(content, 1, TaskStatus::Complete, Some("ok")).unwrap();
+        assert_eq!(
+            marked,
+            b"# caf\xe9\n- [x] a \xff\n  - note: \xe9t\xe9\n  - note: ok\n- [ ] b\n"
+        );
+        let removed = remove_task(content, 2).unwrap();
+        assert_eq!(removed, b"# caf\xe9\n- [ ] a \xff\n  - note: \xe9t\xe9\n");
+        let added = add_task(Some(content), "c", &[]);
+        assert!(added.starts_with(content));
     }
 
     #[test]
