@@ -99,7 +99,12 @@ pub(crate) struct Cli {
     pub(crate) status: bool,
 
     /// Add a hint for the next iteration (works while a loop runs), then exit.
-    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, help_heading = "Commands")]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        allow_hyphen_values = true,
+        help_heading = "Commands"
+    )]
     pub(crate) add_context: Option<String>,
 
     /// Remove the pending context, then exit.
@@ -226,7 +231,12 @@ pub(crate) struct Cli {
     pub(crate) max_iterations: Option<u32>,
 
     /// The text the agent prints as <promise>TEXT</promise> when done [default: COMPLETE].
-    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, help_heading = "Loop")]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        allow_hyphen_values = true,
+        help_heading = "Loop"
+    )]
     pub(crate) completion_promise: Option<String>,
 
     /// How promises are written: `<promise>TEXT</promise>` (xml) or the bare TEXT as the last line
@@ -236,7 +246,12 @@ pub(crate) struct Cli {
 
     /// A command that must pass before completion is accepted (repeatable; run by `sh -c` from
     /// the repository's top directory).
-    #[arg(long, value_name = "CMD", allow_hyphen_values = true, help_heading = "Loop")]
+    #[arg(
+        long,
+        value_name = "CMD",
+        allow_hyphen_values = true,
+        help_heading = "Loop"
+    )]
     pub(crate) verify: Vec<String>,
 
     /// Time limit for each --verify command and each task's verify command [default: 10m].
@@ -277,7 +292,12 @@ pub(crate) struct Cli {
     pub(crate) max_stalled: Option<u32>,
 
     /// The text the agent prints as <promise>TEXT</promise> to stop the loop because it cannot go on.
-    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, help_heading = "Limits")]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        allow_hyphen_values = true,
+        help_heading = "Limits"
+    )]
     pub(crate) abort_promise: Option<String>,
 
     /// Retries in a row of an iteration that failed on the provider's side (rate limit, overload,
@@ -295,7 +315,12 @@ pub(crate) struct Cli {
     pub(crate) tasks: bool,
 
     /// The text the agent prints when one task is done [default: READY_FOR_NEXT_TASK].
-    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, help_heading = "Tasks")]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        allow_hyphen_values = true,
+        help_heading = "Tasks"
+    )]
     pub(crate) task_promise: Option<String>,
 
     // ── Agent and output ──────────────────────────────────────────────────────────────────────
@@ -519,6 +544,10 @@ mod tests {
         assert_eq!(whole_number("5"), Ok(5));
         assert!(whole_number("-1").unwrap_err().contains("0 or more"));
         assert!(whole_number("x").is_err());
-        assert!(whole_number("4294967296").unwrap_err().contains("largest allowed is 4294967295"));
+        assert!(
+            whole_number("4294967296")
+                .unwrap_err()
+                .contains("largest allowed is 4294967295")
+        );
     }
 }

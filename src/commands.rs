@@ -163,7 +163,12 @@ pub(crate) fn add_task(
     }
     let id = id.map(str::trim);
     let blockers: Vec<&str> = blocked_by
-        .map(|ids| ids.split(',').map(str::trim).filter(|id| !id.is_empty()).collect())
+        .map(|ids| {
+            ids.split(',')
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     if blocked_by.is_some() && blockers.is_empty() {
         output::error("--blocked-by needs task ids separated by commas, e.g. --blocked-by db,api");

@@ -1373,7 +1373,11 @@ impl<'a> Runner<'a> {
             return;
         }
         let Some(repo) = &self.repo else { return };
-        let names = [progress::PROGRESS_FILE, storage::TASKS_FILE, storage::GITIGNORE_FILE];
+        let names = [
+            progress::PROGRESS_FILE,
+            storage::TASKS_FILE,
+            storage::GITIGNORE_FILE,
+        ];
         match repo.commit_own_files(&names, OWN_FILES_COMMIT) {
             Ok(Some(hash)) => output::progress_committed(&hash),
             Ok(None) => {}
@@ -1403,7 +1407,8 @@ impl<'a> Runner<'a> {
             && !changed_nothing
         {
             repo.wait_for_index(Duration::from_secs(60));
-            if repo.head_subject().as_deref() != Some(iteration_commit_message(iteration).as_str()) {
+            if repo.head_subject().as_deref() != Some(iteration_commit_message(iteration).as_str())
+            {
                 self.commit(iteration, changed_nothing);
             }
         }

@@ -78,7 +78,9 @@ fn undecorated(line: &str) -> &str {
         }
     }
     rest.trim_start_matches(|c: char| MARKS.contains(&c) || c.is_whitespace())
-        .trim_end_matches(|c: char| MARKS.contains(&c) || matches!(c, '.' | '!') || c.is_whitespace())
+        .trim_end_matches(|c: char| {
+            MARKS.contains(&c) || matches!(c, '.' | '!') || c.is_whitespace()
+        })
 }
 
 #[cfg(test)]

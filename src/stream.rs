@@ -439,8 +439,7 @@ fn startable(program: &Path, cwd: &Path) -> std::io::Result<()> {
     let path = if program.components().count() > 1 {
         cwd.join(program)
     } else {
-        which::which(program)
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::NotFound))?
+        which::which(program).map_err(|_| std::io::Error::from(std::io::ErrorKind::NotFound))?
     };
     let meta = std::fs::metadata(&path)?;
     if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {

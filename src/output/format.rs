@@ -53,15 +53,9 @@ pub(crate) fn boxed(lines: &[String]) -> Vec<String> {
     out
 }
 
-/// Terminal columns of `text`: emoji count as two, variation selectors as none.
+/// Terminal columns of `text` (East Asian wide characters and emoji count as two).
 pub(crate) fn display_width(text: &str) -> usize {
-    text.chars()
-        .map(|c| match u32::from(c) {
-            0xFE00..=0xFE0F | 0x200D => 0,
-            0x1F300..=0x1FAFF | 0x2600..=0x27BF | 0x2B00..=0x2BFF => 2,
-            _ => 1,
-        })
-        .sum()
+    unicode_width::UnicodeWidthStr::width(text)
 }
 
 /// Tools sorted by count (descending, then name), as `(name, count)`.
@@ -123,9 +117,15 @@ mod tests {
 
     #[test]
     fn boxes_are_68_columns_wide() {
-        for line in boxed(&["✅ Done".to_owned(), "plain".to_owned()]) {
+        for line in boxed(&[
+            "✅ Done".to_owned(),
+            "plain".to_owned(),
+            "⚠️  warned".to_owned(),
+            "任务：构建一个接口".to_owned(),
+        ]) {
             assert_eq!(display_width(&line), WIDTH, "{line}");
         }
+        assert_eq!(display_width("漢字"), 4);
     }
 
     #[test]

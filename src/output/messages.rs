@@ -331,7 +331,9 @@ pub(crate) fn committed(iteration: u32, hash: &str) {
 
 /// ralph's own files were committed at the end of the loop.
 pub(crate) fn progress_committed(hash: &str) {
-    say(&[&format!("📝 Committed ralph's progress log and task file ({hash})")]);
+    say(&[&format!(
+        "📝 Committed ralph's progress log and task file ({hash})"
+    )]);
 }
 
 /// An auto-commit failed.
@@ -662,7 +664,10 @@ pub(crate) fn prompt_not_utf8(source: &str) {
 pub(crate) fn unknown_blockers(ids: &[String]) {
     warn(&[&format!(
         "⚠️  No task has the id {} yet; the new task waits until one with that id is added and done.",
-        ids.iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ")
+        ids.iter()
+            .map(|id| format!("'{id}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
     )]);
 }
 

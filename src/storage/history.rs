@@ -293,7 +293,12 @@ mod tests {
     #[test]
     fn writes_snake_case_history() {
         let mut history = History::default();
-        history.record(record(&["a"], 10, &[]), Struggle::Update { files_tracked: true });
+        history.record(
+            record(&["a"], 10, &[]),
+            Struggle::Update {
+                files_tracked: true,
+            },
+        );
         let text = serde_json::to_string(&history).unwrap();
         for key in [
             "total_duration_ms",

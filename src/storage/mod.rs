@@ -1,8 +1,10 @@
 //! Everything ralph keeps under `.ralph/`: file names, atomic writes, and tolerant reads.
 //!
-//! Every write goes through [`write_atomic`] (temporary file in the same directory, fsync,
-//! rename), so a reader — another terminal running `ralph --status`, or ralph after a crash — sees
-//! either the old or the new file, never half of one. Reads never fail on a missing, empty or
+//! Every file ralph rewrites goes through [`write_atomic`] (temporary file in the same directory,
+//! fsync, rename), so a reader — another terminal running `ralph --status`, or ralph after a crash —
+//! sees either the old or the new file, never half of one. The one exception is the progress log,
+//! which is only ever appended to, with one `O_APPEND` write per section, so the agent's own notes
+//! in it are never overwritten. Reads never fail on a missing, empty or
 //! corrupt file: they report what they found and let the caller decide (warn, keep a copy aside,
 //! or treat the file as absent). Nothing here prints.
 
@@ -106,7 +108,7 @@ impl RalphDir {
         }
         let ignore = self.file(GITIGNORE_FILE);
         if !ignore.exists() {
-            write_atomic(&ignore, gitignore_contents().as_bytes())?;
+            write_atomic_shared(&ignore, gitignore_contents().as_bytes())?;
         }
         Ok(())
     }
@@ -166,14 +168,25 @@ pub(crate) fn is_zero(count: &u32) -> bool {
     *count == 0
 }
 
-/// Replaces `path` with `contents` atomically; a new file gets mode 0600, an existing one keeps
-/// its mode. A write-protected file (no owner write permission) is refused, not replaced.
+/// Replaces `path` with `contents` atomically; a new file gets mode 0600 (ralph's runtime files
+/// are private), an existing one keeps its mode. A write-protected file (no owner write
+/// permission) is refused, not replaced.
 pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    write_atomic_new_mode(path, contents, 0o600)
+}
+
+/// [`write_atomic`] for a file committed with the work (the task list, `.ralph/.gitignore`): a
+/// new one gets mode 0644, as any file of the project.
+pub(crate) fn write_atomic_shared(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    write_atomic_new_mode(path, contents, 0o644)
+}
+
+fn write_atomic_new_mode(path: &Path, contents: &[u8], new_mode: u32) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .with_context(|| format!("`{}` has no parent directory", path.display()))?;
-    // A file that exists keeps its mode (the task file is the user's); new files are private.
-    let mode = fs::metadata(path).map_or(0o600, |meta| meta.permissions().mode() & 0o777);
+    // A file that exists keeps its mode (the task file is the user's).
+    let mode = fs::metadata(path).map_or(new_mode, |meta| meta.permissions().mode() & 0o777);
     if mode & 0o200 == 0 {
         anyhow::bail!(
             "`{}` is write-protected, so ralph leaves it as it is; make it writable (chmod u+w) to let ralph change it",

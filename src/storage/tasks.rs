@@ -404,7 +404,7 @@ pub(crate) fn edit<T>(
     if let Some(updated) = updated
         && current.as_deref() != Some(updated.as_slice())
     {
-        super::write_atomic(&path, &updated)?;
+        super::write_atomic_shared(&path, &updated)?;
     }
     Ok(value)
 }
@@ -502,12 +502,17 @@ mod tests {
 
     #[test]
     fn set_status_rewrites_one_character_and_can_add_a_note() {
-        let changed = String::from_utf8(set_status(SAMPLE.as_bytes(), 2, TaskStatus::Failed, None).unwrap()).unwrap();
+        let changed =
+            String::from_utf8(set_status(SAMPLE.as_bytes(), 2, TaskStatus::Failed, None).unwrap())
+                .unwrap();
         assert_eq!(
             changed,
             SAMPLE.replace("- [/] Build API", "- [!] Build API")
         );
-        let noted = String::from_utf8(set_status(SAMPLE.as_bytes(), 2, TaskStatus::Failed, Some("gave up")).unwrap()).unwrap();
+        let noted = String::from_utf8(
+            set_status(SAMPLE.as_bytes(), 2, TaskStatus::Failed, Some("gave up")).unwrap(),
+        )
+        .unwrap();
         assert!(
             noted.contains(
                 "- [!] Build API\n  - [ ] routes\n  - id: api\n  - note: gave up\n- [?] Odd"

@@ -3,7 +3,7 @@
 use crate::support::TestEnv;
 
 /// Shell code printing Claude stream-json events: a tool call, then a result with `final_text`.
-fn claude_events(final_text: &str) -> String {
+pub(crate) fn claude_events(final_text: &str) -> String {
     let lines = [
         r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","tools":["Write"],"model":"m"}"#.to_owned(),
         r#"{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"I'll write the file."}],"usage":{"input_tokens":100,"output_tokens":1}}}"#.to_owned(),

@@ -269,9 +269,13 @@ fn kill_9_then_resume_continues_at_the_right_iteration() {
     wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     child.kill().unwrap();
     child.wait().unwrap();
-    // The fake agent of iteration 3 outlives the killed ralph; --resume must stop it first.
+    // The agent of iteration 3 does not outlive the killed ralph (its guard ends it).
     let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
-    assert!(is_alive(agent));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while is_alive(agent) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!is_alive(agent), "the agent outlived ralph");
 
     let plain = env.run_loop(&["something else"]);
     plain.assert_code(1);

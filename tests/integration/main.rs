@@ -3,6 +3,7 @@
 
 mod support;
 
+mod audit;
 mod cli;
 mod commands;
 mod gates;

@@ -226,10 +226,12 @@ fn codex_argv_has_no_full_auto() {
 fn piped_stdin_and_prompt_files_deliver_the_prompt() {
     let env = TestEnv::new();
     fs::write(env.work().join("prompt.md"), "Prompt from a file\n").unwrap();
-    let file = fs::File::open(env.work().join("prompt.md")).unwrap();
-    env.run_loop_with(&["--max-iterations", "1", "and words"], |c| {
-        c.stdin(file);
-    })
+    let input = fs::read(env.work().join("prompt.md")).unwrap();
+    env.run_piped(
+        &["--pause", "0", "--max-iterations", "1", "and words"],
+        &input,
+        |_| {},
+    )
     .assert_code(2);
     assert!(
         env.agent_prompt(1)

@@ -58,7 +58,10 @@ fn ctrl_c_ends_the_agent_and_its_grandchild_and_keeps_resumable_state() {
     assert_eq!(env.history()["iterations"].as_array().unwrap().len(), 1);
 }
 
-fn wait_output(child: &mut std::process::Child, limit: Duration) -> std::process::Output {
+pub(crate) fn wait_output(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> std::process::Output {
     let deadline = Instant::now() + limit;
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -72,8 +75,12 @@ fn wait_output(child: &mut std::process::Child, limit: Duration) -> std::process
     }
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
-    std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
-    std::io::Read::read_to_end(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    if let Some(mut out) = child.stdout.take() {
+        std::io::Read::read_to_end(&mut out, &mut stdout).unwrap();
+    }
+    if let Some(mut err) = child.stderr.take() {
+        std::io::Read::read_to_end(&mut err, &mut stderr).unwrap();
+    }
     std::process::Output {
         status: child.wait().unwrap(),
         stdout,

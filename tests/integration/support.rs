@@ -115,7 +115,7 @@ impl TestEnv {
 
     /// A `ralph` command with a hermetic environment and a null stdin.
     pub(crate) fn ralph(&self) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ralph"));
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin!("ralph"));
         self.apply_env(&mut command);
         command.stdin(Stdio::null());
         command
@@ -146,39 +146,31 @@ impl TestEnv {
     }
 }
 
-/// Runs a command to completion, failing the test if it takes longer than `limit`.
+/// Runs a command to completion (stdin: `input`, then closed), failing the test if it takes
+/// longer than `limit`.
 pub(crate) fn run_with_deadline(command: &mut Command, limit: Duration) -> Output {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || read_all(stdout));
-    let err = std::thread::spawn(move || read_all(stderr));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ralph did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
+    run_with_input(command, b"", limit)
 }
 
-fn read_all(mut reader: impl std::io::Read) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    reader.read_to_end(&mut bytes).unwrap();
-    bytes
+/// [`run_with_deadline`] with `input` written to the command's stdin.
+pub(crate) fn run_with_input(command: &mut Command, input: &[u8], limit: Duration) -> Output {
+    let mut command = std::mem::replace(command, Command::new("true"));
+    command.stdin(Stdio::piped());
+    let output = assert_cmd::Command::from_std(command)
+        .write_stdin(input.to_vec())
+        .timeout(limit)
+        .output()
+        .unwrap();
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        assert!(
+            output.status.signal() != Some(9),
+            "the command did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    output
 }
 
 /// The result of a ralph run, with helpers for assertions.
@@ -197,6 +189,11 @@ impl Run {
 
     pub(crate) fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    /// The run for `assert_cmd` assertions with `predicates`.
+    pub(crate) fn assert(&self) -> assert_cmd::assert::Assert {
+        assert_cmd::assert::OutputAssertExt::assert(self.output.clone())
     }
 
     #[track_caller]
@@ -218,13 +215,23 @@ impl TestEnv {
         self.run_with(args, |_| {})
     }
 
-    /// Runs `ralph ARGS` after `adjust` changes the command (environment, stdin).
+    /// Runs `ralph ARGS` after `adjust` changes the command (its environment).
     pub(crate) fn run_with(&self, args: &[&str], adjust: impl FnOnce(&mut Command)) -> Run {
+        self.run_piped(args, b"", adjust)
+    }
+
+    /// Runs `ralph ARGS` with `input` piped to its stdin.
+    pub(crate) fn run_piped(
+        &self,
+        args: &[&str],
+        input: &[u8],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Run {
         let mut command = self.ralph();
         command.args(args);
         adjust(&mut command);
         Run {
-            output: run_with_deadline(&mut command, Duration::from_secs(60)),
+            output: run_with_input(&mut command, input, Duration::from_secs(60)),
         }
     }
 
