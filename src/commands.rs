@@ -34,7 +34,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
     };
     let running = state.as_ref().is_some_and(|s| s.active) && lock_is_held(dir);
     if json {
-        let now = storage::now();
+        let now = crate::model::now();
         report::print(&report::StatusReport {
             schema: report::SCHEMA,
             loop_state: state.as_ref().map(|s| report::loop_report(s, running, now)),
@@ -60,7 +60,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         tasks,
         history,
         history_count,
-        now: storage::now(),
+        now: crate::model::now(),
     });
     output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
     ExitStatus::Success
@@ -92,7 +92,7 @@ fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>) -> Option<T> {
 
 /// `--add-context TEXT`.
 pub(crate) fn add_context(dir: &RalphDir, text: &str) -> anyhow::Result<ExitStatus> {
-    context::append(dir, text.trim_end(), storage::now())?;
+    context::append(dir, text.trim_end(), crate::model::now())?;
     let running: Option<LoopState> = state::load(&dir.state())
         .ok()
         .filter(|s| s.active && lock_is_held(dir));

@@ -94,7 +94,9 @@ pub(crate) fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
     }
 }
 
-/// Asks to be told when ralph dies.
+/// Asks to be told when ralph dies. Linux sends the signal when the *thread* that started the
+/// guard ends, so ralph must start an agent from a thread that outlives it (it does: the thread
+/// that runs an iteration waits for its agent).
 #[cfg(target_os = "linux")]
 fn watch_parent(_parent: i32) {
     let _ = nix::sys::prctl::set_pdeathsig(PARENT_DIED);

@@ -11,7 +11,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use chrono::{DateTime, Utc};
 
 use crate::agents::{self, Agent, AgentKind, CommandRequest, Failure, FailureKind};
 use crate::config::{LoopFlags, RunConfig, millis};
@@ -555,7 +554,7 @@ impl<'a> Runner<'a> {
         knobs: &'a Knobs,
         resumed: Option<LoopState>,
     ) -> anyhow::Result<Self> {
-        let now = storage::now();
+        let now = crate::model::now();
         let resumed_flag = resumed.is_some();
         let resumed_stalled = resumed.as_ref().map_or(0, |saved| saved.stalled);
         if let Some(group) = resumed.as_ref().and_then(|saved| saved.agent_group) {
@@ -773,7 +772,7 @@ impl<'a> Runner<'a> {
                     _ => {}
                 }
                 self.state.active = false;
-                self.state.stopped_at = Some(storage::now());
+                self.state.stopped_at = Some(crate::model::now());
                 self.state.stop_reason = Some(reason.clone());
                 self.save_state()?;
                 output::resume_hint(
@@ -863,7 +862,7 @@ impl<'a> Runner<'a> {
             serde_json::json!({"iteration": iteration, "agent": step.spec.id(), "model": step.model}),
         );
 
-        let started_at = storage::now();
+        let started_at = crate::model::now();
         let started = Instant::now();
         let mut promises = vec![&self.completion, &self.task];
         promises.extend(self.abort.as_ref());
@@ -1034,7 +1033,7 @@ impl<'a> Runner<'a> {
         let record = IterationRecord {
             iteration,
             started_at,
-            ended_at: storage::now(),
+            ended_at: crate::model::now(),
             duration_ms: millis(elapsed),
             tools_used: findings.tools.clone(),
             files_modified,
@@ -1233,7 +1232,7 @@ impl<'a> Runner<'a> {
 
     /// Waits before retrying a failed iteration; a stop request or the runtime limit ends it.
     fn wait_before_retry(&mut self, iteration: u32, failure: &Failure) -> Option<Stop> {
-        let now = storage::now();
+        let now = crate::model::now();
         let delay = match failure.retry_at.filter(|at| *at > now) {
             // A second of slack so the limit has really reset.
             Some(at) => (at - now).to_std().unwrap_or_default() + Duration::from_secs(1),
@@ -1420,7 +1419,7 @@ impl<'a> Runner<'a> {
     fn record_failure(&mut self, iteration: u32, err: &anyhow::Error) -> anyhow::Result<Next> {
         let message = format!("{err:#}");
         output::iteration_error(iteration, &message);
-        let now = storage::now();
+        let now = crate::model::now();
         self.history.record(
             IterationRecord {
                 iteration,
@@ -1444,7 +1443,7 @@ impl<'a> Runner<'a> {
     fn record_own_failure(&mut self, err: &anyhow::Error) {
         self.state.active = false;
         self.state.agent_group = None;
-        self.state.stopped_at = Some(storage::now());
+        self.state.stopped_at = Some(crate::model::now());
         self.state.stop_reason = Some(format!("ralph failed: {err:#}"));
         let _ = self.save_state();
     }
@@ -1524,11 +1523,6 @@ fn backoff(base: Duration, attempt: u32, cap: Duration) -> Duration {
     #[expect(clippy::cast_precision_loss, reason = "jitter only")]
     let factor = 0.8 + 0.4 * ((noise % 1000) as f64 / 1000.0);
     plain.mul_f64(factor).min(cap)
-}
-
-/// When the loop started, for messages.
-pub(crate) fn started_label(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 #[cfg(test)]

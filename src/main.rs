@@ -10,6 +10,7 @@ mod exit;
 mod git;
 mod guard;
 mod loop_runner;
+mod model;
 mod output;
 mod promise;
 mod prompt;

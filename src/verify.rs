@@ -8,9 +8,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::agents::AgentCommand;
+pub(crate) use crate::model::Verification;
 use crate::output;
 use crate::signal::StopFlag;
 use crate::stream::{self, EndedBy, OutputHandler, RunOptions, Segment};
@@ -19,32 +18,6 @@ use crate::stream::{self, EndedBy, OutputHandler, RunOptions, Segment};
 const TAIL_LINES: usize = 40;
 /// Characters kept per line.
 const LINE_CHARS: usize = 300;
-
-/// The outcome of one verification command.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Verification {
-    pub(crate) command: String,
-    pub(crate) passed: bool,
-    /// The exit code; absent when the command timed out or could not start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) exit_code: Option<i32>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub(crate) timed_out: bool,
-    /// The last lines of its output (stdout and stderr together).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) output_tail: String,
-}
-
-impl Verification {
-    /// `exit code 1`, `timed out after 10m 0s`, `could not start`.
-    pub(crate) fn outcome(&self) -> String {
-        match (self.timed_out, self.exit_code) {
-            (true, _) => "timed out".to_owned(),
-            (false, Some(code)) => format!("exit code {code}"),
-            (false, None) => "could not start".to_owned(),
-        }
-    }
-}
 
 /// Keeps the last lines of a command's output and shows them as they come.
 struct Tail {

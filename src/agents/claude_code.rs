@@ -148,7 +148,7 @@ fn result_events(event: &Value) -> Vec<AgentEvent> {
             } else {
                 text
             };
-            Failure::classify(status, message, crate::storage::now())
+            Failure::classify(status, message, crate::model::now())
         };
         events.push(AgentEvent::Failure(failure));
     } else {

@@ -85,7 +85,7 @@ impl Agent for Codex {
                 vec![AgentEvent::Failure(Failure::classify(
                     None,
                     message,
-                    crate::storage::now(),
+                    crate::model::now(),
                 ))]
             }
             "error" => vec![AgentEvent::Notice(format!(

@@ -126,7 +126,7 @@ impl Agent for OpenCode {
                 vec![AgentEvent::Failure(Failure::classify(
                     status,
                     message,
-                    crate::storage::now(),
+                    crate::model::now(),
                 ))]
             }
             _ => return None,

@@ -569,7 +569,7 @@ pub(crate) fn loop_already_running(
             format!(
                 "iteration {}, started {}{pid}",
                 state.iteration,
-                crate::loop_runner::started_label(state.started_at)
+                state.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             )
         },
     );
@@ -591,7 +591,7 @@ pub(crate) fn crashed_loop(state: &crate::storage::state::LoopState, state_path:
         &format!(
             "Error: a previous Ralph loop here stopped unexpectedly at iteration {}{owner}, started {}.",
             state.iteration,
-            crate::loop_runner::started_label(state.started_at)
+            state.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         ),
         "       Continue it with `ralph --resume`, or discard it with `ralph --reset` and start again.",
         &format!("       State file: {}", state_path.display()),
@@ -723,7 +723,7 @@ pub(crate) fn verify_output(text: &str, starts_line: bool, ends_line: bool) {
 }
 
 /// A verification command finished.
-pub(crate) fn verify_finished(result: &crate::verify::Verification) {
+pub(crate) fn verify_finished(result: &crate::model::Verification) {
     super::event("verified", serde_json::to_value(result).unwrap_or_default());
     if result.passed {
         say(&[&format!("   ✅ passed: {}", result.command)]);

@@ -86,7 +86,7 @@ pub(crate) fn event(kind: &str, mut fields: serde_json::Value) {
         map.insert(
             "time".to_owned(),
             serde_json::Value::from(
-                crate::storage::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                crate::model::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             ),
         );
     }

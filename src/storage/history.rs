@@ -11,8 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{Loaded, read_json, write_json};
-use crate::agents::{Failure, Usage};
-use crate::verify::Verification;
+use crate::model::{Failure, Usage, Verification};
 
 /// An iteration shorter than this counts as "very short" for struggle detection.
 pub(crate) const SHORT_ITERATION_MS: u64 = 30_000;

@@ -158,11 +158,6 @@ fn gitignore_contents() -> String {
     text
 }
 
-/// The current time at millisecond precision, as ralph stores timestamps (like ralph.ts).
-pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {
-    chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 3)
-}
-
 /// For `skip_serializing_if`: a count that is zero is left out of the file.
 pub(crate) fn is_zero(count: &u32) -> bool {
     *count == 0
