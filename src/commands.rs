@@ -4,6 +4,7 @@
 //! Read-only commands never create or change anything on disk (not even `.ralph/`), so they are
 //! safe to run in another terminal while a loop works.
 
+use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::output::{self, report, status};
 use crate::storage::history;
@@ -32,7 +33,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
     } else {
         status::TasksStatus::Hidden
     };
-    let running = state.as_ref().is_some_and(|s| s.active) && lock_is_held(dir);
+    let running = state.as_ref().is_some_and(|s| s.active) && storage::lock::loop_is_running(dir);
     if json {
         let now = crate::model::now();
         report::print(&report::StatusReport {
@@ -66,20 +67,6 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
     ExitStatus::Success
 }
 
-/// Whether a running ralph holds the loop lock. Never creates the lock file.
-pub(crate) fn lock_is_held(dir: &RalphDir) -> bool {
-    let Ok(file) = std::fs::File::open(dir.lock()) else {
-        return false;
-    };
-    match file.try_lock_shared() {
-        Ok(()) => {
-            let _ = file.unlock();
-            false
-        }
-        Err(_) => true,
-    }
-}
-
 fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>) -> Option<T> {
     match loaded {
         Loaded::Corrupt(reason) => {
@@ -95,7 +82,7 @@ pub(crate) fn add_context(dir: &RalphDir, text: &str) -> anyhow::Result<ExitStat
     context::append(dir, text.trim_end(), crate::model::now())?;
     let running: Option<LoopState> = state::load(&dir.state())
         .ok()
-        .filter(|s| s.active && lock_is_held(dir));
+        .filter(|s| s.active && storage::lock::loop_is_running(dir));
     output::context_added(&dir.context(), running.map(|s| s.iteration));
     Ok(ExitStatus::Success)
 }
@@ -108,7 +95,7 @@ pub(crate) fn clear_context(dir: &RalphDir) -> anyhow::Result<ExitStatus> {
 }
 
 /// `--list-tasks` (`json`: the tasks report of `output/report.rs`).
-pub(crate) fn list_tasks(dir: &RalphDir, json: bool) -> ExitStatus {
+pub(crate) fn list_tasks(dir: &RalphDir, json: bool) -> anyhow::Result<ExitStatus> {
     if json {
         let report = match storage::read_text(&dir.tasks()) {
             Ok(Some(content)) => report::tasks_report("found", &TaskList::parse(&content)),
@@ -116,22 +103,19 @@ pub(crate) fn list_tasks(dir: &RalphDir, json: bool) -> ExitStatus {
             Err(_) => report::tasks_report("unreadable", &TaskList::default()),
         };
         report::print(&report);
-        return ExitStatus::Success;
+        return Ok(ExitStatus::Success);
     }
     match storage::read_text(&dir.tasks()) {
         Ok(Some(content)) => {
             let lines = status::task_list(&TaskList::parse(&content));
             output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
-            ExitStatus::Success
+            Ok(ExitStatus::Success)
         }
         Ok(None) => {
             output::no_tasks_file(&dir.tasks());
-            ExitStatus::Success
+            Ok(ExitStatus::Success)
         }
-        Err(err) => {
-            output::error(&format!("cannot read {}: {err}", dir.tasks().display()));
-            ExitStatus::Error
-        }
+        Err(err) => Err(fail(format!("cannot read {}: {err}", dir.tasks().display())).into()),
     }
 }
 
@@ -146,17 +130,13 @@ pub(crate) fn add_task(
 ) -> anyhow::Result<ExitStatus> {
     let description = match tasks::validate_description(description) {
         Ok(description) => description,
-        Err(err) => {
-            output::error(&err.to_string());
-            return Ok(ExitStatus::Error);
-        }
+        Err(err) => return Err(fail(err.to_string()).into()),
     };
     let mut properties = Vec::new();
     for (key, value) in [(tasks::ID, id), (tasks::BLOCKED_BY, blocked_by)] {
         if let Some(value) = value {
             if let Err(err) = tasks::validate_description(value) {
-                output::error(&format!("--{}: {err}", key.replace('_', "-")));
-                return Ok(ExitStatus::Error);
+                return Err(fail(format!("--{}: {err}", key.replace('_', "-"))).into());
             }
             properties.push((key, value.trim()));
         }
@@ -171,16 +151,18 @@ pub(crate) fn add_task(
         })
         .unwrap_or_default();
     if blocked_by.is_some() && blockers.is_empty() {
-        output::error("--blocked-by needs task ids separated by commas, e.g. --blocked-by db,api");
-        return Ok(ExitStatus::Error);
+        return Err(fail(
+            "--blocked-by needs task ids separated by commas, e.g. --blocked-by db,api",
+        )
+        .into());
     }
     if let Some(id) = id
         && blockers.contains(&id)
     {
-        output::error(&format!(
+        return Err(fail(format!(
             "task '{id}' cannot be blocked by itself; remove '{id}' from --blocked-by"
-        ));
-        return Ok(ExitStatus::Error);
+        ))
+        .into());
     }
     dir.ensure()?;
     let outcome = tasks::edit(dir, |current| {
@@ -210,21 +192,18 @@ pub(crate) fn add_task(
             }
             Ok(ExitStatus::Success)
         }
-        Err(refusal) => {
-            output::error(&refusal);
-            Ok(ExitStatus::Error)
-        }
+        Err(refusal) => Err(fail(refusal).into()),
     }
 }
 
 /// `--remove-task N`, under the task file's lock.
 pub(crate) fn remove_task(dir: &RalphDir, number: usize) -> anyhow::Result<ExitStatus> {
     if !dir.tasks().exists() {
-        output::error(&format!(
+        return Err(fail(format!(
             "no tasks file found ({}). Add a task first: ralph --add-task \"description\"",
             dir.tasks().display()
-        ));
-        return Ok(ExitStatus::Error);
+        ))
+        .into());
     }
     let outcome = tasks::edit(dir, |current| {
         match tasks::remove_task(current.unwrap_or_default(), number) {
@@ -237,9 +216,6 @@ pub(crate) fn remove_task(dir: &RalphDir, number: usize) -> anyhow::Result<ExitS
             output::task_removed(number);
             Ok(ExitStatus::Success)
         }
-        Err(err) => {
-            output::error(&format!("{err}; see the numbers with `ralph --list-tasks`"));
-            Ok(ExitStatus::Error)
-        }
+        Err(err) => Err(fail(format!("{err}; see the numbers with `ralph --list-tasks`")).into()),
     }
 }

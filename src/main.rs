@@ -6,14 +6,16 @@ mod agents;
 mod cli;
 mod commands;
 mod config;
+mod error;
 mod exit;
 mod git;
 mod guard;
-mod loop_runner;
 mod model;
+mod options;
 mod output;
 mod promise;
 mod prompt;
+mod run;
 mod settings;
 mod setup;
 mod signal;
@@ -30,7 +32,7 @@ use std::time::Duration;
 
 use clap::Parser as _;
 
-use crate::config::{Config, Mode, PromptInput, UsageError};
+use crate::config::{Config, Mode, PromptInput};
 use crate::exit::ExitStatus;
 
 fn main() -> ExitCode {
@@ -45,52 +47,58 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(status) => status.into(),
         Err(err) => {
-            if let Some(usage) = err.downcast_ref::<UsageError>() {
-                usage_error(&usage.0);
+            // Every error is printed here, once.
+            let err = error::classify(err);
+            if err.usage {
+                usage_error(&err.message);
             } else {
-                output::fatal(&err);
+                output::error(&err.message);
             }
-            ExitStatus::Error.into()
+            err.status.into()
         }
     }
 }
 
 fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
     let cwd = std::env::current_dir()
-        .map_err(|err| anyhow::anyhow!("cannot use the current directory: {err}"))?;
+        .map_err(|err| error::fail(format!("cannot use the current directory: {err}")))?;
     let ralph_dir = cwd.join(storage::RALPH_DIR);
     if std::fs::symlink_metadata(&ralph_dir).is_ok() && !ralph_dir.is_dir() {
-        anyhow::bail!(
+        return Err(error::fail(format!(
             "{} exists but is not a directory; ralph keeps its state, history and tasks there. Rename or remove that file, then run ralph again",
             ralph_dir.display()
-        );
+        ))
+        .into());
     }
     let settings = settings::Settings::load(&cwd, &|name| std::env::var(name).ok())?;
     let config = Config::from_cli(cli, cwd, &mut Stdin, settings)?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let running = matches!(config.mode, Mode::Run(_) | Mode::Resume);
     output::configure(config.color, no_color, config.json && running);
+    dispatch(config)
+}
+
+fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
     let Config {
         cwd,
         ralph_dir,
         mode,
-        cli_flags,
+        cli_layer,
         settings,
-        color,
-        color_from_cli,
+        color: _,
         json,
     } = config;
-    let knobs = loop_runner::Knobs::from_env();
+    let knobs = run::Knobs::from_env();
     match mode {
         Mode::Completions(shell) => Ok(setup::completions(shell)),
         Mode::Man => setup::man(),
         Mode::Init => setup::init(&ralph_dir, &cwd),
-        Mode::ShowConfig => setup::show_config(&settings, &cli_flags, color_from_cli, color),
-        Mode::Doctor => Ok(setup::doctor(&settings, &cli_flags, &ralph_dir, &cwd)),
+        Mode::ShowConfig => setup::show_config(&settings, &cli_layer),
+        Mode::Doctor => Ok(setup::doctor(&settings, &cli_layer, &ralph_dir, &cwd)),
         Mode::Status { tasks } => Ok(commands::status(&ralph_dir, tasks, json)),
         Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
         Mode::ClearContext => commands::clear_context(&ralph_dir),
-        Mode::ListTasks => Ok(commands::list_tasks(&ralph_dir, json)),
+        Mode::ListTasks => commands::list_tasks(&ralph_dir, json),
         Mode::AddTask {
             description,
             id,
@@ -102,22 +110,16 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
             blocked_by.as_deref(),
         ),
         Mode::RemoveTask(number) => commands::remove_task(&ralph_dir, number),
-        Mode::Reset => loop_runner::reset(&ralph_dir),
+        Mode::Reset => run::reset(&ralph_dir, &knobs),
         Mode::DryRun(config) => Ok(setup::dry_run(&config, &ralph_dir, &cwd)),
         Mode::Resume => {
             let stop = signal::StopFlag::install()?;
-            loop_runner::resume(&cli_flags, &settings, &cwd, &ralph_dir, &stop, &knobs)
+            run::resume(&cli_layer, &settings, &cwd, &ralph_dir, &stop, &knobs)
         }
         Mode::Run(config) => {
             let stop = signal::StopFlag::install()?;
-            loop_runner::run(
-                &config,
-                &cwd,
-                &ralph_dir,
-                loop_runner::Start::Fresh,
-                &stop,
-                &knobs,
-            )
+            let start = run::Start::Fresh;
+            run::run(&config, &cwd, &ralph_dir, start, &stop, &knobs)
         }
     }
 }
@@ -154,7 +156,7 @@ fn usage_error(message: &str) {
 struct Stdin;
 
 impl PromptInput for Stdin {
-    fn piped_stdin(&mut self, has_words: bool) -> anyhow::Result<Option<String>> {
+    fn piped_stdin(&mut self, has_words: bool) -> Result<Option<String>, error::Error> {
         let stdin = std::io::stdin();
         if stdin.is_terminal() {
             return Ok(None);
@@ -185,7 +187,7 @@ impl PromptInput for Stdin {
         let mut bytes = Vec::new();
         (&file)
             .read_to_end(&mut bytes)
-            .map_err(|err| anyhow::anyhow!("failed to read the prompt from stdin: {err}"))?;
+            .map_err(|err| error::fail(format!("failed to read the prompt from stdin: {err}")))?;
         let text = config::prompt_text(&bytes, "the prompt read from stdin");
         Ok((!text.trim().is_empty()).then_some(text))
     }

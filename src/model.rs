@@ -242,7 +242,6 @@ pub(crate) fn reset_time(message: &str, now: DateTime<Utc>) -> Option<DateTime<U
 /// The longest wait for a provider's reset time that ralph believes.
 pub(crate) const MAX_RESET_WAIT_HOURS: i64 = 24;
 
-
 /// The outcome of one verification command.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Verification {
@@ -329,5 +328,4 @@ mod tests {
             "not believed"
         );
     }
-
 }

@@ -1,5 +1,6 @@
 //! Builds the prompt the agent receives on every iteration. Pure: no I/O.
 
+use crate::model::Verification;
 use crate::storage::tasks::TaskList;
 
 /// The state of the task file for the tasks-mode prompt.
@@ -202,6 +203,78 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
     sections
         .push("Tasks Mode: ENABLED - work on one task at a time from ralph-tasks.md".to_owned());
     sections.push("Now work on the current task. Good luck!".to_owned());
+}
+
+/// Why the agent's last claim was refused, for the next prompt.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Feedback<'a> {
+    /// Completion was claimed with tasks still open.
+    OpenTasks {
+        promise: &'a str,
+        open: &'a [String],
+    },
+    /// Completion was claimed but `--verify` failed.
+    Verification {
+        promise: &'a str,
+        failed: &'a [Verification],
+    },
+    /// A task was said done but its own verify command failed.
+    TaskVerification {
+        task: &'a str,
+        task_tag: &'a str,
+        failed: &'a [Verification],
+    },
+}
+
+/// The prompt section (with its heading) explaining a refused claim.
+pub(crate) fn feedback(feedback: Feedback<'_>) -> String {
+    match feedback {
+        Feedback::OpenTasks { promise, open } => {
+            let list: Vec<String> = open.iter().map(|task| format!("- {task}")).collect();
+            format!(
+                "## Completion was refused\n\nIn the previous iteration you printed <promise>{promise}</promise>, \
+                 but these tasks are not marked [x] in .ralph/ralph-tasks.md:\n\n{}\n\n\
+                 Finish them (and mark them [x]) before claiming completion.",
+                list.join("\n")
+            )
+        }
+        Feedback::Verification { promise, failed } => format!(
+            "## Completion was refused\n\nIn the previous iteration you printed <promise>{promise}</promise>, \
+             but the verification that must pass first did not:\n\n{}\n\nFix the cause, then claim \
+             completion again.",
+            verification_text(failed)
+        ),
+        Feedback::TaskVerification {
+            task,
+            task_tag,
+            failed,
+        } => format!(
+            "## The task was not accepted\n\nYou said \"{task}\" was done, but its verify command \
+             failed, so it is marked [/] again:\n\n{}\n\nFix it before you print {task_tag} again.",
+            verification_text(failed)
+        ),
+    }
+}
+
+/// Each failed command with its outcome and the end of its output.
+fn verification_text(failures: &[Verification]) -> String {
+    let mut text = String::new();
+    for failure in failures {
+        text.push_str(&format!(
+            "`{}` failed ({})",
+            failure.command,
+            failure.outcome()
+        ));
+        if failure.output_tail.is_empty() {
+            text.push_str(" with no output.\n\n");
+        } else {
+            text.push_str(&format!(
+                ". The end of its output:\n\n```\n{}\n```\n\n",
+                failure.output_tail
+            ));
+        }
+    }
+    text.trim_end().to_owned()
 }
 
 #[cfg(test)]

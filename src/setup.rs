@@ -11,11 +11,13 @@ use clap::CommandFactory as _;
 
 use crate::agents::{AgentKind, AgentSpec, CommandRequest, OPENCODE_CONFIG_ENV};
 use crate::cli::Cli;
-use crate::config::{LoopFlags, RunConfig};
+use crate::config::RunConfig;
+use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::git::Repo;
+use crate::options::{self, Layer, LoopOptions};
 use crate::output::{self, format};
-use crate::settings::{self, Settings};
+use crate::settings::Settings;
 use crate::storage::state::{self};
 use crate::storage::{self, Loaded, RalphDir};
 
@@ -37,16 +39,16 @@ pub(crate) fn man() -> anyhow::Result<ExitStatus> {
 
 /// `--init`: writes a commented `.ralph/config.toml`, never over an existing one.
 pub(crate) fn init(dir: &RalphDir, cwd: &Path) -> anyhow::Result<ExitStatus> {
-    let path = cwd.join(settings::PROJECT_FILE);
+    let path = cwd.join(options::PROJECT_FILE);
     if path.exists() {
-        output::error(&format!(
+        return Err(fail(format!(
             "{} already exists; edit it, or remove it to start from the defaults",
             path.display()
-        ));
-        return Ok(ExitStatus::Error);
+        ))
+        .into());
     }
     dir.ensure()?;
-    storage::write_atomic(&path, settings::init_text().as_bytes())?;
+    storage::write_atomic(&path, options::init_text().as_bytes())?;
     output::say(&[
         &format!(
             "✅ Wrote {} with every setting commented out.",
@@ -58,22 +60,17 @@ pub(crate) fn init(dir: &RalphDir, cwd: &Path) -> anyhow::Result<ExitStatus> {
 }
 
 /// `--config`: every setting in effect and where it comes from.
-pub(crate) fn show_config(
-    settings: &Settings,
-    cli: &LoopFlags,
-    cli_color: bool,
-    color: output::ColorChoice,
-) -> anyhow::Result<ExitStatus> {
-    let merged = settings.merged(cli.clone());
-    let config = RunConfig::resolve("(prompt)".to_owned(), None, &merged, None, settings)?;
+pub(crate) fn show_config(settings: &Settings, cli: &Layer) -> anyhow::Result<ExitStatus> {
+    let stack = settings.stack(&[cli]);
+    let config = RunConfig::resolve("(prompt)".to_owned(), None, &stack, &settings.agents)?;
     let mut lines = vec![
         "# Settings in effect (command line > environment > project > user > defaults)".to_owned(),
     ];
     if settings.files.is_empty() {
         lines.push(format!(
             "# No config file found (project: {}; user: {}).",
-            settings::PROJECT_FILE,
-            settings::user_file(&|name| std::env::var(name).ok())
+            options::PROJECT_FILE,
+            options::user_file(&|name| std::env::var(name).ok())
                 .map_or_else(|| "none".to_owned(), |p| p.display().to_string())
         ));
     } else {
@@ -81,9 +78,11 @@ pub(crate) fn show_config(
             lines.push(format!("# Read {}", file.display()));
         }
     }
-    let values: Vec<(&str, String)> = settings::KEYS
-        .iter()
-        .map(|key| (*key, value_of(&config, key, color)))
+    let values: Vec<(&str, String)> = config
+        .options
+        .values()
+        .into_iter()
+        .map(|(key, raw)| (key, raw.shown()))
         .collect();
     let width = values
         .iter()
@@ -92,7 +91,7 @@ pub(crate) fn show_config(
         .unwrap_or(0)
         + 3;
     for (key, value) in values {
-        let source = settings.source_of(key, cli, cli_color);
+        let source = crate::settings::source_of(&stack, key);
         let pad = width.saturating_sub(key.len() + value.len());
         lines.push(format!("{key} = {value}{}# {source}", " ".repeat(pad)));
     }
@@ -103,91 +102,9 @@ pub(crate) fn show_config(
     Ok(ExitStatus::Success)
 }
 
-/// A setting's value in TOML syntax.
-fn value_of(config: &RunConfig, key: &str, color: output::ColorChoice) -> String {
-    let quote = |text: &str| format!("{text:?}");
-    let duration = |d: Duration| quote(&short_duration(d));
-    let optional = |value: Option<String>| value.unwrap_or_else(|| "none".to_owned());
-    let l = &config.limits;
-    match key {
-        "agent" => quote(config.agent.id()),
-        "model" => quote(config.model.as_deref().unwrap_or("")),
-        "rotation" => format!(
-            "[{}]",
-            config
-                .rotation
-                .iter()
-                .map(|step| quote(&match &step.model {
-                    Some(model) => format!("{}:{model}", step.agent.id()),
-                    None => step.agent.id().to_owned(),
-                }))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        "min_iterations" => config.min_iterations.to_string(),
-        "max_iterations" => config.max_iterations.to_string(),
-        "completion_promise" => quote(&config.completion_promise),
-        "promise_format" => quote(&format!("{:?}", config.promise_format).to_lowercase()),
-        "promise_anywhere" => config.promise_anywhere.to_string(),
-        "pause" => duration(config.pause),
-        "verify" => format!(
-            "[{}]",
-            config
-                .verify
-                .iter()
-                .map(|v| quote(v))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        "verify_timeout" => duration(config.verify_timeout),
-        "tasks" => config.tasks.to_string(),
-        "task_promise" => quote(&config.task_promise),
-        "iteration_timeout" => optional(l.iteration_timeout.map(duration)),
-        "idle_timeout" => optional(l.idle_timeout.map(duration)),
-        "max_runtime" => optional(l.max_runtime.map(duration)),
-        "max_cost" => optional(l.max_cost.map(|cost| cost.to_string())),
-        "max_tokens" => optional(l.max_tokens.map(|tokens| tokens.to_string())),
-        "max_stalled" => optional(l.max_stalled.map(|n| n.to_string())),
-        "abort_promise" => optional(l.abort_promise.as_deref().map(quote)),
-        "max_retries" => l.max_retries.to_string(),
-        "retry_max_wait" => duration(l.retry_max_wait),
-        "output_format" => quote(&format!("{:?}", config.output_format).to_lowercase()),
-        "stream" => config.stream.to_string(),
-        "verbose_tools" => config.verbose_tools.to_string(),
-        "no_plugins" => config.no_plugins.to_string(),
-        "allow_all" => config.allow_all.to_string(),
-        "commit" => config.commit.to_string(),
-        "agent_args" => format!(
-            "[{}]",
-            config
-                .agent_args
-                .iter()
-                .map(|a| quote(a))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        "color" => quote(&format!("{color:?}").to_lowercase()),
-        _ => String::new(),
-    }
-}
-
-/// `90s`, `1500ms`, `2h` — as a config file would write it.
-fn short_duration(duration: Duration) -> String {
-    let ms = duration.as_millis();
-    if ms.is_multiple_of(3_600_000) && ms > 0 {
-        format!("{}h", ms / 3_600_000)
-    } else if ms.is_multiple_of(60_000) && ms > 0 {
-        format!("{}m", ms / 60_000)
-    } else if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
-}
-
 /// `--dry-run`: the command, environment and prompt of iteration 1. Writes nothing.
 pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitStatus {
-    let steps = crate::loop_runner::plan(config);
+    let steps = crate::run::agent_plan(config);
     let (spec, model) = &steps[0];
     let binary = spec
         .find_binary(&|name| std::env::var_os(name), cwd)
@@ -203,18 +120,18 @@ pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitSta
         .ok()
         .flatten()
         .map(|pending| pending.text());
-    let prompt = crate::loop_runner::iteration_prompt(config, dir, 1, context.as_deref(), &[]);
-    let opencode = crate::loop_runner::opencode_config_for(config, spec, cwd);
+    let prompt = crate::run::iteration_prompt(config, dir, 1, context.as_deref(), &[]);
+    let opencode = crate::run::opencode_config_for(config, spec, cwd);
     let config_path = dir.file(storage::OPENCODE_CONFIG_FILE);
     let absolute = std::path::absolute(&config_path).unwrap_or(config_path);
     let command = spec.agent().command(&CommandRequest {
         binary: &binary,
         prompt: &prompt,
         model: model.as_deref(),
-        allow_all: config.allow_all,
-        extra_args: &config.agent_args,
+        allow_all: config.options.allow_all,
+        extra_args: &config.options.agent_args,
         opencode_config: opencode.as_ref().map(|_| absolute.as_path()),
-        format: spec.format(config.output_format),
+        format: spec.format(config.options.output_format),
     });
     let mut lines = vec![
         "# Dry run: nothing is started and no file is written.".to_owned(),
@@ -306,12 +223,7 @@ impl Check {
 }
 
 /// `--doctor`: checks git, the agents and `.ralph/`, one line each with what to do.
-pub(crate) fn doctor(
-    settings: &Settings,
-    cli: &LoopFlags,
-    dir: &RalphDir,
-    cwd: &Path,
-) -> ExitStatus {
+pub(crate) fn doctor(settings: &Settings, cli: &Layer, dir: &RalphDir, cwd: &Path) -> ExitStatus {
     let mut checks = Vec::new();
     check_git(cwd, &mut checks);
     check_agents(settings, cli, cwd, &mut checks);
@@ -376,12 +288,10 @@ fn check_git(cwd: &Path, checks: &mut Vec<Check>) {
     }
 }
 
-fn check_agents(settings: &Settings, cli: &LoopFlags, cwd: &Path, checks: &mut Vec<Check>) {
-    let merged = settings.merged(cli.clone());
-    let chosen = merged
-        .agent
-        .clone()
-        .unwrap_or_else(|| "opencode".to_owned());
+fn check_agents(settings: &Settings, cli: &Layer, cwd: &Path, checks: &mut Vec<Check>) {
+    let chosen = LoopOptions::resolve(&settings.stack(&[cli]))
+        .map(|options| options.agent.0)
+        .unwrap_or_else(|_| "opencode".to_owned());
     let spec = match AgentSpec::resolve(&chosen, &settings.agents) {
         Ok(spec) => spec,
         Err(message) => {
@@ -460,7 +370,7 @@ fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
         checks.push(corrupt(&dir.history(), &reason));
     }
     if let Loaded::Found(saved) = saved {
-        let running = crate::commands::lock_is_held(dir);
+        let running = crate::storage::lock::loop_is_running(dir);
         if saved.active && running {
             checks.push(Check::pass(format!(
                 "a loop is running here (iteration {})",

@@ -117,27 +117,6 @@ fn run_one(
     }
 }
 
-/// The prompt section that tells the agent why its claim was refused.
-pub(crate) fn refusal_text(failures: &[&Verification]) -> String {
-    let mut text = String::new();
-    for failure in failures {
-        text.push_str(&format!(
-            "`{}` failed ({})",
-            failure.command,
-            failure.outcome()
-        ));
-        if failure.output_tail.is_empty() {
-            text.push_str(" with no output.\n\n");
-        } else {
-            text.push_str(&format!(
-                ". The end of its output:\n\n```\n{}\n```\n\n",
-                failure.output_tail
-            ));
-        }
-    }
-    text.trim_end().to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

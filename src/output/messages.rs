@@ -555,11 +555,11 @@ pub(crate) fn legacy_plugin_detected() {
     ]);
 }
 
-/// Another ralph holds this directory's loop lock.
+/// The error when another ralph holds this directory's loop lock.
 pub(crate) fn loop_already_running(
     state: Option<&crate::storage::state::LoopState>,
     state_path: &Path,
-) {
+) -> String {
     let detail = state.map_or_else(
         || "its state is not written yet".to_owned(),
         |state| {
@@ -569,33 +569,38 @@ pub(crate) fn loop_already_running(
             format!(
                 "iteration {}, started {}{pid}",
                 state.iteration,
-                state.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                state
+                    .started_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             )
         },
     );
-    warn(&[
-        &format!("Error: a Ralph loop is already running in this directory ({detail})."),
-        "       Stop it with Ctrl+C in its terminal, or wait for it to finish; see it with `ralph --status`.",
-        &format!("       State file: {}", state_path.display()),
-    ]);
+    format!(
+        "a Ralph loop is already running in this directory ({detail}).\n       \
+         Stop it with Ctrl+C in its terminal, or wait for it to finish; see it with `ralph --status`.\n       \
+         State file: {}",
+        state_path.display()
+    )
 }
 
-/// The state says a loop is active, but nothing holds its lock: it crashed or was killed.
-pub(crate) fn crashed_loop(state: &crate::storage::state::LoopState, state_path: &Path) {
+/// The error when the state says a loop is active but nothing holds its lock: it crashed or was
+/// killed.
+pub(crate) fn crashed_loop(state: &crate::storage::state::LoopState, state_path: &Path) -> String {
     let owner = match (&state.host, state.pid) {
         (Some(host), Some(pid)) => format!(" (pid {pid} on {host})"),
         (None, Some(pid)) => format!(" (pid {pid})"),
         _ => String::new(),
     };
-    warn(&[
-        &format!(
-            "Error: a previous Ralph loop here stopped unexpectedly at iteration {}{owner}, started {}.",
-            state.iteration,
-            state.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        ),
-        "       Continue it with `ralph --resume`, or discard it with `ralph --reset` and start again.",
-        &format!("       State file: {}", state_path.display()),
-    ]);
+    format!(
+        "a previous Ralph loop here stopped unexpectedly at iteration {}{owner}, started {}.\n       \
+         Continue it with `ralph --resume`, or discard it with `ralph --reset` and start again.\n       \
+         State file: {}",
+        state.iteration,
+        state
+            .started_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        state_path.display()
+    )
 }
 
 /// `--resume` flags that replace saved options.

@@ -182,8 +182,3 @@ pub(crate) fn flush() {
 pub(crate) fn error(message: &str) {
     warn(&[&format!("{} {message}", paint(Style::Bad, "Error:", true))]);
 }
-
-/// Prints a fatal error with its cause chain on one line.
-pub(crate) fn fatal(err: &anyhow::Error) {
-    error(&format!("{err:#}"));
-}

@@ -28,7 +28,7 @@ pub(crate) enum Consumed {
 /// Appends a timestamped section (creating the file with its heading) and returns its path.
 pub(crate) fn append(dir: &RalphDir, text: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
     dir.ensure()?;
-    let _lock = dir.lock_exclusive(CONTEXT_LOCK_FILE)?;
+    let _lock = super::lock::exclusive(dir, CONTEXT_LOCK_FILE)?;
     let path = dir.context();
     let mut content = read_raw(&path)?.unwrap_or_else(|| format!("{HEADING}\n").into_bytes());
     let stamp = now.to_rfc3339_opts(SecondsFormat::Millis, true);
@@ -61,7 +61,7 @@ fn is_blank(bytes: &[u8]) -> bool {
 /// Removes the part of the file that was injected (`injected` is the snapshot), keeping every
 /// other byte as it is.
 pub(crate) fn consume(dir: &RalphDir, injected: &Pending) -> anyhow::Result<Consumed> {
-    let _lock = dir.lock_exclusive(CONTEXT_LOCK_FILE)?;
+    let _lock = super::lock::exclusive(dir, CONTEXT_LOCK_FILE)?;
     let path = dir.context();
     let current = read_raw(&path)?.unwrap_or_default();
     let Some(rest) = current.strip_prefix(injected.0.as_slice()) else {
@@ -88,7 +88,7 @@ pub(crate) fn clear(dir: &RalphDir) -> anyhow::Result<bool> {
     if !path.exists() {
         return Ok(false);
     }
-    let _lock = dir.lock_exclusive(CONTEXT_LOCK_FILE)?;
+    let _lock = super::lock::exclusive(dir, CONTEXT_LOCK_FILE)?;
     let had_content = pending(&path)?.is_some();
     remove_file(&path)?;
     Ok(had_content)

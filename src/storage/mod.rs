@@ -10,6 +10,7 @@
 
 pub(crate) mod context;
 pub(crate) mod history;
+pub(crate) mod lock;
 pub(crate) mod progress;
 pub(crate) mod state;
 pub(crate) mod tasks;
@@ -111,38 +112,6 @@ impl RalphDir {
             write_atomic_shared(&ignore, gitignore_contents().as_bytes())?;
         }
         Ok(())
-    }
-
-    /// Opens (creating if needed) a lock file under `.ralph/`, for [`std::fs::File::lock`].
-    pub(crate) fn open_lock_file(&self, name: &str) -> anyhow::Result<fs::File> {
-        self.ensure()?;
-        let path = self.file(name);
-        fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .read(true)
-            .mode_0600()
-            .open(&path)
-            .with_context(|| format!("failed to open `{}`", path.display()))
-    }
-
-    /// Waits for and takes the exclusive OS lock `name` (released when the file is dropped).
-    pub(crate) fn lock_exclusive(&self, name: &str) -> anyhow::Result<fs::File> {
-        let file = self.open_lock_file(name)?;
-        file.lock()
-            .with_context(|| format!("failed to lock `{}`", self.file(name).display()))?;
-        Ok(file)
-    }
-}
-
-trait OpenOptionsExt {
-    fn mode_0600(&mut self) -> &mut Self;
-}
-
-impl OpenOptionsExt for fs::OpenOptions {
-    fn mode_0600(&mut self) -> &mut Self {
-        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600)
     }
 }
 

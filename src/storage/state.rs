@@ -61,71 +61,13 @@ pub(crate) struct LoopState {
     /// Why the loop stopped before completing (max iterations, a budget, an interrupt…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stop_reason: Option<String>,
-    /// The rest of the loop's options, so `--resume` can continue with the same settings.
+    /// The prompt file the prompt was read from, if any (for messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) options: Option<SavedOptions>,
-}
-
-/// Loop options beyond the reference's state keys.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub(crate) struct SavedOptions {
     pub(crate) prompt_file: Option<String>,
-    pub(crate) stream: bool,
-    /// `--output-format text` was given.
-    pub(crate) plain_text: bool,
-    /// `--rotation`, as given (`agent:model,agent`).
-    pub(crate) rotation: Option<String>,
-    pub(crate) verbose_tools: bool,
-    pub(crate) no_plugins: bool,
-    pub(crate) allow_all: bool,
-    pub(crate) commit: bool,
-    pub(crate) promise_anywhere: bool,
-    /// `--promise-format plain` was given.
-    pub(crate) plain_promises: bool,
-    pub(crate) verify: Vec<String>,
-    pub(crate) verify_timeout_ms: Option<u64>,
-    pub(crate) pause_ms: u64,
-    pub(crate) agent_args: Vec<String>,
-    pub(crate) iteration_timeout_ms: Option<u64>,
-    pub(crate) idle_timeout_ms: Option<u64>,
-    pub(crate) max_runtime_ms: Option<u64>,
-    pub(crate) max_cost: Option<f64>,
-    pub(crate) max_tokens: Option<u64>,
-    pub(crate) max_stalled: Option<u32>,
-    pub(crate) abort_promise: Option<String>,
-    pub(crate) max_retries: Option<u32>,
-    pub(crate) retry_max_wait_ms: Option<u64>,
-}
-
-impl Default for SavedOptions {
-    fn default() -> Self {
-        Self {
-            prompt_file: None,
-            stream: true,
-            plain_text: false,
-            rotation: None,
-            verbose_tools: false,
-            no_plugins: false,
-            allow_all: true,
-            commit: true,
-            promise_anywhere: false,
-            plain_promises: false,
-            verify: Vec::new(),
-            verify_timeout_ms: None,
-            pause_ms: 1000,
-            agent_args: Vec::new(),
-            iteration_timeout_ms: None,
-            idle_timeout_ms: None,
-            max_runtime_ms: None,
-            max_cost: None,
-            max_tokens: None,
-            max_stalled: None,
-            abort_promise: None,
-            max_retries: None,
-            retry_max_wait_ms: None,
-        }
-    }
+    /// Every loop option, by config key, as a config file writes it (`"pause": "1s"`), so
+    /// `--resume` continues with the same settings: one more settings layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) options: Option<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 
 fn one() -> u32 {
@@ -191,6 +133,7 @@ mod tests {
             agent_group: None,
             task_attempts: std::collections::BTreeMap::new(),
             stop_reason: None,
+            prompt_file: None,
             options: None,
         };
         let text = serde_json::to_string(&state).unwrap();

@@ -397,7 +397,7 @@ pub(crate) fn edit<T>(
     dir: &super::RalphDir,
     change: impl FnOnce(Option<&[u8]>) -> (Option<Vec<u8>>, T),
 ) -> anyhow::Result<T> {
-    let _lock = dir.lock_exclusive(super::TASKS_LOCK_FILE)?;
+    let _lock = super::lock::exclusive(dir, super::TASKS_LOCK_FILE)?;
     let path = dir.tasks();
     let current = super::read_raw(&path)?;
     let (updated, value) = change(current.as_deref());

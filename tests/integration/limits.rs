@@ -434,7 +434,7 @@ fn resume_reports_every_option_it_changes() {
     let stdout = run.stdout();
     for change in [
         "--max-iterations: 1 → 2",
-        "--max-runtime: none → 3600000",
+        "--max-runtime: none → 1h",
         "--verify: [] → [\"true\"]",
     ] {
         assert!(stdout.contains(change), "{change} missing: {stdout}");

@@ -1,0 +1,233 @@
+//! Value parsers shared by the command line, config files, environment variables and the saved
+//! loop, with messages a person understands.
+
+use std::time::Duration;
+
+use crate::agents::AgentKind;
+
+/// Parses a non-negative whole number with a message a person understands.
+pub(crate) fn whole_number(text: &str) -> Result<u32, String> {
+    let trimmed = text.trim();
+    trimmed.parse::<u32>().map_err(|_| {
+        if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+            format!("'{text}' is too large; the largest allowed is {}", u32::MAX)
+        } else {
+            format!("'{text}' is not a whole number of 0 or more")
+        }
+    })
+}
+
+/// Parses an amount of US dollars.
+pub(crate) fn usd(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .trim_start_matches('$')
+        .parse()
+        .map_err(|_| format!("'{text}' is not an amount in USD; use e.g. 5 or 2.50"))?;
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(format!("'{text}' must be an amount above 0"))
+    }
+}
+
+/// Parses a token count; `k` and `M` suffixes are accepted (`500k`, `2M`).
+pub(crate) fn token_count(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.char_indices().last() {
+        Some((at, 'k' | 'K')) => (&trimmed[..at], 1_000.0),
+        Some((at, 'm' | 'M')) => (&trimmed[..at], 1_000_000.0),
+        _ => (trimmed, 1.0),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a token count; use e.g. 200000, 500k or 2M"))?;
+    if !value.is_finite() || value <= 0.0 {
+        return Err(format!("'{text}' must be a token count above 0"));
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "checked positive and finite"
+    )]
+    Ok((value * scale).round() as u64)
+}
+
+/// Parses `90s`, `30m`, `1h`, `500ms`, or a plain number of seconds.
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let bad = || format!("'{text}' is not a duration; use e.g. 500ms, 90s, 30m or 1h");
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "secs" => value,
+        "ms" => value / 1000.0,
+        "m" | "min" | "mins" => value * 60.0,
+        "h" | "hr" | "hrs" => value * 3600.0,
+        _ => return Err(bad()),
+    };
+    if !seconds.is_finite() || !(0.0..=1.0e9).contains(&seconds) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// One entry of `--rotation`: an agent name and perhaps a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RotationEntry {
+    pub(crate) agent: String,
+    pub(crate) model: Option<String>,
+}
+
+/// A whole `--rotation` value (one clap value holding several entries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Rotation(pub(crate) Vec<RotationEntry>);
+
+/// Parses `AGENT[:MODEL],AGENT[:MODEL],…`.
+pub(crate) fn rotation(text: &str) -> Result<Vec<RotationEntry>, String> {
+    let entries: Vec<RotationEntry> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| match entry.split_once(':') {
+            Some((agent, model)) => RotationEntry {
+                agent: agent.trim().to_owned(),
+                model: Some(model.trim().to_owned()).filter(|m| !m.is_empty()),
+            },
+            None => RotationEntry {
+                agent: entry.to_owned(),
+                model: None,
+            },
+        })
+        .collect();
+    if entries.is_empty() || entries.iter().any(|entry| entry.agent.is_empty()) {
+        return Err(format!(
+            "'{text}' is not a rotation; use e.g. claude-code:sonnet,codex"
+        ));
+    }
+    Ok(entries)
+}
+
+/// The name of an agent: built in or custom (checked against the config's agents later).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AgentName(pub(crate) String);
+
+impl std::fmt::Display for RotationEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.model {
+            Some(model) => write!(f, "{}:{model}", self.agent),
+            None => f.write_str(&self.agent),
+        }
+    }
+}
+
+/// `90s`, `1500ms`, `2h` — as a config file would write it.
+pub(crate) fn short_duration(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms.is_multiple_of(3_600_000) && ms > 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms.is_multiple_of(60_000) && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// Accepts any agent name (custom agents come from config files) but offers the built-in ones
+/// to help and shell completion.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AgentNameParser;
+
+impl clap::builder::TypedValueParser for AgentNameParser {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let text = clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)?;
+        if text.trim().is_empty() {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                "--agent needs a name: opencode, claude-code, codex, or a custom agent\n",
+            ));
+        }
+        Ok(text)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex]
+                .into_iter()
+                .map(|kind| clap::builder::PossibleValue::new(kind.id()).help(kind.display_name())),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        assert!(duration("soon").is_err());
+        assert!(duration("-1s").is_err());
+    }
+
+    #[test]
+    fn rotations_parse() {
+        let entries = rotation("claude-code:sonnet, codex").unwrap();
+        assert_eq!(
+            entries[0],
+            RotationEntry {
+                agent: "claude-code".into(),
+                model: Some("sonnet".into())
+            }
+        );
+        assert_eq!(
+            entries[1],
+            RotationEntry {
+                agent: "codex".into(),
+                model: None
+            }
+        );
+        assert!(rotation(",").is_err());
+        assert!(rotation(":m").is_err());
+    }
+
+    #[test]
+    fn money_and_tokens_parse() {
+        assert_eq!(usd("$2.50"), Ok(2.5));
+        assert!(usd("0").is_err() && usd("lots").is_err());
+        assert_eq!(token_count("500k"), Ok(500_000));
+        assert_eq!(token_count("2M"), Ok(2_000_000));
+        assert_eq!(token_count("1234"), Ok(1234));
+        assert!(token_count("-5").is_err());
+    }
+
+    #[test]
+    fn whole_numbers_reject_negatives() {
+        assert_eq!(whole_number("5"), Ok(5));
+        assert!(whole_number("-1").unwrap_err().contains("0 or more"));
+        assert!(whole_number("x").is_err());
+        assert!(
+            whole_number("4294967296")
+                .unwrap_err()
+                .contains("largest allowed is 4294967295")
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! One iteration, as a straight pipeline: plan → prompt → command → stream → transcript →
+//! outcome → decision → record → commit. Each step is a function of a few lines; the rules are
+//! in `decision.rs`.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::agents::{AgentCommand, CommandRequest, Failure, FailureKind};
+use crate::git::{Repo, Snapshot};
+use crate::model::Verification;
+use crate::output::{self, format};
+use crate::storage::context::{self, Pending};
+use crate::storage::state;
+use crate::storage::tasks::TaskList;
+use crate::stream::{self, EndedBy, RunOptions};
+use crate::transcript::{DisplayOptions, Findings, Transcript};
+
+use super::Runner;
+use super::decision::{self, Decision, Facts, Next, Stop};
+use super::plan::{self, Focus, Step};
+use super::record;
+
+/// What the iteration starts from.
+struct Planned {
+    focus: Option<Focus>,
+    tasks: Option<Result<Option<String>, String>>,
+    context: Option<Pending>,
+    before: Option<Option<Snapshot>>,
+}
+
+/// How the agent's run went.
+pub(super) struct AgentRun {
+    pub(super) findings: Findings,
+    pub(super) exit_code: i32,
+    pub(super) ended_by: Option<EndedBy>,
+    pub(super) started_at: DateTime<Utc>,
+    pub(super) elapsed: Duration,
+    pub(super) files: Vec<String>,
+}
+
+/// Runs iteration `iteration` and says what comes next.
+pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Next> {
+    let planned = match plan(runner)? {
+        Ok(planned) => planned,
+        Err(stop) => return Ok(Next::Stop(stop)),
+    };
+    let rules = &runner.env.rules;
+    output::iteration_header(iteration, rules.min_iterations, rules.max_iterations);
+    let context_text = planned.context.as_ref().map(Pending::text);
+    let prompt = plan::prompt_for(
+        runner.env.config,
+        iteration,
+        context_text.as_deref(),
+        &runner.feedback,
+        planned.tasks.as_ref(),
+    );
+    runner.feedback.clear();
+    let step = plan::step_for(&runner.env.steps, iteration);
+    let command = command(runner, &step, &prompt)?;
+    output::event(
+        "iteration_started",
+        serde_json::json!({"iteration": iteration, "agent": step.spec.id(), "model": step.model}),
+    );
+    if runner.env.stop.is_stopping() {
+        return Ok(Next::Stop(Stop::Interrupted));
+    }
+    let run = agent_run(runner, &step, &command, planned.before.flatten())?;
+    let facts = outcome(runner, iteration, &run, planned.focus.as_ref());
+    let decision = decision::decide(&runner.env.rules, &facts, runner.counters);
+    if decision.record {
+        record::iteration(runner, &step, &run, &facts, &decision)?;
+    }
+    apply(
+        runner,
+        &facts,
+        &decision,
+        planned.focus.as_ref(),
+        planned.context,
+    )?;
+    Ok(decision.next)
+}
+
+/// Plan: the task (attempt counted), the pending context and the tree as the agent finds them.
+fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
+    let env = &runner.env;
+    let (focus, tasks) = if env.rules.tasks {
+        match plan::tasks(env.dir, &runner.state.task_attempts)? {
+            Ok(plan) => (plan.focus, Some(plan.content)),
+            Err(stop) => return Ok(Err(stop)),
+        }
+    } else {
+        (None, None)
+    };
+    // A retry after a provider failure is not another attempt at the task.
+    if let Some(task) = focus.as_ref().filter(|_| runner.counters.retries == 0) {
+        let attempts = runner
+            .state
+            .task_attempts
+            .entry(task.key.clone())
+            .or_default();
+        *attempts = attempts.saturating_add(1);
+        runner.save_state()?;
+    }
+    let context = context::pending(&runner.env.dir.context())?;
+    let before = runner.env.repo.as_ref().map(Repo::snapshot);
+    Ok(Ok(Planned {
+        focus,
+        tasks,
+        context,
+        before,
+    }))
+}
+
+/// Command: the agent's command line for the prompt.
+fn command(runner: &Runner<'_>, step: &Step, prompt: &str) -> anyhow::Result<AgentCommand> {
+    let env = &runner.env;
+    let options = &env.config.options;
+    let opencode_config = plan::write_opencode_config(env.config, env.dir, &step.spec, env.cwd)?;
+    Ok(step.agent.command(&CommandRequest {
+        binary: &step.binary,
+        prompt,
+        model: step.model.as_deref(),
+        allow_all: options.allow_all,
+        extra_args: &options.agent_args,
+        opencode_config: opencode_config.as_deref(),
+        format: step.spec.format(options.output_format),
+    }))
+}
+
+/// Stream and transcript: runs the agent, shows its output, and finds what it said and did.
+fn agent_run(
+    runner: &mut Runner<'_>,
+    step: &Step,
+    command: &AgentCommand,
+    before: Option<Snapshot>,
+) -> anyhow::Result<AgentRun> {
+    let env = &runner.env;
+    let options = &env.config.options;
+    let started_at = crate::model::now();
+    let started = Instant::now();
+    let mut promises = vec![&env.promises.completion, &env.promises.task];
+    promises.extend(env.promises.abort.as_ref());
+    let display = DisplayOptions {
+        stream: options.stream,
+        verbose_tools: options.verbose_tools,
+        heartbeat: env.knobs.heartbeat,
+        tool_summary: env.knobs.tool_summary,
+        format: step.spec.format(options.output_format),
+    };
+    let mut transcript = Transcript::new(
+        step.agent.as_ref(),
+        display,
+        promises,
+        options.promise_anywhere,
+    )?
+    .on_spawn({
+        // Recorded so that `--resume` or `--reset` after a killed ralph can stop this agent.
+        let mut state = runner.state.clone();
+        let path = env.dir.state();
+        move |group| {
+            state.agent_group = Some(group);
+            let _ = state::save(&path, &state);
+        }
+    });
+    let run_options = RunOptions {
+        grace: env.knobs.grace,
+        leak_timeout: env.knobs.leak_timeout,
+        tick: Duration::from_millis(100),
+        run_timeout: options.iteration_timeout,
+        idle_timeout: options.idle_timeout,
+    };
+    let outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript)?;
+    let findings = transcript.finish();
+    let files = match (&env.repo, before) {
+        (Some(repo), Some(before)) => repo
+            .snapshot()
+            .map(|after| repo.changed_files(&before, &after))
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    runner.announced_stop |= findings.stop_announced;
+    Ok(AgentRun {
+        findings,
+        exit_code: outcome.exit_code,
+        ended_by: outcome.ended_by,
+        started_at,
+        elapsed: started.elapsed(),
+        files,
+    })
+}
+
+/// Outcome: the facts of the iteration, verification included when a claim needs it.
+fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&Focus>) -> Facts {
+    let env = &runner.env;
+    let seen = &run.findings.promises;
+    let mut facts = Facts {
+        iteration,
+        exit_code: run.exit_code,
+        interrupted: run.ended_by == Some(EndedBy::User),
+        completion: seen.first().copied().unwrap_or(false),
+        task_done: env.rules.tasks && seen.get(1).copied().unwrap_or(false),
+        abort: seen.get(2).copied().unwrap_or(false),
+        failure: timeout_failure(runner, iteration, run.ended_by)
+            .or_else(|| run.findings.failure.clone()),
+        legacy_plugin: run.findings.legacy_plugin,
+        files_changed: !run.files.is_empty(),
+        open_tasks: Vec::new(),
+        tasks_unreadable: None,
+        task: focus.map(|task| task.text.clone()),
+        final_text: run.findings.final_text.clone(),
+        verification: None,
+        task_verification: None,
+    };
+    if facts.interrupted {
+        return facts;
+    }
+    output::iteration_summary(&output::IterationSummary {
+        iteration,
+        elapsed: run.elapsed,
+        tools: &run.findings.tools,
+        exit_code: run.exit_code,
+        completion_detected: facts.completion,
+        usage: run.findings.usage,
+        cost: run.findings.cost,
+        failure: facts.failure.as_ref(),
+    });
+    if facts.completion && env.rules.tasks {
+        match open_tasks(env.dir) {
+            Ok(open) => facts.open_tasks = open,
+            Err(why) => facts.tasks_unreadable = Some(why),
+        }
+    }
+    let verify = &env.config.options.verify;
+    if decision::claim(&env.rules, &facts) == decision::Claim::Acceptable && !verify.is_empty() {
+        facts.verification = Some(verify_all(runner, verify));
+    } else if facts.task_done && !facts.completion {
+        let command = focus.and_then(|task| task.verify.clone());
+        facts.task_verification = command.map(|command| verify_all(runner, &[command]));
+    }
+    facts
+}
+
+/// A timeout ralph enforced, as a failure of the iteration.
+fn timeout_failure(
+    runner: &Runner<'_>,
+    iteration: u32,
+    ended_by: Option<EndedBy>,
+) -> Option<Failure> {
+    let options = &runner.env.config.options;
+    let message = match ended_by? {
+        EndedBy::IdleTimeout => format!(
+            "no output for {}",
+            format::long_duration(options.idle_timeout.unwrap_or_default())
+        ),
+        EndedBy::RunTimeout => format!(
+            "ran longer than {}",
+            format::long_duration(options.iteration_timeout.unwrap_or_default())
+        ),
+        EndedBy::User => return None,
+    };
+    output::iteration_timed_out(iteration, &message);
+    Some(Failure {
+        kind: FailureKind::Timeout,
+        status: None,
+        message,
+        retry_at: None,
+    })
+}
+
+/// The top-level tasks not `[x]` once the agent is done (`Err`: the file cannot be read).
+fn open_tasks(dir: &crate::storage::RalphDir) -> Result<Vec<String>, String> {
+    let content = crate::storage::read_text(&dir.tasks())
+        .map_err(|err| err.to_string())?
+        .unwrap_or_default();
+    let list = TaskList::parse(&content);
+    if list.all_complete() {
+        return Ok(Vec::new());
+    }
+    Ok(list
+        .open()
+        .map(|task| format!("{}. {}", task.number, task.text))
+        .collect())
+}
+
+/// Runs verification commands from the repository's top directory.
+fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
+    let env = &runner.env;
+    let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
+    crate::verify::run_all(
+        commands,
+        dir,
+        env.config.options.verify_timeout,
+        env.knobs.grace,
+        env.stop,
+    )
+}
+
+/// Commit and the rest of the decision's effects: messages, the task reopened, the context used
+/// up, the counts kept, the reasons for the next prompt.
+fn apply(
+    runner: &mut Runner<'_>,
+    facts: &Facts,
+    decision: &Decision,
+    focus: Option<&Focus>,
+    context: Option<Pending>,
+) -> anyhow::Result<()> {
+    runner.counters = decision.counters;
+    runner.state.stalled = decision.counters.stalled;
+    if !decision.record {
+        return Ok(());
+    }
+    if let (Some(decision::Refusal::TaskVerification { task, .. }), Some(focus)) =
+        (&decision.refusal, focus)
+    {
+        plan::reopen_task(runner.env.dir, focus)?;
+        output::task_verification_failed(task);
+    }
+    if facts.task_done && !facts.completion {
+        output::task_completed(&runner.env.promises.task.tag(), facts.iteration + 1);
+    }
+    if decision.consume_context
+        && let Some(injected) = context
+    {
+        let consumed = context::consume(runner.env.dir, &injected)?;
+        output::context_consumed(
+            consumed == context::Consumed::NewerKept,
+            consumed == context::Consumed::EditedKept,
+        );
+    }
+    if decision.commit {
+        runner.commit(facts.iteration);
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! The loop: run the agent, judge what it did, record it, commit, repeat.
+//!
+//! - `mod.rs`: the entry points and the loop itself (the [`Runner`] keeps only the loop's state).
+//! - `decision.rs`: every rule, as pure functions (what follows an iteration, limits, retries).
+//! - `iteration.rs`: one iteration as a straight pipeline: plan → prompt → command → stream →
+//!   transcript → outcome → decision → record → commit.
+//! - `plan.rs`: what an iteration works on: the task, the agent, the prompt, the command.
+//! - `record.rs`: the history, the progress log and the events.
+//! - `start.rs`: the lock, the saved state, resume, reset, and the end of the loop.
+//! - `wait.rs`: the pause between iterations and the wait before a retry.
+
+mod decision;
+mod iteration;
+mod plan;
+mod record;
+mod start;
+mod wait;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::config::{RunConfig, millis};
+use crate::exit::ExitStatus;
+use crate::git::Repo;
+use crate::promise::Promise;
+use crate::signal::StopFlag;
+use crate::storage::RalphDir;
+use crate::storage::history::History;
+use crate::storage::state::{self, LoopState};
+
+pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
+pub(crate) use start::{Start, reset, resume, run};
+
+use decision::{Counters, Next, Rules, Spent};
+
+/// Test and tuning knobs read from the environment: every timing ralph waits for.
+#[derive(Clone, Debug)]
+pub(crate) struct Knobs {
+    pub(crate) heartbeat: Duration,
+    pub(crate) tool_summary: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) leak_timeout: Duration,
+    /// First backoff wait before retrying a provider failure.
+    pub(crate) retry_base: Duration,
+    /// The least pause after an iteration that failed.
+    pub(crate) error_pause: Duration,
+    /// How long an agent left running by a killed ralph gets to exit after SIGTERM.
+    pub(crate) leftover_grace: Duration,
+    /// How long a starting loop waits for a command's instant hold on the loop lock.
+    pub(crate) lock_wait: Duration,
+}
+
+impl Knobs {
+    /// Reads `RALPH_HEARTBEAT_MS`, `RALPH_TOOL_SUMMARY_MS`, `RALPH_GRACE_MS`,
+    /// `RALPH_LEAK_TIMEOUT_MS`, `RALPH_RETRY_BASE_MS`, `RALPH_ERROR_PAUSE_MS`,
+    /// `RALPH_LEFTOVER_GRACE_MS` and `RALPH_LOCK_WAIT_MS`.
+    pub(crate) fn from_env() -> Self {
+        // Clamped to a day, so no knob can overflow a deadline.
+        let ms = |name: &str, default: u64| {
+            Duration::from_millis(
+                std::env::var(name)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(default)
+                    .min(86_400_000),
+            )
+        };
+        Self {
+            heartbeat: ms("RALPH_HEARTBEAT_MS", 10_000),
+            tool_summary: ms("RALPH_TOOL_SUMMARY_MS", 3_000),
+            grace: ms("RALPH_GRACE_MS", 3_000),
+            leak_timeout: ms("RALPH_LEAK_TIMEOUT_MS", 500),
+            retry_base: ms("RALPH_RETRY_BASE_MS", 15_000),
+            error_pause: ms("RALPH_ERROR_PAUSE_MS", 2_000),
+            leftover_grace: ms("RALPH_LEFTOVER_GRACE_MS", 3_000),
+            lock_wait: ms("RALPH_LOCK_WAIT_MS", 300),
+        }
+    }
+}
+
+/// What does not change while the loop runs.
+struct Env<'a> {
+    config: &'a RunConfig,
+    cwd: &'a Path,
+    dir: &'a RalphDir,
+    stop: &'a StopFlag,
+    knobs: &'a Knobs,
+    repo: Option<Repo>,
+    steps: Vec<std::rc::Rc<plan::Step>>,
+    rules: Rules,
+    promises: Promises,
+}
+
+/// The promises the agent can make, with their matchers built once.
+struct Promises {
+    completion: Promise,
+    task: Promise,
+    abort: Option<Promise>,
+}
+
+/// The loop's state: what it saved, what it learnt, what it counts.
+struct Runner<'a> {
+    env: Env<'a>,
+    state: LoopState,
+    history: History,
+    /// Sections for the next prompt: why a claim was refused.
+    feedback: Vec<String>,
+    counters: Counters,
+    announced_stop: bool,
+    resumed: bool,
+    /// When this session started, and the runtime of earlier sessions of a resumed loop.
+    session_started: Instant,
+    earlier_runtime_ms: u64,
+}
+
+impl Runner<'_> {
+    fn runtime(&self) -> Duration {
+        Duration::from_millis(self.earlier_runtime_ms) + self.session_started.elapsed()
+    }
+
+    fn save_state(&mut self) -> anyhow::Result<()> {
+        self.state.runtime_ms = millis(self.runtime());
+        state::save(&self.env.dir.state(), &self.state)
+    }
+
+    /// The loop: iterations until a stop.
+    fn run(&mut self) -> anyhow::Result<ExitStatus> {
+        self.start()?;
+        let stop = loop {
+            let iteration = self.state.iteration;
+            let spent = Spent {
+                runtime: self.runtime(),
+                cost: self.history.total_cost_usd,
+                tokens: self.history.total_tokens.billable(),
+            };
+            let due = decision::before_iteration(
+                &self.env.rules,
+                iteration,
+                spent,
+                self.env.stop.is_stopping(),
+            );
+            if let Some(stop) = due {
+                break stop;
+            }
+            let next = match iteration::run(self, iteration) {
+                Ok(next) => {
+                    self.counters.own_failures = 0;
+                    next
+                }
+                Err(err) => self.own_failure(iteration, &err)?,
+            };
+            match next {
+                Next::Stop(stop) => break stop,
+                Next::Continue { pause } => {
+                    self.state.iteration = iteration.saturating_add(1);
+                    self.save_state()?;
+                    wait::pause(self.env.stop, pause);
+                }
+                Next::Retry(failure) => {
+                    self.save_state()?;
+                    if let Some(stop) = wait::before_retry(self, iteration, &failure) {
+                        break stop;
+                    }
+                }
+            }
+        };
+        self.finish(&stop)
+    }
+
+    /// An iteration in which ralph itself failed: recorded, and the loop goes on, unless it
+    /// keeps happening.
+    fn own_failure(&mut self, iteration: u32, err: &anyhow::Error) -> anyhow::Result<Next> {
+        let message = format!("{err:#}");
+        crate::output::iteration_error(iteration, &message);
+        if let Some(stop) = decision::after_own_failure(&mut self.counters, &message) {
+            return Ok(Next::Stop(stop));
+        }
+        record::own_failure(self, iteration, &message)?;
+        Ok(Next::Continue {
+            pause: self.env.knobs.error_pause.max(self.env.rules.pause),
+        })
+    }
+
+    fn announce_stop(&mut self) {
+        if !self.announced_stop {
+            self.announced_stop = true;
+            crate::output::stopping();
+        }
+    }
+}

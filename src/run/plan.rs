@@ -1,0 +1,254 @@
+//! What an iteration works on: the agent (or the rotation's step), the task, the prompt.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use crate::agents::{self, Agent, AgentKind, AgentSpec};
+use crate::config::RunConfig;
+use crate::output;
+use crate::prompt::{self, PromptInput, TasksView};
+use crate::storage::tasks::{self, TaskList, TaskStatus};
+use crate::storage::{self, OPENCODE_CONFIG_FILE, RalphDir};
+
+use super::decision::{self, Stop};
+
+/// One agent (and model) the loop can run, resolved.
+pub(crate) struct Step {
+    pub(crate) spec: AgentSpec,
+    pub(crate) agent: Box<dyn Agent>,
+    pub(crate) binary: PathBuf,
+    pub(crate) model: Option<String>,
+}
+
+/// The agents and models of a loop, in order: the rotation, or the one agent.
+pub(crate) fn agent_plan(config: &RunConfig) -> Vec<(AgentSpec, Option<String>)> {
+    let model = &config.options.model;
+    if config.rotation.is_empty() {
+        vec![(config.agent.clone(), model.clone())]
+    } else {
+        config
+            .rotation
+            .iter()
+            .map(|step| {
+                (
+                    step.agent.clone(),
+                    step.model.clone().or_else(|| model.clone()),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The steps of a loop; every executable is found first, so a missing one stops nothing midway.
+pub(super) fn steps(config: &RunConfig, cwd: &Path) -> Result<Vec<Rc<Step>>, String> {
+    let var = |name: &str| std::env::var_os(name);
+    agent_plan(config)
+        .into_iter()
+        .map(|(spec, model)| {
+            let binary = spec.find_binary(&var, cwd)?;
+            Ok(Rc::new(Step {
+                agent: spec.agent(),
+                spec,
+                binary,
+                model,
+            }))
+        })
+        .collect()
+}
+
+/// The step of an iteration: the rotation's, or the one agent.
+pub(super) fn step_for(steps: &[Rc<Step>], iteration: u32) -> Rc<Step> {
+    let index = usize::try_from(iteration.saturating_sub(1)).unwrap_or(0) % steps.len().max(1);
+    Rc::clone(&steps[index.min(steps.len().saturating_sub(1))])
+}
+
+/// The task an iteration works on.
+#[derive(Clone, Debug)]
+pub(super) struct Focus {
+    pub(super) key: String,
+    pub(super) text: String,
+    pub(super) verify: Option<String>,
+}
+
+/// The task file as an iteration starts: read once, under the task file's lock.
+pub(super) struct TaskPlan {
+    pub(super) focus: Option<Focus>,
+    /// The file's text for the prompt (`Err`: it cannot be read).
+    pub(super) content: Result<Option<String>, String>,
+}
+
+/// Reads the task file once: the stop when no open task can start; otherwise tasks past their
+/// `max_attempts` are marked `[!]` and the task to work on is chosen.
+pub(super) fn tasks(
+    dir: &RalphDir,
+    attempts: &BTreeMap<String, u32>,
+) -> anyhow::Result<Result<TaskPlan, Stop>> {
+    let chosen = tasks::edit(dir, |current| {
+        let Some(content) = current else {
+            return (None, Ok((None, None, Vec::new())));
+        };
+        let list = TaskList::parse(&String::from_utf8_lossy(content));
+        if let Some(stop) = decision::tasks_blocked(&list) {
+            return (None, Err(stop));
+        }
+        let (updated, focus, failed) = mark_and_choose(content, attempts);
+        let text = String::from_utf8_lossy(&updated).into_owned();
+        (Some(updated), Ok((focus, Some(text), failed)))
+    });
+    let (focus, content, failed) = match chosen {
+        Ok(Ok(chosen)) => chosen,
+        Ok(Err(stop)) => return Ok(Err(stop)),
+        Err(err) => {
+            let why = format!("{err:#}");
+            output::tasks_file_unreadable(&dir.tasks(), &why);
+            return Ok(Ok(TaskPlan {
+                focus: None,
+                content: Err(why),
+            }));
+        }
+    };
+    for (text, used) in failed {
+        output::task_failed(&text, used);
+    }
+    Ok(Ok(TaskPlan {
+        focus,
+        content: Ok(content),
+    }))
+}
+
+/// Marks the tasks past their `max_attempts` failed, then chooses the task to work on.
+fn mark_and_choose(
+    content: &[u8],
+    attempts: &BTreeMap<String, u32>,
+) -> (Vec<u8>, Option<Focus>, Vec<(String, u32)>) {
+    let mut content = content.to_vec();
+    let mut failed = Vec::new();
+    loop {
+        let list = TaskList::parse(&String::from_utf8_lossy(&content));
+        let Some(task) = list.focus() else {
+            return (content, None, failed);
+        };
+        let used = attempts.get(task.key()).copied().unwrap_or(0);
+        if let Some(max) = task.max_attempts()
+            && used >= max
+        {
+            let note =
+                format!("failed after {used} attempts (max_attempts: {max}), marked by ralph");
+            if let Some(updated) =
+                tasks::set_status(&content, task.number, TaskStatus::Failed, Some(&note))
+            {
+                failed.push((task.text.clone(), used));
+                content = updated;
+                continue;
+            }
+        }
+        let focus = Focus {
+            key: task.key().to_owned(),
+            text: task.text.clone(),
+            verify: task.property(tasks::VERIFY).map(str::to_owned),
+        };
+        return (content, Some(focus), failed);
+    }
+}
+
+/// Marks a task `[/]` again after its verification failed.
+pub(super) fn reopen_task(dir: &RalphDir, focus: &Focus) -> anyhow::Result<()> {
+    let reopened = |content: &[u8]| {
+        let list = TaskList::parse(&String::from_utf8_lossy(content));
+        let task = list.tasks.iter().find(|task| task.key() == focus.key)?;
+        tasks::set_status(content, task.number, TaskStatus::InProgress, None)
+    };
+    tasks::edit(dir, |current| (current.and_then(reopened), ()))
+}
+
+/// The prompt of iteration `iteration` as `--dry-run` shows it (reads the task file).
+pub(crate) fn iteration_prompt(
+    config: &RunConfig,
+    dir: &RalphDir,
+    iteration: u32,
+    context: Option<&str>,
+    feedback: &[String],
+) -> String {
+    let content = config.options.tasks.then(|| {
+        storage::read_text(&dir.tasks()).map_err(|err| {
+            output::tasks_file_unreadable(&dir.tasks(), &err.to_string());
+            err.to_string()
+        })
+    });
+    prompt_for(config, iteration, context, feedback, content.as_ref())
+}
+
+/// The prompt of an iteration, from the task file's content as read for it.
+pub(super) fn prompt_for(
+    config: &RunConfig,
+    iteration: u32,
+    context: Option<&str>,
+    feedback: &[String],
+    tasks: Option<&Result<Option<String>, String>>,
+) -> String {
+    let list = match tasks {
+        Some(Ok(Some(content))) => TaskList::parse(content),
+        _ => TaskList::default(),
+    };
+    let view = tasks.map(|read| match read {
+        Ok(Some(content)) => TasksView::Found {
+            content,
+            list: &list,
+        },
+        Ok(None) => TasksView::Missing,
+        Err(_) => TasksView::Unreadable,
+    });
+    let o = &config.options;
+    prompt::build(&PromptInput {
+        iteration,
+        min_iterations: o.min_iterations,
+        max_iterations: o.max_iterations,
+        completion_promise: &o.completion_promise,
+        task_promise: &o.task_promise,
+        abort_promise: o.abort_promise.as_deref(),
+        task: &config.prompt,
+        context,
+        tasks: view,
+        feedback,
+    })
+}
+
+/// The OpenCode configuration ralph generates for `--allow-all` / `--no-plugins`, if any.
+pub(crate) fn opencode_config_for(
+    config: &RunConfig,
+    spec: &AgentSpec,
+    cwd: &Path,
+) -> Option<serde_json::Value> {
+    if spec.kind() != Some(AgentKind::OpenCode) {
+        return None;
+    }
+    let config_home = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")));
+    let sources = agents::OpenCodeConfigSources {
+        config_home: config_home.as_deref(),
+        cwd,
+    };
+    agents::opencode_config(
+        &sources,
+        config.options.no_plugins,
+        config.options.allow_all,
+    )
+}
+
+/// Writes the OpenCode configuration for a step, and returns its absolute path.
+pub(super) fn write_opencode_config(
+    config: &RunConfig,
+    dir: &RalphDir,
+    spec: &AgentSpec,
+    cwd: &Path,
+) -> anyhow::Result<Option<PathBuf>> {
+    let Some(value) = opencode_config_for(config, spec, cwd) else {
+        return Ok(None);
+    };
+    let path = dir.file(OPENCODE_CONFIG_FILE);
+    storage::write_json(&path, &value)?;
+    Ok(Some(std::path::absolute(&path)?))
+}

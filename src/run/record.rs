@@ -1,0 +1,191 @@
+//! Record: what an iteration did goes into the history, the progress log and the event stream,
+//! and what was refused goes into the next prompt.
+
+use crate::config::millis;
+use crate::model::Verification;
+use crate::output;
+use crate::prompt::{self, Feedback};
+use crate::storage::history::{self, IterationRecord, Struggle};
+use crate::storage::progress;
+
+use super::Runner;
+use super::decision::{self, Claim, Decision, Facts, Refusal};
+use super::iteration::AgentRun;
+use super::plan::Step;
+
+/// Records a finished iteration: history (saved), progress log, event, warnings.
+pub(super) fn iteration(
+    runner: &mut Runner<'_>,
+    step: &Step,
+    run: &AgentRun,
+    facts: &Facts,
+    decision: &Decision,
+) -> anyhow::Result<()> {
+    let verification: Vec<Verification> = facts
+        .verification
+        .iter()
+        .chain(&facts.task_verification)
+        .flatten()
+        .cloned()
+        .collect();
+    let findings = &run.findings;
+    let record = IterationRecord {
+        iteration: facts.iteration,
+        started_at: run.started_at,
+        ended_at: crate::model::now(),
+        duration_ms: millis(run.elapsed),
+        tools_used: findings.tools.clone(),
+        files_modified: run.files.clone(),
+        exit_code: run.exit_code,
+        completion_detected: facts.completion,
+        errors: findings.errors.clone(),
+        tokens: findings.usage,
+        cost_usd: findings.cost,
+        turns: findings.turns,
+        failure: facts.failure.clone(),
+        task: facts.task.clone(),
+        agent: Some(step.spec.id().to_owned()),
+        model: step.model.clone(),
+        verification,
+        completion_refused: decision
+            .refusal
+            .as_ref()
+            .filter(|refusal| !matches!(refusal, Refusal::TaskVerification { .. }))
+            .map(Refusal::reason),
+    };
+    let struggle = if decision.agent_side {
+        Struggle::Update {
+            files_tracked: runner.env.rules.files_tracked,
+        }
+    } else {
+        Struggle::Skip
+    };
+    let entry = progress_entry(&record, decision);
+    output::event(
+        "iteration_finished",
+        serde_json::to_value(&record).unwrap_or_default(),
+    );
+    runner.history.record(record, struggle);
+    history::save(&runner.env.dir.history(), &runner.history)?;
+    progress::append(runner.env.dir, &entry.borrowed())?;
+    let indicators = &runner.history.struggle_indicators;
+    if decision.agent_side && indicators.should_warn(facts.iteration) {
+        output::struggle_warning(
+            indicators.no_progress_iterations,
+            indicators.short_iterations,
+        );
+    }
+    if facts.exit_code != 0 && facts.failure.is_none() && !facts.legacy_plugin {
+        output::nonzero_exit(step.spec.display_name(), facts.exit_code);
+    }
+    claim_messages(runner, facts, decision);
+    Ok(())
+}
+
+/// A progress-log section, owned until it is written.
+struct ProgressEntry {
+    iteration: u32,
+    at: chrono::DateTime<chrono::Utc>,
+    task: Option<String>,
+    outcome: String,
+    files: Vec<String>,
+    verification: Vec<String>,
+    refusal: Option<String>,
+    errors: Vec<String>,
+}
+
+impl ProgressEntry {
+    fn borrowed(&self) -> progress::Entry<'_> {
+        progress::Entry {
+            iteration: self.iteration,
+            at: Some(self.at),
+            task: self.task.as_deref(),
+            outcome: self.outcome.clone(),
+            files: &self.files,
+            verification: self.verification.clone(),
+            refusal: self.refusal.as_deref(),
+            errors: &self.errors,
+        }
+    }
+}
+
+fn progress_entry(record: &IterationRecord, decision: &Decision) -> ProgressEntry {
+    ProgressEntry {
+        iteration: record.iteration,
+        at: record.ended_at,
+        task: record.task.clone(),
+        outcome: decision.outcome.clone(),
+        files: record.files_modified.clone(),
+        verification: record
+            .verification
+            .iter()
+            .map(|v| {
+                if v.passed {
+                    format!("`{}` passed", v.command)
+                } else {
+                    format!("`{}` failed ({})", v.command, v.outcome())
+                }
+            })
+            .collect(),
+        refusal: record.completion_refused.clone(),
+        errors: record.errors.clone(),
+    }
+}
+
+/// What the agent's claims came to, said to the user, and the reasons for the next prompt.
+fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision) {
+    let rules = &runner.env.rules;
+    let promises = &runner.env.promises;
+    let options = &runner.env.config.options;
+    if decision::claim(rules, facts) == Claim::Deferred {
+        output::completion_deferred(rules.min_iterations, facts.iteration + 1);
+    }
+    let Some(refusal) = &decision.refusal else {
+        return;
+    };
+    let section = match refusal {
+        Refusal::OpenTasks(open) => {
+            output::completion_refused_open_tasks(open);
+            prompt::feedback(Feedback::OpenTasks {
+                promise: &options.completion_promise,
+                open,
+            })
+        }
+        Refusal::Verification(failed) => {
+            output::completion_refused_by_verification(facts.iteration);
+            prompt::feedback(Feedback::Verification {
+                promise: &options.completion_promise,
+                failed,
+            })
+        }
+        Refusal::TaskVerification { task, failed } => {
+            prompt::feedback(Feedback::TaskVerification {
+                task,
+                task_tag: &promises.task.tag(),
+                failed,
+            })
+        }
+    };
+    runner.feedback.push(section);
+}
+
+/// Records an iteration in which ralph itself failed.
+pub(super) fn own_failure(
+    runner: &mut Runner<'_>,
+    iteration: u32,
+    message: &str,
+) -> anyhow::Result<()> {
+    let now = crate::model::now();
+    runner.history.record(
+        IterationRecord {
+            iteration,
+            started_at: now,
+            ended_at: now,
+            exit_code: -1,
+            errors: vec![message.chars().take(200).collect()],
+            ..IterationRecord::default()
+        },
+        Struggle::Skip,
+    );
+    history::save(&runner.env.dir.history(), &runner.history)
+}

@@ -1,0 +1,453 @@
+//! How a loop starts and ends: the lock, the saved state, `--resume`, `--reset`, the commit of an
+//! iteration, and the end of the loop.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::agents::AgentKind;
+use crate::config::RunConfig;
+use crate::error::fail;
+use crate::exit::ExitStatus;
+use crate::git::Repo;
+use crate::options::{self, Layer};
+use crate::output;
+use crate::promise::Promise;
+use crate::settings::Settings;
+use crate::signal::StopFlag;
+use crate::storage::history::{self, History};
+use crate::storage::state::{self, LoopState};
+use crate::storage::{self, Loaded, OPENCODE_CONFIG_FILE, RalphDir, lock, progress, tasks};
+
+use super::decision::{Counters, Rules, Stop};
+use super::{Env, Knobs, Promises, Runner, plan};
+
+/// Where the loop starts.
+pub(crate) enum Start {
+    Fresh,
+    Resume(Box<LoopState>),
+}
+
+/// Starts a new loop, or resumes the saved one.
+pub(crate) fn run(
+    config: &RunConfig,
+    cwd: &Path,
+    dir: &RalphDir,
+    start: Start,
+    stop: &StopFlag,
+    knobs: &Knobs,
+) -> anyhow::Result<ExitStatus> {
+    let steps = plan::steps(config, cwd).map_err(fail)?;
+    dir.ensure()?;
+    let Some(_lock) = lock::loop_lock(dir, knobs.lock_wait)? else {
+        let running = state::load(&dir.state()).ok();
+        return Err(fail(output::loop_already_running(running.as_ref(), &dir.state())).into());
+    };
+    let previous = load_keeping_corrupt(&dir.state(), state::load(&dir.state()))?;
+    let resumed = match start {
+        Start::Resume(saved) => Some(*saved),
+        Start::Fresh => {
+            if let Some(previous) = previous.filter(|state| state.active) {
+                return Err(fail(output::crashed_loop(&previous, &dir.state())).into());
+            }
+            None
+        }
+    };
+    let env = Env {
+        config,
+        cwd,
+        dir,
+        stop,
+        knobs,
+        repo: Repo::discover(cwd),
+        steps,
+        rules: Rules::new(&config.options, knobs.error_pause, false),
+        promises: Promises::new(&config.options),
+    };
+    let mut runner = Runner::new(env, resumed)?;
+    let result = runner.run();
+    if let Err(err) = &result {
+        runner.record_own_failure(err);
+    }
+    result
+}
+
+impl Promises {
+    fn new(options: &options::LoopOptions) -> Self {
+        let format = options.promise_format;
+        Self {
+            completion: Promise::new(&options.completion_promise, format),
+            task: Promise::new(&options.task_promise, format),
+            abort: options
+                .abort_promise
+                .as_deref()
+                .map(|text| Promise::new(text, format)),
+        }
+    }
+}
+
+/// A corrupt file is reported and copied aside; if the copy fails, ralph stops rather than
+/// overwrite the only copy.
+fn load_keeping_corrupt<T>(path: &Path, loaded: Loaded<T>) -> anyhow::Result<Option<T>> {
+    match loaded {
+        Loaded::Found(value) => Ok(Some(value)),
+        Loaded::Missing => Ok(None),
+        Loaded::Corrupt(reason) => {
+            let copy = storage::keep_corrupt_copy(path)?;
+            output::corrupt_file(path, &reason, Some(&copy));
+            Ok(None)
+        }
+    }
+}
+
+/// Runs `--resume`: the saved loop, with options given now over its saved ones.
+pub(crate) fn resume(
+    cli_layer: &Layer,
+    settings: &Settings,
+    cwd: &Path,
+    dir: &RalphDir,
+    stop: &StopFlag,
+    knobs: &Knobs,
+) -> anyhow::Result<ExitStatus> {
+    let saved = match state::load(&dir.state()) {
+        Loaded::Found(saved) => saved,
+        Loaded::Missing => {
+            return Err(fail(format!(
+                "there is no loop to resume here ({} does not exist). Start one with: ralph \"<prompt>\"",
+                dir.state().display()
+            ))
+            .into());
+        }
+        Loaded::Corrupt(reason) => {
+            return Err(fail(format!(
+                "cannot resume: {} is unreadable ({reason}). Start over with: ralph --reset",
+                dir.state().display()
+            ))
+            .into());
+        }
+    };
+    let saved_layer = options::saved_layer(&saved);
+    let prompt_file = saved.prompt_file.clone().map(PathBuf::from);
+    let resolve = |above: &[&Layer]| {
+        RunConfig::resolve(
+            saved.prompt.clone(),
+            prompt_file.clone(),
+            &settings.stack(above),
+            &settings.agents,
+        )
+    };
+    let config = resolve(&[cli_layer, &saved_layer])?;
+    if let Ok(before) = resolve(&[&saved_layer]) {
+        output::resume_overrides(&options::changes(&before.options, &config.options));
+    }
+    let start = Start::Resume(Box::new(saved));
+    run(&config, cwd, dir, start, stop, knobs)
+}
+
+/// Removes the loop's state, history and context (never the task file), and ends an agent a
+/// killed ralph left running.
+pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus> {
+    if !dir.root().exists() {
+        output::reset_done(&[]);
+        return Ok(ExitStatus::Success);
+    }
+    let Some(_lock) = lock::loop_lock(dir, knobs.lock_wait)? else {
+        let running = state::load(&dir.state()).ok();
+        return Err(fail(output::loop_already_running(running.as_ref(), &dir.state())).into());
+    };
+    if let Some(group) = state::load(&dir.state()).ok().and_then(|s| s.agent_group) {
+        stop_leftover_agent(group, knobs.leftover_grace);
+    }
+    let mut removed = Vec::new();
+    for path in [
+        dir.state(),
+        dir.history(),
+        dir.context(),
+        dir.file(OPENCODE_CONFIG_FILE),
+        dir.file(progress::PROGRESS_FILE),
+    ] {
+        if storage::remove_file(&path)? {
+            removed.push(path);
+        }
+    }
+    output::reset_done(&removed);
+    Ok(ExitStatus::Success)
+}
+
+/// Stops an agent that outlived a killed ralph (its process group still exists).
+fn stop_leftover_agent(group: i32, grace: Duration) {
+    use nix::sys::signal::{Signal, killpg};
+    let pid = nix::unistd::Pid::from_raw(group);
+    if group <= 0 || killpg(pid, None).is_err() {
+        return;
+    }
+    output::leftover_agent_stopped(group);
+    let _ = killpg(pid, Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && killpg(pid, None).is_ok() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = killpg(pid, Signal::SIGKILL);
+}
+
+impl<'a> Runner<'a> {
+    fn new(mut env: Env<'a>, resumed: Option<LoopState>) -> anyhow::Result<Self> {
+        let config = env.config;
+        env.rules.files_tracked = env.repo.is_some();
+        if let Some(group) = resumed.as_ref().and_then(|saved| saved.agent_group) {
+            stop_leftover_agent(group, env.knobs.leftover_grace);
+        }
+        let now = crate::model::now();
+        let (iteration, started_at, earlier_runtime_ms) =
+            resumed.as_ref().map_or((1, now, 0), |saved| {
+                (saved.iteration.max(1), saved.started_at, saved.runtime_ms)
+            });
+        let o = &config.options;
+        let state = LoopState {
+            active: true,
+            iteration,
+            min_iterations: o.min_iterations,
+            max_iterations: o.max_iterations,
+            completion_promise: o.completion_promise.clone(),
+            tasks_mode: o.tasks,
+            task_promise: o.task_promise.clone(),
+            prompt: config.prompt.clone(),
+            started_at,
+            model: o.model.clone().unwrap_or_default(),
+            agent: config.agent.id().to_owned(),
+            pid: Some(std::process::id()),
+            host: nix::unistd::gethostname()
+                .ok()
+                .map(|name| name.to_string_lossy().into_owned()),
+            stopped_at: None,
+            runtime_ms: earlier_runtime_ms,
+            stalled: resumed.as_ref().map_or(0, |saved| saved.stalled),
+            agent_group: None,
+            task_attempts: resumed
+                .as_ref()
+                .map(|saved| saved.task_attempts.clone())
+                .unwrap_or_default(),
+            stop_reason: None,
+            prompt_file: config.prompt_file.as_ref().map(|p| p.display().to_string()),
+            options: Some(options::saved_options(o)),
+        };
+        // Read the old history even for a fresh loop, so a corrupt one is kept aside before the
+        // new loop replaces it.
+        let previous = load_keeping_corrupt(&env.dir.history(), history::load(&env.dir.history()))?;
+        let history = if resumed.is_some() {
+            previous.unwrap_or_default()
+        } else {
+            History::default()
+        };
+        Ok(Self {
+            counters: Counters {
+                stalled: state.stalled,
+                ..Counters::default()
+            },
+            env,
+            state,
+            history,
+            feedback: Vec::new(),
+            announced_stop: false,
+            resumed: resumed.is_some(),
+            session_started: Instant::now(),
+            earlier_runtime_ms,
+        })
+    }
+
+    /// Warnings, the banner, the saved state, the task file, the summary: the loop is on.
+    pub(super) fn start(&mut self) -> anyhow::Result<()> {
+        let config = self.env.config;
+        let o = &config.options;
+        for step in &self.env.steps {
+            let name = step.spec.display_name();
+            if o.no_plugins && step.spec.kind() != Some(AgentKind::OpenCode) {
+                output::no_plugins_ignored(name);
+            }
+            if o.max_cost.is_some() && !step.agent.reports_cost() {
+                output::max_cost_unavailable(name);
+            }
+        }
+        if o.max_stalled.is_some() && self.env.repo.is_none() {
+            output::max_stalled_unavailable();
+        }
+        output::banner(config.agent.display_name());
+        if self.resumed {
+            self.settle_recorded_iteration()?;
+        }
+        self.save_state()?;
+        if o.tasks {
+            let created = tasks::edit(self.env.dir, |current| match current {
+                Some(_) => (None, false),
+                None => (Some(tasks::new_file_content().into_bytes()), true),
+            })?;
+            if created {
+                output::tasks_file_created(&self.env.dir.tasks());
+            }
+        }
+        history::save(&self.env.dir.history(), &self.history)?;
+        self.announce_start();
+        Ok(())
+    }
+
+    fn announce_start(&self) {
+        let config = self.env.config;
+        let o = &config.options;
+        output::config_summary(&output::Summary {
+            prompt: &config.prompt,
+            prompt_file: config.prompt_file.as_deref(),
+            completion_promise: &o.completion_promise,
+            task_promise: o.tasks.then_some(o.task_promise.as_str()),
+            min_iterations: o.min_iterations,
+            max_iterations: o.max_iterations,
+            agent: config.agent.display_name(),
+            model: o.model.as_deref(),
+            opencode_plugins_disabled: o.no_plugins
+                && config.agent.kind() == Some(AgentKind::OpenCode),
+            allow_all: o.allow_all,
+            commit: o.commit,
+            git: self.env.repo.is_some(),
+            resumed_at: self.resumed.then_some(self.state.iteration),
+        });
+        let rotation: Vec<&str> = self.env.steps.iter().map(|step| step.spec.id()).collect();
+        output::event(
+            "run_started",
+            serde_json::json!({
+                "agent": config.agent.id(),
+                "model": o.model,
+                "rotation": rotation,
+                "min_iterations": o.min_iterations,
+                "max_iterations": o.max_iterations,
+                "tasks": o.tasks,
+                "iteration": self.state.iteration,
+                "resumed": self.resumed,
+            }),
+        );
+    }
+
+    /// Ends the loop: completion removes the state, every other stop keeps it for `--resume`.
+    pub(super) fn finish(&mut self, stop: &Stop) -> anyhow::Result<ExitStatus> {
+        self.commit_own_files();
+        let total = self.history.total_duration_ms;
+        let reason = stop.reason(self.state.iteration);
+        if let Stop::Completed { iteration } = stop {
+            output::event("completed", serde_json::json!({ "iteration": iteration }));
+            output::completion_box(&self.env.promises.completion.tag(), *iteration, total);
+            storage::remove_file(&self.env.dir.state())?;
+            storage::remove_file(&self.env.dir.context())?;
+        } else {
+            match stop {
+                Stop::MaxIterations(max) => output::max_iterations_box(*max, total),
+                Stop::Interrupted => self.announce_stop(),
+                Stop::Aborted { message } => output::agent_aborted(message),
+                Stop::AgentFailed { failure, .. } => output::agent_failed(failure),
+                Stop::LegacyPlugin => output::legacy_plugin_detected(),
+                Stop::Blocked(tasks) => output::tasks_blocked(tasks),
+                _ => {}
+            }
+            self.state.active = false;
+            self.state.stopped_at = Some(crate::model::now());
+            self.state.stop_reason = Some(reason.clone());
+            self.save_state()?;
+            output::resume_hint(self.state.iteration, matches!(stop, Stop::MaxIterations(_)));
+        }
+        // Retries share their iteration's number: count numbers, not records.
+        let mut numbers: Vec<u32> = self
+            .history
+            .iterations
+            .iter()
+            .map(|r| r.iteration)
+            .collect();
+        numbers.dedup();
+        output::run_ended(&output::RunEnd {
+            reason: &reason,
+            exit_code: stop.status().code(),
+            iterations: u32::try_from(numbers.len()).unwrap_or(u32::MAX),
+            // Wall time over all sessions: agent runs, verification, waits and pauses.
+            total_ms: crate::config::millis(self.runtime()),
+            tokens: (self.history.total_tokens.total() > 0).then_some(self.history.total_tokens),
+            cost: self.history.total_cost_usd,
+        });
+        Ok(stop.status())
+    }
+
+    /// Commits the agent's work of an iteration, with ralph's own files riding along.
+    pub(super) fn commit(&self, iteration: u32) {
+        if !self.env.config.options.commit {
+            return;
+        }
+        let Some(repo) = &self.env.repo else { return };
+        match repo.commit_all(&iteration_commit_message(iteration)) {
+            Ok(Some(hash)) => output::committed(iteration, &hash),
+            Ok(None) => {}
+            Err(reason) => output::commit_failed(&reason),
+        }
+    }
+
+    /// At the end of the loop: ralph's own files (progress log, task file) that no commit of
+    /// work took along get one commit, so the tree is not left dirty by ralph.
+    fn commit_own_files(&self) {
+        if !self.env.config.options.commit {
+            return;
+        }
+        let Some(repo) = &self.env.repo else { return };
+        let names = [
+            progress::PROGRESS_FILE,
+            storage::TASKS_FILE,
+            storage::GITIGNORE_FILE,
+        ];
+        match repo.commit_own_files(&names, OWN_FILES_COMMIT) {
+            Ok(Some(hash)) => output::progress_committed(&hash),
+            Ok(None) => {}
+            Err(reason) => output::commit_failed(&reason),
+        }
+    }
+
+    /// On `--resume`: an iteration the history records but the state never moved past (ralph
+    /// was killed while it committed) is not run again. Its commit is made now unless it was
+    /// made already, and the loop goes on with the next iteration. An iteration recorded as a
+    /// provider failure is the exception: it is retried, as it would have been.
+    fn settle_recorded_iteration(&mut self) -> anyhow::Result<()> {
+        let Some(last) = self.history.iterations.last() else {
+            return Ok(());
+        };
+        let retried = last
+            .failure
+            .as_ref()
+            .is_some_and(|f| super::decision::is_retried(f.kind));
+        if last.iteration < self.state.iteration || retried {
+            return Ok(());
+        }
+        let iteration = last.iteration;
+        if let Some(repo) = &self.env.repo
+            && self.env.config.options.commit
+            && !last.files_modified.is_empty()
+        {
+            repo.wait_for_index(Duration::from_secs(60));
+            if repo.head_subject().as_deref() != Some(iteration_commit_message(iteration).as_str())
+            {
+                self.commit(iteration);
+            }
+        }
+        self.state.iteration = iteration.saturating_add(1);
+        self.save_state()
+    }
+
+    /// ralph could not go on (a write failed: the disk is full, a file became a directory):
+    /// record the stop in the state while that is still possible, so `--status` tells what
+    /// happened instead of reporting a crash. The error itself is printed by `main`.
+    fn record_own_failure(&mut self, err: &anyhow::Error) {
+        self.state.active = false;
+        self.state.agent_group = None;
+        self.state.stopped_at = Some(crate::model::now());
+        self.state.stop_reason = Some(format!("ralph failed: {err:#}"));
+        let _ = self.save_state();
+    }
+}
+
+/// The message of an iteration's auto-commit.
+fn iteration_commit_message(iteration: u32) -> String {
+    format!("Ralph iteration {iteration}: work in progress")
+}
+
+/// The message of the commit of ralph's own files at the end of a loop.
+const OWN_FILES_COMMIT: &str = "Ralph: progress log";

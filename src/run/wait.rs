@@ -1,0 +1,83 @@
+//! The waits between iterations: the pause, and the wait before a retry with its countdown.
+
+use std::time::{Duration, Instant};
+
+use crate::model::Failure;
+use crate::output;
+use crate::signal::StopFlag;
+
+use super::Runner;
+use super::decision::{self, Stop};
+
+/// Sleeps between iterations, waking early on a stop request.
+pub(super) fn pause(stop: &StopFlag, duration: Duration) {
+    let deadline = Instant::now() + duration;
+    while !stop.is_stopping() {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// Waits before retrying a failed iteration; a stop request or the runtime limit ends the loop.
+pub(super) fn before_retry(runner: &Runner<'_>, iteration: u32, failure: &Failure) -> Option<Stop> {
+    let env = &runner.env;
+    let options = &env.config.options;
+    let now = crate::model::now();
+    let until_reset = failure
+        .retry_at
+        .filter(|at| *at > now)
+        .map(|at| (at - now).to_std().unwrap_or_default());
+    let retries = runner.counters.retries;
+    let backoff = (env.knobs.retry_base, options.retry_max_wait, jitter());
+    let delay =
+        match decision::retry_wait(&env.rules, until_reset, retries, backoff, runner.runtime()) {
+            Ok(delay) => delay,
+            Err(stop) => return Some(stop),
+        };
+    let wait = output::RetryWait {
+        iteration,
+        attempt: retries,
+        max_attempts: options.max_retries,
+        failure,
+        until_reset: failure.retry_at.is_some(),
+    };
+    let deadline = Instant::now() + delay;
+    let every = if output::is_terminal() {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(60)
+    };
+    let mut last_shown: Option<Instant> = None;
+    loop {
+        if env.stop.is_stopping() {
+            output::retry_wait_done();
+            return Some(Stop::Interrupted);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        if last_shown.is_none_or(|at| now.duration_since(at) >= every) {
+            output::retry_countdown(&wait, deadline - now);
+            last_shown = Some(now);
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
+    }
+    output::retry_wait_done();
+    None
+}
+
+/// A factor between 0.8 and 1.2 for the backoff, random enough without a random-number crate:
+/// std's per-process hash keys.
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let noise = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    #[expect(clippy::cast_precision_loss, reason = "jitter only")]
+    let fraction = (noise % 1000) as f64 / 1000.0;
+    0.8 + 0.4 * fraction
+}
