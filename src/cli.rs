@@ -55,7 +55,41 @@ pub(crate) struct Cli {
     #[arg(last = true, value_name = "AGENT_ARGS")]
     pub(crate) agent_args: Vec<String>,
 
-    // ── Commands ──────────────────────────────────────────────────────────────────────────────
+    /// The commands (each acts and exits).
+    #[command(flatten)]
+    pub(crate) commands: CommandArgs,
+
+    /// Machine-readable output: JSON for --status and --list-tasks, JSON lines for a run.
+    #[arg(long, help_heading = "Agent and output")]
+    pub(crate) json: bool,
+
+    /// Print help.
+    #[arg(short = 'h', long, action = ArgAction::Help, help_heading = "Commands")]
+    pub(crate) help: Option<bool>,
+
+    /// Print the version.
+    #[arg(short = 'v', long, action = ArgAction::Version, help_heading = "Commands")]
+    pub(crate) version: Option<bool>,
+
+    // ── Loop options ──────────────────────────────────────────────────────────────────────────
+    /// Read the prompt from a file.
+    #[arg(
+        short = 'f',
+        long,
+        visible_alias = "file",
+        value_name = "PATH",
+        help_heading = "Loop"
+    )]
+    pub(crate) prompt_file: Option<PathBuf>,
+
+    /// The loop options (declared in `options.rs`).
+    #[command(flatten)]
+    pub(crate) options: LoopArgs,
+}
+
+/// The commands: flags that act and exit (or choose how the loop runs).
+#[derive(Debug, clap::Args)]
+pub(crate) struct CommandArgs {
     /// Show the loop's status, pending context, tasks and history, then exit.
     #[arg(long, help_heading = "Commands")]
     pub(crate) status: bool,
@@ -139,33 +173,6 @@ pub(crate) struct Cli {
     /// Print the man page (roff), then exit.
     #[arg(long, help_heading = "Commands")]
     pub(crate) man: bool,
-
-    /// Machine-readable output: JSON for --status and --list-tasks, JSON lines for a run.
-    #[arg(long, help_heading = "Agent and output")]
-    pub(crate) json: bool,
-
-    /// Print help.
-    #[arg(short = 'h', long, action = ArgAction::Help, help_heading = "Commands")]
-    pub(crate) help: Option<bool>,
-
-    /// Print the version.
-    #[arg(short = 'v', long, action = ArgAction::Version, help_heading = "Commands")]
-    pub(crate) version: Option<bool>,
-
-    // ── Loop options ──────────────────────────────────────────────────────────────────────────
-    /// Read the prompt from a file.
-    #[arg(
-        short = 'f',
-        long,
-        visible_alias = "file",
-        value_name = "PATH",
-        help_heading = "Loop"
-    )]
-    pub(crate) prompt_file: Option<PathBuf>,
-
-    /// The loop options (declared in `options.rs`).
-    #[command(flatten)]
-    pub(crate) options: LoopArgs,
 }
 
 #[cfg(test)]

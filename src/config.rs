@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agents::AgentSpec;
 use crate::agents::custom::CustomAgentDef;
-use crate::cli::Cli;
+use crate::cli::{Cli, CommandArgs};
 use crate::error::{Error, fail, usage};
 use crate::options::{Layer, LoopOptions, Raw, Source};
 use crate::output::ColorChoice;
@@ -94,22 +94,7 @@ impl Config {
         let Cli {
             prompt,
             agent_args,
-            status,
-            add_context,
-            clear_context,
-            list_tasks,
-            add_task,
-            id,
-            blocked_by,
-            remove_task,
-            resume,
-            reset,
-            init,
-            config,
-            doctor,
-            dry_run,
-            completions,
-            man,
+            commands,
             json,
             help: _,
             version: _,
@@ -120,24 +105,9 @@ impl Config {
         if !agent_args.is_empty() {
             cli_layer.set("agent_args", Raw::List(agent_args), Source::CommandLine);
         }
-        let commands = Commands {
-            status,
-            tasks_flag: matches!(cli_layer.get("tasks"), Some((Raw::Bool(true), _))),
-            add_context,
-            clear_context,
-            list_tasks,
-            add_task,
-            id,
-            blocked_by,
-            remove_task,
-            reset,
-            init,
-            config,
-            doctor,
-            completions,
-            man,
-        };
-        let mode = match commands.mode()? {
+        let tasks_flag = matches!(cli_layer.get("tasks"), Some((Raw::Bool(true), _)));
+        let (resume, dry_run) = (commands.resume, commands.dry_run);
+        let mode = match commands.mode(tasks_flag)? {
             Some(mode) => mode,
             None if resume => {
                 if !prompt.is_empty() || prompt_file.is_some() {
@@ -173,29 +143,10 @@ impl Config {
     }
 }
 
-/// The command flags, for choosing the mode.
-struct Commands {
-    status: bool,
-    /// `--tasks` was given (`--status --tasks` shows the task list).
-    tasks_flag: bool,
-    add_context: Option<String>,
-    clear_context: bool,
-    list_tasks: bool,
-    add_task: Option<String>,
-    id: Option<String>,
-    blocked_by: Option<String>,
-    remove_task: Option<String>,
-    reset: bool,
-    init: bool,
-    config: bool,
-    doctor: bool,
-    completions: Option<clap_complete::Shell>,
-    man: bool,
-}
-
-impl Commands {
+impl CommandArgs {
     /// The command to run, first by precedence; `None` when a loop is to run (or resume).
-    fn mode(self) -> Result<Option<Mode>, Error> {
+    /// `tasks_flag`: `--tasks` was given (`--status --tasks` shows the task list).
+    fn mode(self, tasks_flag: bool) -> Result<Option<Mode>, Error> {
         Ok(Some(if let Some(shell) = self.completions {
             Mode::Completions(shell)
         } else if self.man {
@@ -207,9 +158,7 @@ impl Commands {
         } else if self.doctor {
             Mode::Doctor
         } else if self.status {
-            Mode::Status {
-                tasks: self.tasks_flag,
-            }
+            Mode::Status { tasks: tasks_flag }
         } else if let Some(text) = self.add_context {
             if text.trim().is_empty() {
                 return Err(usage(

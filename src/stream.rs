@@ -185,101 +185,142 @@ fn supervise(
         .context("agent stderr was not captured")?;
     spawn_reader("ralph-agent-stdout", stdout, Source::Stdout, sender.clone())?;
     spawn_reader("ralph-agent-stderr", stderr, Source::Stderr, sender)?;
-
-    let started = Instant::now();
-    let mut last_output = started;
-    let mut splitters = [
-        LineSplitter::new(Source::Stdout),
-        LineSplitter::new(Source::Stderr),
-    ];
-    let mut open_pipes = 2;
-    let mut exit: Option<std::process::ExitStatus> = None;
-    let mut exited_at: Option<Instant> = None;
-    let mut ended_by = None;
-    let mut killed_leftovers = false;
-    // A request that arrived before the agent started counts too.
-    let mut seen_requests = 0;
-
-    loop {
-        match receive(&receiver, options.tick) {
-            Received::Data(source, bytes) => {
-                last_output = Instant::now();
-                if exited_at.is_some() {
-                    // Still draining: the leak timer measures silence, not time since exit.
-                    exited_at = Some(last_output);
-                }
-                let index = usize::from(source == Source::Stderr);
-                splitters[index].push(&bytes, last_output, handler);
-            }
-            Received::Closed => open_pipes -= 1,
-            Received::Nothing => {}
-        }
-        let now = Instant::now();
-        handler.on_tick(now, last_output);
-
-        if exit.is_none() {
-            exit = child.try_wait().context("failed to wait for the agent")?;
-            if exit.is_some() {
-                exited_at = Some(now);
-            }
-        }
-        if exit.is_some() && open_pipes == 0 {
-            break;
-        }
-        if let Some(at) = exited_at {
-            // The agent is gone but something it started still holds our pipes.
-            if now.duration_since(at) >= options.leak_timeout {
-                if killed_leftovers {
-                    break;
-                }
-                signal_group(group, Signal::SIGKILL);
-                killed_leftovers = true;
-                exited_at = Some(now);
-            }
-            continue;
-        }
-        let reason = if stop.requested() > seen_requests {
-            seen_requests = stop.requested();
-            Some(EndedBy::User)
-        } else if options
-            .run_timeout
-            .is_some_and(|limit| now.duration_since(started) >= limit)
-        {
-            Some(EndedBy::RunTimeout)
-        } else if options
-            .idle_timeout
-            .is_some_and(|limit| now.duration_since(last_output) >= limit)
-        {
-            Some(EndedBy::IdleTimeout)
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            ended_by.get_or_insert(reason);
-            handler.on_stopping(reason);
-            let status = terminate(
-                child,
-                group,
-                options,
-                stop,
-                &receiver,
-                &mut splitters,
-                handler,
-            )?;
-            exit = Some(status);
-            exited_at = Some(Instant::now());
-        }
-    }
-    for splitter in &mut splitters {
+    let mut watch = Watch::new();
+    let status = watch.run(child, group, options, stop, &receiver, handler)?;
+    for splitter in &mut watch.splitters {
         splitter.finish(handler);
     }
     // Whatever the agent left running in its group (a server, a watcher) ends with the iteration.
     signal_group(group, Signal::SIGTERM);
-    let status = exit.context("the agent's exit status is unknown")?;
     Ok(RunOutcome {
         exit_code: exit_code(status),
-        ended_by,
+        ended_by: watch.ended_by,
     })
+}
+
+/// What the main thread tracks while the agent runs.
+struct Watch {
+    started: Instant,
+    last_output: Instant,
+    splitters: [LineSplitter; 2],
+    open_pipes: u8,
+    exit: Option<std::process::ExitStatus>,
+    exited_at: Option<Instant>,
+    ended_by: Option<EndedBy>,
+    killed_leftovers: bool,
+    /// Stop requests already acted on (one that arrived before the agent started counts too).
+    seen_requests: usize,
+}
+
+impl Watch {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            started: now,
+            last_output: now,
+            splitters: [
+                LineSplitter::new(Source::Stdout),
+                LineSplitter::new(Source::Stderr),
+            ],
+            open_pipes: 2,
+            exit: None,
+            exited_at: None,
+            ended_by: None,
+            killed_leftovers: false,
+            seen_requests: 0,
+        }
+    }
+
+    /// Streams output until the agent has exited and its pipes are closed (or abandoned).
+    fn run(
+        &mut self,
+        child: &mut Child,
+        group: i32,
+        options: &RunOptions,
+        stop: &StopFlag,
+        receiver: &Receiver<Event>,
+        handler: &mut dyn OutputHandler,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        loop {
+            match receive(receiver, options.tick) {
+                Received::Data(source, bytes) => {
+                    self.last_output = Instant::now();
+                    if self.exited_at.is_some() {
+                        // Still draining: the leak timer measures silence, not time since exit.
+                        self.exited_at = Some(self.last_output);
+                    }
+                    let index = usize::from(source == Source::Stderr);
+                    self.splitters[index].push(&bytes, self.last_output, handler);
+                }
+                Received::Closed => self.open_pipes -= 1,
+                Received::Nothing => {}
+            }
+            let now = Instant::now();
+            handler.on_tick(now, self.last_output);
+            if self.exit.is_none() {
+                self.exit = child.try_wait().context("failed to wait for the agent")?;
+                if self.exit.is_some() {
+                    self.exited_at = Some(now);
+                }
+            }
+            if self.exit.is_some() && self.open_pipes == 0 {
+                break;
+            }
+            if let Some(at) = self.exited_at {
+                // The agent is gone but something it started still holds our pipes.
+                if now.duration_since(at) >= options.leak_timeout {
+                    if self.killed_leftovers {
+                        break;
+                    }
+                    signal_group(group, Signal::SIGKILL);
+                    self.killed_leftovers = true;
+                    self.exited_at = Some(now);
+                }
+                continue;
+            }
+            if let Some(reason) = self.stop_reason(now, options, stop) {
+                self.ended_by.get_or_insert(reason);
+                handler.on_stopping(reason);
+                let status = terminate(
+                    child,
+                    group,
+                    options,
+                    stop,
+                    receiver,
+                    &mut self.splitters,
+                    handler,
+                )?;
+                self.exit = Some(status);
+                self.exited_at = Some(Instant::now());
+            }
+        }
+        self.exit.context("the agent's exit status is unknown")
+    }
+
+    /// Why the agent must be ended now, if it must: a stop request, a timeout.
+    fn stop_reason(
+        &mut self,
+        now: Instant,
+        options: &RunOptions,
+        stop: &StopFlag,
+    ) -> Option<EndedBy> {
+        if stop.requested() > self.seen_requests {
+            self.seen_requests = stop.requested();
+            Some(EndedBy::User)
+        } else if options
+            .run_timeout
+            .is_some_and(|limit| now.duration_since(self.started) >= limit)
+        {
+            Some(EndedBy::RunTimeout)
+        } else if options
+            .idle_timeout
+            .is_some_and(|limit| now.duration_since(self.last_output) >= limit)
+        {
+            Some(EndedBy::IdleTimeout)
+        } else {
+            None
+        }
+    }
 }
 
 /// SIGTERM the group, keep draining output for the grace period (cut short by another stop

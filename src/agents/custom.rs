@@ -60,7 +60,7 @@ impl CustomAgentDef {
                 "`{name}` is a built-in agent; give the custom one another name"
             ));
         }
-        let mut fields: BTreeMap<&str, &DeValue<'_>> = BTreeMap::new();
+        let mut fields = Fields(BTreeMap::new());
         for (key, value) in table {
             let key = key.get_ref().as_ref();
             let Some(known) = FIELDS.iter().copied().find(|field| *field == key) else {
@@ -69,85 +69,101 @@ impl CustomAgentDef {
                     FIELDS.join(", ")
                 ));
             };
-            fields.insert(known, value.get_ref());
+            fields.0.insert(known, value.get_ref());
         }
-        let string = |field: &str| -> Result<Option<String>, String> {
-            match fields.get(field) {
-                None => Ok(None),
-                Some(DeValue::String(text)) => Ok(Some(text.to_string())),
-                Some(_) => Err(format!("`{field}` must be a string")),
-            }
-        };
-        let strings = |field: &str| -> Result<Vec<String>, String> {
-            match fields.get(field) {
-                None => Ok(Vec::new()),
-                Some(DeValue::Array(items)) => items
-                    .iter()
-                    .map(|item| match item.get_ref() {
-                        DeValue::String(text) => Ok(text.to_string()),
-                        _ => Err(format!("`{field}` must be a list of strings")),
-                    })
-                    .collect(),
-                Some(_) => Err(format!("`{field}` must be a list of strings")),
-            }
-        };
-        let command = string("command")?
+        let command = fields
+            .string("command")?
             .filter(|command| !command.trim().is_empty())
             .ok_or("`command` is missing: the program to run, e.g. command = \"aider\"")?;
-        let args = strings("args")?;
+        let args = fields.strings("args")?;
         let has_placeholder = args.iter().any(|arg| arg.contains("{prompt}"));
-        let prompt = match string("prompt")?.as_deref() {
-            None if has_placeholder => PromptDelivery::Argument,
-            None | Some("stdin") => PromptDelivery::Stdin,
-            Some("argument") if has_placeholder => PromptDelivery::Argument,
-            Some("argument") => {
-                return Err("`prompt = \"argument\"` needs `{prompt}` in `args`".to_owned());
-            }
-            Some(other) => {
-                return Err(format!(
-                    "`prompt` must be \"argument\" or \"stdin\", not '{other}'"
-                ));
-            }
-        };
-        let events = match string("format")?.as_deref() {
+        let events = match fields.string("format")?.as_deref() {
             None | Some("text") => None,
             Some(id) => Some(AgentKind::from_id(id).ok_or_else(|| {
                 format!("`format` must be text, claude-code, codex or opencode, not '{id}'")
             })?),
         };
-        let tool_pattern = string("tool_pattern")?
-            .map(|pattern| {
-                let regex = Regex::new(&pattern)
-                    .map_err(|err| format!("`tool_pattern` is not a valid regex: {err}"))?;
-                if regex.captures_len() < 2 {
-                    return Err("`tool_pattern` needs a capture group for the tool name".to_owned());
-                }
-                Ok(regex)
-            })
-            .transpose()?;
-        let env = match fields.get("env") {
-            None => BTreeMap::new(),
+        Ok(Self {
+            name: name.to_owned(),
+            command,
+            prompt: prompt_delivery(fields.string("prompt")?.as_deref(), has_placeholder)?,
+            args,
+            model_args: fields.strings("model_args")?,
+            allow_all_args: fields.strings("allow_all_args")?,
+            events,
+            tool_pattern: fields
+                .string("tool_pattern")?
+                .map(|pattern| tool_pattern(&pattern))
+                .transpose()?,
+            env: fields.env()?,
+        })
+    }
+}
+
+/// The fields of an `[agents.NAME]` table, read with messages that name the field.
+struct Fields<'a>(BTreeMap<&'static str, &'a DeValue<'a>>);
+
+impl Fields<'_> {
+    fn string(&self, field: &str) -> Result<Option<String>, String> {
+        match self.0.get(field) {
+            None => Ok(None),
+            Some(DeValue::String(text)) => Ok(Some(text.to_string())),
+            Some(_) => Err(format!("`{field}` must be a string")),
+        }
+    }
+
+    fn strings(&self, field: &str) -> Result<Vec<String>, String> {
+        let wrong = || format!("`{field}` must be a list of strings");
+        match self.0.get(field) {
+            None => Ok(Vec::new()),
+            Some(DeValue::Array(items)) => items
+                .iter()
+                .map(|item| match item.get_ref() {
+                    DeValue::String(text) => Ok(text.to_string()),
+                    _ => Err(wrong()),
+                })
+                .collect(),
+            Some(_) => Err(wrong()),
+        }
+    }
+
+    fn env(&self) -> Result<BTreeMap<String, String>, String> {
+        match self.0.get("env") {
+            None => Ok(BTreeMap::new()),
             Some(DeValue::Table(vars)) => vars
                 .iter()
                 .map(|(key, value)| match value.get_ref() {
                     DeValue::String(text) => Ok((key.get_ref().to_string(), text.to_string())),
                     _ => Err(format!("`env.{}` must be a string", key.get_ref())),
                 })
-                .collect::<Result<_, _>>()?,
-            Some(_) => return Err("`env` must be a table of strings".to_owned()),
-        };
-        Ok(Self {
-            name: name.to_owned(),
-            command,
-            args,
-            model_args: strings("model_args")?,
-            allow_all_args: strings("allow_all_args")?,
-            prompt,
-            events,
-            tool_pattern,
-            env,
-        })
+                .collect(),
+            Some(_) => Err("`env` must be a table of strings".to_owned()),
+        }
     }
+}
+
+/// How the prompt reaches the agent: `prompt = "argument"` needs `{prompt}` in `args`; without
+/// a `prompt` field, a `{prompt}` placeholder means an argument, else stdin.
+fn prompt_delivery(given: Option<&str>, has_placeholder: bool) -> Result<PromptDelivery, String> {
+    match given {
+        None if has_placeholder => Ok(PromptDelivery::Argument),
+        None | Some("stdin") => Ok(PromptDelivery::Stdin),
+        Some("argument") if has_placeholder => Ok(PromptDelivery::Argument),
+        Some("argument") => Err("`prompt = \"argument\"` needs `{prompt}` in `args`".to_owned()),
+        Some(other) => Err(format!(
+            "`prompt` must be \"argument\" or \"stdin\", not '{other}'"
+        )),
+    }
+}
+
+/// A `tool_pattern`: a regex whose first group names the tool.
+fn tool_pattern(pattern: &str) -> Result<Regex, String> {
+    let regex =
+        Regex::new(pattern).map_err(|err| format!("`tool_pattern` is not a valid regex: {err}"))?;
+    if regex.captures_len() < 2 {
+        return Err("`tool_pattern` needs a capture group for the tool name".to_owned());
+    }
+    Ok(regex)
 }
 
 impl Agent for CustomAgentDef {

@@ -5,6 +5,7 @@
 //! it first, so the two never interleave out of order. Write errors (a closed pipe, a full disk)
 //! are ignored: losing the display must never stop the loop.
 
+mod commands;
 pub(crate) mod format;
 mod messages;
 pub(crate) mod report;
@@ -14,6 +15,7 @@ use std::io::{self, BufWriter, IsTerminal as _, Stdout, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+pub(crate) use commands::*;
 pub(crate) use messages::*;
 
 /// When ralph colours its own messages.

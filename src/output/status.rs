@@ -182,38 +182,45 @@ fn history_block(history: &History, count: usize, lines: &mut Vec<String>) {
     lines.push(String::new());
     lines.push("   Recent iterations:".to_owned());
     let start = history.iterations.len().saturating_sub(5);
-    for record in &history.iterations[start..] {
-        let icon = if record.completion_detected {
-            "✅"
-        } else if record.exit_code != 0 {
-            "❌"
-        } else {
-            "🔄"
-        };
-        let tools: Vec<String> = ranked_tools(&record.tools_used)
-            .into_iter()
-            .take(3)
-            .map(|(name, count)| format!("{name}:{count}"))
-            .collect();
-        let tools = if tools.is_empty() {
-            "no tools".to_owned()
-        } else {
-            tools.join(" ")
-        };
-        let mut line = format!(
-            "   {icon} #{}: {} | {tools}",
-            record.iteration,
-            long_duration_ms(record.duration_ms)
-        );
-        if let Some(cost) = record.cost_usd {
-            line.push_str(&format!(" | {}", super::cost_text(cost)));
-        }
-        if let Some(failure) = &record.failure {
-            line.push_str(&format!(" | {}", failure.kind.label()));
-        }
-        lines.push(line);
+    lines.extend(history.iterations[start..].iter().map(record_line));
+    struggle_block(&history.struggle_indicators, lines);
+}
+
+/// One recent iteration: `🔄 #3: 1m 2s | Edit:2 Bash:1 | $0.02 | rate limit`.
+fn record_line(record: &crate::storage::history::IterationRecord) -> String {
+    let icon = if record.completion_detected {
+        "✅"
+    } else if record.exit_code != 0 {
+        "❌"
+    } else {
+        "🔄"
+    };
+    let tools: Vec<String> = ranked_tools(&record.tools_used)
+        .into_iter()
+        .take(3)
+        .map(|(name, count)| format!("{name}:{count}"))
+        .collect();
+    let tools = if tools.is_empty() {
+        "no tools".to_owned()
+    } else {
+        tools.join(" ")
+    };
+    let mut line = format!(
+        "   {icon} #{}: {} | {tools}",
+        record.iteration,
+        long_duration_ms(record.duration_ms)
+    );
+    if let Some(cost) = record.cost_usd {
+        line.push_str(&format!(" | {}", super::cost_text(cost)));
     }
-    let struggle = &history.struggle_indicators;
+    if let Some(failure) = &record.failure {
+        line.push_str(&format!(" | {}", failure.kind.label()));
+    }
+    line
+}
+
+/// The struggle indicators, when they are notable.
+fn struggle_block(struggle: &crate::storage::history::StruggleIndicators, lines: &mut Vec<String>) {
     if struggle.is_notable() {
         lines.push(String::new());
         lines.push("⚠️  STRUGGLE INDICATORS:".to_owned());

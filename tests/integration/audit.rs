@@ -456,12 +456,15 @@ fn no_agent_outlives_a_killed_ralph() {
 fn reset_ends_an_agent_left_running() {
     use std::os::unix::process::CommandExt as _;
     let env = TestEnv::new();
-    let mut leftover = std::process::Command::new("sleep")
+    let leftover = std::process::Command::new("sleep")
         .arg("600")
         .process_group(0)
         .spawn()
         .unwrap();
     let group = i32::try_from(leftover.id()).unwrap();
+    // Reaped as soon as it ends, so its group is gone once it is killed.
+    let mut leftover = leftover;
+    let waiter = std::thread::spawn(move || leftover.wait());
     fs::create_dir_all(env.work().join(".ralph")).unwrap();
     fs::write(
         env.ralph_file("ralph-loop.state.json"),
@@ -472,12 +475,15 @@ fn reset_ends_an_agent_left_running() {
     .unwrap();
     env.run(&["--reset"]).assert_code(0);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while leftover.try_wait().unwrap().is_none() && Instant::now() < deadline {
+    while !waiter.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let ended = leftover.try_wait().unwrap().is_some();
+    let ended = waiter.is_finished();
     if !ended {
-        let _ = leftover.kill();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(group),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
     assert!(ended, "--reset left the recorded agent running");
 }

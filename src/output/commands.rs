@@ -1,0 +1,163 @@
+//! Messages of the commands (`--add-task`, `--reset`, …) and about ralph's own files: locks,
+//! corrupt files, the task and context files.
+
+use std::path::Path;
+
+use super::{say, warn};
+
+/// A ralph file could not be parsed.
+pub(crate) fn corrupt_file(path: &Path, reason: &str, copy: Option<&Path>) {
+    let kept = copy.map_or_else(String::new, |copy| {
+        format!(" A copy was kept at {}.", copy.display())
+    });
+    warn(&[&format!(
+        "⚠️  Ignoring {}: {reason}. Treating it as absent.{kept}",
+        path.display()
+    )]);
+}
+
+/// Tasks mode created the task file.
+pub(crate) fn tasks_file_created(path: &Path) {
+    say(&[&format!("📋 Created tasks file: {}", path.display())]);
+}
+
+/// A task file that could not be read.
+pub(crate) fn tasks_file_unreadable(path: &Path, reason: &str) {
+    warn(&[&format!(
+        "⚠️  Cannot read {}: {reason}. The agent is told so in its prompt.",
+        path.display()
+    )]);
+}
+
+/// The error when another ralph holds this directory's loop lock.
+pub(crate) fn loop_already_running(
+    state: Option<&crate::storage::state::LoopState>,
+    state_path: &Path,
+) -> String {
+    let detail = state.map_or_else(
+        || "its state is not written yet".to_owned(),
+        |state| {
+            let pid = state
+                .pid
+                .map_or_else(String::new, |pid| format!(", pid {pid}"));
+            format!(
+                "iteration {}, started {}{pid}",
+                state.iteration,
+                state
+                    .started_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )
+        },
+    );
+    format!(
+        "a Ralph loop is already running in this directory ({detail}).\n       \
+         Stop it with Ctrl+C in its terminal, or wait for it to finish; see it with `ralph --status`.\n       \
+         State file: {}",
+        state_path.display()
+    )
+}
+
+/// The error when the state says a loop is active but nothing holds its lock: it crashed or was
+/// killed.
+pub(crate) fn crashed_loop(state: &crate::storage::state::LoopState, state_path: &Path) -> String {
+    let owner = match (&state.host, state.pid) {
+        (Some(host), Some(pid)) => format!(" (pid {pid} on {host})"),
+        (None, Some(pid)) => format!(" (pid {pid})"),
+        _ => String::new(),
+    };
+    format!(
+        "a previous Ralph loop here stopped unexpectedly at iteration {}{owner}, started {}.\n       \
+         Continue it with `ralph --resume`, or discard it with `ralph --reset` and start again.\n       \
+         State file: {}",
+        state.iteration,
+        state
+            .started_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        state_path.display()
+    )
+}
+
+/// `--resume` flags that replace saved options.
+pub(crate) fn resume_overrides(changes: &[String]) {
+    for change in changes {
+        say(&[&format!("↪ Overriding the saved option {change}")]);
+    }
+}
+
+/// What `--reset` removed.
+pub(crate) fn reset_done(removed: &[std::path::PathBuf]) {
+    if removed.is_empty() {
+        say(&["ℹ️  Nothing to reset: no loop state, history or context here."]);
+        return;
+    }
+    let mut lines = vec!["✅ Reset the loop. Removed:".to_owned()];
+    for path in removed {
+        lines.push(format!("   {}", path.display()));
+    }
+    lines.push("The task file, if any, was kept.".to_owned());
+    say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// `--add-context` succeeded.
+pub(crate) fn context_added(path: &Path, running_iteration: Option<u32>) {
+    let when = running_iteration.map_or_else(
+        || "It will be used when the next loop starts.".to_owned(),
+        |_| "The running loop picks it up when its next iteration starts.".to_owned(),
+    );
+    say(&[
+        &format!("✅ Context added to {}", path.display()),
+        &format!("   {when}"),
+    ]);
+}
+
+/// `--clear-context` finished.
+pub(crate) fn context_cleared(had_content: bool) {
+    if had_content {
+        say(&["✅ Pending context cleared."]);
+    } else {
+        say(&["ℹ️  No pending context to clear."]);
+    }
+}
+
+/// `--list-tasks` without a task file.
+pub(crate) fn no_tasks_file(path: &Path) {
+    say(&[&format!(
+        "No tasks file yet ({}). Add one with: ralph --add-task \"description\"",
+        path.display()
+    )]);
+}
+
+/// `--add-task` succeeded.
+pub(crate) fn task_added(description: &str, number: usize) {
+    say(&[&format!("✅ Task {number} added: \"{description}\"")]);
+}
+
+/// The prompt's bytes are not UTF-8; ralph goes on with U+FFFD in their place.
+pub(crate) fn prompt_not_utf8(source: &str) {
+    warn(&[&format!(
+        "⚠️  The text of {source} is not valid UTF-8; ralph replaced the bytes that are not with U+FFFD. Save it as UTF-8 to give the agent exactly what you wrote."
+    )]);
+}
+
+/// `--add-task --blocked-by` named ids that no task has yet.
+pub(crate) fn unknown_blockers(ids: &[String]) {
+    warn(&[&format!(
+        "⚠️  No task has the id {} yet; the new task waits until one with that id is added and done.",
+        ids.iter()
+            .map(|id| format!("'{id}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )]);
+}
+
+/// `--remove-task` succeeded.
+pub(crate) fn task_removed(number: usize) {
+    say(&[&format!("✅ Removed task {number} and its subtasks")]);
+}
+
+/// `--resume` found the previous run's agent still running and stopped it.
+pub(crate) fn leftover_agent_stopped(group: i32) {
+    warn(&[&format!(
+        "⚠️  The agent started by the previous ralph (process group {group}) was still running; stopping it before resuming."
+    )]);
+}
