@@ -8,7 +8,7 @@
 //! - the agent exits: the guard exits with the agent's status (128 + N when signal N ended it);
 //! - ralph dies: the kernel sends the guard its parent-death signal (Linux; elsewhere the guard
 //!   notices that its parent changed), and the guard ends the whole group: SIGTERM, a grace
-//!   period, then SIGKILL, which takes the guard and anything the agent started along;
+//!   period (`RALPH_GRACE_MS`), then SIGKILL, which takes the guard and anything the agent started along;
 //! - ralph's own stop (SIGTERM to the group) reaches the agent directly; the guard keeps waiting
 //!   for the agent, and ralph's SIGKILL after the grace period ends the guard with the rest.
 
@@ -23,8 +23,16 @@ use nix::unistd::{Pid, getpgrp, getppid};
 /// The hidden first argument that turns `ralph` into the guard.
 pub(crate) const ARG: &str = "__ralph-guard";
 
-/// How long the agent gets to exit after SIGTERM once ralph is gone.
-const GRACE: Duration = Duration::from_secs(2);
+/// How long the agent gets to exit after SIGTERM once ralph is gone: `RALPH_GRACE_MS`, as when
+/// ralph stops an agent itself (default 3 s).
+fn grace() -> Duration {
+    let ms = std::env::var("RALPH_GRACE_MS")
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(3_000_u64)
+        .min(86_400_000);
+    Duration::from_millis(ms)
+}
 
 /// The signal the kernel sends the guard when ralph dies.
 const PARENT_DIED: Signal = Signal::SIGUSR1;
@@ -125,7 +133,7 @@ fn parent_is_gone(parent: i32) -> bool {
 fn end_group(agent: &mut std::process::Child) -> ! {
     let group = getpgrp();
     let _ = killpg(group, Signal::SIGTERM);
-    let deadline = Instant::now() + GRACE;
+    let deadline = Instant::now() + grace();
     while Instant::now() < deadline {
         if !matches!(agent.try_wait(), Ok(None)) {
             break;
