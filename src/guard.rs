@@ -13,7 +13,6 @@
 //!   for the agent, and ralph's SIGKILL after the grace period ends the guard with the rest.
 
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt as _;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
@@ -26,12 +25,7 @@ pub(crate) const ARG: &str = "__ralph-guard";
 /// How long the agent gets to exit after SIGTERM once ralph is gone: `RALPH_GRACE_MS`, as when
 /// ralph stops an agent itself (default 3 s).
 fn grace() -> Duration {
-    let ms = std::env::var("RALPH_GRACE_MS")
-        .ok()
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(3_000_u64)
-        .min(86_400_000);
-    Duration::from_millis(ms)
+    crate::model::env_millis("RALPH_GRACE_MS", 3_000)
 }
 
 /// The signal the kernel sends the guard when ralph dies.
@@ -145,9 +139,5 @@ fn end_group(agent: &mut std::process::Child) -> ! {
 }
 
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {
-    let code = status
-        .code()
-        .or_else(|| status.signal().map(|signal| 128 + signal))
-        .unwrap_or(1);
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
+    ExitCode::from(u8::try_from(crate::model::exit_code(status)).unwrap_or(1))
 }

@@ -175,10 +175,7 @@ impl PromptInput for Stdin {
             // A terminal, /dev/null or another device: never wait on it.
             return Ok(None);
         }
-        let wait = std::env::var("RALPH_STDIN_WAIT_MS")
-            .ok()
-            .and_then(|ms| ms.trim().parse().ok())
-            .map_or(Duration::from_secs(1), Duration::from_millis);
+        let wait = model::env_millis("RALPH_STDIN_WAIT_MS", 1_000);
         if is_stream && has_words && !ready_soon(&file, wait) {
             // Some runners hand over a pipe that never closes; with a prompt on the command
             // line there is no reason to wait for it — but say so.

@@ -13,6 +13,26 @@ pub(crate) fn now() -> DateTime<Utc> {
     chrono::SubsecRound::trunc_subsecs(Utc::now(), 3)
 }
 
+/// A timing knob: the environment variable `name` in milliseconds, else `default_ms`; clamped
+/// to a day, so no knob can overflow a deadline.
+pub(crate) fn env_millis(name: &str, default_ms: u64) -> std::time::Duration {
+    let ms = std::env::var(name)
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(default_ms)
+        .min(86_400_000);
+    std::time::Duration::from_millis(ms)
+}
+
+/// A process's exit code; 128 + N when signal N ended it (as shells report it).
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(1)
+}
+
 /// Token counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Usage {

@@ -16,7 +16,7 @@
 //!   short wait the group is killed and the readers are abandoned.
 
 use std::io::{Read, Write as _};
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
@@ -193,7 +193,7 @@ fn supervise(
     // Whatever the agent left running in its group (a server, a watcher) ends with the iteration.
     signal_group(group, Signal::SIGTERM);
     Ok(RunOutcome {
-        exit_code: exit_code(status),
+        exit_code: crate::model::exit_code(status),
         ended_by: watch.ended_by,
     })
 }
@@ -495,13 +495,6 @@ fn signal_group(group: i32, signal: Signal) {
         // ESRCH only means the group is already gone.
         let _ = killpg(Pid::from_raw(group), signal);
     }
-}
-
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    status
-        .code()
-        .or_else(|| status.signal().map(|signal| 128 + signal))
-        .unwrap_or(1)
 }
 
 #[cfg(test)]

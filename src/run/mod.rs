@@ -55,16 +55,7 @@ impl Knobs {
     /// `RALPH_LEAK_TIMEOUT_MS`, `RALPH_RETRY_BASE_MS`, `RALPH_ERROR_PAUSE_MS`,
     /// `RALPH_LEFTOVER_GRACE_MS` and `RALPH_LOCK_WAIT_MS`.
     pub(crate) fn from_env() -> Self {
-        // Clamped to a day, so no knob can overflow a deadline.
-        let ms = |name: &str, default: u64| {
-            Duration::from_millis(
-                std::env::var(name)
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(default)
-                    .min(86_400_000),
-            )
-        };
+        let ms = crate::model::env_millis;
         Self {
             heartbeat: ms("RALPH_HEARTBEAT_MS", 10_000),
             tool_summary: ms("RALPH_TOOL_SUMMARY_MS", 3_000),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use predicates::prelude::*;
 
 use crate::json_mode::claude_events;
-use crate::signals::wait_output;
+use crate::signals::{HANG, wait_output};
 use crate::support::{TestEnv, is_alive, wait_for_file};
 
 fn commit_subjects(env: &TestEnv) -> Vec<String> {
@@ -426,10 +426,7 @@ fn a_prompt_file_that_is_not_utf8_is_named_once() {
 #[test]
 fn no_agent_outlives_a_killed_ralph() {
     let env = TestEnv::new();
-    env.agent_script(
-        Some(1),
-        "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo ready > \"$FAKE_AGENT_DIR/ready\"; wait",
-    );
+    env.agent_script(Some(1), HANG);
     let mut ralph = env
         .ralph()
         .args(["--pause", "0", "task"])

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{TestEnv, is_alive, run_with_deadline, wait_for_file};
 
-const HANG: &str = "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo ready > \"$FAKE_AGENT_DIR/ready\"; wait";
+pub(crate) const HANG: &str = "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo ready > \"$FAKE_AGENT_DIR/ready\"; wait";
 
 #[test]
 fn ctrl_c_ends_the_agent_and_its_grandchild_and_keeps_resumable_state() {
