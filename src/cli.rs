@@ -138,6 +138,18 @@ pub(crate) struct CommandArgs {
     )]
     pub(crate) blocked_by: Option<String>,
 
+    /// With --add-task: what "done" means for the new task, shown to the agent. --agent, --model,
+    /// --max-iterations, --completion-promise, --iteration-timeout and --verify given with
+    /// --add-task become the task's own.
+    #[arg(
+        long,
+        value_name = "CRITERIA",
+        requires = "add_task",
+        allow_hyphen_values = true,
+        help_heading = "Commands"
+    )]
+    pub(crate) success: Option<String>,
+
     /// Remove task N (and its subtasks) from .ralph/ralph-tasks.md, then exit.
     #[arg(long, value_name = "N", help_heading = "Commands")]
     pub(crate) remove_task: Option<String>,

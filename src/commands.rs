@@ -125,8 +125,8 @@ pub(crate) fn list_tasks(dir: &RalphDir, json: bool) -> anyhow::Result<ExitStatu
 pub(crate) fn add_task(
     dir: &RalphDir,
     description: &str,
-    id: Option<&str>,
-    blocked_by: Option<&str>,
+    (id, blocked_by): (Option<&str>, Option<&str>),
+    own: &[(&'static str, String)],
 ) -> anyhow::Result<ExitStatus> {
     let description = match tasks::validate_description(description) {
         Ok(description) => description,
@@ -140,6 +140,12 @@ pub(crate) fn add_task(
             }
             properties.push((key, value.trim()));
         }
+    }
+    for (key, value) in own {
+        if let Err(err) = tasks::validate_description(value) {
+            return Err(fail(format!("the task's {key}: {err}")).into());
+        }
+        properties.push((key, value.trim()));
     }
     let id = id.map(str::trim);
     let blockers: Vec<&str> = blocked_by

@@ -49,6 +49,8 @@ pub(crate) enum Mode {
         description: String,
         id: Option<String>,
         blocked_by: Option<String>,
+        /// The task's own properties (`agent`, `model`, `success`, …) as `key: value` lines.
+        properties: Vec<(&'static str, String)>,
     },
     RemoveTask(usize),
     Reset,
@@ -65,7 +67,7 @@ pub(crate) struct RotationStep {
 }
 
 /// A loop's resolved settings.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct RunConfig {
     pub(crate) prompt: String,
     pub(crate) prompt_file: Option<PathBuf>,
@@ -74,6 +76,8 @@ pub(crate) struct RunConfig {
     /// Agents and models to cycle through, one per iteration (empty: `agent` and `model` always).
     pub(crate) rotation: Vec<RotationStep>,
     pub(crate) options: LoopOptions,
+    /// The custom agents the config files define (a task may name one).
+    pub(crate) custom_agents: BTreeMap<String, CustomAgentDef>,
 }
 
 /// Where the prompt text can come from besides the command line.
@@ -107,7 +111,8 @@ impl Config {
         }
         let tasks_flag = matches!(cli_layer.get("tasks"), Some((Raw::Bool(true), _)));
         let (resume, dry_run) = (commands.resume, commands.dry_run);
-        let mode = match commands.mode(tasks_flag)? {
+        let task_properties = task_properties(&cli_layer, commands.success.clone());
+        let mode = match commands.mode(tasks_flag, task_properties)? {
             Some(mode) => mode,
             None if resume => {
                 if !prompt.is_empty() || prompt_file.is_some() {
@@ -146,7 +151,11 @@ impl Config {
 impl CommandArgs {
     /// The command to run, first by precedence; `None` when a loop is to run (or resume).
     /// `tasks_flag`: `--tasks` was given (`--status --tasks` shows the task list).
-    fn mode(self, tasks_flag: bool) -> Result<Option<Mode>, Error> {
+    fn mode(
+        self,
+        tasks_flag: bool,
+        properties: Vec<(&'static str, String)>,
+    ) -> Result<Option<Mode>, Error> {
         Ok(Some(if let Some(shell) = self.completions {
             Mode::Completions(shell)
         } else if self.man {
@@ -175,6 +184,7 @@ impl CommandArgs {
                 description,
                 id: self.id,
                 blocked_by: self.blocked_by,
+                properties,
             }
         } else if let Some(number) = self.remove_task {
             let number = number.trim().parse::<usize>().map_err(|_| {
@@ -187,6 +197,30 @@ impl CommandArgs {
             return Ok(None);
         }))
     }
+}
+
+/// The options given with `--add-task` that become the task's own properties.
+fn task_properties(cli: &Layer, success: Option<String>) -> Vec<(&'static str, String)> {
+    use crate::storage::tasks;
+    let mut properties = Vec::new();
+    for (option, property) in [
+        ("agent", tasks::AGENT),
+        ("model", tasks::MODEL),
+        ("max_iterations", tasks::MAX_ITERATIONS),
+        ("completion_promise", tasks::PROMISE),
+        ("iteration_timeout", tasks::TIMEOUT),
+        ("verify", tasks::VERIFY),
+    ] {
+        match cli.get(option) {
+            Some((Raw::Text(value), _)) => properties.push((property, value.clone())),
+            Some((Raw::List(values), _)) => {
+                properties.extend(values.last().map(|value| (property, value.clone())));
+            }
+            _ => {}
+        }
+    }
+    properties.extend(success.map(|text| (tasks::SUCCESS, text)));
+    properties
 }
 
 impl RunConfig {
@@ -216,6 +250,7 @@ impl RunConfig {
             agent,
             rotation,
             options,
+            custom_agents: agents.clone(),
         };
         config.validate()?;
         Ok(config)

@@ -1,7 +1,7 @@
 //! Builds the prompt the agent receives on every iteration. Pure: no I/O.
 
 use crate::model::Verification;
-use crate::storage::tasks::TaskList;
+use crate::storage::tasks::{Task, TaskList};
 
 /// The state of the task file for the tasks-mode prompt.
 #[derive(Debug)]
@@ -140,24 +140,21 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
                 .to_owned(),
         ),
         TasksView::Found { content, list } => {
-            let verify_note = |task: &crate::storage::tasks::Task| {
-                task.property(crate::storage::tasks::VERIFY).map_or_else(String::new, |command| {
-                    format!(" ralph then runs `{command}`; the task counts as done only if it passes.")
-                })
-            };
             let instruction = if let Some(task) = list.current() {
                 format!(
                     "🔄 CURRENT TASK: \"{}\"\n\nFocus on this task. When it is done and verified, \
-                     mark it [x] in .ralph/ralph-tasks.md and end your message with {next}.{}",
+                     mark it [x] in .ralph/ralph-tasks.md and end your message with {}.{}",
                     task.text,
-                    verify_note(task)
+                    task_promise(task, &next),
+                    task_notes(task)
                 )
             } else if let Some(task) = list.next() {
                 format!(
                     "📍 NEXT TASK: \"{}\"\n\nMark it [/] in .ralph/ralph-tasks.md before you \
-                     start. When it is done and verified, mark it [x] and end your message with {next}.{}",
+                     start. When it is done and verified, mark it [x] and end your message with {}.{}",
                     task.text,
-                    verify_note(task)
+                    task_promise(task, &next),
+                    task_notes(task)
                 )
             } else if list.all_complete() {
                 format!(
@@ -203,6 +200,29 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
     sections
         .push("Tasks Mode: ENABLED - work on one task at a time from ralph-tasks.md".to_owned());
     sections.push("Now work on the current task. Good luck!".to_owned());
+}
+
+/// The promise that ends a task: its own `promise`, else the loop's task promise.
+fn task_promise(task: &Task, loop_promise: &str) -> String {
+    task.promise().map_or_else(
+        || loop_promise.to_owned(),
+        |text| format!("<promise>{text}</promise>"),
+    )
+}
+
+/// What the agent should know about a task beyond its description: what "done" means, and the
+/// check ralph runs.
+fn task_notes(task: &Task) -> String {
+    let mut notes = String::new();
+    if let Some(success) = task.success() {
+        notes.push_str(&format!("\n\nDone means: {success}"));
+    }
+    if let Some(command) = task.property(crate::storage::tasks::VERIFY) {
+        notes.push_str(&format!(
+            " ralph then runs `{command}`; the task counts as done only if it passes."
+        ));
+    }
+    notes
 }
 
 /// Why the agent's last claim was refused, for the next prompt.

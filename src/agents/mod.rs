@@ -195,6 +195,10 @@ impl AgentSpec {
         if let Some(kind) = AgentKind::from_id(name) {
             return Ok(Self::Builtin(kind));
         }
+        // As roadmaps and the CLI's own name have it.
+        if name == "claude" && !custom.contains_key(name) {
+            return Ok(Self::Builtin(AgentKind::ClaudeCode));
+        }
         if let Some(definition) = custom.get(name) {
             return Ok(Self::Custom(Box::new(definition.clone())));
         }

@@ -274,6 +274,28 @@ fn blocked_note(list: &TaskList, task: &crate::storage::tasks::Task) -> String {
     }
 }
 
+/// The task's own settings, one line: `agent: codex · model: m · promise: DONE · timeout: 1h ·
+/// max iterations: 30 · single attempt · success: …`.
+fn task_details(task: &crate::storage::tasks::Task) -> Option<String> {
+    use crate::storage::tasks::MAX_ITERATIONS;
+    let mut parts: Vec<String> = Vec::new();
+    let mut add = |label: &str, value: Option<&str>| {
+        if let Some(value) = value {
+            parts.push(format!("{label}: {value}"));
+        }
+    };
+    add("agent", task.agent());
+    add("model", task.model());
+    add("promise", task.promise());
+    add("timeout", task.property(crate::storage::tasks::TIMEOUT));
+    add("max iterations", task.property(MAX_ITERATIONS));
+    add("success", task.success());
+    if task.attempt_limit() == Some(1) && task.property(MAX_ITERATIONS) != Some("1") {
+        parts.push("single attempt".to_owned());
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
+}
+
 /// `N. <icon> text (blocked by: …)` per task and `   <icon> text` per subtask, after `indent`.
 fn numbered_tasks(list: &TaskList, indent: &str) -> Vec<String> {
     let mut lines = Vec::new();
@@ -285,6 +307,9 @@ fn numbered_tasks(list: &TaskList, indent: &str) -> Vec<String> {
             task.text,
             blocked_note(list, task)
         ));
+        if let Some(details) = task_details(task) {
+            lines.push(format!("{indent}   {details}"));
+        }
         for subtask in &task.subtasks {
             lines.push(format!(
                 "{indent}   {} {}",

@@ -10,6 +10,7 @@ use crate::agents::{AgentCommand, CommandRequest, Failure, FailureKind};
 use crate::git::{Repo, Snapshot};
 use crate::model::Verification;
 use crate::output::{self, format};
+use crate::promise::Promise;
 use crate::storage::context::{self, Pending};
 use crate::storage::state;
 use crate::storage::tasks::TaskList;
@@ -32,6 +33,8 @@ struct Planned {
 /// How the agent's run went.
 pub(super) struct AgentRun {
     pub(super) findings: Findings,
+    /// The time limit this run had (the task's `timeout`, else `--iteration-timeout`).
+    pub(super) run_timeout: Option<Duration>,
     pub(super) exit_code: i32,
     pub(super) ended_by: Option<EndedBy>,
     pub(super) started_at: DateTime<Utc>,
@@ -57,6 +60,12 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
     );
     runner.feedback.clear();
     let step = plan::step_for(&runner.env.steps, iteration);
+    let step = plan::step_with(
+        runner.env.config,
+        runner.env.cwd,
+        step,
+        planned.focus.as_ref(),
+    )?;
     let command = command(runner, &step, &prompt)?;
     output::event(
         "iteration_started",
@@ -65,17 +74,30 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
     if runner.env.stop.is_stopping() {
         return Ok(Next::Stop(Stop::Interrupted));
     }
-    let run = agent_run(runner, &step, &command, planned.before.flatten())?;
+    let task_promise = planned
+        .focus
+        .as_ref()
+        .and_then(|focus| focus.promise.as_deref())
+        .map(|text| Promise::new(text, runner.env.config.options.promise_format));
+    let run = agent_run(
+        runner,
+        &step,
+        &command,
+        planned.before.flatten(),
+        (planned.focus.as_ref(), task_promise.as_ref()),
+    )?;
     let facts = outcome(runner, iteration, &run, planned.focus.as_ref());
     let decision = decision::decide(&runner.env.rules, &facts, runner.counters);
+    let task_tag = task_promise.map_or_else(|| runner.env.promises.task.tag(), |p| p.tag());
     if decision.record {
-        record::iteration(runner, &step, &run, &facts, &decision)?;
+        record::iteration(runner, (&step, &task_tag), &run, &facts, &decision)?;
     }
+    let focus = planned.focus.as_ref();
     apply(
         runner,
         &facts,
         &decision,
-        planned.focus.as_ref(),
+        (focus, &task_tag),
         planned.context,
     )?;
     Ok(decision.next)
@@ -134,12 +156,14 @@ fn agent_run(
     step: &Step,
     command: &AgentCommand,
     before: Option<Snapshot>,
+    (focus, task_promise): (Option<&Focus>, Option<&Promise>),
 ) -> anyhow::Result<AgentRun> {
     let env = &runner.env;
     let options = &env.config.options;
     let started_at = crate::model::now();
     let started = Instant::now();
-    let mut promises = vec![&env.promises.completion, &env.promises.task];
+    let task_promise = task_promise.unwrap_or(&env.promises.task);
+    let mut promises = vec![&env.promises.completion, task_promise];
     promises.extend(env.promises.abort.as_ref());
     let display = DisplayOptions {
         stream: options.stream,
@@ -163,11 +187,14 @@ fn agent_run(
             let _ = state::save(&path, &state);
         }
     });
+    let run_timeout = focus
+        .and_then(|focus| focus.timeout)
+        .or(options.iteration_timeout);
     let run_options = RunOptions {
         grace: env.knobs.grace,
         leak_timeout: env.knobs.leak_timeout,
         tick: Duration::from_millis(100),
-        run_timeout: options.iteration_timeout,
+        run_timeout,
         idle_timeout: options.idle_timeout,
     };
     let outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript)?;
@@ -182,6 +209,7 @@ fn agent_run(
     runner.announced_stop |= findings.stop_announced;
     Ok(AgentRun {
         findings,
+        run_timeout,
         exit_code: outcome.exit_code,
         ended_by: outcome.ended_by,
         started_at,
@@ -201,8 +229,7 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         completion: seen.first().copied().unwrap_or(false),
         task_done: env.rules.tasks && seen.get(1).copied().unwrap_or(false),
         abort: seen.get(2).copied().unwrap_or(false),
-        failure: timeout_failure(runner, iteration, run.ended_by)
-            .or_else(|| run.findings.failure.clone()),
+        failure: timeout_failure(runner, iteration, run).or_else(|| run.findings.failure.clone()),
         legacy_plugin: run.findings.legacy_plugin,
         files_changed: !run.files.is_empty(),
         open_tasks: Vec::new(),
@@ -242,20 +269,16 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
 }
 
 /// A timeout ralph enforced, as a failure of the iteration.
-fn timeout_failure(
-    runner: &Runner<'_>,
-    iteration: u32,
-    ended_by: Option<EndedBy>,
-) -> Option<Failure> {
+fn timeout_failure(runner: &Runner<'_>, iteration: u32, run: &AgentRun) -> Option<Failure> {
     let options = &runner.env.config.options;
-    let message = match ended_by? {
+    let message = match run.ended_by? {
         EndedBy::IdleTimeout => format!(
             "no output for {}",
             format::long_duration(options.idle_timeout.unwrap_or_default())
         ),
         EndedBy::RunTimeout => format!(
             "ran longer than {}",
-            format::long_duration(options.iteration_timeout.unwrap_or_default())
+            format::long_duration(run.run_timeout.unwrap_or_default())
         ),
         EndedBy::User => return None,
     };
@@ -302,7 +325,7 @@ fn apply(
     runner: &mut Runner<'_>,
     facts: &Facts,
     decision: &Decision,
-    focus: Option<&Focus>,
+    (focus, task_tag): (Option<&Focus>, &str),
     context: Option<Pending>,
 ) -> anyhow::Result<()> {
     runner.counters = decision.counters;
@@ -317,7 +340,7 @@ fn apply(
         output::task_verification_failed(task);
     }
     if facts.task_done && !facts.completion {
-        output::task_completed(&runner.env.promises.task.tag(), facts.iteration + 1);
+        output::task_completed(task_tag, facts.iteration + 1);
     }
     if decision.consume_context
         && let Some(injected) = context

@@ -63,12 +63,57 @@ pub(super) fn step_for(steps: &[Rc<Step>], iteration: u32) -> Rc<Step> {
     Rc::clone(&steps[index.min(steps.len().saturating_sub(1))])
 }
 
-/// The task an iteration works on.
+/// The task an iteration works on, with the properties that change how it runs.
 #[derive(Clone, Debug)]
 pub(super) struct Focus {
     pub(super) key: String,
     pub(super) text: String,
     pub(super) verify: Option<String>,
+    pub(super) agent: Option<String>,
+    pub(super) model: Option<String>,
+    pub(super) promise: Option<String>,
+    pub(super) timeout: Option<std::time::Duration>,
+}
+
+impl Focus {
+    fn of(task: &tasks::Task) -> Self {
+        let owned = |value: Option<&str>| value.map(str::to_owned);
+        Self {
+            key: task.key().to_owned(),
+            text: task.text.clone(),
+            verify: owned(task.property(tasks::VERIFY)),
+            agent: owned(task.agent()),
+            model: owned(task.model()),
+            promise: owned(task.promise()),
+            timeout: task.timeout(),
+        }
+    }
+}
+
+/// The step of an iteration on `focus`: the loop's, unless the task names its own agent or model.
+pub(super) fn step_with(
+    config: &RunConfig,
+    cwd: &Path,
+    step: Rc<Step>,
+    focus: Option<&Focus>,
+) -> anyhow::Result<Rc<Step>> {
+    let Some(focus) = focus.filter(|f| f.agent.is_some() || f.model.is_some()) else {
+        return Ok(step);
+    };
+    let spec = match &focus.agent {
+        Some(name) => AgentSpec::resolve(name, &config.custom_agents)
+            .map_err(|why| anyhow::anyhow!("task \"{}\": {why}", focus.text))?,
+        None => step.spec.clone(),
+    };
+    let binary = spec
+        .find_binary(&|name| std::env::var_os(name), cwd)
+        .map_err(|why| anyhow::anyhow!("task \"{}\": {why}", focus.text))?;
+    Ok(Rc::new(Step {
+        agent: spec.agent(),
+        spec,
+        binary,
+        model: focus.model.clone().or_else(|| step.model.clone()),
+    }))
 }
 
 /// The task file as an iteration starts: read once, under the task file's lock.
@@ -86,19 +131,24 @@ pub(super) fn tasks(
 ) -> anyhow::Result<Result<TaskPlan, Stop>> {
     let chosen = tasks::edit(dir, |current| {
         let Some(content) = current else {
-            return (None, Ok((None, None, Vec::new())));
+            return (None, (Vec::new(), Ok((None, None))));
         };
         let list = TaskList::parse(&String::from_utf8_lossy(content));
         if let Some(stop) = decision::tasks_blocked(&list) {
-            return (None, Err(stop));
+            return (None, (Vec::new(), Err(stop)));
         }
         let (updated, focus, failed) = mark_and_choose(content, attempts);
         let text = String::from_utf8_lossy(&updated).into_owned();
-        (Some(updated), Ok((focus, Some(text), failed)))
+        // Marking the last startable tasks failed can leave nothing to start.
+        let blocked = decision::tasks_blocked(&TaskList::parse(&text));
+        let plan = match blocked {
+            Some(stop) if focus.is_none() => Err(stop),
+            _ => Ok((focus, Some(text))),
+        };
+        (Some(updated), (failed, plan))
     });
-    let (focus, content, failed) = match chosen {
-        Ok(Ok(chosen)) => chosen,
-        Ok(Err(stop)) => return Ok(Err(stop)),
+    let (failed, plan) = match chosen {
+        Ok(chosen) => chosen,
         Err(err) => {
             let why = format!("{err:#}");
             output::tasks_file_unreadable(&dir.tasks(), &why);
@@ -111,13 +161,14 @@ pub(super) fn tasks(
     for (text, used) in failed {
         output::task_failed(&text, used);
     }
-    Ok(Ok(TaskPlan {
+    Ok(plan.map(|(focus, content)| TaskPlan {
         focus,
         content: Ok(content),
     }))
 }
 
-/// Marks the tasks past their `max_attempts` failed, then chooses the task to work on.
+/// Marks the tasks past their attempt limit (`max_attempts`, `max_iterations`, `ralph: false`)
+/// failed, then chooses the task to work on.
 fn mark_and_choose(
     content: &[u8],
     attempts: &BTreeMap<String, u32>,
@@ -130,11 +181,10 @@ fn mark_and_choose(
             return (content, None, failed);
         };
         let used = attempts.get(task.key()).copied().unwrap_or(0);
-        if let Some(max) = task.max_attempts()
+        if let Some(max) = task.attempt_limit()
             && used >= max
         {
-            let note =
-                format!("failed after {used} attempts (max_attempts: {max}), marked by ralph");
+            let note = format!("failed after {used} attempts (limit: {max}), marked by ralph");
             if let Some(updated) =
                 tasks::set_status(&content, task.number, TaskStatus::Failed, Some(&note))
             {
@@ -143,12 +193,7 @@ fn mark_and_choose(
                 continue;
             }
         }
-        let focus = Focus {
-            key: task.key().to_owned(),
-            text: task.text.clone(),
-            verify: task.property(tasks::VERIFY).map(str::to_owned),
-        };
-        return (content, Some(focus), failed);
+        return (content, Some(Focus::of(task)), failed);
     }
 }
 

@@ -16,7 +16,7 @@ use super::plan::Step;
 /// Records a finished iteration: history (saved), progress log, event, warnings.
 pub(super) fn iteration(
     runner: &mut Runner<'_>,
-    step: &Step,
+    (step, task_tag): (&Step, &str),
     run: &AgentRun,
     facts: &Facts,
     decision: &Decision,
@@ -78,7 +78,7 @@ pub(super) fn iteration(
     if facts.exit_code != 0 && facts.failure.is_none() && !facts.legacy_plugin {
         output::nonzero_exit(step.spec.display_name(), facts.exit_code);
     }
-    claim_messages(runner, facts, decision);
+    claim_messages(runner, facts, decision, task_tag);
     Ok(())
 }
 
@@ -133,9 +133,8 @@ fn progress_entry(record: &IterationRecord, decision: &Decision) -> ProgressEntr
 }
 
 /// What the agent's claims came to, said to the user, and the reasons for the next prompt.
-fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision) {
+fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, task_tag: &str) {
     let rules = &runner.env.rules;
-    let promises = &runner.env.promises;
     let options = &runner.env.config.options;
     if decision::claim(rules, facts) == Claim::Deferred {
         output::completion_deferred(rules.min_iterations, facts.iteration + 1);
@@ -161,7 +160,7 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision) {
         Refusal::TaskVerification { task, failed } => {
             prompt::feedback(Feedback::TaskVerification {
                 task,
-                task_tag: &promises.task.tag(),
+                task_tag,
                 failed,
             })
         }

@@ -54,6 +54,19 @@ pub(crate) const ID: &str = "id";
 pub(crate) const BLOCKED_BY: &str = "blocked_by";
 pub(crate) const VERIFY: &str = "verify";
 pub(crate) const MAX_ATTEMPTS: &str = "max_attempts";
+/// The agent for this task (`cli`, as roadmaps write it, is read too).
+pub(crate) const AGENT: &str = "agent";
+pub(crate) const MODEL: &str = "model";
+/// Iterations this task may take.
+pub(crate) const MAX_ITERATIONS: &str = "max_iterations";
+/// The task's completion promise (`completion_promise`, as roadmaps write it, is read too).
+pub(crate) const PROMISE: &str = "promise";
+/// Time limit of each iteration on this task (a bare number is minutes, as roadmaps write it).
+pub(crate) const TIMEOUT: &str = "timeout";
+/// What "done" means, shown to the agent.
+pub(crate) const SUCCESS: &str = "success";
+/// `ralph: false`: one attempt, no loop.
+pub(crate) const RALPH: &str = "ralph";
 
 /// A top-level task with its subtasks and properties.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,9 +98,69 @@ impl Task {
             .filter(|v| !v.is_empty())
     }
 
-    /// The task's identity: its `id`, else its text.
+    /// The first value of the first of `keys` the task has (a property and its roadmap alias).
+    fn either(&self, keys: &[&str]) -> Option<&str> {
+        keys.iter().find_map(|key| self.property(key))
+    }
+
+    /// The task's id: its `id` property, else a `**task-001**:` prefix of its description.
+    pub(crate) fn id(&self) -> Option<&str> {
+        self.property(ID).or_else(|| {
+            let rest = self.text.strip_prefix("**")?;
+            let (id, _) = rest.split_once("**:")?;
+            let id = id.trim();
+            (!id.is_empty() && !id.contains(char::is_whitespace)).then_some(id)
+        })
+    }
+
+    /// The task's identity: its id, else its text.
     pub(crate) fn key(&self) -> &str {
-        self.property(ID).unwrap_or(&self.text)
+        self.id().unwrap_or(&self.text)
+    }
+
+    /// The agent this task runs with (`agent`, or a roadmap's `cli`).
+    pub(crate) fn agent(&self) -> Option<&str> {
+        self.either(&[AGENT, "cli"])
+    }
+
+    pub(crate) fn model(&self) -> Option<&str> {
+        self.property(MODEL)
+    }
+
+    /// The task's completion promise (`promise`, or a roadmap's `completion_promise`).
+    pub(crate) fn promise(&self) -> Option<&str> {
+        self.either(&[PROMISE, "completion_promise"])
+    }
+
+    /// What "done" means for this task (acceptance criteria).
+    pub(crate) fn success(&self) -> Option<&str> {
+        self.property(SUCCESS)
+    }
+
+    /// The time limit of each iteration: `30s`, `60min`, `1h`, or a bare number of minutes.
+    pub(crate) fn timeout(&self) -> Option<std::time::Duration> {
+        let text = self.property(TIMEOUT)?.trim();
+        match text.parse::<u64>() {
+            Ok(minutes) => Some(std::time::Duration::from_secs(minutes.saturating_mul(60))),
+            Err(_) => crate::options::parse::duration(text).ok(),
+        }
+    }
+
+    /// How many iterations this task may take: the least of `max_attempts`, `max_iterations`
+    /// and, for `ralph: false`, one.
+    pub(crate) fn attempt_limit(&self) -> Option<u32> {
+        let single = self
+            .property(RALPH)
+            .is_some_and(|value| value.eq_ignore_ascii_case("false"))
+            .then_some(1);
+        let max_iterations = self
+            .property(MAX_ITERATIONS)
+            .and_then(|value| value.parse().ok())
+            .filter(|n| *n > 0);
+        [self.max_attempts(), max_iterations, single]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The ids this task waits for.
@@ -144,9 +217,9 @@ impl TaskList {
         Self { tasks }
     }
 
-    /// The task whose `id` is `id`.
+    /// The task whose id is `id`.
     pub(crate) fn by_id(&self, id: &str) -> Option<&Task> {
-        self.tasks.iter().find(|task| task.property(ID) == Some(id))
+        self.tasks.iter().find(|task| task.id() == Some(id))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -177,20 +250,16 @@ impl TaskList {
     pub(crate) fn blockers(&self, task: &Task) -> Vec<String> {
         task.blocked_by()
             .into_iter()
-            .filter_map(|id| {
-                match self
-                    .tasks
-                    .iter()
-                    .find(|other| other.property(ID) == Some(id))
-                {
+            .filter_map(
+                |id| match self.tasks.iter().find(|other| other.id() == Some(id)) {
                     Some(other) if other.status == TaskStatus::Complete => None,
                     Some(other) if other.status == TaskStatus::Failed => {
                         Some(format!("{id} (failed)"))
                     }
                     Some(_) => Some(id.to_owned()),
                     None => Some(format!("{id} (unknown id)")),
-                }
-            })
+                },
+            )
             .collect()
     }
 
@@ -546,6 +615,41 @@ mod tests {
         assert_eq!(removed, b"# caf\xe9\n- [ ] a \xff\n  - note: \xe9t\xe9\n");
         let added = add_task(Some(content), "c", &[]);
         assert!(added.starts_with(content));
+    }
+
+    /// Seed 004's roadmap examples, as written there.
+    const ROADMAP: &str = "## Tasks\n\n### Phase 1: Implementation\n\n\
+- [ ] **task-001**: Implement user authentication with tests\n  - ralph: true\n  - max_iterations: 30\n  - completion_promise: AUTH_FEATURE_COMPLETE\n  - timeout: 60min\n  - success: All tests pass, coverage > 80%\n  - cli: codex\n\
+- [ ] **fix-001**: Fix race condition in user service\n  - ralph: true\n  - max_iterations: 15\n  - completion_promise: RACE_CONDITION_FIXED\n  - timeout: 30\n  - success: Concurrent user creation no longer causes duplicates, regression test added\n  - cli: claude\n\
+- [ ] **doc-001**: Write the changelog\n  - ralph: false\n";
+
+    #[test]
+    fn a_roadmap_reads_as_a_task_file() {
+        let list = TaskList::parse(ROADMAP);
+        assert_eq!(list.tasks.len(), 3);
+        let auth = &list.tasks[0];
+        assert_eq!(auth.id(), Some("task-001"));
+        assert_eq!(auth.key(), "task-001");
+        assert_eq!(auth.agent(), Some("codex"));
+        assert_eq!(auth.promise(), Some("AUTH_FEATURE_COMPLETE"));
+        assert_eq!(auth.timeout(), Some(std::time::Duration::from_secs(3600)));
+        assert_eq!(auth.attempt_limit(), Some(30));
+        assert_eq!(auth.success(), Some("All tests pass, coverage > 80%"));
+        let fix = &list.tasks[1];
+        assert_eq!(
+            fix.timeout(),
+            Some(std::time::Duration::from_secs(1800)),
+            "minutes"
+        );
+        assert_eq!(fix.agent(), Some("claude"));
+        assert_eq!(
+            list.tasks[2].attempt_limit(),
+            Some(1),
+            "ralph: false is one attempt"
+        );
+        assert_eq!(list.by_id("fix-001").unwrap().number, 2);
+        let blocked = TaskList::parse("- [ ] **a-1**: first\n- [ ] second\n  - blocked_by: a-1\n");
+        assert_eq!(blocked.blockers(&blocked.tasks[1]), ["a-1"]);
     }
 
     #[test]

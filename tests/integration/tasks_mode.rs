@@ -65,3 +65,86 @@ fn all_tasks_complete_tells_the_agent_to_finish() {
     .assert_code(0);
     assert!(env.agent_prompt(1).contains("✅ ALL TASKS COMPLETE!"));
 }
+
+/// A roadmap in seed 004's format, used as it is: per-task agent (`cli`), model, promise
+/// (`completion_promise`), success criteria, `max_iterations` and `timeout`.
+#[test]
+fn per_task_properties_reach_the_agent_the_prompt_and_the_limits() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    std::fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "## Tasks\n\n\
+         - [ ] **alpha**: Write the alpha file\n  - ralph: true\n  - cli: codex\n  - model: gpt-x\n  \
+         - completion_promise: ALPHA_DONE\n  - success: alpha.txt exists\n  - timeout: 60min\n\
+         - [ ] **beta**: Time out once\n  - timeout: 1s\n  - max_iterations: 1\n  - blocked_by: alpha\n",
+    )
+    .unwrap();
+    env.agent_script(
+        Some(1),
+        "echo alpha > alpha.txt; sed -i 's/- \\[ \\] \\*\\*alpha/- [x] **alpha/' .ralph/ralph-tasks.md; echo '<promise>ALPHA_DONE</promise>'",
+    );
+    env.agent_script(Some(2), "sleep 30");
+    let run = env.run_loop(&["Build it", "--tasks", "--max-iterations", "5"]);
+    run.assert_code(3);
+    let stdout = run.stdout();
+    assert_eq!(env.agent_argv(1)[0], "exec", "the task's agent: codex");
+    assert!(env.agent_argv(1).contains(&"gpt-x".to_owned()));
+    let prompt = env.agent_prompt(1);
+    assert!(prompt.contains("Done means: alpha.txt exists"), "{prompt}");
+    assert!(prompt.contains("<promise>ALPHA_DONE</promise>"), "{prompt}");
+    assert!(
+        stdout.contains("Task completion detected: <promise>ALPHA_DONE</promise>"),
+        "{stdout}"
+    );
+    assert_eq!(env.agent_argv(2)[0], "run", "the loop's agent: opencode");
+    assert!(
+        run.stderr().contains("ran longer than 1s"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(env.agent_calls(), 2, "beta may take one iteration");
+    let tasks = std::fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(tasks.contains("- [!] **beta**"), "{tasks}");
+    assert!(tasks.contains("failed after 1 attempts"), "{tasks}");
+}
+
+#[test]
+fn add_task_takes_the_tasks_own_settings_and_list_tasks_shows_them() {
+    let env = TestEnv::new();
+    env.run(&[
+        "--add-task",
+        "Build the API",
+        "--id",
+        "api",
+        "--agent",
+        "codex",
+        "--model",
+        "gpt-x",
+        "--max-iterations",
+        "7",
+        "--completion-promise",
+        "API_DONE",
+        "--iteration-timeout",
+        "30m",
+        "--verify",
+        "cargo test",
+        "--success",
+        "GET /todos returns 200",
+    ])
+    .assert_code(0);
+    let content = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(
+        content.ends_with(
+            "- [ ] Build the API\n  - id: api\n  - agent: codex\n  - model: gpt-x\n  - max_iterations: 7\n  - promise: API_DONE\n  - timeout: 30m\n  - verify: cargo test\n  - success: GET /todos returns 200\n"
+        ),
+        "{content}"
+    );
+    let listed = env.run(&["--list-tasks"]).stdout();
+    assert!(
+        listed.contains(
+            "   agent: codex · model: gpt-x · promise: API_DONE · timeout: 30m · max iterations: 7 · success: GET /todos returns 200"
+        ),
+        "{listed}"
+    );
+}
