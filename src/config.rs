@@ -231,7 +231,9 @@ impl RunConfig {
         layers: &[&Layer],
         agents: &BTreeMap<String, CustomAgentDef>,
     ) -> Result<Self, Error> {
-        let options = LoopOptions::resolve(layers).map_err(usage)?;
+        let mut options = LoopOptions::resolve(layers).map_err(usage)?;
+        // Parallel tasks are tasks.
+        options.tasks |= options.parallel > 0;
         let agent = AgentSpec::resolve(&options.agent.0, agents).map_err(usage)?;
         let rotation = options
             .rotation

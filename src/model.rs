@@ -24,6 +24,28 @@ pub(crate) fn env_millis(name: &str, default_ms: u64) -> std::time::Duration {
     std::time::Duration::from_millis(ms)
 }
 
+/// Parses `90s`, `30m`, `1h`, `500ms`, or a plain number of seconds.
+pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let bad = || format!("'{text}' is not a duration; use e.g. 500ms, 90s, 30m or 1h");
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "secs" => value,
+        "ms" => value / 1000.0,
+        "m" | "min" | "mins" => value * 60.0,
+        "h" | "hr" | "hrs" => value * 3600.0,
+        _ => return Err(bad()),
+    };
+    if !seconds.is_finite() || !(0.0..=1.0e9).contains(&seconds) {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
 /// A process's exit code; 128 + N when signal N ended it (as shells report it).
 pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt as _;

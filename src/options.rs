@@ -205,6 +205,8 @@ loop_options! {
     tasks: bool = false, heading "Tasks", value "", short 't';
     /// The text the agent prints when one task is done.
     task_promise: String = "READY_FOR_NEXT_TASK".to_owned(), heading "Tasks", value "TEXT";
+    /// Run up to N ready tasks at once, each in its own git worktree, merging each when done (implies --tasks; 0: one at a time in this work tree).
+    parallel: u32 = 0, heading "Tasks", value "N", note "0 = tasks one at a time, here";
     /// Read the agent's JSON event stream (default) or its plain text.
     output_format: OutputFormat = OutputFormat::Json,
         heading "Agent and output", value "FORMAT", note "json or text";

@@ -35,6 +35,8 @@ pub(crate) struct PromptInput<'a> {
     pub(crate) tasks: Option<TasksView<'a>>,
     /// Sections explaining why the agent's last claim was refused (each with its heading).
     pub(crate) feedback: &'a [String],
+    /// A parallel worker's one task (its text): the prompt names it and leaves the rest to others.
+    pub(crate) worker_task: Option<&'a str>,
 }
 
 /// The full prompt for one iteration.
@@ -140,36 +142,7 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
                 .to_owned(),
         ),
         TasksView::Found { content, list } => {
-            let instruction = if let Some(task) = list.current() {
-                format!(
-                    "🔄 CURRENT TASK: \"{}\"\n\nFocus on this task. When it is done and verified, \
-                     mark it [x] in .ralph/ralph-tasks.md and end your message with {}.{}",
-                    task.text,
-                    task_promise(task, &next),
-                    task_notes(task)
-                )
-            } else if let Some(task) = list.next() {
-                format!(
-                    "📍 NEXT TASK: \"{}\"\n\nMark it [/] in .ralph/ralph-tasks.md before you \
-                     start. When it is done and verified, mark it [x] and end your message with {}.{}",
-                    task.text,
-                    task_promise(task, &next),
-                    task_notes(task)
-                )
-            } else if list.all_complete() {
-                format!(
-                    "✅ ALL TASKS COMPLETE!\n\nEvery task is marked [x]. Check the work once more, \
-                     then end your message with {done}"
-                )
-            } else if list.is_empty() {
-                "📋 No tasks found.\n\nAdd tasks to .ralph/ralph-tasks.md (`- [ ] description`), \
-                 or with: ralph --add-task \"description\""
-                    .to_owned()
-            } else {
-                "⛔ No task can be started: every open task is failed or waits for another one. \
-                 Review .ralph/ralph-tasks.md."
-                    .to_owned()
-            };
+            let instruction = task_instruction(input, list, &next, &done);
             sections.push(format!(
                 "## TASKS MODE: Working through task list\n\n\
                  Current tasks from .ralph/ralph-tasks.md:\n\n```markdown\n{}\n```\n\n{instruction}\n\n\
@@ -200,6 +173,69 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
     sections
         .push("Tasks Mode: ENABLED - work on one task at a time from ralph-tasks.md".to_owned());
     sections.push("Now work on the current task. Good luck!".to_owned());
+}
+
+/// The instruction of the tasks section: the worker's task, the task in progress, the next
+/// one, or what to do when there is none.
+fn task_instruction(input: &PromptInput<'_>, list: &TaskList, next: &str, done: &str) -> String {
+    let worker_task = input
+        .worker_task
+        .and_then(|text| list.tasks.iter().find(|task| task.text == text));
+    if let Some(task) = worker_task {
+        format!(
+            "🔄 CURRENT TASK: \"{}\"\n\nThis is your task, and only this one: other agents are \
+             doing the other tasks of the list at the same time, in their own copies of the \
+             project. Do not work on them or change their lines. When your task is done and \
+             verified, end your message with {}.{}",
+            task.text,
+            task_promise(task, next),
+            task_notes(task)
+        )
+    } else if let Some(task) = list.current() {
+        format!(
+            "🔄 CURRENT TASK: \"{}\"\n\nFocus on this task. When it is done and verified, \
+             mark it [x] in .ralph/ralph-tasks.md and end your message with {}.{}",
+            task.text,
+            task_promise(task, next),
+            task_notes(task)
+        )
+    } else if let Some(task) = list.next() {
+        format!(
+            "📍 NEXT TASK: \"{}\"\n\nMark it [/] in .ralph/ralph-tasks.md before you \
+             start. When it is done and verified, mark it [x] and end your message with {}.{}",
+            task.text,
+            task_promise(task, next),
+            task_notes(task)
+        )
+    } else if list.all_complete() {
+        format!(
+            "✅ ALL TASKS COMPLETE!\n\nEvery task is marked [x]. Check the work once more, \
+             then end your message with {done}"
+        )
+    } else if list.is_empty() {
+        "📋 No tasks found.\n\nAdd tasks to .ralph/ralph-tasks.md (`- [ ] description`), \
+         or with: ralph --add-task \"description\""
+            .to_owned()
+    } else {
+        "⛔ No task can be started: every open task is failed or waits for another one. \
+         Review .ralph/ralph-tasks.md."
+            .to_owned()
+    }
+}
+
+/// The prompt section for a parallel worker whose branch did not merge cleanly: merging the base
+/// in left conflicts to resolve.
+pub(crate) fn merge_conflicts(base: &str, files: &[String]) -> String {
+    let list: Vec<String> = files.iter().map(|file| format!("- {file}")).collect();
+    format!(
+        "## Merge conflicts to resolve first\n\n\
+         Other tasks were merged into `{base}` while you worked. Merging `{base}` into your branch \
+         conflicted in:\n\n{}\n\n\
+         Resolve every conflict in these files, keeping the intent of both sides, and remove the \
+         conflict markers. Make sure the work still builds and its checks pass, then end your \
+         message with the task's promise.",
+        list.join("\n")
+    )
 }
 
 /// The promise that ends a task: its own `promise`, else the loop's task promise.
@@ -313,7 +349,40 @@ mod tests {
             context,
             tasks,
             feedback: &[],
+            worker_task: None,
         }
+    }
+
+    #[test]
+    fn a_workers_prompt_names_its_one_task_and_leaves_the_rest_to_others() {
+        let content = "- [ ] **api**: Build the API\n  - success: GET /todos works\n  - promise: API_DONE\n- [ ] Write docs\n";
+        let list = TaskList::parse(content);
+        let mut input = input(
+            Some(TasksView::Found {
+                content,
+                list: &list,
+            }),
+            None,
+        );
+        input.worker_task = Some("Write docs");
+        let prompt = build(&input);
+        assert!(
+            prompt.contains("🔄 CURRENT TASK: \"Write docs\""),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains("other agents are doing the other tasks"),
+            "{prompt}"
+        );
+        input.worker_task = Some("**api**: Build the API");
+        let prompt = build(&input);
+        assert!(prompt.contains("Done means: GET /todos works"), "{prompt}");
+        assert!(
+            prompt.contains("end your message with <promise>API_DONE</promise>"),
+            "{prompt}"
+        );
+        let conflicts = merge_conflicts("main", &["src/lib.rs".to_owned()]);
+        assert!(conflicts.contains("- src/lib.rs") && conflicts.contains("`main`"));
     }
 
     #[test]

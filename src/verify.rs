@@ -117,6 +117,30 @@ fn run_one(
     }
 }
 
+/// One failed check per file in `files` (relative to `root`) that still has a line of a
+/// conflict marker (`<<<<<<< `, `=======`, `>>>>>>> `).
+pub(crate) fn conflict_markers(root: &Path, files: &[String]) -> Vec<Verification> {
+    files
+        .iter()
+        .filter(|file| {
+            std::fs::read(root.join(file)).is_ok_and(|bytes| {
+                String::from_utf8_lossy(&bytes).lines().any(|line| {
+                    line.starts_with("<<<<<<< ")
+                        || line.starts_with(">>>>>>> ")
+                        || line == "======="
+                })
+            })
+        })
+        .map(|file| Verification {
+            command: format!("no conflict markers in {file}"),
+            passed: false,
+            exit_code: Some(1),
+            timed_out: false,
+            output_tail: format!("{file} still has conflict markers (<<<<<<<, =======, >>>>>>>)."),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,27 +53,7 @@ pub(crate) fn token_count(text: &str) -> Result<u64, String> {
     Ok((value * scale).round() as u64)
 }
 
-/// Parses `90s`, `30m`, `1h`, `500ms`, or a plain number of seconds.
-pub(crate) fn duration(text: &str) -> Result<Duration, String> {
-    let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(split);
-    let bad = || format!("'{text}' is not a duration; use e.g. 500ms, 90s, 30m or 1h");
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    let seconds = match unit.trim() {
-        "" | "s" | "sec" | "secs" => value,
-        "ms" => value / 1000.0,
-        "m" | "min" | "mins" => value * 60.0,
-        "h" | "hr" | "hrs" => value * 3600.0,
-        _ => return Err(bad()),
-    };
-    if !seconds.is_finite() || !(0.0..=1.0e9).contains(&seconds) {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
+pub(crate) use crate::model::parse_duration as duration;
 
 /// One entry of `--rotation`: an agent name and perhaps a model.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -563,7 +563,7 @@ pub(crate) fn verify_started(command: &str) {
 
 /// A piece of a verification command's output, indented so it never reads as the agent's.
 pub(crate) fn verify_output(text: &str, starts_line: bool, ends_line: bool) {
-    if super::is_json() {
+    if super::is_json() || super::is_worker() {
         // stdout carries only JSON events; the command's output is in the `verified` event.
         return;
     }

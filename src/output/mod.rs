@@ -8,6 +8,7 @@
 mod commands;
 pub(crate) mod format;
 mod messages;
+mod parallel;
 pub(crate) mod report;
 pub(crate) mod status;
 
@@ -17,6 +18,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 pub(crate) use commands::*;
 pub(crate) use messages::*;
+pub(crate) use parallel::*;
 
 /// When ralph colours its own messages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -45,6 +47,35 @@ pub(crate) fn configure(color: ColorChoice, no_color: bool, json: bool) {
     );
     COLOR_STDERR.store(decide(io::stderr().is_terminal()), Ordering::Relaxed);
     JSON.store(json, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// The task a parallel worker thread works on: its messages carry `[id] ` and its agent's
+    /// own output is not shown (the lines of several agents would interleave).
+    static WORKER: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Marks this thread as the worker of task `id` (or, with `None`, as no worker).
+pub(crate) fn set_worker(id: Option<&str>) {
+    WORKER.with(|worker| *worker.borrow_mut() = id.map(str::to_owned));
+}
+
+/// The task of this thread's worker, if it is one.
+fn worker() -> Option<String> {
+    WORKER.with(|worker| worker.borrow().clone())
+}
+
+/// Lines as this thread shows them: a worker's prefixed with its task, without blank lines.
+fn for_thread<'a>(lines: &'a [&'a str]) -> Vec<std::borrow::Cow<'a, str>> {
+    match worker() {
+        None => lines.iter().map(|line| (*line).into()).collect(),
+        Some(id) => lines
+            .iter()
+            .flat_map(|line| line.lines())
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| format!("[{id}] {line}").into())
+            .collect(),
+    }
 }
 
 /// Whether a run prints JSON events instead of human output.
@@ -85,6 +116,9 @@ pub(crate) fn event(kind: &str, mut fields: serde_json::Value) {
     }
     if let Some(map) = fields.as_object_mut() {
         map.insert("event".to_owned(), serde_json::Value::from(kind));
+        if let Some(id) = worker() {
+            map.insert("task".to_owned(), serde_json::Value::from(id));
+        }
         map.insert(
             "time".to_owned(),
             serde_json::Value::from(
@@ -112,7 +146,7 @@ pub(crate) fn say(lines: &[&str]) {
         return;
     }
     let mut out = stdout();
-    for line in lines {
+    for line in for_thread(lines) {
         let _ = writeln!(out, "{line}");
     }
     let _ = out.flush();
@@ -122,22 +156,28 @@ pub(crate) fn say(lines: &[&str]) {
 pub(crate) fn warn(lines: &[&str]) {
     let _ = stdout().flush();
     let mut err = io::stderr().lock();
-    for line in lines {
-        let style = if line.starts_with("⚠️") {
+    for line in for_thread(lines) {
+        let line = line.as_ref();
+        // A worker's line starts with `[id] `: the icon after it sets the style.
+        let bare = match worker() {
+            Some(_) => line.split_once("] ").map_or(line, |(_, rest)| rest),
+            None => line,
+        };
+        let style = if bare.starts_with("⚠️") {
             Some(Style::Warn)
-        } else if line.starts_with("❌") {
+        } else if bare.starts_with("❌") {
             Some(Style::Bad)
         } else {
             None
         };
-        let line = style.map_or_else(|| (*line).to_owned(), |style| paint(style, line, true));
+        let line = style.map_or_else(|| line.to_owned(), |style| paint(style, line, true));
         let _ = writeln!(err, "{line}");
     }
 }
 
 /// Writes a piece of the agent's stdout without flushing.
 pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
-    if is_json() {
+    if is_json() || worker().is_some() {
         return;
     }
     let mut out = stdout();
@@ -149,7 +189,7 @@ pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
 
 /// Writes a piece of the agent's stderr.
 pub(crate) fn agent_stderr(text: &str, ends_line: bool) {
-    if is_json() {
+    if is_json() || worker().is_some() {
         return;
     }
     let _ = stdout().flush();
@@ -162,7 +202,7 @@ pub(crate) fn agent_stderr(text: &str, ends_line: bool) {
 
 /// Copies a reader (buffered agent output) to stdout or stderr.
 pub(crate) fn copy_to(reader: &mut dyn io::Read, to_stderr: bool) {
-    if is_json() {
+    if is_json() || worker().is_some() {
         return;
     }
     let mut out = stdout();
@@ -173,6 +213,11 @@ pub(crate) fn copy_to(reader: &mut dyn io::Read, to_stderr: bool) {
         let _ = io::copy(reader, &mut *out);
         let _ = out.flush();
     }
+}
+
+/// Whether this thread's agent output is hidden (a parallel worker's).
+pub(crate) fn is_worker() -> bool {
+    worker().is_some()
 }
 
 /// Flushes buffered agent output.

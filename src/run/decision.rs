@@ -29,6 +29,9 @@ pub(crate) struct Rules {
     pub(crate) error_pause: Duration,
     /// Whether file changes are tracked (a git repository).
     pub(crate) files_tracked: bool,
+    /// A parallel worker: its one task's promise (or the completion promise) completes its
+    /// loop; the rest of the task list is others' work.
+    pub(crate) worker: bool,
 }
 
 impl Rules {
@@ -46,6 +49,7 @@ impl Rules {
             pause: options.pause,
             error_pause,
             files_tracked,
+            worker: false,
         }
     }
 }
@@ -108,13 +112,14 @@ pub(crate) enum Claim {
 
 /// Judges a completion claim: the first rule that holds it back, else acceptable.
 pub(crate) fn claim(rules: &Rules, facts: &Facts) -> Claim {
-    if !facts.completion {
+    let claimed = facts.completion || (rules.worker && facts.task_done);
+    if !claimed {
         return Claim::None;
     }
     if facts.iteration < rules.min_iterations {
         return Claim::Deferred;
     }
-    if rules.tasks {
+    if rules.tasks && !rules.worker {
         if let Some(why) = &facts.tasks_unreadable {
             return Claim::OpenTasks(vec![format!("(the task file cannot be read: {why})")]);
         }

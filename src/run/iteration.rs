@@ -56,7 +56,15 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         iteration,
         context_text.as_deref(),
         &runner.feedback,
-        planned.tasks.as_ref(),
+        (
+            planned.tasks.as_ref(),
+            runner
+                .env
+                .worker
+                .as_ref()
+                .and(planned.focus.as_ref())
+                .map(|focus| focus.text.as_str()),
+        ),
     );
     runner.feedback.clear();
     let step = plan::step_for(&runner.env.steps, iteration);
@@ -106,7 +114,10 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
 /// Plan: the task (attempt counted), the pending context and the tree as the agent finds them.
 fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
     let env = &runner.env;
-    let (focus, tasks) = if env.rules.tasks {
+    let (focus, tasks) = if let Some(worker) = &env.worker {
+        let plan = plan::worker_task(env.dir, &worker.task_id)?;
+        (plan.focus, Some(plan.content))
+    } else if env.rules.tasks {
         match plan::tasks(env.dir, &runner.state.task_attempts)? {
             Ok(plan) => (plan.focus, Some(plan.content)),
             Err(stop) => return Ok(Err(stop)),
@@ -258,10 +269,21 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
             Err(why) => facts.tasks_unreadable = Some(why),
         }
     }
-    let verify = &env.config.options.verify;
-    if decision::claim(&env.rules, &facts) == decision::Claim::Acceptable && !verify.is_empty() {
-        facts.verification = Some(verify_all(runner, verify));
-    } else if facts.task_done && !facts.completion {
+    let mut verify = env.config.options.verify.clone();
+    if env.rules.worker {
+        // A worker's task is done only when its own verify passes too.
+        verify.extend(focus.and_then(|task| task.verify.clone()));
+    }
+    let acceptable = decision::claim(&env.rules, &facts) == decision::Claim::Acceptable;
+    if acceptable && !verify.is_empty() {
+        facts.verification = Some(verify_all(runner, &verify));
+    }
+    if acceptable && let Some(worker) = &env.worker {
+        // A merge conflict counts as resolved only when no conflict marker is left.
+        let root = env.repo.as_ref().map_or(env.cwd, Repo::root);
+        let left = crate::verify::conflict_markers(root, &worker.conflicts);
+        facts.verification.get_or_insert_with(Vec::new).extend(left);
+    } else if facts.task_done && !facts.completion && !env.rules.worker {
         let command = focus.and_then(|task| task.verify.clone());
         facts.task_verification = command.map(|command| verify_all(runner, &[command]));
     }
@@ -339,7 +361,7 @@ fn apply(
         plan::reopen_task(runner.env.dir, focus)?;
         output::task_verification_failed(task);
     }
-    if facts.task_done && !facts.completion {
+    if facts.task_done && !facts.completion && !runner.env.rules.worker {
         output::task_completed(task_tag, facts.iteration + 1);
     }
     if decision.consume_context

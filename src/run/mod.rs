@@ -11,6 +11,7 @@
 
 mod decision;
 mod iteration;
+pub(crate) mod parallel;
 mod plan;
 mod record;
 mod start;
@@ -80,6 +81,82 @@ struct Env<'a> {
     steps: Vec<std::rc::Rc<plan::Step>>,
     rules: Rules,
     promises: Promises,
+    /// Set when this loop is one worker of a parallel run.
+    worker: Option<Worker>,
+}
+
+/// A parallel worker's one task, and what it shares with the other workers.
+pub(crate) struct Worker {
+    /// The task's id (as `storage::tasks::task_ids` gives it).
+    pub(crate) task_id: String,
+    /// The budgets every worker spends together.
+    pub(crate) shared: std::sync::Arc<Shared>,
+    /// The branch the task merges into.
+    pub(crate) base: String,
+    /// Files left in conflict by merging the base into the task's branch, to resolve.
+    pub(crate) conflicts: Vec<String>,
+}
+
+/// What every worker of a parallel run spends, counted together for the global budgets.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    started: Instant,
+    /// Cost in billionths of a USD; `cost_seen` says whether any agent reported one.
+    cost_nanos: std::sync::atomic::AtomicU64,
+    cost_seen: std::sync::atomic::AtomicBool,
+    tokens: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            cost_nanos: 0.into(),
+            cost_seen: false.into(),
+            tokens: 0.into(),
+        }
+    }
+
+    /// Adds what one iteration spent.
+    fn add(&self, cost: Option<f64>, tokens: u64) {
+        use std::sync::atomic::Ordering;
+        if let Some(cost) = cost.filter(|c| c.is_finite() && *c > 0.0) {
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a positive cost, saturating"
+            )]
+            let nanos = (cost * 1e9).min(u64::MAX as f64) as u64;
+            let _ = self
+                .cost_nanos
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
+                    Some(old.saturating_add(nanos))
+                });
+        }
+        if cost.is_some() {
+            self.cost_seen.store(true, Ordering::SeqCst);
+        }
+        let _ = self
+            .tokens
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
+                Some(old.saturating_add(tokens))
+            });
+    }
+
+    /// Everything spent so far, by every worker.
+    fn spent(&self) -> Spent {
+        use std::sync::atomic::Ordering;
+        #[expect(clippy::cast_precision_loss, reason = "display and budget only")]
+        let cost = self
+            .cost_seen
+            .load(Ordering::SeqCst)
+            .then(|| self.cost_nanos.load(Ordering::SeqCst) as f64 / 1e9);
+        Spent {
+            runtime: self.started.elapsed(),
+            cost,
+            tokens: self.tokens.load(Ordering::SeqCst),
+        }
+    }
 }
 
 /// The promises the agent can make, with their matchers built once.
@@ -114,15 +191,24 @@ impl Runner<'_> {
         state::save(&self.env.dir.state(), &self.state)
     }
 
-    /// The loop: iterations until a stop.
+    /// The loop, then its end.
     fn run(&mut self) -> anyhow::Result<ExitStatus> {
+        let stop = self.run_loop()?;
+        self.finish(&stop)
+    }
+
+    /// Iterations until a stop.
+    fn run_loop(&mut self) -> anyhow::Result<decision::Stop> {
         self.start()?;
         let stop = loop {
             let iteration = self.state.iteration;
-            let spent = Spent {
-                runtime: self.runtime(),
-                cost: self.history.total_cost_usd,
-                tokens: self.history.total_tokens.billable(),
+            let spent = match &self.env.worker {
+                Some(worker) => worker.shared.spent(),
+                None => Spent {
+                    runtime: self.runtime(),
+                    cost: self.history.total_cost_usd,
+                    tokens: self.history.total_tokens.billable(),
+                },
             };
             let due = decision::before_iteration(
                 &self.env.rules,
@@ -155,7 +241,7 @@ impl Runner<'_> {
                 }
             }
         };
-        self.finish(&stop)
+        Ok(stop)
     }
 
     /// An iteration in which ralph itself failed: recorded, and the loop goes on, unless it

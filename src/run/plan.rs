@@ -167,6 +167,25 @@ pub(super) fn tasks(
     }))
 }
 
+/// A parallel worker's task, from the task file of its worktree (whatever its box says there).
+pub(super) fn worker_task(dir: &RalphDir, task_id: &str) -> anyhow::Result<TaskPlan> {
+    let content = storage::read_text(&dir.tasks())?;
+    let list = TaskList::parse(content.as_deref().unwrap_or_default());
+    let focus = tasks::task_ids(&list)
+        .iter()
+        .position(|id| id == task_id)
+        .map(|index| Focus::of(&list.tasks[index]));
+    anyhow::ensure!(
+        focus.is_some(),
+        "task {task_id} is not in {}",
+        dir.tasks().display()
+    );
+    Ok(TaskPlan {
+        focus,
+        content: Ok(content),
+    })
+}
+
 /// Marks the tasks past their attempt limit (`max_attempts`, `max_iterations`, `ralph: false`)
 /// failed, then chooses the task to work on.
 fn mark_and_choose(
@@ -221,7 +240,13 @@ pub(crate) fn iteration_prompt(
             err.to_string()
         })
     });
-    prompt_for(config, iteration, context, feedback, content.as_ref())
+    prompt_for(
+        config,
+        iteration,
+        context,
+        feedback,
+        (content.as_ref(), None),
+    )
 }
 
 /// The prompt of an iteration, from the task file's content as read for it.
@@ -230,7 +255,7 @@ pub(super) fn prompt_for(
     iteration: u32,
     context: Option<&str>,
     feedback: &[String],
-    tasks: Option<&Result<Option<String>, String>>,
+    (tasks, worker_task): (Option<&Result<Option<String>, String>>, Option<&str>),
 ) -> String {
     let list = match tasks {
         Some(Ok(Some(content))) => TaskList::parse(content),
@@ -256,6 +281,7 @@ pub(super) fn prompt_for(
         context,
         tasks: view,
         feedback,
+        worker_task,
     })
 }
 

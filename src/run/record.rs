@@ -61,6 +61,10 @@ pub(super) fn iteration(
         Struggle::Skip
     };
     let entry = progress_entry(&record, decision);
+    if let Some(worker) = &runner.env.worker {
+        let tokens = record.tokens.map_or(0, |usage| usage.billable());
+        worker.shared.add(record.cost_usd, tokens);
+    }
     output::event(
         "iteration_finished",
         serde_json::to_value(&record).unwrap_or_default(),

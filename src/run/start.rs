@@ -62,6 +62,7 @@ pub(crate) fn run(
         steps,
         rules: Rules::new(&config.options, knobs.error_pause, false),
         promises: Promises::new(&config.options),
+        worker: None,
     };
     let mut runner = Runner::new(env, resumed)?;
     let result = runner.run();
@@ -69,6 +70,49 @@ pub(crate) fn run(
         runner.record_own_failure(err);
     }
     result
+}
+
+/// Runs one parallel worker's loop in its worktree (`cwd`), to its stop.
+pub(crate) fn run_worker(
+    config: &RunConfig,
+    cwd: &Path,
+    worker: super::Worker,
+    stop: &StopFlag,
+    knobs: &Knobs,
+) -> anyhow::Result<Stop> {
+    let dir = RalphDir::new(cwd);
+    let steps = plan::steps(config, cwd).map_err(fail)?;
+    dir.ensure()?;
+    let Some(_lock) = lock::loop_lock(&dir, knobs.lock_wait)? else {
+        let running = state::load(&dir.state()).ok();
+        return Err(fail(output::loop_already_running(running.as_ref(), &dir.state())).into());
+    };
+    let mut rules = Rules::new(&config.options, knobs.error_pause, false);
+    rules.worker = true;
+    let env = Env {
+        config,
+        cwd,
+        dir: &dir,
+        stop,
+        knobs,
+        repo: Repo::discover(cwd),
+        steps,
+        rules,
+        promises: Promises::new(&config.options),
+        worker: Some(worker),
+    };
+    let mut runner = Runner::new(env, None)?;
+    let result = runner.run_loop();
+    match result {
+        Ok(stop) => {
+            runner.finish(&stop)?;
+            Ok(stop)
+        }
+        Err(err) => {
+            runner.record_own_failure(&err);
+            Err(err)
+        }
+    }
 }
 
 impl Promises {
@@ -238,6 +282,13 @@ impl<'a> Runner<'a> {
         } else {
             History::default()
         };
+        let feedback = env
+            .worker
+            .as_ref()
+            .filter(|worker| !worker.conflicts.is_empty())
+            .map(|worker| crate::prompt::merge_conflicts(&worker.base, &worker.conflicts))
+            .into_iter()
+            .collect();
         Ok(Self {
             counters: Counters {
                 stalled: state.stalled,
@@ -246,7 +297,7 @@ impl<'a> Runner<'a> {
             env,
             state,
             history,
-            feedback: Vec::new(),
+            feedback,
             announced_stop: false,
             resumed: resumed.is_some(),
             session_started: Instant::now(),
@@ -270,7 +321,9 @@ impl<'a> Runner<'a> {
         if o.max_stalled.is_some() && self.env.repo.is_none() {
             output::max_stalled_unavailable();
         }
-        output::banner(config.agent.display_name());
+        if self.env.worker.is_none() {
+            output::banner(config.agent.display_name());
+        }
         if self.resumed {
             self.settle_recorded_iteration()?;
         }
@@ -285,7 +338,9 @@ impl<'a> Runner<'a> {
             }
         }
         history::save(&self.env.dir.history(), &self.history)?;
-        self.announce_start();
+        if self.env.worker.is_none() {
+            self.announce_start();
+        }
         Ok(())
     }
 
@@ -331,7 +386,11 @@ impl<'a> Runner<'a> {
         let reason = stop.reason(self.state.iteration);
         if let Stop::Completed { iteration } = stop {
             output::event("completed", serde_json::json!({ "iteration": iteration }));
-            output::completion_box(&self.env.promises.completion.tag(), *iteration, total);
+            if self.env.worker.is_some() {
+                output::worker_done(*iteration, total);
+            } else {
+                output::completion_box(&self.env.promises.completion.tag(), *iteration, total);
+            }
             storage::remove_file(&self.env.dir.state())?;
             storage::remove_file(&self.env.dir.context())?;
         } else {

@@ -98,6 +98,31 @@ impl RalphDir {
         self.file(LOCK_FILE)
     }
 
+    /// The worktree of parallel task `id`: `.ralph/worktrees/<id>`.
+    pub(crate) fn worktree(&self, id: &str) -> PathBuf {
+        self.root.join(WORKTREES_DIR).join(id)
+    }
+
+    /// Makes sure `.ralph/.gitignore` keeps the worktrees out of git (a file written by an
+    /// older ralph lacks the line).
+    pub(crate) fn ignore_worktrees(&self) -> anyhow::Result<()> {
+        self.ensure()?;
+        let path = self.file(GITIGNORE_FILE);
+        let mut content = read_raw(&path)?.unwrap_or_default();
+        if content
+            .split(|&b| b == b'\n')
+            .any(|line| line == WORKTREES_IGNORE.as_bytes())
+        {
+            return Ok(());
+        }
+        if !content.is_empty() && !content.ends_with(b"\n") {
+            content.push(b'\n');
+        }
+        content.extend_from_slice(WORKTREES_IGNORE.as_bytes());
+        content.push(b'\n');
+        write_atomic_shared(&path, &content)
+    }
+
     /// Creates `.ralph/` (mode 0700) and its `.gitignore` for the runtime files, if missing.
     pub(crate) fn ensure(&self) -> anyhow::Result<()> {
         if !self.root.is_dir() {
@@ -124,8 +149,14 @@ fn gitignore_contents() -> String {
         text.push('\n');
     }
     text.push_str("*.corrupt\n.tmp*\n");
+    text.push_str(WORKTREES_IGNORE);
+    text.push('\n');
     text
 }
+
+/// The worktrees of parallel tasks, under `.ralph/` (never committed).
+pub(crate) const WORKTREES_DIR: &str = "worktrees";
+const WORKTREES_IGNORE: &str = "/worktrees/";
 
 /// For `skip_serializing_if`: a count that is zero is left out of the file.
 pub(crate) fn is_zero(count: &u32) -> bool {

@@ -142,7 +142,7 @@ impl Task {
         let text = self.property(TIMEOUT)?.trim();
         match text.parse::<u64>() {
             Ok(minutes) => Some(std::time::Duration::from_secs(minutes.saturating_mul(60))),
-            Err(_) => crate::options::parse::duration(text).ok(),
+            Err(_) => crate::model::parse_duration(text).ok(),
         }
     }
 
@@ -305,6 +305,61 @@ fn block_end<L: AsRef<[u8]>>(lines: &[L], task_line: usize) -> usize {
         end = index + 1;
     }
     end
+}
+
+/// A stable, filesystem- and ref-safe id for every task, in file order: its own id when that is
+/// safe, else one derived from it or from the description (`Write the parser` → `write-the-parser`),
+/// made unique with `-2`, `-3`…
+pub(crate) fn task_ids(list: &TaskList) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::with_capacity(list.tasks.len());
+    for task in &list.tasks {
+        let base = match task.id() {
+            Some(id) if is_ref_safe(id) => id.to_owned(),
+            Some(id) => slug(id),
+            None => slug(task.text.trim_start_matches("**")),
+        };
+        let mut id = base.clone();
+        let mut n = 2;
+        while ids.contains(&id) {
+            id = format!("{base}-{n}");
+            n += 1;
+        }
+        ids.push(id);
+    }
+    ids
+}
+
+fn is_ref_safe(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 60
+        && !id.starts_with(['-', '.'])
+        && !id.ends_with(['.', '/'])
+        && !id.contains("..")
+        && !id.ends_with(".lock")
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Lower-case ASCII letters and digits joined by single dashes, at most 40 characters.
+fn slug(text: &str) -> String {
+    let mut slug = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+        if slug.len() >= 40 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    if slug.is_empty() {
+        "task".to_owned()
+    } else {
+        slug.to_owned()
+    }
 }
 
 /// `- [c] text` → (c, text); the text must not be empty.
@@ -650,6 +705,23 @@ mod tests {
         assert_eq!(list.by_id("fix-001").unwrap().number, 2);
         let blocked = TaskList::parse("- [ ] **a-1**: first\n- [ ] second\n  - blocked_by: a-1\n");
         assert_eq!(blocked.blockers(&blocked.tasks[1]), ["a-1"]);
+    }
+
+    #[test]
+    fn every_task_gets_a_stable_safe_unique_id() {
+        let list = TaskList::parse(
+            "- [ ] Write the parser!\n- [ ] Write the parser\n- [ ] **api**: Build it\n- [ ] x\n  - id: has space\n- [ ] ---\n",
+        );
+        assert_eq!(
+            task_ids(&list),
+            [
+                "write-the-parser",
+                "write-the-parser-2",
+                "api",
+                "has-space",
+                "task"
+            ]
+        );
     }
 
     #[test]

@@ -847,3 +847,38 @@ fn a_startable_task_or_an_empty_list_is_not_blocked() {
     assert_eq!(tasks_blocked(&TaskList::parse("no tasks\n")), None);
     assert_eq!(tasks_blocked(&TaskList::parse("- [x] done\n")), None);
 }
+
+// ── Parallel workers ────────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn a_workers_task_promise_completes_its_loop() {
+    let rules = Rules {
+        tasks: true,
+        worker: true,
+        ..rules()
+    };
+    let facts = Facts {
+        task_done: true,
+        open_tasks: vec!["2. someone else's".to_owned()],
+        ..facts(1)
+    };
+    assert_eq!(claim(&rules, &facts), Claim::Acceptable);
+    assert_eq!(stop(&rules, &facts), Stop::Completed { iteration: 1 });
+}
+
+#[test]
+fn a_workers_task_is_refused_when_its_verify_fails() {
+    let rules = Rules {
+        tasks: true,
+        worker: true,
+        ..rules()
+    };
+    let facts = Facts {
+        completion: true,
+        verification: Some(vec![verification("make check", false)]),
+        ..facts(2)
+    };
+    let decision = decide(&rules, &facts, Counters::default());
+    assert!(matches!(decision.next, Next::Continue { .. }));
+    assert!(matches!(decision.refusal, Some(Refusal::Verification(_))));
+}

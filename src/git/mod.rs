@@ -22,6 +22,10 @@ use std::process::{Command, Output, Stdio};
 
 use crate::storage::{RALPH_DIR, RUNTIME_FILES};
 
+mod worktree;
+
+pub(crate) use worktree::Merge;
+
 /// The repository that contains ralph's working directory.
 #[derive(Clone, Debug)]
 pub(crate) struct Repo {
@@ -70,6 +74,11 @@ impl Repo {
     /// The top of the work tree.
     pub(crate) fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The working directory relative to the top, with a trailing `/` (or empty).
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// Takes a snapshot of the work tree; `None` if `git status` fails (then nothing can be

@@ -1,0 +1,210 @@
+//! Worktrees, branches and merges for parallel tasks: each task works in its own worktree on its
+//! own branch, and finished branches are merged into the base one at a time.
+
+use std::path::{Path, PathBuf};
+
+use super::{Repo, check};
+
+/// How merging a task's branch into the base went.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Merge {
+    /// Merged and committed: the merge commit's short hash.
+    Done(String),
+    /// Real conflicts (files other than ralph's own): the merge was undone; the files named.
+    Conflict(Vec<String>),
+}
+
+impl Repo {
+    /// The branch checked out in this work tree (`None` on a detached HEAD).
+    pub(crate) fn current_branch(&self) -> Option<String> {
+        let output = self
+            .run(&["symbolic-ref", "--quiet", "--short", "HEAD"])
+            .ok()?;
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+            .filter(|name| !name.is_empty())
+    }
+
+    /// The paths with uncommitted changes (tracked or not, ignored files aside) outside `except`.
+    pub(crate) fn dirty_paths(&self, except: &[&str]) -> Result<Vec<String>, String> {
+        let output = check(
+            self.run(&["status", "--porcelain", "-z", "--untracked-files=all"]),
+            "git status",
+        )?;
+        Ok(output
+            .stdout
+            .split(|&b| b == 0)
+            .filter(|entry| entry.len() > 3)
+            .map(|entry| String::from_utf8_lossy(&entry[3..]).into_owned())
+            .filter(|path| {
+                !except
+                    .iter()
+                    .any(|own| path == own || path.starts_with(own))
+            })
+            .collect())
+    }
+
+    /// Commits `paths` (ralph's own files) alone, if they changed.
+    pub(crate) fn commit_paths(&self, paths: &[&str], message: &str) -> Result<(), String> {
+        let paths: Vec<&str> = paths
+            .iter()
+            .copied()
+            .filter(|path| self.root.join(path).exists())
+            .collect();
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let paths = paths.as_slice();
+        let mut add = vec!["add", "-A", "--"];
+        add.extend(paths);
+        check(self.run(&add), "git add")?;
+        let mut diff = vec!["diff", "--cached", "--quiet", "--"];
+        diff.extend(paths);
+        if self.run(&diff).is_ok_and(|output| output.status.success()) {
+            return Ok(());
+        }
+        let mut commit = vec!["commit", "-q", "-m", message, "--"];
+        commit.extend(paths);
+        check(self.run(&commit), "git commit").map(drop)
+    }
+
+    /// Creates (or, when its branch exists, reuses) the worktree of a task at `path` on
+    /// `branch`, starting from `base`. Returns the worktree's top directory.
+    pub(crate) fn add_worktree(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &str,
+    ) -> Result<PathBuf, String> {
+        let shown = path.to_string_lossy().into_owned();
+        if path.join(".git").exists() {
+            return Ok(path.to_owned());
+        }
+        let _ = self.run(&["worktree", "prune"]);
+        let exists = self
+            .run(&[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ])
+            .is_ok_and(|output| output.status.success());
+        let args: Vec<&str> = if exists {
+            vec!["worktree", "add", "-q", &shown, branch]
+        } else {
+            vec!["worktree", "add", "-q", "-b", branch, &shown, base]
+        };
+        check(self.run(&args), "git worktree add")?;
+        Ok(path.to_owned())
+    }
+
+    /// Removes a task's worktree and, with `delete_branch`, its branch.
+    pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) {
+        let shown = path.to_string_lossy().into_owned();
+        let _ = self.run(&["worktree", "remove", "--force", "--force", &shown]);
+        let _ = self.run(&["worktree", "prune"]);
+        if delete_branch {
+            let _ = self.run(&["branch", "-q", "-D", branch]);
+        }
+    }
+
+    /// Merges `branch` into the checked-out base with a merge commit whose message is `message`.
+    /// ralph's own files (`own`: the task list, the progress log) never conflict: the base's
+    /// version is kept, and `finish` may change them (mark the task done) before the commit.
+    pub(crate) fn merge_branch(
+        &self,
+        branch: &str,
+        message: &str,
+        own: &[&str],
+        finish: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<Merge, String> {
+        let merged = self.run(&["merge", "--no-ff", "--no-commit", "-q", branch]);
+        let merged = merged.map_err(|err| format!("git merge could not run: {err}"))?;
+        let conflicted = self.unmerged_paths()?;
+        let real: Vec<String> = conflicted
+            .iter()
+            .filter(|path| !own.contains(&path.as_str()))
+            .cloned()
+            .collect();
+        if !real.is_empty() || (!merged.status.success() && conflicted.is_empty()) {
+            let _ = self.run(&["merge", "--abort"]);
+            if real.is_empty() {
+                return Err(check(Ok(merged), "git merge").err().unwrap_or_default());
+            }
+            return Ok(Merge::Conflict(real));
+        }
+        for path in own {
+            self.keep_base_version(path);
+        }
+        if let Err(why) = finish() {
+            let _ = self.run(&["merge", "--abort"]);
+            return Err(why);
+        }
+        let mut add = vec!["add", "-A", "--"];
+        add.extend(own);
+        check(self.run(&add), "git add")?;
+        check(
+            self.run(&["commit", "-q", "--no-edit", "-m", message]),
+            "git commit",
+        )?;
+        self.short_head().map(Merge::Done)
+    }
+
+    /// Merges the base into a task's branch (run in the task's worktree): `Ok(files)` with the
+    /// conflicted files left for the agent to resolve; nothing when it merged cleanly. ralph's
+    /// own files (`own`) keep the branch's version.
+    pub(crate) fn merge_base_into_branch(
+        &self,
+        base: &str,
+        own: &[&str],
+    ) -> Result<Vec<String>, String> {
+        let merged = self.run(&["merge", "--no-edit", "-q", base]);
+        let merged = merged.map_err(|err| format!("git merge could not run: {err}"))?;
+        if merged.status.success() {
+            return Ok(Vec::new());
+        }
+        let conflicted = self.unmerged_paths()?;
+        if conflicted.is_empty() {
+            return Err(check(Ok(merged), "git merge").err().unwrap_or_default());
+        }
+        let (mine, real): (Vec<String>, Vec<String>) = conflicted
+            .into_iter()
+            .partition(|path| own.contains(&path.as_str()));
+        for path in &mine {
+            let _ = self.run(&["checkout", "-q", "--ours", "--", path]);
+            let _ = self.run(&["add", "--", path]);
+        }
+        if real.is_empty() {
+            check(self.run(&["commit", "-q", "--no-edit"]), "git commit")?;
+        }
+        Ok(real)
+    }
+
+    fn unmerged_paths(&self) -> Result<Vec<String>, String> {
+        let output = check(
+            self.run(&["diff", "--name-only", "--diff-filter=U", "-z"]),
+            "git diff",
+        )?;
+        Ok(output
+            .stdout
+            .split(|&b| b == 0)
+            .filter(|path| !path.is_empty())
+            .map(|path| String::from_utf8_lossy(path).into_owned())
+            .collect())
+    }
+
+    /// Puts back the base's version of one of ralph's own files during a merge (or the task
+    /// branch's, when the base has none).
+    fn keep_base_version(&self, path: &str) {
+        let in_base = self
+            .run(&["cat-file", "-e", &format!("HEAD:{path}")])
+            .is_ok_and(|output| output.status.success());
+        if in_base {
+            let _ = self.run(&["checkout", "-q", "HEAD", "--", path]);
+        } else {
+            let _ = self.run(&["checkout", "-q", "--theirs", "--", path]);
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Messages of a parallel run: one line per event, prefixed with the task.
+
+use super::format::{long_duration_ms, plural};
+use super::{say, warn};
+
+/// A parallel run starts.
+pub(crate) fn parallel_started(workers: u32, base: &str) {
+    say(&[&format!(
+        "🚀 Running the task list with up to {workers} agents at once; finished tasks are merged into {base}."
+    )]);
+}
+
+/// A parallel worker starts on its task.
+pub(crate) fn worker_started(id: &str, text: &str, branch: &str) {
+    say(&[&format!(
+        "[{id}] ▶️  \"{text}\" in .ralph/worktrees/{id} (branch {branch})"
+    )]);
+}
+
+/// A finished task was merged into the base.
+pub(crate) fn task_merged(id: &str, base: &str, hash: &str) {
+    say(&[&format!(
+        "[{id}] 🔀 Merged into {base} ({hash}); task marked [x]"
+    )]);
+}
+
+/// A finished task's merge conflicted: its worker resolves it.
+pub(crate) fn merge_conflicted(id: &str, files: &[String]) {
+    warn(&[&format!(
+        "[{id}] ⚠️  Merge conflict in {}; the agent resolves it in the task's worktree",
+        files.join(", ")
+    )]);
+}
+
+/// A task could not be done: it is marked failed.
+pub(crate) fn task_given_up(id: &str, why: &str) {
+    warn(&[&format!("[{id}] ❌ Task failed: {why}; marked [!]")]);
+}
+
+/// A parallel run ends.
+pub(crate) fn parallel_ended(reason: &str, exit_code: u8) {
+    say(&[&format!("Parallel run ended: {reason} (exit {exit_code})")]);
+}
+
+/// A parallel worker's task is done (and verified) in its branch.
+pub(crate) fn worker_done(iterations: u32, total_ms: u64) {
+    say(&[&format!(
+        "✅ Task done in {} ({}); merging",
+        plural(u64::from(iterations), "iteration"),
+        long_duration_ms(total_ms)
+    )]);
+}

@@ -1,0 +1,403 @@
+//! `--tasks --parallel N`: up to N ready tasks at once, each in its own git worktree on its own
+//! branch, each running its own loop; finished tasks are merged into the base branch one at a
+//! time, in the order they finish.
+//!
+//! The coordinator (this module, on the main thread) owns the base work tree: it creates and
+//! removes worktrees, merges, and writes the base's task file. Workers (scoped threads) only run
+//! their loop in their worktree; they share the global budgets through [`Shared`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use crate::config::RunConfig;
+use crate::error::fail;
+use crate::exit::ExitStatus;
+use crate::git::{Merge, Repo};
+use crate::output;
+use crate::signal::StopFlag;
+use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
+use crate::storage::{self, RalphDir, lock};
+
+use super::decision::Stop;
+use super::{Knobs, Shared, Worker, start};
+
+/// Tries at resolving a merge conflict before a task is given up.
+const MERGE_TRIES: u32 = 2;
+
+/// How a worker's loop ended.
+enum Outcome {
+    /// The task is done in its branch: merge it.
+    Done,
+    /// The task could not be done (its iterations ran out, its agent kept failing).
+    Failed(String),
+    /// A global limit or a stop request: the whole run ends.
+    Ended(Stop),
+}
+
+/// Runs the task list in parallel.
+pub(crate) fn run(
+    config: &RunConfig,
+    cwd: &Path,
+    dir: &RalphDir,
+    stop: &StopFlag,
+    knobs: &Knobs,
+) -> anyhow::Result<ExitStatus> {
+    let (repo, base) = prepare(cwd, dir)?;
+    let Some(_lock) = lock::loop_lock(dir, knobs.lock_wait)? else {
+        return Err(fail(output::loop_already_running(None, &dir.state())).into());
+    };
+    let mut run = Coordinator {
+        config,
+        dir,
+        repo,
+        base,
+        shared: Arc::new(Shared::new()),
+        running: BTreeSet::new(),
+        merge_tries: BTreeMap::new(),
+        failed: Vec::new(),
+        ended: None,
+    };
+    output::parallel_started(config.options.parallel, &run.base);
+    std::thread::scope(|scope| run.schedule(scope, stop, knobs))?;
+    Ok(run.finish())
+}
+
+/// Checks that the base can host workers: a git repository, a branch checked out, nothing
+/// uncommitted but ralph's own files (which are committed first, so the workers see them).
+fn prepare(cwd: &Path, dir: &RalphDir) -> anyhow::Result<(Repo, String)> {
+    let repo = Repo::discover(cwd).ok_or_else(|| {
+        fail("--parallel runs each task in a git worktree, and this is not a git repository; run `git init` and commit first")
+    })?;
+    let base = repo.current_branch().ok_or_else(|| {
+        fail("--parallel merges finished tasks into the checked-out branch, and HEAD is detached; check out a branch first")
+    })?;
+    dir.ignore_worktrees()?;
+    let prefix = repo.prefix().to_owned();
+    let own: Vec<String> = [storage::TASKS_FILE, storage::GITIGNORE_FILE, "progress.md"]
+        .iter()
+        .map(|name| format!("{prefix}{}/{name}", storage::RALPH_DIR))
+        .collect();
+    let own: Vec<&str> = own.iter().map(String::as_str).collect();
+    let dirty = repo.dirty_paths(&own).map_err(fail)?;
+    if !dirty.is_empty() {
+        let shown: Vec<&str> = dirty.iter().take(3).map(String::as_str).collect();
+        return Err(fail(format!(
+            "the work tree has uncommitted changes ({}{}); commit or stash them first: parallel tasks start from the last commit and are merged into it",
+            shown.join(", "),
+            if dirty.len() > 3 { ", …" } else { "" }
+        ))
+        .into());
+    }
+    repo.commit_paths(&own, "Ralph: task list").map_err(fail)?;
+    Ok((repo, base))
+}
+
+struct Coordinator<'a> {
+    config: &'a RunConfig,
+    dir: &'a RalphDir,
+    repo: Repo,
+    base: String,
+    shared: Arc<Shared>,
+    /// Ids of the tasks whose worker runs.
+    running: BTreeSet<String>,
+    /// Merge conflicts so far, per task.
+    merge_tries: BTreeMap<String, u32>,
+    /// Ids of the tasks that failed in this run.
+    failed: Vec<String>,
+    /// Why the run ended early, if it did.
+    ended: Option<Stop>,
+}
+
+impl<'a> Coordinator<'a> {
+    /// Starts ready tasks up to the limit, and handles each worker's end, until nothing runs.
+    fn schedule<'s>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        stop: &'s StopFlag,
+        knobs: &'s Knobs,
+    ) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let (sender, receiver) = mpsc::channel::<(String, anyhow::Result<Stop>)>();
+        loop {
+            if self.ended.is_none() && !stop.is_stopping() {
+                for (id, task) in self.ready()? {
+                    if self.running.len() >= self.config.options.parallel as usize {
+                        break;
+                    }
+                    self.start(scope, (&id, &task), Vec::new(), (stop, knobs), &sender)?;
+                }
+            }
+            if self.running.is_empty() {
+                return Ok(());
+            }
+            let Ok((id, result)) = receiver.recv() else {
+                return Ok(());
+            };
+            self.running.remove(&id);
+            match outcome(result) {
+                Outcome::Done => self.merge(&id, scope, (stop, knobs), &sender)?,
+                Outcome::Failed(why) => self.give_up(&id, &why)?,
+                Outcome::Ended(stop) => {
+                    self.ended.get_or_insert(stop);
+                }
+            }
+        }
+    }
+
+    /// The tasks that can start now: to do, blockers done in the base, not running.
+    fn ready(&self) -> anyhow::Result<Vec<(String, Task)>> {
+        let list = self.base_list()?;
+        let ids = tasks::task_ids(&list);
+        Ok(list
+            .tasks
+            .iter()
+            .zip(ids)
+            .filter(|(task, id)| {
+                matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
+                    && list.blockers(task).is_empty()
+                    && !self.running.contains(id)
+                    && !self.failed.contains(id)
+            })
+            .map(|(task, id)| (id, task.clone()))
+            .collect())
+    }
+
+    fn base_list(&self) -> anyhow::Result<TaskList> {
+        let content = storage::read_text(&self.dir.tasks())?.unwrap_or_default();
+        Ok(TaskList::parse(&content))
+    }
+
+    /// Creates (or reuses) the task's worktree and starts its worker.
+    fn start<'s>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        (id, task): (&str, &Task),
+        conflicts: Vec<String>,
+        (stop, knobs): (&'s StopFlag, &'s Knobs),
+        sender: &mpsc::Sender<(String, anyhow::Result<Stop>)>,
+    ) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let path = self.dir.worktree(id);
+        let branch = branch(id);
+        self.repo
+            .add_worktree(&path, &branch, &self.base)
+            .map_err(fail)?;
+        let cwd = path.join(self.repo.prefix());
+        let config = worker_config(self.config, task);
+        let worker = Worker {
+            task_id: id.to_owned(),
+            shared: Arc::clone(&self.shared),
+            base: self.base.clone(),
+            conflicts,
+        };
+        output::worker_started(id, &task.text, &branch);
+        self.running.insert(id.to_owned());
+        let sender = sender.clone();
+        let id = id.to_owned();
+        scope.spawn(move || {
+            output::set_worker(Some(&id));
+            let result = run_worker(&config, &cwd, worker, stop, knobs);
+            output::set_worker(None);
+            let _ = sender.send((id, result));
+        });
+        Ok(())
+    }
+
+    /// Merges a finished task into the base; on a conflict, the worker resolves it (twice at
+    /// most), then the task is given up with its branch kept.
+    fn merge<'s>(
+        &mut self,
+        id: &str,
+        scope: &'s std::thread::Scope<'s, '_>,
+        shared: (&'s StopFlag, &'s Knobs),
+        sender: &mpsc::Sender<(String, anyhow::Result<Stop>)>,
+    ) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let list = self.base_list()?;
+        let Some(task) = find(&list, id) else {
+            // The task was removed from the list meanwhile: keep its branch, merge nothing.
+            self.remove(id, false);
+            return Ok(());
+        };
+        let message = format!("Ralph: merge task {id} — {}", task.text);
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let dir = self.dir;
+        let mut mark_done = || mark(dir, id, TaskStatus::Complete, None);
+        match self
+            .repo
+            .merge_branch(&branch(id), &message, &own, &mut mark_done)
+        {
+            Ok(Merge::Done(hash)) => {
+                output::task_merged(id, &self.base, &hash);
+                self.remove(id, true);
+            }
+            Ok(Merge::Conflict(files)) => {
+                let tries = self.merge_tries.entry(id.to_owned()).or_default();
+                *tries += 1;
+                if *tries > MERGE_TRIES {
+                    let why = format!(
+                        "its merge into {} conflicted {MERGE_TRIES} times in {}; branch {} is kept",
+                        self.base,
+                        files.join(", "),
+                        branch(id)
+                    );
+                    return self.give_up(id, &why);
+                }
+                output::merge_conflicted(id, &files);
+                self.resolve(id, &task, scope, shared, sender)?;
+            }
+            Err(why) => self.give_up(id, &format!("its merge failed: {why}"))?,
+        }
+        Ok(())
+    }
+
+    /// Merges the base into the task's branch in its worktree and restarts its worker on the
+    /// conflicts.
+    fn resolve<'s>(
+        &mut self,
+        id: &str,
+        task: &Task,
+        scope: &'s std::thread::Scope<'s, '_>,
+        shared: (&'s StopFlag, &'s Knobs),
+        sender: &mpsc::Sender<(String, anyhow::Result<Stop>)>,
+    ) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let path = self.dir.worktree(id);
+        let worktree = Repo::discover(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let conflicts = worktree
+            .merge_base_into_branch(&self.base, &own)
+            .map_err(fail)?;
+        if conflicts.is_empty() {
+            // The base merged in cleanly: try the merge again.
+            return self.merge(id, scope, shared, sender);
+        }
+        self.start(scope, (id, task), conflicts, shared, sender)
+    }
+
+    /// Marks a task failed in the base (with why), and removes its worktree; its branch is kept.
+    fn give_up(&mut self, id: &str, why: &str) -> anyhow::Result<()> {
+        output::task_given_up(id, why);
+        mark(self.dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        self.repo
+            .commit_paths(&own[..1], &format!("Ralph: task {id} failed"))
+            .map_err(fail)?;
+        self.failed.push(id.to_owned());
+        self.remove(id, false);
+        Ok(())
+    }
+
+    fn remove(&self, id: &str, delete_branch: bool) {
+        self.repo
+            .remove_worktree(&self.dir.worktree(id), &branch(id), delete_branch);
+    }
+
+    /// ralph's own files in the base, repository-relative: the task list first.
+    fn own_files(&self) -> Vec<String> {
+        let prefix = self.repo.prefix();
+        [storage::TASKS_FILE, "progress.md"]
+            .iter()
+            .map(|name| format!("{prefix}{}/{name}", storage::RALPH_DIR))
+            .collect()
+    }
+
+    /// The run's end: what happened, and the exit status.
+    fn finish(&self) -> ExitStatus {
+        let list = self.base_list().unwrap_or_default();
+        let open: Vec<String> = list
+            .tasks
+            .iter()
+            .filter(|task| task.status != TaskStatus::Complete)
+            .map(|task| task.text.clone())
+            .collect();
+        let status = match &self.ended {
+            Some(stop) => stop.status(),
+            None if open.is_empty() => ExitStatus::Success,
+            None => ExitStatus::Stopped,
+        };
+        let reason = match &self.ended {
+            Some(stop) => stop.reason(0),
+            None if open.is_empty() => "every task is done and merged".to_owned(),
+            None => format!(
+                "{} not done ({} failed)",
+                output::format::plural(open.len() as u64, "task"),
+                self.failed.len()
+            ),
+        };
+        output::parallel_ended(&reason, status.code());
+        status
+    }
+}
+
+/// A worker's loop, to its end.
+fn run_worker(
+    config: &RunConfig,
+    cwd: &Path,
+    worker: Worker,
+    stop: &StopFlag,
+    knobs: &Knobs,
+) -> anyhow::Result<Stop> {
+    start::run_worker(config, cwd, worker, stop, knobs)
+}
+
+fn outcome(result: anyhow::Result<Stop>) -> Outcome {
+    match result {
+        Ok(Stop::Completed { .. }) => Outcome::Done,
+        Ok(
+            stop
+            @ (Stop::Interrupted | Stop::MaxCost(_) | Stop::MaxTokens(_) | Stop::MaxRuntime(_)),
+        ) => Outcome::Ended(stop),
+        Ok(stop) => Outcome::Failed(stop.reason(0)),
+        Err(err) => Outcome::Failed(format!("ralph failed: {err:#}")),
+    }
+}
+
+/// The worker's settings: the loop's, with the task's own `max_iterations` (and `ralph: false`).
+fn worker_config(config: &RunConfig, task: &Task) -> RunConfig {
+    let mut config = config.clone();
+    config.options.tasks = true;
+    config.options.parallel = 0;
+    if let Some(limit) = task.attempt_limit() {
+        config.options.max_iterations = limit;
+    }
+    config
+}
+
+/// The branch of task `id`.
+fn branch(id: &str) -> String {
+    format!("ralph/{id}")
+}
+
+fn find(list: &TaskList, id: &str) -> Option<Task> {
+    tasks::task_ids(list)
+        .iter()
+        .position(|each| each == id)
+        .map(|index| list.tasks[index].clone())
+}
+
+/// Sets task `id`'s box in the base's task file (with a note), under the task file's lock.
+fn mark(dir: &RalphDir, id: &str, status: TaskStatus, note: Option<&str>) -> Result<(), String> {
+    tasks::edit(dir, |current| {
+        let updated = current.and_then(|content| {
+            let list = TaskList::parse(&String::from_utf8_lossy(content));
+            let number = tasks::task_ids(&list).iter().position(|each| each == id)? + 1;
+            tasks::set_status(content, number, status, note)
+        });
+        (updated, ())
+    })
+    .map_err(|err| format!("{err:#}"))
+}

@@ -1,0 +1,274 @@
+//! `--tasks --parallel N`: tasks side by side in git worktrees, merged back one by one.
+
+use std::fs;
+
+use crate::support::TestEnv;
+
+/// A fake agent for parallel runs: it finds its task in the prompt (the `CURRENT TASK` line),
+/// records when it starts and ends (appends are atomic), writes `<task>.txt`, sources
+/// `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
+const PARALLEL_AGENT: &str = r#"#!/bin/sh
+dir=${FAKE_AGENT_DIR:?}
+for last in "$@"; do :; done
+task=$(printf '%s' "$last" | grep -o 'CURRENT TASK: "[^"]*"' | head -1 | sed 's/.*: "//; s/"$//')
+id=$(printf '%s' "$task" | tr -c 'a-zA-Z0-9\n' '_')
+echo "$(date +%s%N) start $id" >> "$dir/events"
+printf '%s' "$last" > "$dir/prompt.$id.$(date +%s%N)"
+echo "$task" > "$id.txt"
+if [ -f "$dir/script" ]; then . "$dir/script"; fi
+sleep 0.3
+echo "$(date +%s%N) end $id" >> "$dir/events"
+echo "<promise>READY_FOR_NEXT_TASK</promise>"
+"#;
+
+fn setup(tasks: &str) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_executable("opencode", PARALLEL_AGENT);
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(env.ralph_file("ralph-tasks.md"), tasks).unwrap();
+    env
+}
+
+/// (time, started?, task) in time order.
+fn events(env: &TestEnv) -> Vec<(u128, bool, String)> {
+    let text = fs::read_to_string(env.agent_dir().join("events")).unwrap();
+    let mut events: Vec<(u128, bool, String)> = text
+        .lines()
+        .map(|line| {
+            let mut parts = line.split(' ');
+            let time = parts.next().unwrap().parse().unwrap();
+            let started = parts.next().unwrap() == "start";
+            (time, started, parts.next().unwrap_or("").to_owned())
+        })
+        .collect();
+    events.sort();
+    events
+}
+
+fn most_at_once(events: &[(u128, bool, String)]) -> usize {
+    let mut running = 0usize;
+    let mut most = 0;
+    for (_, started, _) in events {
+        if *started {
+            running += 1;
+            most = most.max(running);
+        } else {
+            running -= 1;
+        }
+    }
+    most
+}
+
+fn time_of(events: &[(u128, bool, String)], started: bool, task: &str) -> u128 {
+    events
+        .iter()
+        .find(|(_, s, t)| *s == started && t == task)
+        .unwrap_or_else(|| panic!("no event for {task}"))
+        .0
+}
+
+#[test]
+fn four_independent_tasks_two_at_a_time_are_all_merged() {
+    let env =
+        setup("# Tasks\n\n- [ ] Task one\n- [ ] Task two\n- [ ] Task three\n- [ ] Task four\n");
+    let run = env.run_loop(&["Build", "--tasks", "--parallel", "2"]);
+    run.assert_code(0);
+    let events = events(&env);
+    assert_eq!(events.len(), 8, "{events:?}");
+    assert_eq!(most_at_once(&events), 2, "{events:?}");
+    let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(tasks.matches("- [x]").count(), 4, "{tasks}");
+    let first_parent = env.git(&["log", "--first-parent", "--format=%s"]);
+    assert_eq!(
+        first_parent.matches("Ralph: merge task ").count(),
+        4,
+        "{first_parent}"
+    );
+    assert!(first_parent.contains("Ralph: merge task task-one — Task one"));
+    for name in ["Task_one", "Task_two", "Task_three", "Task_four"] {
+        assert!(env.work().join(format!("{name}.txt")).exists(), "{name}");
+    }
+    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    assert_eq!(env.git(&["branch", "--list", "ralph/*"]), "");
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert!(
+        run.stdout().contains("[task-two] 🔀 Merged into main"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn a_diamond_runs_the_middle_side_by_side_and_the_end_after_both() {
+    let env = setup(
+        "- [ ] Alpha\n  - id: a\n- [ ] Bravo\n  - id: b\n  - blocked_by: a\n\
+         - [ ] Charlie\n  - id: c\n  - blocked_by: a\n- [ ] Delta\n  - id: d\n  - blocked_by: b, c\n",
+    );
+    env.run_loop(&["Build", "--tasks", "--parallel", "3"])
+        .assert_code(0);
+    let events = events(&env);
+    let (b_start, b_end) = (
+        time_of(&events, true, "Bravo"),
+        time_of(&events, false, "Bravo"),
+    );
+    let (c_start, c_end) = (
+        time_of(&events, true, "Charlie"),
+        time_of(&events, false, "Charlie"),
+    );
+    assert!(time_of(&events, true, "Bravo") > time_of(&events, false, "Alpha"));
+    assert!(
+        b_start < c_end && c_start < b_end,
+        "b and c overlap: {events:?}"
+    );
+    let d_start = time_of(&events, true, "Delta");
+    assert!(d_start > b_end && d_start > c_end, "{events:?}");
+    let first_parent = env.git(&["log", "--first-parent", "--format=%s"]);
+    let order: Vec<&str> = first_parent
+        .lines()
+        .filter_map(|line| line.strip_prefix("Ralph: merge task "))
+        .collect();
+    assert_eq!(order.len(), 4);
+    assert!(order[0].starts_with("d "), "{order:?}");
+    assert!(order[3].starts_with("a "), "{order:?}");
+}
+
+/// Both tasks rewrite the same line of `shared.txt`: the second merge conflicts.
+const SAME_LINE: &str = "- [ ] First edit\n  - id: first\n- [ ] Second edit\n  - id: second\n";
+const EDIT_SHARED: &str = r#"
+case "$last" in
+  *"Merge conflicts to resolve first"*)
+    touch "$dir/conflicted.$id"
+    if [ -f "$dir/resolves" ]; then echo "first and second" > shared.txt; fi ;;
+  *) [ -f "$dir/conflicted.$id" ] || echo "$task" > shared.txt ;;
+esac
+"#;
+
+fn conflicting() -> TestEnv {
+    let env = setup(SAME_LINE);
+    fs::write(env.work().join("shared.txt"), "base\n").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "shared file"]);
+    env.agent_script(None, EDIT_SHARED);
+    env
+}
+
+#[test]
+fn a_conflicting_merge_is_resolved_by_the_agent() {
+    let env = conflicting();
+    fs::write(env.agent_dir().join("resolves"), "").unwrap();
+    let run = env.run_loop(&[
+        "Edit",
+        "--tasks",
+        "--parallel",
+        "2",
+        "--max-iterations",
+        "3",
+    ]);
+    run.assert_code(0);
+    let shared = fs::read_to_string(env.work().join("shared.txt")).unwrap();
+    assert_eq!(shared, "first and second\n");
+    assert!(
+        run.stderr().contains("Merge conflict in shared.txt"),
+        "{}",
+        run.stderr()
+    );
+    let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(tasks.matches("- [x]").count(), 2, "{tasks}");
+    assert_eq!(env.git(&["branch", "--list", "ralph/*"]), "");
+}
+
+#[test]
+fn a_conflict_the_agent_never_resolves_fails_the_task_and_keeps_its_branch() {
+    let env = conflicting();
+    let run = env.run_loop(&[
+        "Edit",
+        "--tasks",
+        "--parallel",
+        "2",
+        "--max-iterations",
+        "2",
+    ]);
+    run.assert_code(3);
+    let shared = fs::read_to_string(env.work().join("shared.txt")).unwrap();
+    assert!(!shared.contains("<<<<<<<"), "{shared}");
+    let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(tasks.matches("- [x]").count(), 1, "{tasks}");
+    assert_eq!(tasks.matches("- [!]").count(), 1, "{tasks}");
+    assert_eq!(env.git(&["branch", "--list", "ralph/*"]).lines().count(), 1);
+    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+}
+
+#[test]
+fn max_cost_counts_every_worker_together() {
+    let env = setup("- [ ] One\n- [ ] Two\n- [ ] Three\n");
+    // Claude's result events report 0.3 USD per iteration; no task ever finishes.
+    env.write_executable(
+        "claude",
+        "#!/bin/sh\nsleep 0.2\necho '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":1,\"result\":\"working\",\"total_cost_usd\":0.3,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}'\necho x >> \"$FAKE_AGENT_DIR/calls\"\n",
+    );
+    let run = env.run_loop(&[
+        "Build",
+        "--tasks",
+        "--parallel",
+        "2",
+        "--agent",
+        "claude-code",
+        "--max-cost",
+        "1",
+    ]);
+    run.assert_code(2);
+    let calls = fs::read_to_string(env.agent_dir().join("calls")).unwrap();
+    let calls = calls.lines().count();
+    assert!((4..=5).contains(&calls), "{calls} calls");
+    assert!(run.stdout().contains("max cost"), "{}", run.stdout());
+}
+
+#[test]
+fn ctrl_c_stops_every_worker_and_its_agent() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let env = setup("- [ ] One\n- [ ] Two\n");
+    env.agent_script(
+        None,
+        "sleep 600 & echo $! >> \"$dir/pids\"; echo $$ >> \"$dir/pids\"; echo x >> \"$dir/ready\"; wait",
+    );
+    let mut ralph = env
+        .ralph()
+        .args(["--pause", "0", "Build", "--tasks", "--parallel", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = env.agent_dir().join("ready");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fs::read_to_string(&ready).map_or(0, |text| text.lines().count()) < 2 {
+        assert!(Instant::now() < deadline, "the two agents did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pids: Vec<i32> = fs::read_to_string(env.agent_dir().join("pids"))
+        .unwrap()
+        .lines()
+        .map(|pid| pid.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 4);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(ralph.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let output = crate::signals::wait_output(&mut ralph, Duration::from_secs(10));
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|pid| crate::support::is_alive(*pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !pids.iter().any(|pid| crate::support::is_alive(*pid)),
+        "an agent survived"
+    );
+}
