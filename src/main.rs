@@ -117,10 +117,6 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             let stop = signal::StopFlag::install()?;
             run::resume(&cli_layer, &settings, &cwd, &ralph_dir, &stop, &knobs)
         }
-        Mode::Run(config) if config.options.parallel > 0 => {
-            let stop = signal::StopFlag::install()?;
-            run::parallel::run(&config, &cwd, &ralph_dir, &stop, &knobs)
-        }
         Mode::Run(config) => {
             let stop = signal::StopFlag::install()?;
             let start = run::Start::Fresh;

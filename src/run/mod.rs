@@ -11,7 +11,7 @@
 
 mod decision;
 mod iteration;
-pub(crate) mod parallel;
+mod parallel;
 mod plan;
 mod record;
 mod start;

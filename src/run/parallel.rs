@@ -17,8 +17,9 @@ use crate::exit::ExitStatus;
 use crate::git::{Merge, Repo};
 use crate::output;
 use crate::signal::StopFlag;
+use crate::storage::state;
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
-use crate::storage::{self, RalphDir, lock};
+use crate::storage::{self, RalphDir};
 
 use super::decision::Stop;
 use super::{Knobs, Shared, Worker, start};
@@ -41,13 +42,15 @@ pub(crate) fn run(
     config: &RunConfig,
     cwd: &Path,
     dir: &RalphDir,
+    start: start::Start,
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
     let (repo, base) = prepare(cwd, dir)?;
-    let Some(_lock) = lock::loop_lock(dir, knobs.lock_wait)? else {
-        return Err(fail(output::loop_already_running(None, &dir.state())).into());
-    };
+    let (_lock, resumed) = start::claim(dir, start, knobs)?;
+    // The run's own state, so `--status` sees it and `--resume` can continue it.
+    let mut state = start::new_state(config, resumed.as_ref());
+    state::save(&dir.state(), &state)?;
     let mut run = Coordinator {
         config,
         dir,
@@ -61,7 +64,16 @@ pub(crate) fn run(
     };
     output::parallel_started(config.options.parallel, &run.base);
     std::thread::scope(|scope| run.schedule(scope, stop, knobs))?;
-    Ok(run.finish())
+    let (status, reason) = run.finish();
+    if status == ExitStatus::Success {
+        storage::remove_file(&dir.state())?;
+    } else {
+        state.active = false;
+        state.stopped_at = Some(crate::model::now());
+        state.stop_reason = Some(reason);
+        state::save(&dir.state(), &state)?;
+    }
+    Ok(status)
 }
 
 /// Checks that the base can host workers: a git repository, a branch checked out, nothing
@@ -315,8 +327,8 @@ impl<'a> Coordinator<'a> {
             .collect()
     }
 
-    /// The run's end: what happened, and the exit status.
-    fn finish(&self) -> ExitStatus {
+    /// The run's end: the exit status and why.
+    fn finish(&self) -> (ExitStatus, String) {
         let list = self.base_list().unwrap_or_default();
         let open: Vec<String> = list
             .tasks
@@ -330,6 +342,9 @@ impl<'a> Coordinator<'a> {
             None => ExitStatus::Stopped,
         };
         let reason = match &self.ended {
+            Some(Stop::Interrupted) => {
+                "interrupted; `ralph --resume` goes on with every unfinished task".to_owned()
+            }
             Some(stop) => stop.reason(0),
             None if open.is_empty() => "every task is done and merged".to_owned(),
             None => format!(
@@ -339,7 +354,7 @@ impl<'a> Coordinator<'a> {
             ),
         };
         output::parallel_ended(&reason, status.code());
-        status
+        (status, reason)
     }
 }
 

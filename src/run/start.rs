@@ -36,22 +36,11 @@ pub(crate) fn run(
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
+    if config.options.parallel > 0 {
+        return super::parallel::run(config, cwd, dir, start, stop, knobs);
+    }
     let steps = plan::steps(config, cwd).map_err(fail)?;
-    dir.ensure()?;
-    let Some(_lock) = lock::loop_lock(dir, knobs.lock_wait)? else {
-        let running = state::load(&dir.state()).ok();
-        return Err(fail(output::loop_already_running(running.as_ref(), &dir.state())).into());
-    };
-    let previous = load_keeping_corrupt(&dir.state(), state::load(&dir.state()))?;
-    let resumed = match start {
-        Start::Resume(saved) => Some(*saved),
-        Start::Fresh => {
-            if let Some(previous) = previous.filter(|state| state.active) {
-                return Err(fail(output::crashed_loop(&previous, &dir.state())).into());
-            }
-            None
-        }
-    };
+    let (_lock, resumed) = claim(dir, start, knobs)?;
     let env = Env {
         config,
         cwd,
@@ -72,6 +61,67 @@ pub(crate) fn run(
     result
 }
 
+/// Takes the directory's loop lock and decides where the loop starts: a fresh loop is refused
+/// when the saved state says one crashed here (it is for `--resume` or `--reset`).
+pub(super) fn claim(
+    dir: &RalphDir,
+    start: Start,
+    knobs: &Knobs,
+) -> anyhow::Result<(std::fs::File, Option<LoopState>)> {
+    dir.ensure()?;
+    let Some(lock) = lock::loop_lock(dir, knobs.lock_wait)? else {
+        let running = state::load(&dir.state()).ok();
+        return Err(fail(output::loop_already_running(running.as_ref(), &dir.state())).into());
+    };
+    let previous = load_keeping_corrupt(&dir.state(), state::load(&dir.state()))?;
+    let resumed = match start {
+        Start::Resume(saved) => Some(*saved),
+        Start::Fresh => {
+            if let Some(previous) = previous.filter(|state| state.active) {
+                return Err(fail(output::crashed_loop(&previous, &dir.state())).into());
+            }
+            None
+        }
+    };
+    Ok((lock, resumed))
+}
+
+/// The state a loop saves as it starts (or resumes).
+pub(super) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> LoopState {
+    let (iteration, started_at, runtime_ms) = resumed
+        .map_or((1, crate::model::now(), 0), |saved| {
+            (saved.iteration.max(1), saved.started_at, saved.runtime_ms)
+        });
+    let o = &config.options;
+    LoopState {
+        active: true,
+        iteration,
+        min_iterations: o.min_iterations,
+        max_iterations: o.max_iterations,
+        completion_promise: o.completion_promise.clone(),
+        tasks_mode: o.tasks,
+        task_promise: o.task_promise.clone(),
+        prompt: config.prompt.clone(),
+        started_at,
+        model: o.model.clone().unwrap_or_default(),
+        agent: config.agent.id().to_owned(),
+        pid: Some(std::process::id()),
+        host: nix::unistd::gethostname()
+            .ok()
+            .map(|name| name.to_string_lossy().into_owned()),
+        stopped_at: None,
+        runtime_ms,
+        stalled: resumed.map_or(0, |saved| saved.stalled),
+        agent_group: None,
+        task_attempts: resumed
+            .map(|saved| saved.task_attempts.clone())
+            .unwrap_or_default(),
+        stop_reason: None,
+        prompt_file: config.prompt_file.as_ref().map(|p| p.display().to_string()),
+        options: Some(options::saved_options(o)),
+    }
+}
+
 /// Runs one parallel worker's loop in its worktree (`cwd`), to its stop.
 pub(crate) fn run_worker(
     config: &RunConfig,
@@ -82,11 +132,12 @@ pub(crate) fn run_worker(
 ) -> anyhow::Result<Stop> {
     let dir = RalphDir::new(cwd);
     let steps = plan::steps(config, cwd).map_err(fail)?;
-    dir.ensure()?;
-    let Some(_lock) = lock::loop_lock(&dir, knobs.lock_wait)? else {
-        let running = state::load(&dir.state()).ok();
-        return Err(fail(output::loop_already_running(running.as_ref(), &dir.state())).into());
+    // A worker of an interrupted run goes on where it stopped, in the same worktree.
+    let start = match state::load(&dir.state()) {
+        Loaded::Found(saved) => Start::Resume(Box::new(saved)),
+        _ => Start::Fresh,
     };
+    let (_lock, resumed) = claim(&dir, start, knobs)?;
     let mut rules = Rules::new(&config.options, knobs.error_pause, false);
     rules.worker = true;
     let env = Env {
@@ -101,7 +152,7 @@ pub(crate) fn run_worker(
         promises: Promises::new(&config.options),
         worker: Some(worker),
     };
-    let mut runner = Runner::new(env, None)?;
+    let mut runner = Runner::new(env, resumed)?;
     let result = runner.run_loop();
     match result {
         Ok(stop) => {
@@ -240,40 +291,8 @@ impl<'a> Runner<'a> {
         if let Some(group) = resumed.as_ref().and_then(|saved| saved.agent_group) {
             stop_leftover_agent(group, env.knobs.leftover_grace);
         }
-        let now = crate::model::now();
-        let (iteration, started_at, earlier_runtime_ms) =
-            resumed.as_ref().map_or((1, now, 0), |saved| {
-                (saved.iteration.max(1), saved.started_at, saved.runtime_ms)
-            });
-        let o = &config.options;
-        let state = LoopState {
-            active: true,
-            iteration,
-            min_iterations: o.min_iterations,
-            max_iterations: o.max_iterations,
-            completion_promise: o.completion_promise.clone(),
-            tasks_mode: o.tasks,
-            task_promise: o.task_promise.clone(),
-            prompt: config.prompt.clone(),
-            started_at,
-            model: o.model.clone().unwrap_or_default(),
-            agent: config.agent.id().to_owned(),
-            pid: Some(std::process::id()),
-            host: nix::unistd::gethostname()
-                .ok()
-                .map(|name| name.to_string_lossy().into_owned()),
-            stopped_at: None,
-            runtime_ms: earlier_runtime_ms,
-            stalled: resumed.as_ref().map_or(0, |saved| saved.stalled),
-            agent_group: None,
-            task_attempts: resumed
-                .as_ref()
-                .map(|saved| saved.task_attempts.clone())
-                .unwrap_or_default(),
-            stop_reason: None,
-            prompt_file: config.prompt_file.as_ref().map(|p| p.display().to_string()),
-            options: Some(options::saved_options(o)),
-        };
+        let state = new_state(config, resumed.as_ref());
+        let earlier_runtime_ms = state.runtime_ms;
         // Read the old history even for a fresh loop, so a corrupt one is kept aside before the
         // new loop replaces it.
         let previous = load_keeping_corrupt(&env.dir.history(), history::load(&env.dir.history()))?;
