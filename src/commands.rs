@@ -34,6 +34,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         status::TasksStatus::Hidden
     };
     let running = state.as_ref().is_some_and(|s| s.active) && storage::lock::loop_is_running(dir);
+    let workers = workers(dir);
     if json {
         let now = crate::model::now();
         report::print(&report::StatusReport {
@@ -51,12 +52,14 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
                 status::TasksStatus::Found(list) => Some(report::tasks_report("found", list)),
             },
             history: report::history_report(history.as_ref(), history_count),
+            workers,
         });
         return ExitStatus::Success;
     }
     let lines = status::dashboard(&status::Dashboard {
         state,
         running,
+        workers,
         context,
         tasks,
         history,
@@ -65,6 +68,58 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
     });
     output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
     ExitStatus::Success
+}
+
+/// The loops in `.ralph/worktrees/`: each worktree's own `.ralph/` state and history.
+fn workers(dir: &RalphDir) -> Vec<report::WorkerReport> {
+    let Ok(entries) = std::fs::read_dir(dir.root().join(storage::WORKTREES_DIR)) else {
+        return Vec::new();
+    };
+    // The loop ran from the same directory of the worktree as this one of the repository.
+    let prefix = dir
+        .root()
+        .parent()
+        .and_then(crate::git::Repo::discover)
+        .map(|repo| repo.prefix().to_owned())
+        .unwrap_or_default();
+    let now = crate::model::now();
+    let mut workers: Vec<report::WorkerReport> = entries
+        .flatten()
+        .filter(|entry| entry.path().is_dir())
+        .map(|entry| {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            let own = RalphDir::new(&entry.path().join(&prefix));
+            worker(&id, &own, now)
+        })
+        .collect();
+    workers.sort_by(|a, b| a.task.cmp(&b.task));
+    workers
+}
+
+fn worker(id: &str, dir: &RalphDir, now: chrono::DateTime<chrono::Utc>) -> report::WorkerReport {
+    let state = state::load(&dir.state()).ok();
+    let history = history::load_recent(&dir.history(), 0)
+        .ok()
+        .map(|(history, _)| history);
+    let last_activity = std::fs::metadata(dir.history())
+        .and_then(|meta| meta.modified())
+        .ok()
+        .map(chrono::DateTime::<chrono::Utc>::from);
+    let loop_report = state
+        .as_ref()
+        .map(|s| report::loop_report(s, s.active && storage::lock::loop_is_running(dir), now));
+    report::WorkerReport {
+        task: id.to_owned(),
+        branch: format!("ralph/{id}"),
+        state: loop_report.as_ref().map_or("done", |r| r.state),
+        iteration: loop_report.as_ref().map(|r| r.iteration),
+        max_iterations: loop_report.as_ref().map(|r| r.max_iterations),
+        elapsed_ms: loop_report.as_ref().map(|r| r.elapsed_ms),
+        last_activity,
+        tokens: history.as_ref().map_or(0, |h| h.total_tokens.total()),
+        cost_usd: history.and_then(|h| h.total_cost_usd),
+        stop_reason: loop_report.and_then(|r| r.stop_reason),
+    }
 }
 
 fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>) -> Option<T> {

@@ -25,6 +25,27 @@ pub(crate) struct StatusReport {
     pub(crate) pending_context: Option<String>,
     pub(crate) tasks: Option<TasksReport>,
     pub(crate) history: HistoryReport,
+    /// The loops in `.ralph/worktrees/` (parallel tasks, `--worktree` loops); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) workers: Vec<WorkerReport>,
+}
+
+/// A loop in its own worktree: a parallel task's worker, or a `--worktree` loop.
+#[derive(Debug, Serialize)]
+pub(crate) struct WorkerReport {
+    /// The task id (or the `--worktree` name): the worktree's directory name.
+    pub(crate) task: String,
+    pub(crate) branch: String,
+    /// `running`, `crashed`, `stopped`, or `done` (its loop completed; merged or waiting to be).
+    pub(crate) state: &'static str,
+    pub(crate) iteration: Option<u32>,
+    pub(crate) max_iterations: Option<u32>,
+    pub(crate) elapsed_ms: Option<u64>,
+    /// When its history last changed.
+    pub(crate) last_activity: Option<DateTime<Utc>>,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) stop_reason: Option<String>,
 }
 
 /// The loop in `.ralph/`.

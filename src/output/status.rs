@@ -24,6 +24,8 @@ pub(crate) struct Dashboard {
     pub(crate) state: Option<LoopState>,
     /// The loop lock is held by a running ralph.
     pub(crate) running: bool,
+    /// The loops in `.ralph/worktrees/`.
+    pub(crate) workers: Vec<super::report::WorkerReport>,
     pub(crate) context: Option<String>,
     pub(crate) tasks: TasksStatus,
     /// The history, with only its last records built.
@@ -47,11 +49,65 @@ pub(crate) fn dashboard(data: &Dashboard) -> Vec<String> {
         }
     }
     tasks_block(&data.tasks, &mut lines);
+    workers_block(&data.workers, data.now, &mut lines);
     if let Some(history) = data.history.as_ref().filter(|h| !h.iterations.is_empty()) {
         history_block(history, data.history_count, &mut lines);
     }
     lines.push(String::new());
     lines
+}
+
+/// One line per loop in a worktree: `api  🔄 running  iteration 2 / 10 · 1m 5s · active 3s ago ·
+/// 1.2k tokens · $0.02`.
+fn workers_block(
+    workers: &[super::report::WorkerReport],
+    now: DateTime<Utc>,
+    lines: &mut Vec<String>,
+) {
+    if workers.is_empty() {
+        return;
+    }
+    lines.push(String::new());
+    lines.push(format!("👷 WORKTREES ({})", workers.len()));
+    let width = workers.iter().map(|w| w.task.len()).max().unwrap_or(0);
+    for worker in workers {
+        let icon = match worker.state {
+            "running" => "🔄",
+            "done" => "✅",
+            "crashed" => "💥",
+            _ => "⏸️",
+        };
+        let mut parts = Vec::new();
+        if let Some(iteration) = worker.iteration {
+            let max = worker
+                .max_iterations
+                .filter(|max| *max > 0)
+                .map_or_else(String::new, |max| format!(" / {max}"));
+            parts.push(format!("iteration {iteration}{max}"));
+        }
+        if let Some(ms) = worker.elapsed_ms {
+            parts.push(long_duration_ms(ms));
+        }
+        if let Some(at) = worker.last_activity {
+            let ago = (now - at).to_std().unwrap_or(Duration::ZERO);
+            parts.push(format!("active {} ago", long_duration(ago)));
+        }
+        if worker.tokens > 0 {
+            parts.push(format!("{} tokens", super::compact_number(worker.tokens)));
+        }
+        if let Some(cost) = worker.cost_usd {
+            parts.push(super::cost_text(cost));
+        }
+        if let Some(reason) = &worker.stop_reason {
+            parts.push(reason.clone());
+        }
+        lines.push(format!(
+            "   {:<width$}  {icon} {:<8} {}",
+            worker.task,
+            worker.state,
+            parts.join(" · ")
+        ));
+    }
 }
 
 fn field(label: &str, value: impl std::fmt::Display) -> String {
