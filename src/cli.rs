@@ -154,6 +154,16 @@ pub(crate) struct CommandArgs {
     #[arg(long, value_name = "N", help_heading = "Commands")]
     pub(crate) remove_task: Option<String>,
 
+    /// Run this loop in its own git worktree, .ralph/worktrees/NAME on branch ralph/NAME, so
+    /// several loops can work in one repository at once.
+    #[arg(long, value_name = "NAME", help_heading = "Commands")]
+    pub(crate) worktree: Option<String>,
+
+    /// With --worktree: merge the branch into the current one when the loop completes (and
+    /// remove the worktree); without it the branch is left for you to review.
+    #[arg(long, requires = "worktree", help_heading = "Commands")]
+    pub(crate) merge: bool,
+
     /// Continue the interrupted or crashed loop recorded in .ralph/.
     #[arg(long, help_heading = "Commands")]
     pub(crate) resume: bool,

@@ -57,6 +57,12 @@ pub(crate) enum Mode {
     Resume,
     DryRun(Box<RunConfig>),
     Run(Box<RunConfig>),
+    /// A loop in its own worktree `name`; `merge`: merged into the base when it completes.
+    RunInWorktree {
+        config: Box<RunConfig>,
+        name: String,
+        merge: bool,
+    },
 }
 
 /// One step of `--rotation`.
@@ -111,6 +117,7 @@ impl Config {
         }
         let tasks_flag = matches!(cli_layer.get("tasks"), Some((Raw::Bool(true), _)));
         let (resume, dry_run) = (commands.resume, commands.dry_run);
+        let (worktree, merge) = (commands.worktree.clone(), commands.merge);
         let task_properties = task_properties(&cli_layer, commands.success.clone());
         let mode = match commands.mode(tasks_flag, task_properties)? {
             Some(mode) => mode,
@@ -126,11 +133,7 @@ impl Config {
                 let (text, file) = resolve_prompt(prompt, prompt_file, &cwd, input)?;
                 let stack = settings.stack(&[&cli_layer]);
                 let run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
-                if dry_run {
-                    Mode::DryRun(run)
-                } else {
-                    Mode::Run(run)
-                }
+                loop_mode(run, dry_run, worktree, merge)?
             }
         };
         let color = LoopOptions::resolve(&settings.stack(&[&cli_layer]))
@@ -197,6 +200,36 @@ impl CommandArgs {
             return Ok(None);
         }))
     }
+}
+
+/// How the loop runs: shown (`--dry-run`), in its own worktree (`--worktree NAME`), or here.
+fn loop_mode(
+    run: Box<RunConfig>,
+    dry_run: bool,
+    worktree: Option<String>,
+    merge: bool,
+) -> Result<Mode, Error> {
+    Ok(match worktree {
+        _ if dry_run => Mode::DryRun(run),
+        Some(name) => {
+            if !crate::storage::tasks::is_ref_safe(&name) {
+                return Err(usage(format!(
+                    "--worktree needs a name of letters, digits, '-', '_' or '.', not '{name}'"
+                )));
+            }
+            if run.options.parallel > 0 {
+                return Err(usage(
+                    "--worktree runs one loop; --parallel gives every task its own worktree already",
+                ));
+            }
+            Mode::RunInWorktree {
+                config: run,
+                name,
+                merge,
+            }
+        }
+        None => Mode::Run(run),
+    })
 }
 
 /// The options given with `--add-task` that become the task's own properties.

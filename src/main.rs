@@ -73,7 +73,10 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
     let settings = settings::Settings::load(&cwd, &|name| std::env::var(name).ok())?;
     let config = Config::from_cli(cli, cwd, &mut Stdin, settings)?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let running = matches!(config.mode, Mode::Run(_) | Mode::Resume);
+    let running = matches!(
+        config.mode,
+        Mode::Run(_) | Mode::Resume | Mode::RunInWorktree { .. }
+    );
     output::configure(config.color, no_color, config.json && running);
     dispatch(config)
 }
@@ -116,6 +119,14 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Resume => {
             let stop = signal::StopFlag::install()?;
             run::resume(&cli_layer, &settings, &cwd, &ralph_dir, &stop, &knobs)
+        }
+        Mode::RunInWorktree {
+            config,
+            name,
+            merge,
+        } => {
+            let stop = signal::StopFlag::install()?;
+            run::in_worktree(&config, &cwd, &ralph_dir, (&name, merge), &stop, &knobs)
         }
         Mode::Run(config) => {
             let stop = signal::StopFlag::install()?;

@@ -48,11 +48,7 @@ impl Repo {
 
     /// Commits `paths` (ralph's own files) alone, if they changed.
     pub(crate) fn commit_paths(&self, paths: &[&str], message: &str) -> Result<(), String> {
-        let paths: Vec<&str> = paths
-            .iter()
-            .copied()
-            .filter(|path| self.root.join(path).exists())
-            .collect();
+        let paths = self.existing(paths);
         if paths.is_empty() {
             return Ok(());
         }
@@ -142,9 +138,12 @@ impl Repo {
             let _ = self.run(&["merge", "--abort"]);
             return Err(why);
         }
-        let mut add = vec!["add", "-A", "--"];
-        add.extend(own);
-        check(self.run(&add), "git add")?;
+        let present = self.existing(own);
+        if !present.is_empty() {
+            let mut add = vec!["add", "-A", "--"];
+            add.extend(&present);
+            check(self.run(&add), "git add")?;
+        }
         check(
             self.run(&["commit", "-q", "--no-edit", "-m", message]),
             "git commit",
@@ -180,6 +179,15 @@ impl Repo {
             check(self.run(&["commit", "-q", "--no-edit"]), "git commit")?;
         }
         Ok(real)
+    }
+
+    /// The repository-relative `paths` that exist in the work tree.
+    fn existing<'p>(&self, paths: &[&'p str]) -> Vec<&'p str> {
+        paths
+            .iter()
+            .copied()
+            .filter(|path| self.root.join(path).exists())
+            .collect()
     }
 
     fn unmerged_paths(&self) -> Result<Vec<String>, String> {

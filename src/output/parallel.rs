@@ -50,3 +50,17 @@ pub(crate) fn worker_done(iterations: u32, total_ms: u64) {
         long_duration_ms(total_ms)
     )]);
 }
+
+/// A `--worktree` loop starts.
+pub(crate) fn worktree_loop(name: &str, branch: &str) {
+    say(&[&format!(
+        "🌿 Running in .ralph/worktrees/{name} on branch {branch}"
+    )]);
+}
+
+/// A `--worktree` loop completed without `--merge`: its branch waits for review.
+pub(crate) fn worktree_left(name: &str, branch: &str, base: &str) {
+    say(&[&format!(
+        "🌿 The work of {name} is on branch {branch}. Review it, then merge it into {base}: git merge {branch} (or run with --merge next time)"
+    )]);
+}

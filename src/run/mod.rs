@@ -29,6 +29,7 @@ use crate::storage::RalphDir;
 use crate::storage::history::History;
 use crate::storage::state::{self, LoopState};
 
+pub(crate) use parallel::in_worktree;
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
 pub(crate) use start::{Start, reset, resume, run};
 

@@ -46,7 +46,7 @@ pub(crate) fn run(
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
-    let (repo, base) = prepare(cwd, dir)?;
+    let (repo, base) = prepare(cwd, dir, "--parallel")?;
     let (_lock, resumed) = start::claim(dir, start, knobs)?;
     // The run's own state, so `--status` sees it and `--resume` can continue it.
     let mut state = start::new_state(config, resumed.as_ref());
@@ -76,27 +76,41 @@ pub(crate) fn run(
     Ok(status)
 }
 
-/// Checks that the base can host workers: a git repository, a branch checked out, nothing
-/// uncommitted but ralph's own files (which are committed first, so the workers see them).
-fn prepare(cwd: &Path, dir: &RalphDir) -> anyhow::Result<(Repo, String)> {
+/// The repository and its checked-out branch, the base of worktrees; `.ralph/worktrees/` is
+/// kept out of git.
+fn base_branch(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, String)> {
     let repo = Repo::discover(cwd).ok_or_else(|| {
-        fail("--parallel runs each task in a git worktree, and this is not a git repository; run `git init` and commit first")
+        fail(format!("{flag} runs in a git worktree, and this is not a git repository; run `git init` and commit first"))
     })?;
     let base = repo.current_branch().ok_or_else(|| {
-        fail("--parallel merges finished tasks into the checked-out branch, and HEAD is detached; check out a branch first")
+        fail(format!("{flag} merges into the checked-out branch, and HEAD is detached; check out a branch first"))
     })?;
     dir.ignore_worktrees()?;
-    let prefix = repo.prefix().to_owned();
-    let own: Vec<String> = [storage::TASKS_FILE, storage::GITIGNORE_FILE, "progress.md"]
+    Ok((repo, base))
+}
+
+/// ralph's files `names` under `.ralph/`, repository-relative.
+fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
+    names
         .iter()
-        .map(|name| format!("{prefix}{}/{name}", storage::RALPH_DIR))
-        .collect();
+        .map(|name| format!("{}{}/{name}", repo.prefix(), storage::RALPH_DIR))
+        .collect()
+}
+
+/// Checks that the base can host workers: a git repository, a branch checked out, nothing
+/// uncommitted but ralph's own files (which are committed first, so the workers see them).
+fn prepare(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, String)> {
+    let (repo, base) = base_branch(cwd, dir, flag)?;
+    let own = own_files(
+        &repo,
+        &[storage::TASKS_FILE, storage::GITIGNORE_FILE, "progress.md"],
+    );
     let own: Vec<&str> = own.iter().map(String::as_str).collect();
     let dirty = repo.dirty_paths(&own).map_err(fail)?;
     if !dirty.is_empty() {
         let shown: Vec<&str> = dirty.iter().take(3).map(String::as_str).collect();
         return Err(fail(format!(
-            "the work tree has uncommitted changes ({}{}); commit or stash them first: parallel tasks start from the last commit and are merged into it",
+            "the work tree has uncommitted changes ({}{}); commit or stash them first: {flag} starts from the last commit and merges into it",
             shown.join(", "),
             if dirty.len() > 3 { ", …" } else { "" }
         ))
@@ -320,11 +334,7 @@ impl<'a> Coordinator<'a> {
 
     /// ralph's own files in the base, repository-relative: the task list first.
     fn own_files(&self) -> Vec<String> {
-        let prefix = self.repo.prefix();
-        [storage::TASKS_FILE, "progress.md"]
-            .iter()
-            .map(|name| format!("{prefix}{}/{name}", storage::RALPH_DIR))
-            .collect()
+        own_files(&self.repo, &[storage::TASKS_FILE, "progress.md"])
     }
 
     /// The run's end: the exit status and why.
@@ -355,6 +365,70 @@ impl<'a> Coordinator<'a> {
         };
         output::parallel_ended(&reason, status.code());
         (status, reason)
+    }
+}
+
+/// `--worktree NAME`: an ordinary loop in `.ralph/worktrees/NAME` on branch `ralph/NAME`. With
+/// `merge`, a completed loop's branch is merged into the base and its worktree removed;
+/// otherwise the branch is left for review.
+pub(crate) fn in_worktree(
+    config: &RunConfig,
+    cwd: &Path,
+    dir: &RalphDir,
+    (name, merge): (&str, bool),
+    stop: &StopFlag,
+    knobs: &Knobs,
+) -> anyhow::Result<ExitStatus> {
+    let (repo, base) = base_branch(cwd, dir, "--worktree")?;
+    let path = dir.worktree(name);
+    repo.add_worktree(&path, &branch(name), &base)
+        .map_err(fail)?;
+    let worktree_cwd = path.join(repo.prefix());
+    let worktree_dir = RalphDir::new(&worktree_cwd);
+    output::worktree_loop(name, &branch(name));
+    let status = start::run(
+        config,
+        &worktree_cwd,
+        &worktree_dir,
+        start::Start::Fresh,
+        stop,
+        knobs,
+    )?;
+    if status != ExitStatus::Success {
+        return Ok(status);
+    }
+    if !merge {
+        output::worktree_left(name, &branch(name), &base);
+        return Ok(status);
+    }
+    let message = format!(
+        "Ralph: merge worktree {name} — {}",
+        output::format::preview(&config.prompt, 60)
+    );
+    // ralph's own files in the base are committed first, or the merge would overwrite them.
+    let mine = own_files(
+        &repo,
+        &[storage::TASKS_FILE, storage::GITIGNORE_FILE, "progress.md"],
+    );
+    let mine: Vec<&str> = mine.iter().map(String::as_str).collect();
+    repo.commit_paths(&mine, "Ralph: task list").map_err(fail)?;
+    let own: Vec<&str> = vec![mine[0], mine[2]];
+    match repo
+        .merge_branch(&branch(name), &message, &own, &mut || Ok(()))
+        .map_err(fail)?
+    {
+        Merge::Done(hash) => {
+            output::task_merged(name, &base, &hash);
+            repo.remove_worktree(&path, &branch(name), true);
+            Ok(status)
+        }
+        Merge::Conflict(files) => Err(fail(format!(
+            "merging {} into {base} conflicts in {}; the branch is kept: merge it yourself (git merge {})",
+            branch(name),
+            files.join(", "),
+            branch(name)
+        ))
+        .into()),
     }
 }
 

@@ -329,7 +329,8 @@ pub(crate) fn task_ids(list: &TaskList) -> Vec<String> {
     ids
 }
 
-fn is_ref_safe(id: &str) -> bool {
+/// Whether `id` can name a branch and a directory as it is.
+pub(crate) fn is_ref_safe(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 60
         && !id.starts_with(['-', '.'])

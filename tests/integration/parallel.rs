@@ -272,3 +272,69 @@ fn ctrl_c_stops_every_worker_and_its_agent() {
         "an agent survived"
     );
 }
+
+/// Two loops with different prompts, each in its own worktree, at the same time.
+#[test]
+fn two_worktree_loops_run_at_once_and_status_lists_both() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let env = TestEnv::new();
+    // Each agent waits until both are running, then writes its prompt's first word and completes.
+    env.write_executable(
+        "opencode",
+        r#"#!/bin/sh
+dir=${FAKE_AGENT_DIR:?}
+for last in "$@"; do :; done
+word=$(printf '%s' "$last" | grep -A2 '^## Your Task' | sed -n 3p | cut -d' ' -f1)
+touch "$dir/started.$word"
+while [ ! -f "$dir/go" ]; do sleep 0.05; done
+echo "$word" > "$word.txt"
+echo "<promise>COMPLETE</promise>"
+"#,
+    );
+    let start = |name: &str, prompt: &str| {
+        env.ralph()
+            .args(["--pause", "0", "--worktree", name, prompt])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = start("alpha", "Alpha the first prompt");
+    let mut second = start("beta", "Beta the second prompt");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(env.agent_dir().join("started.Alpha").exists()
+        && env.agent_dir().join("started.Beta").exists())
+    {
+        assert!(Instant::now() < deadline, "both loops did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = env.run(&["--status"]).stdout();
+    assert!(status.contains("alpha  🔄 running"), "{status}");
+    assert!(status.contains("beta   🔄 running"), "{status}");
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    for child in [&mut first, &mut second] {
+        let output = crate::signals::wait_output(child, Duration::from_secs(30));
+        assert_eq!(output.status.code(), Some(0));
+    }
+    let alpha = env.work().join(".ralph/worktrees/alpha/Alpha.txt");
+    assert!(alpha.exists(), "the alpha loop worked in its worktree");
+    assert!(
+        !env.work().join("Alpha.txt").exists(),
+        "and not in the base"
+    );
+    assert!(
+        env.git(&["branch", "--list", "ralph/*"])
+            .contains("ralph/beta")
+    );
+    let merged = env.run_loop(&["--worktree", "gamma", "--merge", "Gamma the third"]);
+    merged.assert_code(0);
+    assert!(
+        env.work().join("Gamma.txt").exists(),
+        "merged into the base"
+    );
+    assert!(
+        !env.git(&["branch", "--list", "ralph/gamma"])
+            .contains("gamma")
+    );
+}
