@@ -427,6 +427,47 @@ ratio=$(calc "$t / $t_true")
 row "7. \`ralph --version\`" "$(calc "$t * 1000" 2) ms" "$(calc "$t_true * 1000" 2) ms (/bin/true)" \
   "${ratio}×" "≤ 3×" "$(verdict "$ratio" 3)"
 
+# --- Case 8: parallel tasks ------------------------------------------------------------------------
+# Eight tasks with an instant agent in a clone of the large repository, --parallel 4 and 1, against
+# a shell script doing the same git work per task: worktree add, commit, merge, worktree remove.
+say "case 8: 8 parallel tasks in a $FILES-file repository"
+PAR_SRC="$WORK/dirs/par-src"
+timeout 600 git clone -q "$REPO" "$PAR_SRC"
+(
+  cd "$PAR_SRC"
+  mkdir -p .ralph
+  for i in 1 2 3 4 5 6 7 8; do printf -- '- [ ] Task %s\n  - id: t%s\n' "$i" "$i"; done >.ralph/ralph-tasks.md
+  git add -A && git commit -q -m tasks
+)
+printf 'rm -rf "%s" && cp -a "%s" "%s"\n' "$WORK/dirs/par" "$PAR_SRC" "$WORK/dirs/par" >"$WORK/reset-par.sh"
+cat >"$WORK/git-par.sh" <<'SCRIPT'
+set -e
+cd "$1"
+for i in 1 2 3 4 5 6 7 8; do
+  git worktree add -q -b "ralph/t$i" ".ralph/worktrees/t$i"
+  echo "task $i" >".ralph/worktrees/t$i/t$i.txt"
+  git -C ".ralph/worktrees/t$i" add -A && git -C ".ralph/worktrees/t$i" commit -q -m "task $i"
+  git merge -q --no-ff -m "merge t$i" "ralph/t$i"
+  git worktree remove --force ".ralph/worktrees/t$i" && git branch -q -D "ralph/t$i"
+done
+SCRIPT
+agent par-instant 'echo "task $$" > "t$$.txt"' 'echo "<promise>READY_FOR_NEXT_TASK</promise>"'
+par_runs=$([ "$MODE" = full ] && echo 3 || echo 2)
+with_agent par-instant hf case8 --runs "$par_runs" -i --prepare "sh '$WORK/reset-par.sh'" \
+  -n parallel4 "sh -c \"cd '$WORK/dirs/par' && '$RALPH' x --tasks --parallel 4 --pause 0 --output-format text\"" \
+  -n parallel1 "sh -c \"cd '$WORK/dirs/par' && '$RALPH' x --tasks --parallel 1 --pause 0 --output-format text\"" \
+  -n git "sh '$WORK/git-par.sh' '$WORK/dirs/par'"
+t_p4=$(mean case8 parallel4)
+t_p1=$(mean case8 parallel1)
+t_git=$(mean case8 git)
+per_task_git=$(calc "$t_git / 8 * 1000" 1)
+for n in 4 1; do
+  t=$([ "$n" = 4 ] && echo "$t_p4" || echo "$t_p1")
+  row "8. 8 tasks, \`--parallel $n\`, $FILES files (instant agent)" "$(calc "$t / 8 * 1000" 1) ms/task" \
+    "$per_task_git ms/task (git worktree add + commit + merge + remove)" "$(calc "$t / $t_git")×" \
+    "report" "—"
+done
+
 # --- Report ----------------------------------------------------------------------------------------
 missed() { # CASE-NUMBER: was a row of this case missed?
   local name

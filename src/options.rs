@@ -213,6 +213,8 @@ loop_options! {
     /// Show the agent's output as it arrives (default).
     stream: bool = true, heading "Agent and output", value "",
         cli Cli::Negatable("Show the agent's output only when it exits.");
+    /// In a parallel run, show every agent's own output too, each line prefixed with its task.
+    verbose: bool = false, heading "Agent and output", value "";
     /// Print every tool call instead of the compact `| Tools` summary.
     verbose_tools: bool = false, heading "Agent and output", value "";
     /// OpenCode only: load no plugins except authentication plugins.

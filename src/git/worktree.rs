@@ -46,6 +46,17 @@ impl Repo {
             .collect())
     }
 
+    /// Undoes a merge that was cut off (ralph killed while it merged): `true` when there was one.
+    pub(crate) fn abort_unfinished_merge(&self) -> bool {
+        let merging = self
+            .run(&["rev-parse", "-q", "--verify", "MERGE_HEAD"])
+            .is_ok_and(|output| output.status.success());
+        if merging {
+            let _ = self.run(&["merge", "--abort"]);
+        }
+        merging
+    }
+
     /// Commits `paths` (ralph's own files) alone, if they changed.
     pub(crate) fn commit_paths(&self, paths: &[&str], message: &str) -> Result<(), String> {
         let paths = self.existing(paths);

@@ -50,14 +50,30 @@ pub(crate) fn configure(color: ColorChoice, no_color: bool, json: bool) {
 }
 
 thread_local! {
-    /// The task a parallel worker thread works on: its messages carry `[id] ` and its agent's
-    /// own output is not shown (the lines of several agents would interleave).
+    /// The task a parallel worker thread works on: its messages carry `[id] `, and its agent's
+    /// own output is shown only with `--verbose` (then prefixed too, line by line).
     static WORKER: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// `--verbose`, and whether the agent's output is at the start of a line.
+    static WORKER_ECHO: std::cell::Cell<(bool, bool)> = const { std::cell::Cell::new((false, true)) };
 }
 
-/// Marks this thread as the worker of task `id` (or, with `None`, as no worker).
-pub(crate) fn set_worker(id: Option<&str>) {
+/// Marks this thread as the worker of task `id` (or, with `None`, as no worker); `verbose`:
+/// its agent's output is shown.
+pub(crate) fn set_worker(id: Option<&str>, verbose: bool) {
     WORKER.with(|worker| *worker.borrow_mut() = id.map(str::to_owned));
+    WORKER_ECHO.with(|echo| echo.set((verbose, true)));
+}
+
+/// For a worker's agent output: `None` to hide it, else the prefix to write first (empty in
+/// the middle of a line).
+fn worker_echo(ends_line: bool) -> Option<Option<String>> {
+    let id = worker()?;
+    let (verbose, at_start) = WORKER_ECHO.with(std::cell::Cell::get);
+    if !verbose {
+        return None;
+    }
+    WORKER_ECHO.with(|echo| echo.set((true, ends_line)));
+    Some(at_start.then(|| format!("[{id}] ")))
 }
 
 /// The task of this thread's worker, if it is one.
@@ -177,10 +193,16 @@ pub(crate) fn warn(lines: &[&str]) {
 
 /// Writes a piece of the agent's stdout without flushing.
 pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
-    if is_json() || worker().is_some() {
+    if is_json() {
         return;
     }
     let mut out = stdout();
+    if worker().is_some() {
+        let Some(prefix) = worker_echo(ends_line) else {
+            return;
+        };
+        let _ = out.write_all(prefix.unwrap_or_default().as_bytes());
+    }
     let _ = out.write_all(text.as_bytes());
     if ends_line {
         let _ = out.write_all(b"\n");
@@ -189,11 +211,17 @@ pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
 
 /// Writes a piece of the agent's stderr.
 pub(crate) fn agent_stderr(text: &str, ends_line: bool) {
-    if is_json() || worker().is_some() {
+    if is_json() {
         return;
     }
     let _ = stdout().flush();
     let mut err = io::stderr().lock();
+    if worker().is_some() {
+        let Some(prefix) = worker_echo(ends_line) else {
+            return;
+        };
+        let _ = err.write_all(prefix.unwrap_or_default().as_bytes());
+    }
     let _ = err.write_all(text.as_bytes());
     if ends_line {
         let _ = err.write_all(b"\n");

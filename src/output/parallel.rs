@@ -64,3 +64,10 @@ pub(crate) fn worktree_left(name: &str, branch: &str, base: &str) {
         "🌿 The work of {name} is on branch {branch}. Review it, then merge it into {base}: git merge {branch} (or run with --merge next time)"
     )]);
 }
+
+/// A merge cut off by a kill was undone; the task is merged again when it is done.
+pub(crate) fn unfinished_merge_undone() {
+    warn(&[
+        "⚠️  A merge of a task was cut off (ralph was stopped while it merged); it is undone and will be redone.",
+    ]);
+}

@@ -101,6 +101,10 @@ fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
 /// uncommitted but ralph's own files (which are committed first, so the workers see them).
 fn prepare(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, String)> {
     let (repo, base) = base_branch(cwd, dir, flag)?;
+    // A merge a killed ralph left half done is undone; its task's branch is kept and merged again.
+    if repo.abort_unfinished_merge() {
+        output::unfinished_merge_undone();
+    }
     let own = own_files(
         &repo,
         &[storage::TASKS_FILE, storage::GITIGNORE_FILE, "progress.md"],
@@ -227,9 +231,9 @@ impl<'a> Coordinator<'a> {
         let sender = sender.clone();
         let id = id.to_owned();
         scope.spawn(move || {
-            output::set_worker(Some(&id));
+            output::set_worker(Some(&id), config.options.verbose);
             let result = run_worker(&config, &cwd, worker, stop, knobs);
-            output::set_worker(None);
+            output::set_worker(None, false);
             let _ = sender.send((id, result));
         });
         Ok(())

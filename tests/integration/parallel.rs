@@ -338,3 +338,43 @@ echo "<promise>COMPLETE</promise>"
             .contains("gamma")
     );
 }
+
+#[test]
+fn a_workers_task_settings_reach_its_agent_and_verbose_shows_its_output() {
+    let env = TestEnv::new();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] **only**: The only task\n  - cli: codex\n  - model: gpt-x\n  - success: only.txt exists\n  - timeout: 5m\n",
+    )
+    .unwrap();
+    let run = env.run_loop_with(&["Build", "--tasks", "--parallel", "1", "--verbose"], |c| {
+        c.env("FAKE_AGENT_COMPLETE_AT", "1");
+    });
+    run.assert_code(0);
+    assert_eq!(env.agent_argv(1)[0], "exec", "the task's agent: codex");
+    assert!(env.agent_argv(1).contains(&"gpt-x".to_owned()));
+    let prompt = env.agent_prompt(1);
+    assert!(prompt.contains("Done means: only.txt exists"), "{prompt}");
+    assert!(
+        prompt.contains("🔄 CURRENT TASK: \"**only**: The only task\""),
+        "{prompt}"
+    );
+    assert!(
+        run.stdout().contains("[only] fake agent call 1"),
+        "{}",
+        run.stdout()
+    );
+    let quiet = TestEnv::new();
+    fs::create_dir_all(quiet.work().join(".ralph")).unwrap();
+    fs::write(quiet.ralph_file("ralph-tasks.md"), "- [ ] Quiet\n").unwrap();
+    let run = quiet.run_loop_with(&["Build", "--tasks", "--parallel", "1"], |c| {
+        c.env("FAKE_AGENT_COMPLETE_AT", "1");
+    });
+    run.assert_code(0);
+    assert!(
+        !run.stdout().contains("fake agent call"),
+        "{}",
+        run.stdout()
+    );
+}
