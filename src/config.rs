@@ -222,6 +222,11 @@ fn loop_mode(
                     "--worktree runs one loop; --parallel gives every task its own worktree already",
                 ));
             }
+            if merge && !run.options.commit {
+                return Err(usage(
+                    "--merge merges the loop's commits, so it needs auto-commit: drop --no-commit",
+                ));
+            }
             Mode::RunInWorktree {
                 config: run,
                 name,
@@ -298,6 +303,11 @@ impl RunConfig {
                 "--min-iterations ({}) is greater than --max-iterations ({}); the loop could never complete",
                 o.min_iterations, o.max_iterations
             )));
+        }
+        if o.parallel > 0 && !o.commit {
+            return Err(usage(
+                "--parallel merges each task's commits, so it needs auto-commit: drop --no-commit (or commit = false)",
+            ));
         }
         if o.verify.iter().any(|command| command.trim().is_empty()) {
             return Err(usage(

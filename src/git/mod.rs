@@ -179,7 +179,8 @@ impl Repo {
             })
             .map(|name| (*name).to_owned())
             .collect();
-        if existing.is_empty() {
+        // During a merge git allows no commit of some paths only: they go with the merge commit.
+        if existing.is_empty() || self.merging() {
             return Ok(None);
         }
         let specs = self.runtime_pathspecs(&existing);
@@ -200,6 +201,12 @@ impl Repo {
             "git commit",
         )?;
         self.short_head().map(Some)
+    }
+
+    /// Whether a merge is under way (`MERGE_HEAD` exists).
+    pub(crate) fn merging(&self) -> bool {
+        self.run(&["rev-parse", "-q", "--verify", "MERGE_HEAD"])
+            .is_ok_and(|output| output.status.success())
     }
 
     /// The abbreviated hash of HEAD.

@@ -46,15 +46,34 @@ impl Repo {
             .collect())
     }
 
-    /// Undoes a merge that was cut off (ralph killed while it merged): `true` when there was one.
-    pub(crate) fn abort_unfinished_merge(&self) -> bool {
-        let merging = self
-            .run(&["rev-parse", "-q", "--verify", "MERGE_HEAD"])
-            .is_ok_and(|output| output.status.success());
-        if merging {
+    /// Undoes a merge that was cut off (ralph killed while it merged) of a branch named
+    /// `prefix…` (any merge with an empty prefix); a merge of anything else is the user's and is
+    /// left alone. `true` when undone.
+    pub(crate) fn abort_unfinished_merge(&self, prefix: &str) -> bool {
+        let pattern = format!("refs/heads/{prefix}");
+        let ours = self
+            .run(&[
+                "for-each-ref",
+                "--points-at",
+                "MERGE_HEAD",
+                "--format=%(refname)",
+                &pattern,
+            ])
+            .is_ok_and(|output| output.status.success() && !output.stdout.is_empty())
+            || (prefix.is_empty() && self.merging());
+        if ours {
             let _ = self.run(&["merge", "--abort"]);
         }
-        merging
+        ours
+    }
+
+    /// In a worktree with a merge under way: the files still in conflict (empty otherwise).
+    pub(crate) fn unfinished_merge_conflicts(&self) -> Vec<String> {
+        if self.merging() {
+            self.unmerged_paths().unwrap_or_default()
+        } else {
+            Vec::new()
+        }
     }
 
     /// Commits `paths` (ralph's own files) alone, if they changed.
@@ -150,15 +169,21 @@ impl Repo {
             return Err(why);
         }
         let present = self.existing(own);
-        if !present.is_empty() {
-            let mut add = vec!["add", "-A", "--"];
-            add.extend(&present);
-            check(self.run(&add), "git add")?;
+        let committed = (|| {
+            if !present.is_empty() {
+                let mut add = vec!["add", "-A", "--"];
+                add.extend(&present);
+                check(self.run(&add), "git add")?;
+            }
+            check(
+                self.run(&["commit", "-q", "--no-edit", "-m", message]),
+                "git commit",
+            )
+        })();
+        if let Err(why) = committed {
+            let _ = self.run(&["merge", "--abort"]);
+            return Err(why);
         }
-        check(
-            self.run(&["commit", "-q", "--no-edit", "-m", message]),
-            "git commit",
-        )?;
         self.short_head().map(Merge::Done)
     }
 

@@ -500,6 +500,11 @@ pub(crate) fn retry_countdown(wait: &RetryWait<'_>, left: Duration) {
         );
         return;
     }
+    if super::is_worker() {
+        // Several workers share the terminal: a plain line each, prefixed with the task.
+        say(&[&text]);
+        return;
+    }
     let mut out = super::stdout();
     if is_terminal() {
         let _ = write!(out, "\r\x1b[2K{text}");
@@ -511,7 +516,7 @@ pub(crate) fn retry_countdown(wait: &RetryWait<'_>, left: Duration) {
 
 /// Ends an in-place countdown line.
 pub(crate) fn retry_wait_done() {
-    if is_terminal() && !super::is_json() {
+    if is_terminal() && !super::is_json() && !super::is_worker() {
         say(&[""]);
     }
 }

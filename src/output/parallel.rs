@@ -71,3 +71,20 @@ pub(crate) fn unfinished_merge_undone() {
         "⚠️  A merge of a task was cut off (ralph was stopped while it merged); it is undone and will be redone.",
     ]);
 }
+
+/// A failed task's `[!]` could not be written or committed.
+pub(crate) fn task_not_recorded(id: &str, why: &str) {
+    warn(&[&format!(
+        "[{id}] ⚠️  Could not record the failure in the task file ({why}); mark it yourself"
+    )]);
+}
+
+/// A task's worktree has uncommitted work, so it is kept.
+pub(crate) fn worktree_kept(id: &str, paths: &[String]) {
+    let shown: Vec<&str> = paths.iter().take(3).map(String::as_str).collect();
+    warn(&[&format!(
+        "[{id}] ⚠️  .ralph/worktrees/{id} has uncommitted changes ({}{}), so it is kept; look at them, then remove it with git worktree remove",
+        shown.join(", "),
+        if paths.len() > 3 { ", …" } else { "" }
+    )]);
+}

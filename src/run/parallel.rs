@@ -46,8 +46,8 @@ pub(crate) fn run(
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
-    let (repo, base) = prepare(cwd, dir, "--parallel")?;
     let (_lock, resumed) = start::claim(dir, start, knobs)?;
+    let (repo, base) = prepare(cwd, dir, "--parallel")?;
     // The run's own state, so `--status` sees it and `--resume` can continue it.
     let mut state = start::new_state(config, resumed.as_ref());
     state::save(&dir.state(), &state)?;
@@ -64,6 +64,9 @@ pub(crate) fn run(
     };
     output::parallel_started(config.options.parallel, &run.base);
     std::thread::scope(|scope| run.schedule(scope, stop, knobs))?;
+    if stop.is_stopping() {
+        run.ended.get_or_insert(Stop::Interrupted);
+    }
     let (status, reason) = run.finish();
     if status == ExitStatus::Success {
         storage::remove_file(&dir.state())?;
@@ -102,7 +105,7 @@ fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
 fn prepare(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, String)> {
     let (repo, base) = base_branch(cwd, dir, flag)?;
     // A merge a killed ralph left half done is undone; its task's branch is kept and merged again.
-    if repo.abort_unfinished_merge() {
+    if repo.abort_unfinished_merge("ralph/") {
         output::unfinished_merge_undone();
     }
     let own = own_files(
@@ -158,7 +161,12 @@ impl<'a> Coordinator<'a> {
                     if self.running.len() >= self.config.options.parallel as usize {
                         break;
                     }
-                    self.start(scope, (&id, &task), Vec::new(), (stop, knobs), &sender)?;
+                    let conflicts = pending_conflicts(&self.dir.worktree(&id));
+                    if let Err(err) =
+                        self.start(scope, (&id, &task), conflicts, (stop, knobs), &sender)
+                    {
+                        self.give_up(&id, &format!("it could not start: {err:#}"));
+                    }
                 }
             }
             if self.running.is_empty() {
@@ -169,8 +177,14 @@ impl<'a> Coordinator<'a> {
             };
             self.running.remove(&id);
             match outcome(result) {
-                Outcome::Done => self.merge(&id, scope, (stop, knobs), &sender)?,
-                Outcome::Failed(why) => self.give_up(&id, &why)?,
+                // Once the run is ending, a finished task is merged by the next run.
+                Outcome::Done if self.ended.is_some() || stop.is_stopping() => {}
+                Outcome::Done => {
+                    if let Err(err) = self.merge(&id, scope, (stop, knobs), &sender) {
+                        self.give_up(&id, &format!("{err:#}"));
+                    }
+                }
+                Outcome::Failed(why) => self.give_up(&id, &why),
                 Outcome::Ended(stop) => {
                     self.ended.get_or_insert(stop);
                 }
@@ -232,7 +246,10 @@ impl<'a> Coordinator<'a> {
         let id = id.to_owned();
         scope.spawn(move || {
             output::set_worker(Some(&id), config.options.verbose);
-            let result = run_worker(&config, &cwd, worker, stop, knobs);
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_worker(&config, &cwd, worker, stop, knobs)
+            }))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the worker stopped on an internal error")));
             output::set_worker(None, false);
             let _ = sender.send((id, result));
         });
@@ -260,6 +277,10 @@ impl<'a> Coordinator<'a> {
         let message = format!("Ralph: merge task {id} — {}", task.text);
         let own = self.own_files();
         let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        // Tasks added to the list meanwhile are committed first, so the merge keeps them.
+        self.repo
+            .commit_paths(&own, "Ralph: task list")
+            .map_err(fail)?;
         let dir = self.dir;
         let mut mark_done = || mark(dir, id, TaskStatus::Complete, None);
         match self
@@ -280,12 +301,13 @@ impl<'a> Coordinator<'a> {
                         files.join(", "),
                         branch(id)
                     );
-                    return self.give_up(id, &why);
+                    self.give_up(id, &why);
+                    return Ok(());
                 }
                 output::merge_conflicted(id, &files);
                 self.resolve(id, &task, scope, shared, sender)?;
             }
-            Err(why) => self.give_up(id, &format!("its merge failed: {why}"))?,
+            Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
         }
         Ok(())
     }
@@ -318,22 +340,40 @@ impl<'a> Coordinator<'a> {
     }
 
     /// Marks a task failed in the base (with why), and removes its worktree; its branch is kept.
-    fn give_up(&mut self, id: &str, why: &str) -> anyhow::Result<()> {
+    fn give_up(&mut self, id: &str, why: &str) {
         output::task_given_up(id, why);
-        mark(self.dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;
         let own = self.own_files();
         let own: Vec<&str> = own.iter().map(String::as_str).collect();
-        self.repo
-            .commit_paths(&own[..1], &format!("Ralph: task {id} failed"))
-            .map_err(fail)?;
+        let recorded = mark(self.dir, id, TaskStatus::Failed, Some(why)).and_then(|()| {
+            self.repo
+                .commit_paths(&own[..1], &format!("Ralph: task {id} failed"))
+        });
+        if let Err(why) = recorded {
+            output::task_not_recorded(id, &why);
+        }
         self.failed.push(id.to_owned());
         self.remove(id, false);
-        Ok(())
     }
 
+    /// Removes a task's worktree (and, merged, its branch) — unless work in it is uncommitted.
     fn remove(&self, id: &str, delete_branch: bool) {
-        self.repo
-            .remove_worktree(&self.dir.worktree(id), &branch(id), delete_branch);
+        let path = self.dir.worktree(id);
+        let worktree = Repo::discover(&path).filter(|_| path.join(".git").exists());
+        // An unfinished merge of the base is not work: the branch keeps what the agent committed.
+        if let Some(worktree) = &worktree {
+            worktree.abort_unfinished_merge("");
+        }
+        // ralph's own files there (progress log, task list) are not the agent's work either.
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let dirty = worktree
+            .and_then(|worktree| worktree.dirty_paths(&own).ok())
+            .unwrap_or_default();
+        if !dirty.is_empty() {
+            output::worktree_kept(id, &dirty);
+            return;
+        }
+        self.repo.remove_worktree(&path, &branch(id), delete_branch);
     }
 
     /// ralph's own files in the base, repository-relative: the task list first.
@@ -454,6 +494,7 @@ fn outcome(result: anyhow::Result<Stop>) -> Outcome {
             stop
             @ (Stop::Interrupted | Stop::MaxCost(_) | Stop::MaxTokens(_) | Stop::MaxRuntime(_)),
         ) => Outcome::Ended(stop),
+        Ok(Stop::Aborted { .. }) => Outcome::Failed("its agent gave up (abort promise)".to_owned()),
         Ok(stop) => Outcome::Failed(stop.reason(0)),
         Err(err) => Outcome::Failed(format!("ralph failed: {err:#}")),
     }
@@ -468,6 +509,14 @@ fn worker_config(config: &RunConfig, task: &Task) -> RunConfig {
         config.options.max_iterations = limit;
     }
     config
+}
+
+/// The conflicts a reused worktree still has (a merge of the base in it that was not finished).
+fn pending_conflicts(path: &Path) -> Vec<String> {
+    Repo::discover(path)
+        .filter(|_| path.join(".git").exists())
+        .map(|worktree| worktree.unfinished_merge_conflicts())
+        .unwrap_or_default()
 }
 
 /// The branch of task `id`.

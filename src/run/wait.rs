@@ -45,7 +45,7 @@ pub(super) fn before_retry(runner: &Runner<'_>, iteration: u32, failure: &Failur
         until_reset: failure.retry_at.is_some(),
     };
     let deadline = Instant::now() + delay;
-    let every = if output::is_terminal() {
+    let every = if output::is_terminal() && !output::is_worker() {
         Duration::from_secs(1)
     } else {
         Duration::from_secs(60)

@@ -287,7 +287,8 @@ dir=${FAKE_AGENT_DIR:?}
 for last in "$@"; do :; done
 word=$(printf '%s' "$last" | grep -A2 '^## Your Task' | sed -n 3p | cut -d' ' -f1)
 touch "$dir/started.$word"
-while [ ! -f "$dir/go" ]; do sleep 0.05; done
+n=0
+while [ ! -f "$dir/go" ] && [ "$n" -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
 echo "$word" > "$word.txt"
 echo "<promise>COMPLETE</promise>"
 "#,
@@ -377,4 +378,20 @@ fn a_workers_task_settings_reach_its_agent_and_verbose_shows_its_output() {
         "{}",
         run.stdout()
     );
+}
+
+#[test]
+fn parallel_runs_need_commits_and_a_clean_work_tree() {
+    let env = setup("- [ ] One\n");
+    env.run_loop(&["Build", "--tasks", "--parallel", "2", "--no-commit"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("needs auto-commit"));
+    fs::write(env.work().join("README.md"), "changed\n").unwrap();
+    env.run_loop(&["Build", "--tasks", "--parallel", "2"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("uncommitted changes (README.md)"));
+    assert_eq!(env.commit_count(), 1, "nothing was committed");
+    assert!(!env.work().join(".ralph/worktrees").exists());
 }
