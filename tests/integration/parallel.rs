@@ -67,10 +67,19 @@ fn time_of(events: &[(u128, bool, String)], started: bool, task: &str) -> u128 {
         .0
 }
 
+/// Waits (10 s at most) until `n` agents have started: on a loaded machine a 0.3 s agent could
+/// otherwise end before the next one starts, and the test would see no overlap.
+fn barrier(n: u32) -> String {
+    format!(
+        "i=0; while [ \"$(grep -c start \"$dir/events\")\" -lt {n} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done"
+    )
+}
+
 #[test]
 fn four_independent_tasks_two_at_a_time_are_all_merged() {
     let env =
         setup("# Tasks\n\n- [ ] Task one\n- [ ] Task two\n- [ ] Task three\n- [ ] Task four\n");
+    env.agent_script(None, &barrier(2));
     let run = env.run_loop(&["Build", "--tasks", "--parallel", "2"]);
     run.assert_code(0);
     let events = events(&env);
@@ -103,6 +112,11 @@ fn a_diamond_runs_the_middle_side_by_side_and_the_end_after_both() {
     let env = setup(
         "- [ ] Alpha\n  - id: a\n- [ ] Bravo\n  - id: b\n  - blocked_by: a\n\
          - [ ] Charlie\n  - id: c\n  - blocked_by: a\n- [ ] Delta\n  - id: d\n  - blocked_by: b, c\n",
+    );
+    // Bravo and Charlie each wait until both have started (Alpha's start counts as the first).
+    env.agent_script(
+        None,
+        &format!("case \"$task\" in Bravo|Charlie) {} ;; esac", barrier(3)),
     );
     env.run_loop(&["Build", "--tasks", "--parallel", "3"])
         .assert_code(0);
