@@ -109,13 +109,27 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new() -> Self {
-        Self {
-            started: Instant::now(),
+    /// The totals of a run so far (a resumed run's saved ones, or nothing).
+    pub(crate) fn resumed(state: &LoopState) -> Self {
+        let now = Instant::now();
+        let shared = Self {
+            started: now
+                .checked_sub(Duration::from_millis(state.runtime_ms))
+                .unwrap_or(now),
             cost_nanos: 0.into(),
             cost_seen: false.into(),
             tokens: 0.into(),
-        }
+        };
+        shared.add(state.spent_cost_usd, state.spent_tokens);
+        shared
+    }
+
+    /// Writes the totals into the run's state, for `--resume`.
+    pub(crate) fn save_into(&self, state: &mut LoopState) {
+        let spent = self.spent();
+        state.runtime_ms = millis(spent.runtime);
+        state.spent_cost_usd = spent.cost;
+        state.spent_tokens = spent.tokens;
     }
 
     /// Adds what one iteration spent.

@@ -51,12 +51,13 @@ pub(crate) fn run(
     // The run's own state, so `--status` sees it and `--resume` can continue it.
     let mut state = start::new_state(config, resumed.as_ref());
     state::save(&dir.state(), &state)?;
+    let shared = Arc::new(Shared::resumed(&state));
     let mut run = Coordinator {
         config,
         dir,
         repo,
         base,
-        shared: Arc::new(Shared::new()),
+        shared: Arc::clone(&shared),
         running: BTreeSet::new(),
         merge_tries: BTreeMap::new(),
         failed: Vec::new(),
@@ -68,6 +69,7 @@ pub(crate) fn run(
         run.ended.get_or_insert(Stop::Interrupted);
     }
     let (status, reason) = run.finish();
+    shared.save_into(&mut state);
     if status == ExitStatus::Success {
         storage::remove_file(&dir.state())?;
     } else {

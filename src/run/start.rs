@@ -111,6 +111,8 @@ pub(super) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> Loop
             .map(|name| name.to_string_lossy().into_owned()),
         stopped_at: None,
         runtime_ms,
+        spent_cost_usd: resumed.and_then(|saved| saved.spent_cost_usd),
+        spent_tokens: resumed.map_or(0, |saved| saved.spent_tokens),
         stalled: resumed.map_or(0, |saved| saved.stalled),
         agent_group: None,
         task_attempts: resumed

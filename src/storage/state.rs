@@ -48,6 +48,12 @@ pub(crate) struct LoopState {
     /// Wall-clock time the loop has run so far, over all sessions (for `--max-runtime`).
     #[serde(default)]
     pub(crate) runtime_ms: u64,
+    /// A parallel run: the cost and tokens every worker spent together so far (for the global
+    /// budgets over `--resume`; a single loop keeps its totals in the history).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) spent_cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub(crate) spent_tokens: u64,
     /// Iterations in a row that changed no files (for `--max-stalled`, kept over `--resume`).
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub(crate) stalled: u32,
@@ -68,6 +74,10 @@ pub(crate) struct LoopState {
     /// `--resume` continues with the same settings: one more settings layer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) options: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+}
+
+fn is_zero_u64(count: &u64) -> bool {
+    *count == 0
 }
 
 fn one() -> u32 {
@@ -129,6 +139,8 @@ mod tests {
             host: None,
             stopped_at: None,
             runtime_ms: 0,
+            spent_cost_usd: None,
+            spent_tokens: 0,
             stalled: 0,
             agent_group: None,
             task_attempts: std::collections::BTreeMap::new(),

@@ -235,6 +235,10 @@ fn max_cost_counts_every_worker_together() {
     let calls = calls.lines().count();
     assert!((4..=5).contains(&calls), "{calls} calls");
     assert!(run.stdout().contains("max cost"), "{}", run.stdout());
+    // The budget is the run's, not the session's: a resumed run has none left.
+    env.run(&["--resume"]).assert_code(2);
+    let after = fs::read_to_string(env.agent_dir().join("calls")).unwrap();
+    assert_eq!(after.lines().count(), calls, "no agent ran after --resume");
 }
 
 #[test]
