@@ -26,10 +26,7 @@ impl TestEnv {
         for name in ["opencode", "claude", "codex"] {
             env.write_executable(name, FAKE_AGENT);
         }
-        env.git(&["init", "-q", "-b", "main"]);
-        fs::write(env.work().join("README.md"), "project\n").unwrap();
-        env.git(&["add", "-A"]);
-        env.git(&["commit", "-q", "-m", "initial"]);
+        copy_tree(template(), &env.work());
         env
     }
 
@@ -145,6 +142,49 @@ impl TestEnv {
     pub(crate) fn history(&self) -> serde_json::Value {
         serde_json::from_str(&fs::read_to_string(self.ralph_file("ralph-history.json")).unwrap())
             .unwrap()
+    }
+}
+
+/// A repository with one commit (`README.md`, "initial"), made once per test run; every test
+/// starts from a copy of it (three git processes fewer per test).
+fn template() -> &'static Path {
+    static TEMPLATE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    TEMPLATE
+        .get_or_init(|| {
+            // Under cargo's scratch directory for tests (a static is never dropped).
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("ralph-template-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            let env = TestEnv {
+                root: tempfile::Builder::new()
+                    .prefix("ralph-test")
+                    .tempdir()
+                    .unwrap(),
+            };
+            let work = env.work();
+            fs::create_dir_all(&work).unwrap();
+            env.git(&["init", "-q", "--template=", "-b", "main"]);
+            fs::create_dir_all(work.join(".git/hooks")).unwrap();
+            fs::write(work.join("README.md"), "project\n").unwrap();
+            env.git(&["add", "-A"]);
+            env.git(&["commit", "-q", "-m", "initial"]);
+            copy_tree(&work, &dir);
+            dir
+        })
+        .as_path()
+}
+
+/// Copies the files and directories under `from` into `to` (created if needed).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
     }
 }
 
