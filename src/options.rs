@@ -293,7 +293,7 @@ impl clap::Args for LoopArgs {
                     cmd = cmd.arg(base().overrides_with(&negation)).arg(
                         Arg::new(negation)
                             .long(format!("no-{}", def.flag()))
-                            .help(help)
+                            .help(help.trim_end_matches('.'))
                             .help_heading(def.heading)
                             .action(ArgAction::SetTrue)
                             .overrides_with(def.key),
@@ -357,10 +357,12 @@ fn def_help(def: &Def) -> String {
         .find(|(key, _)| *key == def.key)
         .map(|(_, raw)| raw.shown_bare())
         .unwrap_or_default();
+    // As clap writes help taken from doc comments: no closing period.
+    let help = def.help.trim().trim_end_matches('.');
     if def.boolean || shown.is_empty() || shown == "none" || shown == "[]" {
-        def.help.trim().to_owned()
+        help.to_owned()
     } else {
-        format!("{} [default: {shown}]", def.help.trim())
+        format!("{help} [default: {shown}]")
     }
 }
 
@@ -382,7 +384,7 @@ pub(crate) fn init_text() -> String {
         if def.note.is_empty() {
             text.push_str(&line);
         } else {
-            text.push_str(&format!("{line:<34}# {}", def.note));
+            text.push_str(&format!("{line:<33} # {}", def.note));
         }
         text.push('\n');
     }
