@@ -168,22 +168,30 @@ impl Repo {
         names: &[&str],
         message: &str,
     ) -> Result<Option<String>, String> {
-        let existing: Vec<String> = names
+        let paths: Vec<String> = names
             .iter()
-            .filter(|name| {
-                self.root
-                    .join(&self.prefix)
-                    .join(RALPH_DIR)
-                    .join(name)
-                    .is_file()
-            })
-            .map(|name| (*name).to_owned())
+            .map(|name| format!("{}{RALPH_DIR}/{name}", self.prefix))
             .collect();
-        // During a merge git allows no commit of some paths only: they go with the merge commit.
-        if existing.is_empty() || self.merging() {
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+        self.commit_paths(&paths, message)
+    }
+
+    /// Commits the repository-relative `paths` alone (whatever else is staged), if they exist and
+    /// changed: the short hash of the commit, or `None`. During a merge nothing is committed
+    /// (git allows no commit of some paths only then): they go with the merge commit.
+    pub(crate) fn commit_paths(
+        &self,
+        paths: &[&str],
+        message: &str,
+    ) -> Result<Option<String>, String> {
+        let specs: Vec<String> = self
+            .existing(paths)
+            .into_iter()
+            .map(|path| format!(":(top,literal){path}"))
+            .collect();
+        if specs.is_empty() || self.merging() {
             return Ok(None);
         }
-        let specs = self.runtime_pathspecs(&existing);
         let with = |head: &[&str]| -> Vec<String> {
             let mut args: Vec<String> = head.iter().map(|arg| (*arg).to_owned()).collect();
             args.extend(specs.iter().cloned());

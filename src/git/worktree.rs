@@ -76,26 +76,6 @@ impl Repo {
         }
     }
 
-    /// Commits `paths` (ralph's own files) alone, if they changed.
-    pub(crate) fn commit_paths(&self, paths: &[&str], message: &str) -> Result<(), String> {
-        let paths = self.existing(paths);
-        if paths.is_empty() {
-            return Ok(());
-        }
-        let paths = paths.as_slice();
-        let mut add = vec!["add", "-A", "--"];
-        add.extend(paths);
-        check(self.run(&add), "git add")?;
-        let mut diff = vec!["diff", "--cached", "--quiet", "--"];
-        diff.extend(paths);
-        if self.run(&diff).is_ok_and(|output| output.status.success()) {
-            return Ok(());
-        }
-        let mut commit = vec!["commit", "-q", "-m", message, "--"];
-        commit.extend(paths);
-        check(self.run(&commit), "git commit").map(drop)
-    }
-
     /// Creates (or, when its branch exists, reuses) the worktree of a task at `path` on
     /// `branch`, starting from `base`. Returns the worktree's top directory.
     pub(crate) fn add_worktree(
@@ -218,7 +198,7 @@ impl Repo {
     }
 
     /// The repository-relative `paths` that exist in the work tree.
-    fn existing<'p>(&self, paths: &[&'p str]) -> Vec<&'p str> {
+    pub(super) fn existing<'p>(&self, paths: &[&'p str]) -> Vec<&'p str> {
         paths
             .iter()
             .copied()

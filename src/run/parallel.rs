@@ -17,9 +17,9 @@ use crate::exit::ExitStatus;
 use crate::git::{Merge, Repo};
 use crate::output;
 use crate::signal::StopFlag;
-use crate::storage::state;
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
+use crate::storage::{progress, state};
 
 use super::decision::Stop;
 use super::{Knobs, Shared, Worker, start};
@@ -64,7 +64,16 @@ pub(crate) fn run(
         ended: None,
     };
     output::parallel_started(config.options.parallel, &run.base);
-    std::thread::scope(|scope| run.schedule(scope, stop, knobs))?;
+    std::thread::scope(|scope| {
+        let (sender, receiver) = mpsc::channel();
+        let spawner = Spawner {
+            scope,
+            stop,
+            knobs,
+            sender,
+        };
+        run.schedule(&spawner, &receiver)
+    })?;
     if stop.is_stopping() {
         run.ended.get_or_insert(Stop::Interrupted);
     }
@@ -112,7 +121,11 @@ fn prepare(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, Stri
     }
     let own = own_files(
         &repo,
-        &[storage::TASKS_FILE, storage::GITIGNORE_FILE, "progress.md"],
+        &[
+            storage::TASKS_FILE,
+            storage::GITIGNORE_FILE,
+            progress::PROGRESS_FILE,
+        ],
     );
     let own: Vec<&str> = own.iter().map(String::as_str).collect();
     let dirty = repo.dirty_paths(&own).map_err(fail)?;
@@ -145,18 +158,29 @@ struct Coordinator<'a> {
     ended: Option<Stop>,
 }
 
+/// A worker's end: its task id and how its loop stopped.
+type WorkerEnd = (String, anyhow::Result<Stop>);
+
+/// What starting a worker thread needs: the scope it runs in, what it shares with the run, and
+/// where it reports its end.
+struct Spawner<'s, 'e> {
+    scope: &'s std::thread::Scope<'s, 'e>,
+    stop: &'s StopFlag,
+    knobs: &'s Knobs,
+    sender: mpsc::Sender<WorkerEnd>,
+}
+
 impl<'a> Coordinator<'a> {
     /// Starts ready tasks up to the limit, and handles each worker's end, until nothing runs.
     fn schedule<'s>(
         &mut self,
-        scope: &'s std::thread::Scope<'s, '_>,
-        stop: &'s StopFlag,
-        knobs: &'s Knobs,
+        spawner: &Spawner<'s, '_>,
+        receiver: &mpsc::Receiver<WorkerEnd>,
     ) -> anyhow::Result<()>
     where
         'a: 's,
     {
-        let (sender, receiver) = mpsc::channel::<(String, anyhow::Result<Stop>)>();
+        let stop = spawner.stop;
         loop {
             if self.ended.is_none() && !stop.is_stopping() {
                 for (id, task) in self.ready()? {
@@ -164,9 +188,7 @@ impl<'a> Coordinator<'a> {
                         break;
                     }
                     let conflicts = pending_conflicts(&self.dir.worktree(&id));
-                    if let Err(err) =
-                        self.start(scope, (&id, &task), conflicts, (stop, knobs), &sender)
-                    {
+                    if let Err(err) = self.start(spawner, (&id, &task), conflicts) {
                         self.give_up(&id, &format!("it could not start: {err:#}"));
                     }
                 }
@@ -182,7 +204,7 @@ impl<'a> Coordinator<'a> {
                 // Once the run is ending, a finished task is merged by the next run.
                 Outcome::Done if self.ended.is_some() || stop.is_stopping() => {}
                 Outcome::Done => {
-                    if let Err(err) = self.merge(&id, scope, (stop, knobs), &sender) {
+                    if let Err(err) = self.merge(&id, spawner) {
                         self.give_up(&id, &format!("{err:#}"));
                     }
                 }
@@ -220,11 +242,9 @@ impl<'a> Coordinator<'a> {
     /// Creates (or reuses) the task's worktree and starts its worker.
     fn start<'s>(
         &mut self,
-        scope: &'s std::thread::Scope<'s, '_>,
+        spawner: &Spawner<'s, '_>,
         (id, task): (&str, &Task),
         conflicts: Vec<String>,
-        (stop, knobs): (&'s StopFlag, &'s Knobs),
-        sender: &mpsc::Sender<(String, anyhow::Result<Stop>)>,
     ) -> anyhow::Result<()>
     where
         'a: 's,
@@ -244,9 +264,10 @@ impl<'a> Coordinator<'a> {
         };
         output::worker_started(id, &task.text, &branch);
         self.running.insert(id.to_owned());
-        let sender = sender.clone();
+        let sender = spawner.sender.clone();
+        let (stop, knobs) = (spawner.stop, spawner.knobs);
         let id = id.to_owned();
-        scope.spawn(move || {
+        spawner.scope.spawn(move || {
             output::set_worker(Some(&id), config.options.verbose);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 run_worker(&config, &cwd, worker, stop, knobs)
@@ -260,13 +281,7 @@ impl<'a> Coordinator<'a> {
 
     /// Merges a finished task into the base; on a conflict, the worker resolves it (twice at
     /// most), then the task is given up with its branch kept.
-    fn merge<'s>(
-        &mut self,
-        id: &str,
-        scope: &'s std::thread::Scope<'s, '_>,
-        shared: (&'s StopFlag, &'s Knobs),
-        sender: &mpsc::Sender<(String, anyhow::Result<Stop>)>,
-    ) -> anyhow::Result<()>
+    fn merge<'s>(&mut self, id: &str, spawner: &Spawner<'s, '_>) -> anyhow::Result<()>
     where
         'a: 's,
     {
@@ -307,7 +322,7 @@ impl<'a> Coordinator<'a> {
                     return Ok(());
                 }
                 output::merge_conflicted(id, &files);
-                self.resolve(id, &task, scope, shared, sender)?;
+                self.resolve(id, &task, spawner)?;
             }
             Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
         }
@@ -320,9 +335,7 @@ impl<'a> Coordinator<'a> {
         &mut self,
         id: &str,
         task: &Task,
-        scope: &'s std::thread::Scope<'s, '_>,
-        shared: (&'s StopFlag, &'s Knobs),
-        sender: &mpsc::Sender<(String, anyhow::Result<Stop>)>,
+        spawner: &Spawner<'s, '_>,
     ) -> anyhow::Result<()>
     where
         'a: 's,
@@ -336,9 +349,9 @@ impl<'a> Coordinator<'a> {
             .map_err(fail)?;
         if conflicts.is_empty() {
             // The base merged in cleanly: try the merge again.
-            return self.merge(id, scope, shared, sender);
+            return self.merge(id, spawner);
         }
-        self.start(scope, (id, task), conflicts, shared, sender)
+        self.start(spawner, (id, task), conflicts)
     }
 
     /// Marks a task failed in the base (with why), and removes its worktree; its branch is kept.
@@ -349,6 +362,7 @@ impl<'a> Coordinator<'a> {
         let recorded = mark(self.dir, id, TaskStatus::Failed, Some(why)).and_then(|()| {
             self.repo
                 .commit_paths(&own[..1], &format!("Ralph: task {id} failed"))
+                .map(drop)
         });
         if let Err(why) = recorded {
             output::task_not_recorded(id, &why);
@@ -380,7 +394,7 @@ impl<'a> Coordinator<'a> {
 
     /// ralph's own files in the base, repository-relative: the task list first.
     fn own_files(&self) -> Vec<String> {
-        own_files(&self.repo, &[storage::TASKS_FILE, "progress.md"])
+        own_files(&self.repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE])
     }
 
     /// The run's end: the exit status and why.
@@ -454,7 +468,11 @@ pub(crate) fn in_worktree(
     // ralph's own files in the base are committed first, or the merge would overwrite them.
     let mine = own_files(
         &repo,
-        &[storage::TASKS_FILE, storage::GITIGNORE_FILE, "progress.md"],
+        &[
+            storage::TASKS_FILE,
+            storage::GITIGNORE_FILE,
+            progress::PROGRESS_FILE,
+        ],
     );
     let mine: Vec<&str> = mine.iter().map(String::as_str).collect();
     repo.commit_paths(&mine, "Ralph: task list").map_err(fail)?;

@@ -69,10 +69,7 @@ pub(super) fn claim(
     knobs: &Knobs,
 ) -> anyhow::Result<(std::fs::File, Option<LoopState>)> {
     dir.ensure()?;
-    let Some(lock) = lock::loop_lock(dir, knobs.lock_wait)? else {
-        let running = state::load(&dir.state()).ok();
-        return Err(fail(output::loop_already_running(running.as_ref(), &dir.state())).into());
-    };
+    let lock = take_lock(dir, knobs)?;
     let previous = load_keeping_corrupt(&dir.state(), state::load(&dir.state()))?;
     let resumed = match start {
         Start::Resume(saved) => Some(*saved),
@@ -84,6 +81,14 @@ pub(super) fn claim(
         }
     };
     Ok((lock, resumed))
+}
+
+/// The directory's loop lock, or the error that says which loop holds it.
+fn take_lock(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<std::fs::File> {
+    lock::loop_lock(dir, knobs.lock_wait)?.ok_or_else(|| {
+        let running = state::load(&dir.state()).ok();
+        fail(output::loop_already_running(running.as_ref(), &dir.state())).into()
+    })
 }
 
 /// The state a loop saves as it starts (or resumes).
@@ -247,10 +252,7 @@ pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus>
         output::reset_done(&[]);
         return Ok(ExitStatus::Success);
     }
-    let Some(_lock) = lock::loop_lock(dir, knobs.lock_wait)? else {
-        let running = state::load(&dir.state()).ok();
-        return Err(fail(output::loop_already_running(running.as_ref(), &dir.state())).into());
-    };
+    let _lock = take_lock(dir, knobs)?;
     if let Some(group) = state::load(&dir.state()).ok().and_then(|s| s.agent_group) {
         stop_leftover_agent(group, knobs.leftover_grace);
     }
