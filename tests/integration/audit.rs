@@ -216,23 +216,11 @@ fn parallel_task_edits_during_a_loop_lose_nothing() {
     }
     fs::create_dir_all(env.work().join(".ralph")).unwrap();
     fs::write(env.ralph_file("ralph-tasks.md"), &tasks).unwrap();
-    let mut looping = env
-        .ralph()
-        .args(["--pause", "0", "--tasks", "--max-iterations", "25", "task"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut looping =
+        env.spawn_quiet(&["--pause", "0", "--tasks", "--max-iterations", "25", "task"]);
     wait_for_file(&env.agent_dir().join("count"), Duration::from_secs(30));
     let adders: Vec<_> = (1..=10)
-        .map(|n| {
-            env.ralph()
-                .args(["--add-task", &format!("added {n}")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
+        .map(|n| env.spawn_quiet(&["--add-task", &format!("added {n}")]))
         .collect();
     for mut adder in adders {
         let output = wait_output(&mut adder, Duration::from_secs(30));
@@ -427,13 +415,7 @@ fn a_prompt_file_that_is_not_utf8_is_named_once() {
 fn no_agent_outlives_a_killed_ralph() {
     let env = TestEnv::new();
     env.agent_script(Some(1), HANG);
-    let mut ralph = env
-        .ralph()
-        .args(["--pause", "0", "task"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut ralph = env.spawn_quiet(&["--pause", "0", "task"]);
     wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
     let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();

@@ -1,7 +1,6 @@
 //! `--status`, `--add-context`, `--clear-context`, `--list-tasks`, `--add-task`, `--remove-task`.
 
 use std::fs;
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::{TestEnv, wait_for_file};
@@ -154,20 +153,14 @@ fn status_of_an_active_loop_and_of_an_interrupted_one() {
     let env = TestEnv::new();
     env.agent_script(Some(2), "echo ready > \"$FAKE_AGENT_DIR/ready\"; sleep 600");
     env.run(&["--add-task", "first task"]).assert_code(0);
-    let mut child = env
-        .ralph()
-        .args([
-            "--pause",
-            "0",
-            "--tasks",
-            "--model",
-            "m1",
-            "Build the thing",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = env.spawn_quiet(&[
+        "--pause",
+        "0",
+        "--tasks",
+        "--model",
+        "m1",
+        "Build the thing",
+    ]);
     wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     let listing_before = dir_listing(&env);
     let run = env.run(&["--status"]);

@@ -1,7 +1,6 @@
 //! Timeouts, budgets, stop reasons, retries after provider failures, resume after a crash.
 
 use std::fs;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::{TestEnv, is_alive, wait_for_file};
@@ -259,13 +258,7 @@ fn max_stalled_stops_after_iterations_without_changes() {
 fn kill_9_then_resume_continues_at_the_right_iteration() {
     let env = TestEnv::new();
     env.agent_script(Some(3), "echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo ready > \"$FAKE_AGENT_DIR/ready\"; sleep 600");
-    let mut child = env
-        .ralph()
-        .args(["--pause", "0", "Build it", "--max-iterations", "5"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = env.spawn_quiet(&["--pause", "0", "Build it", "--max-iterations", "5"]);
     wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     child.kill().unwrap();
     child.wait().unwrap();

@@ -294,7 +294,6 @@ fn ctrl_c_stops_every_worker_and_its_agent() {
 /// Two loops with different prompts, each in its own worktree, at the same time.
 #[test]
 fn two_worktree_loops_run_at_once_and_status_lists_both() {
-    use std::process::Stdio;
     use std::time::{Duration, Instant};
     let env = TestEnv::new();
     // Each agent waits until both are running, then writes its prompt's first word and completes.
@@ -311,14 +310,8 @@ echo "$word" > "$word.txt"
 echo "<promise>COMPLETE</promise>"
 "#,
     );
-    let start = |name: &str, prompt: &str| {
-        env.ralph()
-            .args(["--pause", "0", "--worktree", name, prompt])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let start =
+        |name: &str, prompt: &str| env.spawn_quiet(&["--pause", "0", "--worktree", name, prompt]);
     let mut first = start("alpha", "Alpha the first prompt");
     let mut second = start("beta", "Beta the second prompt");
     let deadline = Instant::now() + Duration::from_secs(30);

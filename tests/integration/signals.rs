@@ -92,13 +92,7 @@ pub(crate) fn wait_output(
 fn a_second_loop_is_refused_and_changes_nothing() {
     let env = TestEnv::new();
     env.agent_script(Some(2), HANG);
-    let mut first = env
-        .ralph()
-        .args(["--pause", "0", "task"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = env.spawn_quiet(&["--pause", "0", "task"]);
     wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     let state_before = fs::read(env.ralph_file("ralph-loop.state.json")).unwrap();
     let history_before = fs::read(env.ralph_file("ralph-history.json")).unwrap();

@@ -120,6 +120,16 @@ impl TestEnv {
         command
     }
 
+    /// Starts `ralph ARGS` in the background with its output discarded (kill and crash tests).
+    pub(crate) fn spawn_quiet(&self, args: &[&str]) -> std::process::Child {
+        self.ralph()
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     pub(crate) fn git(&self, args: &[&str]) -> String {
         let mut command = Command::new("git");
         self.apply_env(&mut command);
