@@ -1,7 +1,9 @@
 //! Messages of a parallel run: one line per event, prefixed with the task.
 
+use serde_json::json;
+
 use super::format::{long_duration_ms, plural};
-use super::{say, warn};
+use super::{event, say, warn};
 
 /// A parallel run starts.
 pub(crate) fn parallel_started(workers: u32, base: &str) {
@@ -12,6 +14,10 @@ pub(crate) fn parallel_started(workers: u32, base: &str) {
 
 /// A parallel worker starts on its task.
 pub(crate) fn worker_started(id: &str, text: &str, branch: &str) {
+    event(
+        "task_started",
+        json!({"task": id, "description": text, "branch": branch}),
+    );
     say(&[&format!(
         "[{id}] ▶️  \"{text}\" in .ralph/worktrees/{id} (branch {branch})"
     )]);
@@ -19,6 +25,10 @@ pub(crate) fn worker_started(id: &str, text: &str, branch: &str) {
 
 /// A finished task was merged into the base.
 pub(crate) fn task_merged(id: &str, base: &str, hash: &str) {
+    event(
+        "task_merged",
+        json!({"task": id, "into": base, "commit": hash}),
+    );
     say(&[&format!(
         "[{id}] 🔀 Merged into {base} ({hash}); task marked [x]"
     )]);
@@ -26,6 +36,7 @@ pub(crate) fn task_merged(id: &str, base: &str, hash: &str) {
 
 /// A finished task's merge conflicted: its worker resolves it.
 pub(crate) fn merge_conflicted(id: &str, files: &[String]) {
+    event("merge_conflicted", json!({"task": id, "files": files}));
     warn(&[&format!(
         "[{id}] ⚠️  Merge conflict in {}; the agent resolves it in the task's worktree",
         files.join(", ")
@@ -34,11 +45,16 @@ pub(crate) fn merge_conflicted(id: &str, files: &[String]) {
 
 /// A task could not be done: it is marked failed.
 pub(crate) fn task_given_up(id: &str, why: &str) {
+    event("task_failed", json!({"task": id, "reason": why}));
     warn(&[&format!("[{id}] ❌ Task failed: {why}; marked [!]")]);
 }
 
 /// A parallel run ends.
 pub(crate) fn parallel_ended(reason: &str, exit_code: u8) {
+    event(
+        "parallel_ended",
+        json!({"reason": reason, "exit_code": exit_code}),
+    );
     say(&[&format!("Parallel run ended: {reason} (exit {exit_code})")]);
 }
 

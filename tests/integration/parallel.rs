@@ -406,3 +406,30 @@ fn parallel_runs_need_commits_and_a_clean_work_tree() {
     assert_eq!(env.commit_count(), 1, "nothing was committed");
     assert!(!env.work().join(".ralph/worktrees").exists());
 }
+
+#[test]
+fn json_events_of_a_parallel_run_name_their_task() {
+    let env = setup("- [ ] One\n");
+    let run = env.run_loop(&["Build", "--tasks", "--parallel", "1", "--json"]);
+    run.assert_code(0);
+    let events: Vec<serde_json::Value> = run
+        .stdout()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    for kind in [
+        "task_started",
+        "iteration_started",
+        "iteration_finished",
+        "task_merged",
+    ] {
+        let found = events.iter().find(|e| e["event"] == kind);
+        assert_eq!(
+            found.map(|e| &e["task"]),
+            Some(&serde_json::json!("one")),
+            "{kinds:?}"
+        );
+    }
+    assert_eq!(kinds.last(), Some(&"parallel_ended"));
+}
