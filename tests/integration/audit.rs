@@ -416,7 +416,7 @@ fn no_agent_outlives_a_killed_ralph() {
     let env = TestEnv::new();
     env.agent_script(Some(1), HANG);
     let mut ralph = env.spawn_quiet(&["--pause", "0", "task"]);
-    wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    env.wait_for_agent();
     let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
     let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();
     ralph.kill().unwrap();

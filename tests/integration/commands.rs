@@ -1,9 +1,8 @@
 //! `--status`, `--add-context`, `--clear-context`, `--list-tasks`, `--add-task`, `--remove-task`.
 
 use std::fs;
-use std::time::Duration;
 
-use crate::support::{TestEnv, wait_for_file};
+use crate::support::TestEnv;
 
 const NOTES: &str = "# Ralph Tasks\n\nNotes about the project.\n\n- [x] Set up\n  - [x] cargo init\n      deeper note\n";
 
@@ -161,7 +160,7 @@ fn status_of_an_active_loop_and_of_an_interrupted_one() {
         "m1",
         "Build the thing",
     ]);
-    wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    env.wait_for_agent();
     let listing_before = dir_listing(&env);
     let run = env.run(&["--status"]);
     run.assert_code(0);

@@ -3,7 +3,7 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use crate::support::{TestEnv, is_alive, wait_for_file};
+use crate::support::{TestEnv, is_alive};
 
 const HANG_WITH_GRANDCHILD: &str = "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo working; wait";
 
@@ -259,7 +259,7 @@ fn kill_9_then_resume_continues_at_the_right_iteration() {
     let env = TestEnv::new();
     env.agent_script(Some(3), "echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo ready > \"$FAKE_AGENT_DIR/ready\"; sleep 600");
     let mut child = env.spawn_quiet(&["--pause", "0", "Build it", "--max-iterations", "5"]);
-    wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    env.wait_for_agent();
     child.kill().unwrap();
     child.wait().unwrap();
     // The agent of iteration 3 does not outlive the killed ralph (its guard ends it).

@@ -4,7 +4,7 @@ use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::{TestEnv, is_alive, run_with_deadline, wait_for_file};
+use crate::support::{TestEnv, is_alive, run_with_deadline};
 
 pub(crate) const HANG: &str = "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo ready > \"$FAKE_AGENT_DIR/ready\"; wait";
 
@@ -19,7 +19,7 @@ fn ctrl_c_ends_the_agent_and_its_grandchild_and_keeps_resumable_state() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    env.wait_for_agent();
     let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();
     let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
     let sent = Instant::now();
@@ -93,7 +93,7 @@ fn a_second_loop_is_refused_and_changes_nothing() {
     let env = TestEnv::new();
     env.agent_script(Some(2), HANG);
     let mut first = env.spawn_quiet(&["--pause", "0", "task"]);
-    wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    env.wait_for_agent();
     let state_before = fs::read(env.ralph_file("ralph-loop.state.json")).unwrap();
     let history_before = fs::read(env.ralph_file("ralph-history.json")).unwrap();
 

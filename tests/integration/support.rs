@@ -46,6 +46,22 @@ impl TestEnv {
         self.root.path().join("agent")
     }
 
+    /// Waits until the fake agent has written its `ready` marker and ralph has recorded the
+    /// agent's process group in the state (ralph records it just after the spawn, so a test that
+    /// looks at `.ralph/` right after `ready` could otherwise see the state mid-update).
+    pub(crate) fn wait_for_agent(&self) {
+        wait_for_file(&self.agent_dir().join("ready"), Duration::from_secs(30));
+        let state = self.ralph_file("ralph-loop.state.json");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !fs::read_to_string(&state).is_ok_and(|text| text.contains("\"agentGroup\"")) {
+            assert!(
+                Instant::now() < deadline,
+                "ralph did not record the agent's process group"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub(crate) fn ralph_file(&self, name: &str) -> PathBuf {
         self.work().join(".ralph").join(name)
     }
