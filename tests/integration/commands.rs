@@ -177,7 +177,8 @@ fn status_of_an_active_loop_and_of_an_interrupted_one() {
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let output = crate::signals::wait_output(&mut child, std::time::Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(130));
     let run = env.run(&["--status"]);
     let text = redact(&run.stdout());
     assert!(text.contains("⏸️  INTERRUPTED at iteration 2"), "{text}");

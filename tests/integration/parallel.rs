@@ -305,7 +305,7 @@ for last in "$@"; do :; done
 word=$(printf '%s' "$last" | grep -A2 '^## Your Task' | sed -n 3p | cut -d' ' -f1)
 touch "$dir/started.$word"
 n=0
-while [ ! -f "$dir/go" ] && [ "$n" -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
+while [ ! -f "$dir/go" ] && [ "$n" -lt 2400 ]; do sleep 0.05; n=$((n + 1)); done
 echo "$word" > "$word.txt"
 echo "<promise>COMPLETE</promise>"
 "#,

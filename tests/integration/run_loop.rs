@@ -248,7 +248,8 @@ fn piped_stdin_and_prompt_files_deliver_the_prompt() {
         .spawn()
         .unwrap();
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"Piped prompt").unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(2));
+    let output = crate::signals::wait_output(&mut child, std::time::Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(2));
     assert!(
         env.agent_prompt(2)
             .contains("## Your Task\n\nPiped prompt\n")
