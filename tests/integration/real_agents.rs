@@ -298,7 +298,7 @@ fn record_agent_fixtures() {
         for (scenario, allow_writes) in SCENARIOS {
             let root = tempfile::Builder::new()
                 .prefix("ralph-fixture")
-                .tempdir()
+                .tempdir_in(crate::support::scratch())
                 .unwrap();
             let (work, home) = (root.path().join("work"), root.path().join("home"));
             fs::create_dir_all(&work).unwrap();
