@@ -281,15 +281,7 @@ impl Watch {
             if let Some(reason) = self.stop_reason(now, options, stop) {
                 self.ended_by.get_or_insert(reason);
                 handler.on_stopping(reason);
-                let status = terminate(
-                    child,
-                    group,
-                    options,
-                    stop,
-                    receiver,
-                    &mut self.splitters,
-                    handler,
-                )?;
+                let status = self.terminate(child, group, options, stop, receiver, handler)?;
                 self.exit = Some(status);
                 self.exited_at = Some(Instant::now());
             }
@@ -321,32 +313,38 @@ impl Watch {
             None
         }
     }
-}
 
-/// SIGTERM the group, keep draining output for the grace period (cut short by another stop
-/// request), then SIGKILL.
-fn terminate(
-    child: &mut Child,
-    group: i32,
-    options: &RunOptions,
-    stop: &StopFlag,
-    receiver: &Receiver<Event>,
-    splitters: &mut [LineSplitter; 2],
-    handler: &mut dyn OutputHandler,
-) -> anyhow::Result<std::process::ExitStatus> {
-    let requests = stop.requested();
-    signal_group(group, Signal::SIGTERM);
-    let deadline = Instant::now() + options.grace;
-    while Instant::now() < deadline && stop.requested() <= requests {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
+    /// SIGTERM the group, keep draining output for the grace period (cut short by another stop
+    /// request), then SIGKILL.
+    fn terminate(
+        &mut self,
+        child: &mut Child,
+        group: i32,
+        options: &RunOptions,
+        stop: &StopFlag,
+        receiver: &Receiver<Event>,
+        handler: &mut dyn OutputHandler,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        let requests = stop.requested();
+        signal_group(group, Signal::SIGTERM);
+        let deadline = Instant::now() + options.grace;
+        while Instant::now() < deadline && stop.requested() <= requests {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            match receive(receiver, Duration::from_millis(20)) {
+                Received::Data(source, bytes) => {
+                    let index = usize::from(source == Source::Stderr);
+                    self.splitters[index].push(&bytes, Instant::now(), handler);
+                }
+                // A pipe closed now is closed for good: the loop must not wait for it.
+                Received::Closed => self.open_pipes -= 1,
+                Received::Nothing => {}
+            }
         }
-        if let Received::Data(source, bytes) = receive(receiver, Duration::from_millis(20)) {
-            splitters[usize::from(source == Source::Stderr)].push(&bytes, Instant::now(), handler);
-        }
+        signal_group(group, Signal::SIGKILL);
+        Ok(child.wait()?)
     }
-    signal_group(group, Signal::SIGKILL);
-    Ok(child.wait()?)
 }
 
 enum Received {
@@ -631,5 +629,31 @@ mod tests {
         .unwrap();
         assert_eq!(outcome.ended_by, Some(EndedBy::IdleTimeout));
         assert_eq!(outcome.exit_code, 128 + 15);
+    }
+
+    /// Pipes that close while the agent is being ended are not waited for again: with a leak
+    /// timeout of a minute, an agent that dies at SIGTERM must not cost that minute.
+    #[test]
+    fn an_agent_that_dies_when_ended_is_not_waited_for_as_a_leak() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut opts = options();
+            opts.leak_timeout = Duration::from_secs(60);
+            opts.grace = Duration::from_secs(60);
+            opts.run_timeout = Some(Duration::from_millis(100));
+            let outcome = run(
+                &sh("sleep 30"),
+                Path::new("."),
+                &opts,
+                &StopFlag::default(),
+                &mut Collect::default(),
+            );
+            let _ = done.send(outcome.map(|outcome| outcome.ended_by));
+        });
+        let ended_by = finished
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the run waited for pipes that had already closed")
+            .unwrap();
+        assert_eq!(ended_by, Some(EndedBy::RunTimeout));
     }
 }

@@ -157,12 +157,16 @@ mod tests {
     }
 
     #[test]
-    fn passing_failing_and_timed_out_commands() {
+    fn passing_and_failing_commands() {
         assert!(verify("true", Duration::from_secs(10)).passed);
         let failed = verify("echo one; echo two >&2; exit 3", Duration::from_secs(10));
         assert!(!failed.passed);
         assert_eq!(failed.exit_code, Some(3));
         assert!(failed.output_tail.contains("one") && failed.output_tail.contains("two"));
+    }
+
+    #[test]
+    fn a_command_over_its_time_is_ended() {
         let slow = verify("sleep 30", Duration::from_millis(300));
         assert!(!slow.passed && slow.timed_out);
         assert_eq!(slow.outcome(), "timed out");
