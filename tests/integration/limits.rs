@@ -65,9 +65,9 @@ fn claude_result(status: u16, text: &str) -> String {
 #[test]
 fn a_usage_limit_waits_for_its_reset_time_and_retries_the_same_iteration() {
     let env = TestEnv::new();
-    let reset = "Claude AI usage limit reached|$(( $(date +%s) + 3 ))";
-    env.agent_script(Some(1), &claude_result(429, reset));
-    let started = Instant::now();
+    let resets_at = chrono::Utc::now().timestamp() + 2;
+    let reset = format!("Claude AI usage limit reached|{resets_at}");
+    env.agent_script(Some(1), &claude_result(429, &reset));
     let run = env.run_loop_with(
         &["task", "--agent", "claude-code", "--max-iterations", "1"],
         |c| {
@@ -75,10 +75,13 @@ fn a_usage_limit_waits_for_its_reset_time_and_retries_the_same_iteration() {
         },
     );
     run.assert_code(0);
-    let waited = started.elapsed();
-    assert!(waited >= Duration::from_secs(2), "waited only {waited:?}");
-    assert!(waited < Duration::from_secs(15), "waited {waited:?}");
     assert_eq!(env.agent_calls(), 2);
+    let retried_at = record(&env, 1)["started_at"].as_str().unwrap().to_owned();
+    let retried_at = chrono::DateTime::parse_from_rfc3339(&retried_at).unwrap();
+    assert!(
+        retried_at.timestamp() >= resets_at,
+        "retried at {retried_at}, before the limit reset at {resets_at}"
+    );
     assert_eq!(record(&env, 0)["iteration"], 1);
     assert_eq!(record(&env, 0)["failure"]["kind"], "rate limit");
     assert_eq!(
