@@ -115,6 +115,11 @@ impl TestEnv {
             .env("HOME", self.path().join("home"))
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            // No `git maintenance run --auto` after every commit and fetch: a test repository
+            // never needs it, and it is two processes each time.
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "maintenance.auto")
+            .env("GIT_CONFIG_VALUE_0", "false")
             .env("GIT_AUTHOR_NAME", "ralph-test")
             .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
             .env("GIT_COMMITTER_NAME", "ralph-test")
