@@ -164,6 +164,25 @@ pub(crate) struct CommandArgs {
     #[arg(long, requires = "worktree", help_heading = "Commands")]
     pub(crate) merge: bool,
 
+    /// Take tasks from the task list on a git remote's base branch, one at a time, claiming each
+    /// there so any number of workers on any machines share the list.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) worker: bool,
+
+    /// The git remote of --worker and --status (default: origin).
+    #[arg(
+        long,
+        value_name = "NAME",
+        num_args = 0..=1,
+        default_missing_value = "origin",
+        help_heading = "Commands"
+    )]
+    pub(crate) remote: Option<String>,
+
+    /// The branch --worker takes tasks from and merges into (default: the remote's default branch).
+    #[arg(long, value_name = "BRANCH", help_heading = "Commands")]
+    pub(crate) base: Option<String>,
+
     /// Continue the interrupted or crashed loop recorded in .ralph/.
     #[arg(long, help_heading = "Commands")]
     pub(crate) resume: bool,

@@ -85,7 +85,10 @@ fn workers(dir: &RalphDir) -> Vec<report::WorkerReport> {
     let now = crate::model::now();
     let mut workers: Vec<report::WorkerReport> = entries
         .flatten()
-        .filter(|entry| entry.path().is_dir())
+        // `.integrate` (a `--worker`'s merges) is no loop.
+        .filter(|entry| {
+            entry.path().is_dir() && !entry.file_name().to_string_lossy().starts_with('.')
+        })
         .map(|entry| {
             let id = entry.file_name().to_string_lossy().into_owned();
             let own = RalphDir::new(&entry.path().join(&prefix));

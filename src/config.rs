@@ -41,6 +41,8 @@ pub(crate) enum Mode {
     Doctor,
     Status {
         tasks: bool,
+        /// `--status --remote NAME`: the claims and the task board on that remote.
+        remote: Option<String>,
     },
     AddContext(String),
     ClearContext,
@@ -57,6 +59,12 @@ pub(crate) enum Mode {
     Resume,
     DryRun(Box<RunConfig>),
     Run(Box<RunConfig>),
+    /// `--worker`: tasks taken from `remote`'s `base` branch (default: its default branch).
+    Worker {
+        config: Box<RunConfig>,
+        remote: String,
+        base: Option<String>,
+    },
     /// A loop in its own worktree `name`; `merge`: merged into the base when it completes.
     RunInWorktree {
         config: Box<RunConfig>,
@@ -118,6 +126,9 @@ impl Config {
         let tasks_flag = matches!(cli_layer.get("tasks"), Some((Raw::Bool(true), _)));
         let (resume, dry_run) = (commands.resume, commands.dry_run);
         let (worktree, merge) = (commands.worktree.clone(), commands.merge);
+        let worker = commands
+            .worker
+            .then(|| (commands.remote.clone(), commands.base.clone()));
         let task_properties = task_properties(&cli_layer, commands.success.clone());
         let mode = match commands.mode(tasks_flag, task_properties)? {
             Some(mode) => mode,
@@ -130,10 +141,19 @@ impl Config {
                 Mode::Resume
             }
             None => {
-                let (text, file) = resolve_prompt(prompt, prompt_file, &cwd, input)?;
+                let (text, file) = if worker.is_some() && prompt.is_empty() && prompt_file.is_none()
+                {
+                    // A worker's prompt is its task; the words, if given, are the shared goal.
+                    (WORKER_PROMPT.to_owned(), None)
+                } else {
+                    resolve_prompt(prompt, prompt_file, &cwd, input)?
+                };
                 let stack = settings.stack(&[&cli_layer]);
                 let run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
-                loop_mode(run, dry_run, worktree, merge)?
+                match worker {
+                    Some((remote, base)) => worker_mode(run, remote, base, worktree.is_some())?,
+                    None => loop_mode(run, dry_run, worktree, merge)?,
+                }
             }
         };
         let color = LoopOptions::resolve(&settings.stack(&[&cli_layer]))
@@ -170,7 +190,10 @@ impl CommandArgs {
         } else if self.doctor {
             Mode::Doctor
         } else if self.status {
-            Mode::Status { tasks: tasks_flag }
+            Mode::Status {
+                tasks: tasks_flag,
+                remote: self.remote,
+            }
         } else if let Some(text) = self.add_context {
             if text.trim().is_empty() {
                 return Err(usage(
@@ -200,6 +223,34 @@ impl CommandArgs {
             return Ok(None);
         }))
     }
+}
+
+/// The goal a `--worker` gives its agents when none is given: each works on its task.
+const WORKER_PROMPT: &str = "Complete the tasks of this project's task list.";
+
+/// `--worker`: checked against the options it cannot go with.
+fn worker_mode(
+    mut run: Box<RunConfig>,
+    remote: Option<String>,
+    base: Option<String>,
+    worktree: bool,
+) -> Result<Mode, Error> {
+    if worktree || run.options.parallel > 0 {
+        return Err(usage(
+            "--worker runs one task at a time in its own worktree; drop --worktree and --parallel (start more workers instead)",
+        ));
+    }
+    if !run.options.commit {
+        return Err(usage(
+            "--worker merges each task's commits into the base, so it needs auto-commit: drop --no-commit",
+        ));
+    }
+    run.options.tasks = true;
+    Ok(Mode::Worker {
+        config: run,
+        remote: remote.unwrap_or_else(|| "origin".to_owned()),
+        base,
+    })
 }
 
 /// How the loop runs: shown (`--dry-run`), in its own worktree (`--worktree NAME`), or here.

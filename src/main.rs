@@ -75,7 +75,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let running = matches!(
         config.mode,
-        Mode::Run(_) | Mode::Resume | Mode::RunInWorktree { .. }
+        Mode::Run(_) | Mode::Resume | Mode::RunInWorktree { .. } | Mode::Worker { .. }
     );
     output::configure(config.color, no_color, config.json && running);
     dispatch(config)
@@ -98,7 +98,19 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Init => setup::init(&ralph_dir, &cwd),
         Mode::ShowConfig => setup::show_config(&settings, &cli_layer),
         Mode::Doctor => Ok(setup::doctor(&settings, &cli_layer, &ralph_dir, &cwd)),
-        Mode::Status { tasks } => Ok(commands::status(&ralph_dir, tasks, json)),
+        Mode::Status {
+            tasks: _,
+            remote: Some(remote),
+        } => {
+            let ttl = options::LoopOptions::resolve(&settings.stack(&[&cli_layer]))
+                .map_err(error::fail)?
+                .claim_ttl;
+            run::remote_status(&cwd, &remote, ttl)
+        }
+        Mode::Status {
+            tasks,
+            remote: None,
+        } => Ok(commands::status(&ralph_dir, tasks, json)),
         Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
         Mode::ClearContext => commands::clear_context(&ralph_dir),
         Mode::ListTasks => commands::list_tasks(&ralph_dir, json),
@@ -127,6 +139,21 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         } => {
             let stop = signal::StopFlag::install()?;
             run::in_worktree(&config, &cwd, &ralph_dir, (&name, merge), &stop, &knobs)
+        }
+        Mode::Worker {
+            config,
+            remote,
+            base,
+        } => {
+            let stop = signal::StopFlag::install()?;
+            run::worker(
+                &config,
+                &cwd,
+                &ralph_dir,
+                (&remote, base.as_deref()),
+                &stop,
+                &knobs,
+            )
         }
         Mode::Run(config) => {
             let stop = signal::StopFlag::install()?;

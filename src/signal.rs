@@ -47,6 +47,16 @@ impl StopFlag {
     pub(crate) fn is_stopping(&self) -> bool {
         self.requested() > 0
     }
+
+    /// Adds a stop request (ralph's own: a worker whose claim was taken over).
+    pub(crate) fn request(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Brings this flag up to `other`'s requests (a task's flag follows the user's).
+    pub(crate) fn follow(&self, other: &Self) {
+        self.0.fetch_max(other.requested(), Ordering::SeqCst);
+    }
 }
 
 fn keep_ignored_signals_ignored() {

@@ -22,8 +22,10 @@ use std::process::{Command, Output, Stdio};
 
 use crate::storage::{RALPH_DIR, RUNTIME_FILES};
 
+mod remote;
 mod worktree;
 
+pub(crate) use remote::{Claim, Pushed, SeenClaim, Update, claim_ref};
 pub(crate) use worktree::Merge;
 
 /// The repository that contains ralph's working directory.
@@ -33,6 +35,8 @@ pub(crate) struct Repo {
     root: PathBuf,
     /// The working directory relative to `root`, with a trailing `/` (or empty).
     prefix: String,
+    /// The work tree's git directory (`.git`, or `.git/worktrees/NAME` in a worktree).
+    git_dir: PathBuf,
     /// Keys of the content fingerprints; random per process, fixed for the repository's life
     /// (snapshots are compared only within one process).
     keys: [RandomState; 2],
@@ -56,7 +60,16 @@ struct Status {
 impl Repo {
     /// The repository around `cwd`, or `None` outside one (or when git is missing).
     pub(crate) fn discover(cwd: &Path) -> Option<Self> {
-        let output = git(cwd, &["rev-parse", "--show-toplevel", "--show-prefix"]).ok()?;
+        let output = git(
+            cwd,
+            &[
+                "rev-parse",
+                "--show-toplevel",
+                "--show-prefix",
+                "--absolute-git-dir",
+            ],
+        )
+        .ok()?;
         if !output.status.success() {
             return None;
         }
@@ -64,9 +77,11 @@ impl Repo {
         let mut lines = text.lines();
         let root = PathBuf::from(lines.next()?);
         let prefix = lines.next().unwrap_or("").to_owned();
+        let git_dir = lines.next().map_or_else(|| root.join(".git"), PathBuf::from);
         Some(Self {
             root,
             prefix,
+            git_dir,
             keys: [RandomState::new(), RandomState::new()],
         })
     }
@@ -213,8 +228,7 @@ impl Repo {
 
     /// Whether a merge is under way (`MERGE_HEAD` exists).
     pub(crate) fn merging(&self) -> bool {
-        self.run(&["rev-parse", "-q", "--verify", "MERGE_HEAD"])
-            .is_ok_and(|output| output.status.success())
+        self.git_dir.join("MERGE_HEAD").exists()
     }
 
     /// The abbreviated hash of HEAD.
@@ -235,12 +249,7 @@ impl Repo {
     /// Waits (up to `limit`) while another git process holds the index lock — the commit of a
     /// ralph that was killed may still be running its hooks. True when the index is free.
     pub(crate) fn wait_for_index(&self, limit: std::time::Duration) -> bool {
-        let Ok(output) = self.run(&["rev-parse", "--git-path", "index.lock"]) else {
-            return true;
-        };
-        let lock = self
-            .root
-            .join(String::from_utf8_lossy(&output.stdout).trim());
+        let lock = self.git_dir.join("index.lock");
         let deadline = std::time::Instant::now() + limit;
         while lock.exists() {
             if std::time::Instant::now() >= deadline {

@@ -9,6 +9,7 @@ mod commands;
 pub(crate) mod format;
 mod messages;
 mod parallel;
+mod remote;
 pub(crate) mod report;
 pub(crate) mod status;
 
@@ -19,6 +20,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 pub(crate) use commands::*;
 pub(crate) use messages::*;
 pub(crate) use parallel::*;
+pub(crate) use remote::*;
 
 /// When ralph colours its own messages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

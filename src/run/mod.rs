@@ -14,6 +14,7 @@ mod iteration;
 mod parallel;
 mod plan;
 mod record;
+mod remote;
 mod start;
 mod wait;
 
@@ -31,6 +32,7 @@ use crate::storage::state::{self, LoopState};
 
 pub(crate) use parallel::in_worktree;
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
+pub(crate) use remote::{remote_status, worker};
 pub(crate) use start::{Start, reset, resume, run};
 
 use decision::{Counters, Next, Rules, Spent};
@@ -50,12 +52,14 @@ pub(crate) struct Knobs {
     pub(crate) leftover_grace: Duration,
     /// How long a starting loop waits for a command's instant hold on the loop lock.
     pub(crate) lock_wait: Duration,
+    /// How often a `--worker` with nothing to do looks at the remote again.
+    pub(crate) worker_poll: Duration,
 }
 
 impl Knobs {
     /// Reads `RALPH_HEARTBEAT_MS`, `RALPH_TOOL_SUMMARY_MS`, `RALPH_GRACE_MS`,
     /// `RALPH_LEAK_TIMEOUT_MS`, `RALPH_RETRY_BASE_MS`, `RALPH_ERROR_PAUSE_MS`,
-    /// `RALPH_LEFTOVER_GRACE_MS` and `RALPH_LOCK_WAIT_MS`.
+    /// `RALPH_LEFTOVER_GRACE_MS`, `RALPH_LOCK_WAIT_MS` and `RALPH_WORKER_POLL_MS`.
     pub(crate) fn from_env() -> Self {
         let ms = crate::model::env_millis;
         Self {
@@ -67,6 +71,7 @@ impl Knobs {
             error_pause: ms("RALPH_ERROR_PAUSE_MS", 2_000),
             leftover_grace: ms("RALPH_LEFTOVER_GRACE_MS", 3_000),
             lock_wait: ms("RALPH_LOCK_WAIT_MS", 300),
+            worker_poll: ms("RALPH_WORKER_POLL_MS", 10_000),
         }
     }
 }
@@ -96,6 +101,9 @@ pub(crate) struct Worker {
     pub(crate) base: String,
     /// Files left in conflict by merging the base into the task's branch, to resolve.
     pub(crate) conflicts: Vec<String>,
+    /// A `--worker`'s remote: the task's branch is pushed there after every commit, so no work
+    /// is lost if the machine dies.
+    pub(crate) publish: Option<String>,
 }
 
 /// What every worker of a parallel run spends, counted together for the global budgets.

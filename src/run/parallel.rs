@@ -25,10 +25,10 @@ use super::decision::Stop;
 use super::{Knobs, Shared, Worker, start};
 
 /// Tries at resolving a merge conflict before a task is given up.
-const MERGE_TRIES: u32 = 2;
+pub(super) const MERGE_TRIES: u32 = 2;
 
 /// How a worker's loop ended.
-enum Outcome {
+pub(super) enum Outcome {
     /// The task is done in its branch: merge it.
     Done,
     /// The task could not be done (its iterations ran out, its agent kept failing).
@@ -92,7 +92,11 @@ pub(crate) fn run(
 
 /// The repository and its checked-out branch, the base of worktrees; `.ralph/worktrees/` is
 /// kept out of git.
-fn base_branch(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, String)> {
+pub(super) fn base_branch(
+    cwd: &Path,
+    dir: &RalphDir,
+    flag: &str,
+) -> anyhow::Result<(Repo, String)> {
     let repo = Repo::discover(cwd).ok_or_else(|| {
         fail(format!("{flag} runs in a git worktree, and this is not a git repository; run `git init` and commit first"))
     })?;
@@ -104,7 +108,7 @@ fn base_branch(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, 
 }
 
 /// ralph's files `names` under `.ralph/`, repository-relative.
-fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
+pub(super) fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
     names
         .iter()
         .map(|name| format!("{}{}/{name}", repo.prefix(), storage::RALPH_DIR))
@@ -261,6 +265,7 @@ impl<'a> Coordinator<'a> {
             shared: Arc::clone(&self.shared),
             base: self.base.clone(),
             conflicts,
+            publish: None,
         };
         output::worker_started(id, &task.text, &branch);
         self.running.insert(id.to_owned());
@@ -497,7 +502,7 @@ pub(crate) fn in_worktree(
 }
 
 /// A worker's loop, to its end.
-fn run_worker(
+pub(super) fn run_worker(
     config: &RunConfig,
     cwd: &Path,
     worker: Worker,
@@ -507,7 +512,7 @@ fn run_worker(
     start::run_worker(config, cwd, worker, stop, knobs)
 }
 
-fn outcome(result: anyhow::Result<Stop>) -> Outcome {
+pub(super) fn outcome(result: anyhow::Result<Stop>) -> Outcome {
     match result {
         Ok(Stop::Completed { .. }) => Outcome::Done,
         Ok(
@@ -521,7 +526,7 @@ fn outcome(result: anyhow::Result<Stop>) -> Outcome {
 }
 
 /// The worker's settings: the loop's, with the task's own `max_iterations` (and `ralph: false`).
-fn worker_config(config: &RunConfig, task: &Task) -> RunConfig {
+pub(super) fn worker_config(config: &RunConfig, task: &Task) -> RunConfig {
     let mut config = config.clone();
     config.options.tasks = true;
     config.options.parallel = 0;
@@ -540,11 +545,11 @@ fn pending_conflicts(path: &Path) -> Vec<String> {
 }
 
 /// The branch of task `id`.
-fn branch(id: &str) -> String {
+pub(super) fn branch(id: &str) -> String {
     format!("ralph/{id}")
 }
 
-fn find(list: &TaskList, id: &str) -> Option<Task> {
+pub(super) fn find(list: &TaskList, id: &str) -> Option<Task> {
     tasks::task_ids(list)
         .iter()
         .position(|each| each == id)
@@ -552,7 +557,12 @@ fn find(list: &TaskList, id: &str) -> Option<Task> {
 }
 
 /// Sets task `id`'s box in the base's task file (with a note), under the task file's lock.
-fn mark(dir: &RalphDir, id: &str, status: TaskStatus, note: Option<&str>) -> Result<(), String> {
+pub(super) fn mark(
+    dir: &RalphDir,
+    id: &str,
+    status: TaskStatus,
+    note: Option<&str>,
+) -> Result<(), String> {
     tasks::edit(dir, |current| {
         let updated = current.and_then(|content| {
             let list = TaskList::parse(&String::from_utf8_lossy(content));

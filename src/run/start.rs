@@ -459,9 +459,24 @@ impl<'a> Runner<'a> {
         }
         let Some(repo) = &self.env.repo else { return };
         match repo.commit_all(&iteration_commit_message(iteration)) {
-            Ok(Some(hash)) => output::committed(iteration, &hash),
+            Ok(Some(hash)) => {
+                output::committed(iteration, &hash);
+                self.publish(repo);
+            }
             Ok(None) => {}
             Err(reason) => output::commit_failed(&reason),
+        }
+    }
+
+    /// A `--worker`'s task branch goes to the remote after every commit.
+    fn publish(&self, repo: &Repo) {
+        let Some(worker) = &self.env.worker else {
+            return;
+        };
+        if let Some(remote) = &worker.publish
+            && let Err(reason) = repo.push_branch(remote, &super::parallel::branch(&worker.task_id))
+        {
+            output::push_failed(&reason);
         }
     }
 

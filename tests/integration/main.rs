@@ -19,3 +19,4 @@ mod settings;
 mod signals;
 mod state_files;
 mod tasks_mode;
+mod workers;

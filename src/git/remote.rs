@@ -1,0 +1,310 @@
+//! A git remote as the coordination engine of `--worker`: the base branch holds the task list,
+//! `refs/ralph/claims/<task-id>` says who works on what, and every change to those refs is a
+//! compare-and-swap push (`--force-with-lease` with the value last seen, or empty for "must not
+//! exist"), so two workers can never both win.
+
+use std::process::Output;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Repo, check, git_command};
+
+/// Where claims live on the remote.
+pub(crate) const CLAIMS: &str = "refs/ralph/claims";
+
+/// The tree every claim commit points to (git knows the empty tree without storing it).
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// What a claim records: who holds the task and when they last said they still do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Claim {
+    pub(crate) task: String,
+    pub(crate) worker: String,
+    pub(crate) host: String,
+    pub(crate) pid: u32,
+    pub(crate) started_at: chrono::DateTime<chrono::Utc>,
+    pub(crate) heartbeat_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A claim as last fetched: the task id, the claim commit, and its record (`None` when the
+/// commit holds something ralph cannot read; such a claim is treated as stale).
+#[derive(Clone, Debug)]
+pub(crate) struct SeenClaim {
+    pub(crate) id: String,
+    pub(crate) sha: String,
+    pub(crate) claim: Option<Claim>,
+}
+
+/// One ref a push changes: `new` (a commit, or `None` to delete) with the value the remote must
+/// still have (`Some("")`: the ref must not exist).
+pub(crate) struct Update<'a> {
+    pub(crate) dst: String,
+    pub(crate) new: Option<&'a str>,
+    pub(crate) expect: Option<&'a str>,
+}
+
+/// How an all-or-nothing push went.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    Done,
+    /// A ref had moved on the remote (another worker was first); nothing was changed.
+    Moved,
+}
+
+impl Repo {
+    /// Runs git with no terminal prompt (a worker runs unattended).
+    fn remote_run(&self, args: &[&str]) -> std::io::Result<Output> {
+        git_command(self.root(), args)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .output()
+    }
+
+    /// Whether this clone has a remote `name`.
+    pub(crate) fn has_remote(&self, name: &str) -> bool {
+        self.run(&["remote", "get-url", name])
+            .is_ok_and(|output| output.status.success())
+    }
+
+    /// The remote's default branch (what its HEAD points to).
+    pub(crate) fn remote_default_branch(&self, remote: &str) -> Result<String, String> {
+        let output = check(
+            self.remote_run(&["ls-remote", "--symref", remote, "HEAD"]),
+            &format!("git ls-remote {remote}"),
+        )?;
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .find_map(|line| line.strip_prefix("ref: refs/heads/")?.split('\t').next())
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{remote} names no default branch"))
+    }
+
+    /// Fetches the base branch, the task branches and every claim (what is gone from the
+    /// remote is forgotten).
+    pub(crate) fn fetch_work(&self, remote: &str, base: &str) -> Result<(), String> {
+        let base_spec = format!("+refs/heads/{base}:refs/remotes/{remote}/{base}");
+        let tasks_spec = format!("+refs/heads/ralph/*:refs/remotes/{remote}/ralph/*");
+        let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
+        check(
+            self.remote_run(&[
+                "fetch",
+                "-q",
+                "--prune",
+                "--no-tags",
+                remote,
+                &base_spec,
+                &tasks_spec,
+                &claims_spec,
+            ]),
+            &format!("git fetch {remote}"),
+        )
+        .map(drop)
+    }
+
+    /// The commit `rev` names, if it exists.
+    pub(crate) fn resolve(&self, rev: &str) -> Option<String> {
+        let output = self
+            .run(&[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ])
+            .ok()?;
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+
+    /// The content of `path` (repository-relative) at `rev`; `None` when it has no such file.
+    pub(crate) fn file_at(&self, rev: &str, path: &str) -> Option<Vec<u8>> {
+        let output = self.run(&["show", &format!("{rev}:{path}")]).ok()?;
+        output.status.success().then_some(output.stdout)
+    }
+
+    /// The claims last fetched from `remote`.
+    pub(crate) fn seen_claims(&self, remote: &str) -> Vec<SeenClaim> {
+        let prefix = seen_prefix(remote);
+        let prefix = prefix.trim_end_matches('*');
+        let Ok(output) = self.run(&[
+            "for-each-ref",
+            "--format=%(refname)%00%(objectname)%00%(contents)%00",
+            prefix,
+        ]) else {
+            return Vec::new();
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        let fields: Vec<&str> = text.split('\0').map(str::trim).collect();
+        fields
+            .chunks_exact(3)
+            .filter_map(|record| {
+                Some(SeenClaim {
+                    id: record[0].strip_prefix(prefix)?.to_owned(),
+                    sha: record[1].to_owned(),
+                    claim: serde_json::from_str(record[2]).ok(),
+                })
+            })
+            .collect()
+    }
+
+    /// Writes `claim` for task `id` on the remote if the claim there is still `expect` (empty:
+    /// no claim yet). `Ok(Some(commit))` when it took; `Ok(None)` when another worker was first.
+    pub(crate) fn push_claim(
+        &self,
+        remote: &str,
+        claim: &Claim,
+        expect: &str,
+    ) -> Result<Option<String>, String> {
+        let message = serde_json::to_string(claim).map_err(|err| err.to_string())?;
+        let output = check(
+            git_command(self.root(), &["commit-tree", EMPTY_TREE, "-m", &message])
+                .env("GIT_AUTHOR_NAME", "ralph")
+                .env("GIT_AUTHOR_EMAIL", "ralph@localhost")
+                .env("GIT_COMMITTER_NAME", "ralph")
+                .env("GIT_COMMITTER_EMAIL", "ralph@localhost")
+                .output(),
+            "git commit-tree",
+        )?;
+        let commit = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        let update = Update {
+            dst: claim_ref(&claim.task),
+            new: Some(&commit),
+            expect: Some(expect),
+        };
+        Ok(match self.push(remote, &[update])? {
+            Pushed::Done => Some(commit),
+            Pushed::Moved => None,
+        })
+    }
+
+    /// A worktree at `path` with `rev` checked out on a detached HEAD (created, or reset there
+    /// with anything left in it discarded).
+    pub(crate) fn detached_worktree(
+        &self,
+        path: &std::path::Path,
+        rev: &str,
+    ) -> Result<Self, String> {
+        if path.join(".git").exists() {
+            let tree = Self::discover(path).ok_or("the integration worktree is broken")?;
+            tree.abort_unfinished_merge("");
+            check(
+                tree.run(&["checkout", "-q", "-f", "--detach", rev]),
+                "git checkout",
+            )?;
+            check(tree.run(&["clean", "-q", "-f", "-d"]), "git clean")?;
+            return Ok(tree);
+        }
+        let _ = self.run(&["worktree", "prune"]);
+        let shown = path.to_string_lossy().into_owned();
+        check(
+            self.run(&["worktree", "add", "-q", "-f", "--detach", &shown, rev]),
+            "git worktree add",
+        )?;
+        Self::discover(path).ok_or_else(|| "the integration worktree was not created".to_owned())
+    }
+
+    /// Pushes `branch` to the remote's branch of the same name (fast-forward only).
+    pub(crate) fn push_branch(&self, remote: &str, branch: &str) -> Result<(), String> {
+        let spec = format!("refs/heads/{branch}:refs/heads/{branch}");
+        check(
+            self.remote_run(&["push", "-q", "--no-verify", remote, &spec]),
+            &format!("git push {remote} {branch}"),
+        )
+        .map(drop)
+    }
+
+    /// Changes every ref of `updates` on the remote, or none of them (`--atomic`), each only
+    /// if it still has its expected value.
+    pub(crate) fn push(&self, remote: &str, updates: &[Update<'_>]) -> Result<Pushed, String> {
+        let mut args = vec![
+            "push".to_owned(),
+            "--porcelain".to_owned(),
+            "--atomic".to_owned(),
+            "--no-verify".to_owned(),
+        ];
+        for update in updates {
+            if let Some(expect) = update.expect {
+                args.push(format!("--force-with-lease={}:{expect}", update.dst));
+            }
+        }
+        args.push(remote.to_owned());
+        for update in updates {
+            args.push(format!("{}:{}", update.new.unwrap_or(""), update.dst));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = self
+            .remote_run(&args)
+            .map_err(|err| format!("git push could not run: {err}"))?;
+        if output.status.success() {
+            return Ok(Pushed::Done);
+        }
+        let report = String::from_utf8_lossy(&output.stdout);
+        if push_lost_a_race(&report, &String::from_utf8_lossy(&output.stderr)) {
+            return Ok(Pushed::Moved);
+        }
+        check(Ok(output), &format!("git push {remote}")).map(|_| Pushed::Done)
+    }
+}
+
+/// Where the claims of `remote` are kept locally once fetched.
+fn seen_prefix(remote: &str) -> String {
+    format!("refs/ralph/seen/{remote}/*")
+}
+
+/// The remote ref of task `id`'s claim.
+pub(crate) fn claim_ref(id: &str) -> String {
+    format!("{CLAIMS}/{id}")
+}
+
+/// Whether a failed push says a ref had moved rather than that the remote refused or could not
+/// be reached: in the porcelain report (`report`: a lease that no longer held, a ref that exists
+/// already, a push that is not a fast-forward, all found before sending), or in the remote's
+/// messages (`messages`: another worker's update got in between when the remote locked the ref).
+fn push_lost_a_race(report: &str, messages: &str) -> bool {
+    let rejected = report
+        .lines()
+        .filter(|line| line.starts_with('!'))
+        .any(|line| {
+            [
+                "stale info",
+                "fetch first",
+                "non-fast-forward",
+                "already exists",
+            ]
+            .iter()
+            .any(|reason| line.contains(reason))
+        });
+    let overtaken = messages.lines().any(|line| {
+        line.contains("cannot lock ref")
+            && (line.contains("reference already exists") || line.contains("but expected"))
+    });
+    rejected || overtaken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_lost_a_race;
+
+    #[test]
+    fn a_moved_ref_is_told_from_a_refusal() {
+        let moved =
+            "To /srv/repo.git\n!\tabc:refs/ralph/claims/t1\t[rejected] (stale info)\nDone\n";
+        assert!(push_lost_a_race(moved, ""));
+        let ff = "!\trefs/heads/main:refs/heads/main\t[rejected] (non-fast-forward)\n";
+        assert!(push_lost_a_race(ff, ""));
+        let failed = "!\tabc:refs/ralph/claims/a\t[remote rejected] (failed to update ref)\n";
+        let locked =
+            "remote: error: cannot lock ref 'refs/ralph/claims/a': reference already exists\n";
+        assert!(push_lost_a_race(failed, locked));
+        let moved_on =
+            "remote: error: cannot lock ref 'refs/heads/main': is at 1234 but expected 5678\n";
+        assert!(push_lost_a_race(failed, moved_on));
+        let refused =
+            "!\tabc:refs/ralph/claims/t1\t[remote rejected] (pre-receive hook declined)\n";
+        assert!(!push_lost_a_race(refused, "remote: pushes are closed\n"));
+        assert!(!push_lost_a_race(
+            "",
+            "fatal: '/nowhere' does not appear to be a git repository\n"
+        ));
+    }
+}

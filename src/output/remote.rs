@@ -1,0 +1,116 @@
+//! Messages of a `--worker` and of `--status --remote`.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::format::long_duration;
+use super::{event, say, warn};
+
+/// A worker starts.
+pub(crate) fn remote_worker_started(worker: &str, remote: &str, base: &str) {
+    event(
+        "worker_started",
+        json!({"worker": worker, "remote": remote, "base": base}),
+    );
+    say(&[&format!(
+        "🛰️  Worker {worker}: taking tasks from {remote}/{base}; each is merged there when done."
+    )]);
+}
+
+/// The worker claimed a task (`from`: the worker whose stale claim it took over).
+pub(crate) fn task_claimed(id: &str, text: &str, from: Option<&str>) {
+    event("task_claimed", json!({"task": id, "taken_over_from": from}));
+    let over = from.map_or_else(String::new, |from| {
+        format!(" (taken over from {from}, whose claim went stale)")
+    });
+    say(&[&format!("[{id}] 📌 Claimed \"{text}\"{over}")]);
+}
+
+/// Another worker claimed the same task first.
+pub(crate) fn claim_race_lost(id: &str) {
+    say(&[&format!(
+        "[{id}] Another worker claimed it first; picking again"
+    )]);
+}
+
+/// The worker's claim was taken over (it was stale): the task is left to the new owner.
+pub(crate) fn claim_lost(id: &str) {
+    event("claim_lost", json!({"task": id}));
+    warn(&[&format!(
+        "[{id}] ⚠️  This worker's claim was taken over by another worker (it went stale); leaving the task to it, nothing pushed to the base"
+    )]);
+}
+
+/// The task's branch could not be pushed after a commit; the next commit tries again.
+pub(crate) fn push_failed(reason: &str) {
+    warn(&[&format!(
+        "⚠️  Could not push the task's branch ({reason}); the next commit tries again"
+    )]);
+}
+
+/// The base moved while the worker merged: it fetches and merges again.
+pub(crate) fn base_moved(id: &str, base: &str) {
+    say(&[&format!(
+        "[{id}] {base} moved meanwhile (another worker merged first); merging again"
+    )]);
+}
+
+/// The worker waits for tasks other workers hold.
+pub(crate) fn worker_waiting(held: usize) {
+    say(&[&format!(
+        "⏳ No task is free now; {held} held by other workers. Waiting for one to finish or go stale."
+    )]);
+}
+
+/// The worker stops.
+pub(crate) fn remote_worker_ended(reason: &str, exit_code: u8) {
+    event(
+        "worker_ended",
+        json!({"reason": reason, "exit_code": exit_code}),
+    );
+    say(&[&format!("Worker ended: {reason} (exit {exit_code})")]);
+}
+
+/// One claim, as `--status --remote` shows it.
+pub(crate) struct ClaimLine {
+    pub(crate) task: String,
+    pub(crate) worker: Option<String>,
+    pub(crate) host: Option<String>,
+    pub(crate) started_at: Option<DateTime<Utc>>,
+    pub(crate) heartbeat_at: Option<DateTime<Utc>>,
+    pub(crate) stale: bool,
+}
+
+/// `--status --remote`: the claims on the remote, then the base's task board.
+pub(crate) fn remote_status(
+    remote: &str,
+    base: &str,
+    claims: &[ClaimLine],
+    now: DateTime<Utc>,
+    board: &[String],
+) {
+    let ago = |at: Option<DateTime<Utc>>| {
+        at.and_then(|at| (now - at).to_std().ok())
+            .map_or_else(|| "?".to_owned(), long_duration)
+    };
+    let mut lines = vec![format!("🛰️  CLAIMS on {remote} ({})", claims.len())];
+    if claims.is_empty() {
+        lines.push("   none: no worker holds a task".to_owned());
+    }
+    for claim in claims {
+        lines.push(format!(
+            "   {}  {} on {} · claimed {} ago · heartbeat {} ago{}",
+            claim.task,
+            claim.worker.as_deref().unwrap_or("?"),
+            claim.host.as_deref().unwrap_or("?"),
+            ago(claim.started_at),
+            ago(claim.heartbeat_at),
+            if claim.stale { " · STALE" } else { "" }
+        ));
+    }
+    lines.push(String::new());
+    lines.push(format!("📋 TASKS on {remote}/{base}"));
+    lines.extend(board.iter().map(|line| format!("   {line}")));
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    say(&refs);
+}

@@ -1,0 +1,693 @@
+//! `--worker`: one task at a time from the task list on a git remote's base branch, shared by
+//! any number of workers on any machines, with no server but the remote.
+//!
+//! A worker fetches, picks the first ready task nobody holds, and claims it by creating
+//! `refs/ralph/claims/<id>` on the remote with a compare-and-swap push; a lost race means another
+//! worker has it. It runs the task's loop in `.ralph/worktrees/<id>` on branch `ralph/<id>`
+//! (pushed after every commit), refreshing the claim every `--claim-heartbeat`. When the task is
+//! done it merges the branch into a fresh copy of the base (task marked `[x]` in the merge commit)
+//! and pushes the base and the claim's deletion together, all or nothing, each with a lease: if
+//! another worker merged first it merges again; if its claim was taken over it pushes nothing.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::config::RunConfig;
+use crate::error::fail;
+use crate::exit::ExitStatus;
+use crate::git::{Claim, Merge, Pushed, Repo, SeenClaim, Update, claim_ref};
+use crate::output;
+use crate::signal::StopFlag;
+use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
+use crate::storage::{self, RalphDir, progress};
+
+use super::decision::Stop;
+use super::parallel::{self, MERGE_TRIES, Outcome};
+use super::{Knobs, Shared, Worker, start};
+
+/// The worktree in which finished tasks are merged into a fresh copy of the base.
+const INTEGRATION: &str = ".integrate";
+
+/// Merges tried before a base that keeps moving is given up on.
+const PUSH_TRIES: u32 = 20;
+
+/// The remote, its base branch, and where the task list is.
+struct Site {
+    repo: Repo,
+    remote: String,
+    base: String,
+    /// The task list's path, repository-relative.
+    tasks_path: String,
+}
+
+impl Site {
+    fn connect(cwd: &Path, remote: &str, base: Option<&str>) -> anyhow::Result<Self> {
+        let repo = Repo::discover(cwd).ok_or_else(|| {
+            fail("a worker runs in a clone of the shared repository, and this is not a git repository; clone it first (git clone URL)")
+        })?;
+        if !repo.has_remote(remote) {
+            return Err(fail(format!(
+                "this clone has no git remote named '{remote}'; add it (git remote add {remote} URL) or name yours with --remote NAME"
+            ))
+            .into());
+        }
+        let base = match base {
+            Some(base) => base.to_owned(),
+            None => repo
+                .remote_default_branch(remote)
+                .map_err(|why| unreachable_remote(remote, &why))?,
+        };
+        let tasks_path = format!(
+            "{}{}/{}",
+            repo.prefix(),
+            storage::RALPH_DIR,
+            storage::TASKS_FILE
+        );
+        Ok(Self {
+            repo,
+            remote: remote.to_owned(),
+            base,
+            tasks_path,
+        })
+    }
+
+    fn fetch(&self) -> anyhow::Result<()> {
+        self.repo
+            .fetch_work(&self.remote, &self.base)
+            .map_err(|why| unreachable_remote(&self.remote, &why).into())
+    }
+
+    /// The base as last fetched.
+    fn base_ref(&self) -> String {
+        format!("refs/remotes/{}/{}", self.remote, self.base)
+    }
+
+    /// Task `id`'s branch on the remote, as last fetched.
+    fn task_branch(&self, id: &str) -> String {
+        format!("refs/remotes/{}/{}", self.remote, parallel::branch(id))
+    }
+
+    /// The base's name for people: `origin/main`.
+    fn base_name(&self) -> String {
+        format!("{}/{}", self.remote, self.base)
+    }
+
+    /// The task list of the base as last fetched.
+    fn list(&self) -> anyhow::Result<TaskList> {
+        let content = self
+            .repo
+            .file_at(&self.base_ref(), &self.tasks_path)
+            .ok_or_else(|| {
+                fail(format!(
+                    "{} has no {}; add tasks (ralph --add-task \"…\"), commit and push them, then start the workers",
+                    self.base_name(),
+                    self.tasks_path
+                ))
+            })?;
+        Ok(TaskList::parse(&String::from_utf8_lossy(&content)))
+    }
+
+    /// Whether the remote still holds `sha` as task `id`'s claim (fetched now).
+    fn still_ours(&self, id: &str, sha: &str) -> anyhow::Result<bool> {
+        self.fetch()?;
+        Ok(self
+            .repo
+            .seen_claims(&self.remote)
+            .iter()
+            .any(|seen| seen.id == id && seen.sha == sha))
+    }
+}
+
+fn unreachable_remote(remote: &str, why: &str) -> crate::error::Error {
+    fail(format!(
+        "cannot use the git remote '{remote}': {why}; check its URL and your access (git remote -v), then start the worker again"
+    ))
+}
+
+/// What the worker does next.
+#[derive(Debug)]
+enum Pick {
+    /// Claim this task (`over`: the stale claim to take over).
+    Take {
+        id: String,
+        task: Box<Task>,
+        over: Option<SeenClaim>,
+    },
+    /// Nothing is free, but tasks held by other workers may finish (or go stale): wait.
+    Wait { held: usize },
+    /// Nothing is left that this worker could ever take.
+    Finished,
+}
+
+/// The first ready task (open, blockers done in the base) that nobody holds or whose claim is
+/// stale; else whether to wait for held tasks. `skip`: tasks this worker let go of.
+fn pick(
+    list: &TaskList,
+    claims: &[SeenClaim],
+    (now, ttl): (DateTime<Utc>, Duration),
+    skip: &BTreeSet<String>,
+) -> Pick {
+    let mut held = 0;
+    for (task, id) in list.tasks.iter().zip(tasks::task_ids(list)) {
+        let open = matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
+        if !open || skip.contains(&id) {
+            continue;
+        }
+        let claim = claims.iter().find(|seen| seen.id == id);
+        if claim.is_some_and(|seen| !is_stale(seen, now, ttl)) {
+            held += 1;
+            continue;
+        }
+        if list.blockers(task).is_empty() {
+            return Pick::Take {
+                id,
+                task: Box::new(task.clone()),
+                over: claim.cloned(),
+            };
+        }
+    }
+    if held > 0 {
+        Pick::Wait { held }
+    } else {
+        Pick::Finished
+    }
+}
+
+/// Whether a claim's holder has not refreshed it for `ttl` (or it cannot be read).
+fn is_stale(seen: &SeenClaim, now: DateTime<Utc>, ttl: Duration) -> bool {
+    seen.claim.as_ref().is_none_or(|claim| {
+        (now - claim.heartbeat_at)
+            .to_std()
+            .is_ok_and(|age| age >= ttl)
+    })
+}
+
+/// How one task ended for this worker.
+enum TaskEnd {
+    Merged,
+    Failed,
+    /// Its claim was taken over, or the task left the list: someone else's now.
+    LetGo,
+    /// A budget or a stop request: the worker stops.
+    Ended(Stop),
+}
+
+/// One worker's run, to its end.
+struct Session<'a> {
+    site: Site,
+    config: &'a RunConfig,
+    dir: &'a RalphDir,
+    stop: &'a StopFlag,
+    knobs: &'a Knobs,
+    shared: Arc<Shared>,
+    /// `host-pid`, as claims name their worker.
+    me: String,
+    host: String,
+    skip: BTreeSet<String>,
+    failed: usize,
+}
+
+/// Runs `ralph --worker`.
+pub(crate) fn worker(
+    config: &RunConfig,
+    cwd: &Path,
+    dir: &RalphDir,
+    (remote, base): (&str, Option<&str>),
+    stop: &StopFlag,
+    knobs: &Knobs,
+) -> anyhow::Result<ExitStatus> {
+    let site = Site::connect(cwd, remote, base)?;
+    dir.ensure()?;
+    // One worker per clone: its worktrees and branches are its own.
+    let _lock = storage::lock::loop_lock(dir, knobs.lock_wait)?.ok_or_else(|| {
+        fail("another ralph runs in this clone; start each worker in its own clone (git clone URL)")
+    })?;
+    dir.ignore_worktrees()?;
+    let host = nix::unistd::gethostname().ok().map_or_else(
+        || "unknown".to_owned(),
+        |h| h.to_string_lossy().into_owned(),
+    );
+    let me = format!("{host}-{}", std::process::id());
+    output::remote_worker_started(&me, &site.remote, &site.base);
+    let mut session = Session {
+        shared: Arc::new(Shared::resumed(&start::new_state(config, None))),
+        site,
+        config,
+        dir,
+        stop,
+        knobs,
+        me,
+        host,
+        skip: BTreeSet::new(),
+        failed: 0,
+    };
+    let ended = session.run()?;
+    let (status, reason) = session.outcome(ended.as_ref());
+    output::remote_worker_ended(&reason, status.code());
+    Ok(status)
+}
+
+impl Session<'_> {
+    /// Tasks until none is left for this worker; `Some(stop)` when a budget or the user ended it.
+    fn run(&mut self) -> anyhow::Result<Option<Stop>> {
+        let mut told_waiting = false;
+        loop {
+            if self.stop.is_stopping() {
+                return Ok(Some(Stop::Interrupted));
+            }
+            self.site.fetch()?;
+            let list = self.site.list()?;
+            let claims = self.site.repo.seen_claims(&self.site.remote);
+            let now = crate::model::now();
+            let ttl = self.config.options.claim_ttl;
+            match pick(&list, &claims, (now, ttl), &self.skip) {
+                Pick::Take { id, task, over } => {
+                    told_waiting = false;
+                    if let Some(stop) = self.claim_and_run(&id, &task, over.as_ref())? {
+                        return Ok(Some(stop));
+                    }
+                }
+                Pick::Wait { held } => {
+                    if !told_waiting {
+                        output::worker_waiting(held);
+                        told_waiting = true;
+                    }
+                    super::wait::pause(self.stop, self.knobs.worker_poll);
+                }
+                Pick::Finished => return Ok(None),
+            }
+        }
+    }
+
+    /// Claims the task (taking `over` a stale claim) and runs it if the claim took.
+    fn claim_and_run(
+        &mut self,
+        id: &str,
+        task: &Task,
+        over: Option<&SeenClaim>,
+    ) -> anyhow::Result<Option<Stop>> {
+        let now = crate::model::now();
+        let claim = Claim {
+            task: id.to_owned(),
+            worker: self.me.clone(),
+            host: self.host.clone(),
+            pid: std::process::id(),
+            started_at: now,
+            heartbeat_at: now,
+        };
+        let expect = over.map_or("", |seen| seen.sha.as_str());
+        let pushed = self
+            .site
+            .repo
+            .push_claim(&self.site.remote, &claim, expect)
+            .map_err(|why| unreachable_remote(&self.site.remote, &why))?;
+        let Some(sha) = pushed else {
+            output::claim_race_lost(id);
+            return Ok(None);
+        };
+        let from = over
+            .and_then(|seen| seen.claim.as_ref())
+            .map(|c| c.worker.as_str());
+        output::task_claimed(id, &task.text, from);
+        Ok(match self.run_task(claim, sha, task)? {
+            TaskEnd::Merged | TaskEnd::LetGo => None,
+            TaskEnd::Failed => {
+                self.failed += 1;
+                None
+            }
+            TaskEnd::Ended(stop) => Some(stop),
+        })
+    }
+
+    /// The task's loop, then its merge (resolving conflicts, twice at most).
+    fn run_task(&mut self, claim: Claim, sha: String, task: &Task) -> anyhow::Result<TaskEnd> {
+        let id = claim.task.clone();
+        let cwd = self.task_worktree(&id)?;
+        let mut holder = Holder { claim, sha };
+        let mut conflicts = Vec::new();
+        let mut tries = 0;
+        loop {
+            let (result, lost) = self.work(&cwd, task, &mut holder, conflicts)?;
+            if lost {
+                return Ok(self.let_go(&id));
+            }
+            match parallel::outcome(result) {
+                Outcome::Done => {}
+                Outcome::Failed(why) => return self.give_up(&id, &why, &holder.sha),
+                Outcome::Ended(stop) => {
+                    self.release(&id, &holder.sha);
+                    return Ok(TaskEnd::Ended(stop));
+                }
+            }
+            conflicts = loop {
+                match self.integrate(&id, task, &holder.sha)? {
+                    Integrated::Merged => return Ok(TaskEnd::Merged),
+                    Integrated::LetGo => return Ok(self.let_go(&id)),
+                    Integrated::Conflict(files) => {
+                        tries += 1;
+                        if tries > MERGE_TRIES {
+                            let why = format!(
+                                "its merge into {} conflicted {MERGE_TRIES} times in {}; branch {} is kept on {}",
+                                self.site.base_name(),
+                                files.join(", "),
+                                parallel::branch(&id),
+                                self.site.remote
+                            );
+                            return self.give_up(&id, &why, &holder.sha);
+                        }
+                        output::merge_conflicted(&id, &files);
+                        let left = self.merge_base_into(&cwd)?;
+                        if !left.is_empty() {
+                            break left;
+                        }
+                    }
+                }
+            };
+        }
+    }
+
+    /// The task's worktree on `ralph/<id>`, continuing the remote's branch when it has one
+    /// (work pushed by a worker whose claim went stale).
+    fn task_worktree(&self, id: &str) -> anyhow::Result<PathBuf> {
+        let repo = &self.site.repo;
+        let branch = parallel::branch(id);
+        let pushed = self.site.task_branch(id);
+        let start = match repo.resolve(&pushed) {
+            Some(_) => pushed,
+            None => self.site.base_ref(),
+        };
+        let path = self.dir.worktree(id);
+        repo.add_worktree(&path, &branch, &start).map_err(fail)?;
+        Ok(path.join(repo.prefix()))
+    }
+
+    /// Runs the task's loop with the claim kept fresh beside it; `true` when the claim was
+    /// taken over meanwhile (the loop was stopped).
+    fn work(
+        &self,
+        cwd: &Path,
+        task: &Task,
+        holder: &mut Holder,
+        conflicts: Vec<String>,
+    ) -> anyhow::Result<(anyhow::Result<Stop>, bool)> {
+        let worker = Worker {
+            task_id: holder.claim.task.clone(),
+            shared: Arc::clone(&self.shared),
+            base: self.site.base_name(),
+            conflicts,
+            publish: Some(self.site.remote.clone()),
+        };
+        let config = parallel::worker_config(self.config, task);
+        let task_stop = StopFlag::default();
+        task_stop.follow(self.stop);
+        let done = AtomicBool::new(false);
+        let (result, lost) = std::thread::scope(|scope| {
+            let beat = scope.spawn(|| self.heartbeat(holder, &task_stop, &done));
+            let result = start::run_worker(&config, cwd, worker, &task_stop, self.knobs);
+            done.store(true, Ordering::SeqCst);
+            (result, beat.join().unwrap_or(false))
+        });
+        Ok((result, lost))
+    }
+
+    /// Refreshes the claim every `--claim-heartbeat` until `done`, and passes the user's stop
+    /// requests on to the task's loop. `true` when the claim was found taken over.
+    fn heartbeat(&self, holder: &mut Holder, task_stop: &StopFlag, done: &AtomicBool) -> bool {
+        let every = self.config.options.claim_heartbeat;
+        let mut last = Instant::now();
+        while !done.load(Ordering::SeqCst) {
+            task_stop.follow(self.stop);
+            std::thread::sleep(Duration::from_millis(50));
+            if last.elapsed() < every {
+                continue;
+            }
+            last = Instant::now();
+            let mut claim = holder.claim.clone();
+            claim.heartbeat_at = crate::model::now();
+            match self
+                .site
+                .repo
+                .push_claim(&self.site.remote, &claim, &holder.sha)
+            {
+                Ok(Some(sha)) => holder.sha = sha,
+                Ok(None) => {
+                    task_stop.request();
+                    return true;
+                }
+                // The remote is out of reach for now: the next beat tries again.
+                Err(_) => {}
+            }
+        }
+        false
+    }
+
+    /// Merges the task's branch into a fresh copy of the base and pushes it, with the claim's
+    /// deletion, all or nothing; again while another worker's merge got there first.
+    fn integrate(&self, id: &str, task: &Task, claim: &str) -> anyhow::Result<Integrated> {
+        let branch = parallel::branch(id);
+        let message = format!("Ralph: merge task {id} — {}", task.text);
+        for attempt in 0..PUSH_TRIES {
+            if attempt > 0 {
+                output::base_moved(id, &self.site.base_name());
+            }
+            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim)? else {
+                return Ok(Integrated::LetGo);
+            };
+            let own = self.own_files(&tree);
+            let own: Vec<&str> = own.iter().map(String::as_str).collect();
+            let mut mark_done = || parallel::mark(&tree_dir, id, TaskStatus::Complete, None);
+            let hash = match tree.merge_branch(&branch, &message, &own, &mut mark_done) {
+                Ok(Merge::Done(hash)) => hash,
+                Ok(Merge::Conflict(files)) => return Ok(Integrated::Conflict(files)),
+                Err(why) => return Err(fail(format!("merging task {id} failed: {why}")).into()),
+            };
+            // The task's branch on the remote goes with the merge (when it was ever pushed).
+            let published = self.site.repo.resolve(&self.site.task_branch(id)).is_some();
+            if self.push_base(&tree, &base_sha, id, claim, published)? == Pushed::Done {
+                output::task_merged(id, &self.site.base_name(), &hash);
+                self.site
+                    .repo
+                    .remove_worktree(&self.dir.worktree(id), &branch, true);
+                return Ok(Integrated::Merged);
+            }
+            if !self.site.still_ours(id, claim)? {
+                return Ok(Integrated::LetGo);
+            }
+        }
+        Err(fail(format!(
+            "{} kept moving while task {id} was merged ({PUSH_TRIES} tries); its branch {branch} is kept, start the worker again",
+            self.site.base_name()
+        ))
+        .into())
+    }
+
+    /// The integration worktree at the freshly fetched base: `None` when the task left the
+    /// list meanwhile (its claim is released).
+    fn fresh_base(
+        &self,
+        id: &str,
+        claim: &str,
+    ) -> anyhow::Result<Option<(Repo, RalphDir, String)>> {
+        self.site.fetch()?;
+        let base_sha = self
+            .site
+            .repo
+            .resolve(&self.site.base_ref())
+            .ok_or_else(|| fail(format!("{} is gone", self.site.base_name())))?;
+        let path = self.dir.worktree(INTEGRATION);
+        let tree = self
+            .site
+            .repo
+            .detached_worktree(&path, &base_sha)
+            .map_err(fail)?;
+        let tree_dir = RalphDir::new(&path.join(self.site.repo.prefix()));
+        let list = self.site.list()?;
+        if parallel::find(&list, id).is_none() {
+            self.release(id, claim);
+            return Ok(None);
+        }
+        Ok(Some((tree, tree_dir, base_sha)))
+    }
+
+    /// Pushes the integration tree's HEAD as the base (if the base is still `base_sha`) and
+    /// deletes the claim (if it is still ours), together; with `delete_branch`, the task's
+    /// branch too.
+    fn push_base(
+        &self,
+        tree: &Repo,
+        base_sha: &str,
+        id: &str,
+        claim: &str,
+        delete_branch: bool,
+    ) -> anyhow::Result<Pushed> {
+        let head = tree
+            .resolve("HEAD")
+            .ok_or_else(|| fail("the merge commit is missing"))?;
+        let mut updates = vec![
+            Update {
+                dst: format!("refs/heads/{}", self.site.base),
+                new: Some(&head),
+                expect: Some(base_sha),
+            },
+            Update {
+                dst: claim_ref(id),
+                new: None,
+                expect: Some(claim),
+            },
+        ];
+        if delete_branch {
+            updates.push(Update {
+                dst: format!("refs/heads/{}", parallel::branch(id)),
+                new: None,
+                expect: None,
+            });
+        }
+        self.site
+            .repo
+            .push(&self.site.remote, &updates)
+            .map_err(|why| unreachable_remote(&self.site.remote, &why).into())
+    }
+
+    /// Merges the base into the task's branch in its worktree: the files left in conflict.
+    fn merge_base_into(&self, cwd: &Path) -> anyhow::Result<Vec<String>> {
+        let tree = Repo::discover(cwd).ok_or_else(|| fail("the task's worktree is gone"))?;
+        let own = self.own_files(&tree);
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        tree.merge_base_into_branch(&self.site.base_ref(), &own)
+            .map_err(|why| fail(why).into())
+    }
+
+    /// Marks the task `[!]` on the base (with why) and drops the claim; its branch is kept.
+    fn give_up(&self, id: &str, why: &str, claim: &str) -> anyhow::Result<TaskEnd> {
+        for _ in 0..PUSH_TRIES {
+            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim)? else {
+                return Ok(TaskEnd::LetGo);
+            };
+            parallel::mark(&tree_dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;
+            let own = self.own_files(&tree);
+            tree.commit_paths(&[own[0].as_str()], &format!("Ralph: task {id} failed"))
+                .map_err(fail)?;
+            if self.push_base(&tree, &base_sha, id, claim, false)? == Pushed::Done {
+                output::task_given_up(id, why);
+                self.site.repo.remove_worktree(
+                    &self.dir.worktree(id),
+                    &parallel::branch(id),
+                    false,
+                );
+                return Ok(TaskEnd::Failed);
+            }
+            if !self.site.still_ours(id, claim)? {
+                return Ok(TaskEnd::LetGo);
+            }
+        }
+        Err(fail(format!(
+            "{} kept moving while task {id} was marked failed; start the worker again",
+            self.site.base_name()
+        ))
+        .into())
+    }
+
+    /// The claim was taken over: the task is left to its new owner.
+    fn let_go(&mut self, id: &str) -> TaskEnd {
+        output::claim_lost(id);
+        self.skip.insert(id.to_owned());
+        self.site
+            .repo
+            .remove_worktree(&self.dir.worktree(id), &parallel::branch(id), false);
+        TaskEnd::LetGo
+    }
+
+    /// Deletes the claim (if it is still ours) so another worker can go on with the task.
+    fn release(&self, id: &str, claim: &str) {
+        let update = Update {
+            dst: claim_ref(id),
+            new: None,
+            expect: Some(claim),
+        };
+        let _ = self.site.repo.push(&self.site.remote, &[update]);
+    }
+
+    /// ralph's own files in a work tree of this repository: the task list first.
+    fn own_files(&self, tree: &Repo) -> Vec<String> {
+        parallel::own_files(tree, &[storage::TASKS_FILE, progress::PROGRESS_FILE])
+    }
+
+    /// The exit status and why: 0 when every task is done, 3 when some failed or are left.
+    fn outcome(&self, ended: Option<&Stop>) -> (ExitStatus, String) {
+        if let Some(stop) = ended {
+            return (stop.status(), stop.reason(0));
+        }
+        let list = self.site.list().unwrap_or_default();
+        let open = list
+            .tasks
+            .iter()
+            .filter(|task| task.status != TaskStatus::Complete)
+            .count();
+        if open == 0 {
+            return (
+                ExitStatus::Success,
+                format!("every task on {} is done", self.site.base_name()),
+            );
+        }
+        (
+            ExitStatus::Stopped,
+            format!(
+                "{} not done on {} ({} failed here); none is left that this worker could take",
+                output::format::plural(open as u64, "task"),
+                self.site.base_name(),
+                self.failed
+            ),
+        )
+    }
+}
+
+/// The claim this worker holds: its record and its commit on the remote.
+struct Holder {
+    claim: Claim,
+    sha: String,
+}
+
+/// How merging a finished task went.
+enum Integrated {
+    Merged,
+    Conflict(Vec<String>),
+    LetGo,
+}
+
+/// `ralph --status --remote NAME`: every claim on the remote, and the base's task board.
+/// `ttl`: the `--claim-ttl` after which a claim shows as stale.
+pub(crate) fn remote_status(cwd: &Path, remote: &str, ttl: Duration) -> anyhow::Result<ExitStatus> {
+    let site = Site::connect(cwd, remote, None)?;
+    site.fetch()?;
+    let list = site.list()?;
+    let now = crate::model::now();
+    let claims: Vec<output::ClaimLine> = site
+        .repo
+        .seen_claims(remote)
+        .into_iter()
+        .map(|seen| output::ClaimLine {
+            stale: is_stale(&seen, now, ttl),
+            worker: seen.claim.as_ref().map(|c| c.worker.clone()),
+            host: seen.claim.as_ref().map(|c| c.host.clone()),
+            started_at: seen.claim.as_ref().map(|c| c.started_at),
+            heartbeat_at: seen.claim.as_ref().map(|c| c.heartbeat_at),
+            task: seen.id,
+        })
+        .collect();
+    let board: Vec<String> = list
+        .tasks
+        .iter()
+        .zip(tasks::task_ids(&list))
+        .map(|(task, id)| format!("{} {id}  {}", task.status.icon(), task.text))
+        .collect();
+    output::remote_status(remote, &site.base, &claims, now, &board);
+    Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,135 @@
+//! The worker's choice of task: pure, so every rule is checked without a remote.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::{Pick, SeenClaim, pick};
+use crate::git::Claim;
+use crate::storage::tasks::TaskList;
+
+const TTL: Duration = Duration::from_secs(900);
+
+fn at(seconds: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(1_800_000_000 + seconds, 0).unwrap()
+}
+
+fn claim(id: &str, heartbeat: i64) -> SeenClaim {
+    SeenClaim {
+        id: id.to_owned(),
+        sha: format!("sha-{id}"),
+        claim: Some(Claim {
+            task: id.to_owned(),
+            worker: "other-1".to_owned(),
+            host: "other".to_owned(),
+            pid: 1,
+            started_at: at(0),
+            heartbeat_at: at(heartbeat),
+        }),
+    }
+}
+
+fn list(text: &str) -> TaskList {
+    TaskList::parse(text)
+}
+
+fn taken(pick: &Pick) -> Option<(&str, bool)> {
+    match pick {
+        Pick::Take { id, over, .. } => Some((id.as_str(), over.is_some())),
+        _ => None,
+    }
+}
+
+const CHAIN: &str =
+    "# Tasks\n\n- [ ] first\n  - id: a\n- [ ] second\n  - id: b\n  - blocked_by: a\n";
+
+#[test]
+fn the_first_ready_unclaimed_task_is_taken() {
+    let picked = pick(&list(CHAIN), &[], (at(10), TTL), &BTreeSet::new());
+    assert_eq!(taken(&picked), Some(("a", false)));
+}
+
+#[test]
+fn a_claimed_task_is_skipped_and_its_dependents_wait() {
+    let picked = pick(
+        &list(CHAIN),
+        &[claim("a", 5)],
+        (at(10), TTL),
+        &BTreeSet::new(),
+    );
+    assert!(matches!(picked, Pick::Wait { held: 1 }), "{picked:?}");
+}
+
+#[test]
+fn the_next_free_task_is_taken_while_another_is_held() {
+    let text = "- [ ] one\n  - id: a\n- [ ] two\n  - id: b\n";
+    let picked = pick(
+        &list(text),
+        &[claim("a", 5)],
+        (at(10), TTL),
+        &BTreeSet::new(),
+    );
+    assert_eq!(taken(&picked), Some(("b", false)));
+}
+
+#[test]
+fn a_stale_claim_is_taken_over() {
+    let stale_at = at(900 + 5);
+    let picked = pick(
+        &list(CHAIN),
+        &[claim("a", 5)],
+        (stale_at, TTL),
+        &BTreeSet::new(),
+    );
+    assert_eq!(taken(&picked), Some(("a", true)));
+    let fresh = pick(
+        &list(CHAIN),
+        &[claim("a", 5)],
+        (at(904), TTL),
+        &BTreeSet::new(),
+    );
+    assert!(matches!(fresh, Pick::Wait { .. }));
+}
+
+#[test]
+fn an_unreadable_claim_counts_as_stale() {
+    let mut unreadable = claim("a", 5);
+    unreadable.claim = None;
+    let picked = pick(&list(CHAIN), &[unreadable], (at(10), TTL), &BTreeSet::new());
+    assert_eq!(taken(&picked), Some(("a", true)));
+}
+
+#[test]
+fn done_tasks_unblock_their_dependents() {
+    let text = "- [x] first\n  - id: a\n- [ ] second\n  - id: b\n  - blocked_by: a\n";
+    let picked = pick(&list(text), &[], (at(10), TTL), &BTreeSet::new());
+    assert_eq!(taken(&picked), Some(("b", false)));
+}
+
+#[test]
+fn nothing_left_but_failed_or_blocked_by_failed_finishes() {
+    let text = "- [!] first\n  - id: a\n- [ ] second\n  - id: b\n  - blocked_by: a\n";
+    let picked = pick(&list(text), &[], (at(10), TTL), &BTreeSet::new());
+    assert!(matches!(picked, Pick::Finished), "{picked:?}");
+    let all_done = "- [x] first\n- [x] second\n";
+    assert!(matches!(
+        pick(&list(all_done), &[], (at(10), TTL), &BTreeSet::new()),
+        Pick::Finished
+    ));
+}
+
+#[test]
+fn a_task_this_worker_let_go_is_not_taken_again() {
+    let skip: BTreeSet<String> = ["a".to_owned()].into();
+    let text = "- [ ] one\n  - id: a\n- [ ] two\n  - id: b\n";
+    let picked = pick(&list(text), &[], (at(10), TTL), &skip);
+    assert_eq!(taken(&picked), Some(("b", false)));
+}
+
+#[test]
+fn an_in_progress_task_without_a_claim_is_free() {
+    let text = "- [/] one\n  - id: a\n";
+    let picked = pick(&list(text), &[], (at(10), TTL), &BTreeSet::new());
+    assert_eq!(taken(&picked), Some(("a", false)));
+}

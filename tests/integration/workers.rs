@@ -1,0 +1,322 @@
+//! `--worker`: workers on several "machines" (clones of one bare repository) share its task list.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::signals::wait_output;
+use crate::support::TestEnv;
+
+/// A fake agent for workers: it finds its task in the prompt, records the task and the machine
+/// (the clone's directory) when it starts and ends, writes `<task>.txt`, sources
+/// `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
+const WORKER_AGENT: &str = r#"#!/bin/sh
+dir=${FAKE_AGENT_DIR:?}
+for last in "$@"; do :; done
+task=$(printf '%s' "$last" | grep -o 'CURRENT TASK: "[^"]*"' | head -1 | sed 's/.*: "//; s/"$//')
+id=$(printf '%s' "$task" | tr -c 'a-zA-Z0-9\n' '_')
+machine=$(pwd | sed 's#.*/\([^/]*\)/\.ralph/worktrees/.*#\1#')
+echo "$(date +%s%N) start $id $machine" >> "$dir/events"
+echo "$task" > "$id.txt"
+if [ -f "$dir/script" ]; then . "$dir/script"; fi
+sleep 0.2
+echo "$(date +%s%N) end $id $machine" >> "$dir/events"
+echo "<promise>READY_FOR_NEXT_TASK</promise>"
+"#;
+
+/// A bare repository `remote.git` whose `main` holds `tasks`, and one clone per machine.
+fn machines(tasks: &str, names: &[&str]) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_executable("opencode", WORKER_AGENT);
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(env.ralph_file("ralph-tasks.md"), tasks).unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    let bare = remote(&env);
+    env.git(&["clone", "-q", "--bare", ".", &bare]);
+    // Every update of the base is logged, so the test can see it was never rewritten.
+    env.git(&["-C", &bare, "config", "core.logAllRefUpdates", "always"]);
+    for name in names {
+        let path = env.path().join(name);
+        env.git(&["clone", "-q", &bare, &path.to_string_lossy()]);
+    }
+    env
+}
+
+fn remote(env: &TestEnv) -> String {
+    env.path().join("remote.git").to_string_lossy().into_owned()
+}
+
+fn machine(env: &TestEnv, name: &str) -> PathBuf {
+    env.path().join(name)
+}
+
+/// `ralph --worker ARGS` on a machine, its output captured.
+fn start_worker(env: &TestEnv, name: &str, args: &[&str]) -> Child {
+    env.ralph()
+        .current_dir(machine(env, name))
+        .args(["--pause", "0", "--worker"])
+        .args(args)
+        .env("RALPH_WORKER_POLL_MS", "100")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a worker; its exit code, stdout and stderr.
+fn finish(mut child: Child) -> (Option<i32>, String, String) {
+    let output = wait_output(&mut child, Duration::from_secs(90));
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// (time, started?, task, machine) in time order.
+fn events(env: &TestEnv) -> Vec<(u128, bool, String, String)> {
+    let text = fs::read_to_string(env.agent_dir().join("events")).unwrap_or_default();
+    let mut events: Vec<_> = text
+        .lines()
+        .map(|line| {
+            let parts: Vec<&str> = line.split(' ').collect();
+            (
+                parts[0].parse().unwrap(),
+                parts[1] == "start",
+                parts[2].to_owned(),
+                parts.get(3).copied().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    events.sort();
+    events
+}
+
+fn runs_of(events: &[(u128, bool, String, String)], task: &str) -> usize {
+    events.iter().filter(|e| e.1 && e.2 == task).count()
+}
+
+/// The base's task list on the bare repository.
+fn remote_tasks(env: &TestEnv) -> String {
+    env.git(&["-C", &remote(env), "show", "main:.ralph/ralph-tasks.md"])
+}
+
+fn remote_claims(env: &TestEnv) -> String {
+    env.git(&["-C", &remote(env), "for-each-ref", "refs/ralph/"])
+}
+
+/// Every value the base ever had is an ancestor of its final one.
+fn assert_base_never_rewritten(env: &TestEnv) {
+    let bare = remote(env);
+    let log = env.git(&[
+        "-C",
+        &bare,
+        "reflog",
+        "show",
+        "--format=%H",
+        "refs/heads/main",
+    ]);
+    let seed = env.git(&["rev-parse", "HEAD"]);
+    let mut shas: Vec<&str> = log.lines().collect();
+    assert!(!shas.is_empty(), "the base moved");
+    shas.push(seed.trim());
+    for sha in shas {
+        env.git(&["-C", &bare, "merge-base", "--is-ancestor", sha, "main"]);
+    }
+}
+
+#[test]
+fn eight_tasks_three_workers_each_task_runs_once_and_all_are_merged() {
+    let tasks: String = (1..=8)
+        .map(|n| format!("- [ ] Task {n}\n  - id: t{n}\n"))
+        .collect();
+    let env = machines(&format!("# Tasks\n\n{tasks}"), &["m1", "m2", "m3"]);
+    let workers: Vec<Child> = ["m1", "m2", "m3"]
+        .iter()
+        .map(|name| start_worker(&env, name, &[]))
+        .collect();
+    for worker in workers {
+        let (code, stdout, stderr) = finish(worker);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("every task on origin/main is done"),
+            "{stdout}"
+        );
+    }
+    let events = events(&env);
+    for n in 1..=8 {
+        assert_eq!(runs_of(&events, &format!("Task_{n}")), 1, "{events:?}");
+        let file = env.git(&["-C", &remote(&env), "show", &format!("main:Task_{n}.txt")]);
+        assert_eq!(file.trim(), format!("Task {n}"));
+    }
+    let list = remote_tasks(&env);
+    assert_eq!(list.matches("- [x]").count(), 8, "{list}");
+    assert_eq!(remote_claims(&env), "", "no claim is left");
+    assert!(
+        env.git(&["-C", &remote(&env), "branch", "--list", "ralph/*"])
+            .is_empty(),
+        "merged task branches are deleted"
+    );
+    assert_base_never_rewritten(&env);
+}
+
+#[test]
+fn a_chain_of_tasks_runs_in_order_across_two_workers() {
+    let env = machines(
+        "- [ ] First\n  - id: a\n- [ ] Second\n  - id: b\n  - blocked_by: a\n- [ ] Third\n  - id: c\n  - blocked_by: b\n",
+        &["m1", "m2"],
+    );
+    let workers: Vec<Child> = ["m1", "m2"]
+        .iter()
+        .map(|name| start_worker(&env, name, &[]))
+        .collect();
+    for worker in workers {
+        let (code, stdout, stderr) = finish(worker);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    }
+    let events = events(&env);
+    let order: Vec<(bool, &str)> = events.iter().map(|e| (e.1, e.2.as_str())).collect();
+    assert_eq!(
+        order,
+        [
+            (true, "First"),
+            (false, "First"),
+            (true, "Second"),
+            (false, "Second"),
+            (true, "Third"),
+            (false, "Third")
+        ],
+        "never two at once, always in order"
+    );
+    assert_eq!(remote_tasks(&env).matches("- [x]").count(), 3);
+}
+
+#[test]
+fn two_workers_finishing_together_both_merge() {
+    let env = machines(
+        "- [ ] Left\n  - id: l\n- [ ] Right\n  - id: r\n",
+        &["m1", "m2"],
+    );
+    // Both agents end only once both have started, so both merges come at once.
+    fs::write(
+        env.agent_dir().join("script"),
+        "i=0; while [ \"$(grep -c start \"$dir/events\")\" -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done\n",
+    )
+    .unwrap();
+    let workers: Vec<Child> = ["m1", "m2"]
+        .iter()
+        .map(|name| start_worker(&env, name, &[]))
+        .collect();
+    for worker in workers {
+        let (code, stdout, stderr) = finish(worker);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    }
+    let events = events(&env);
+    assert_eq!(runs_of(&events, "Left"), 1);
+    assert_eq!(runs_of(&events, "Right"), 1);
+    let bare = remote(&env);
+    for file in ["Left.txt", "Right.txt"] {
+        env.git(&["-C", &bare, "cat-file", "-e", &format!("main:{file}")]);
+    }
+    assert_eq!(remote_tasks(&env).matches("- [x]").count(), 2);
+    assert_eq!(remote_claims(&env), "");
+    assert_base_never_rewritten(&env);
+}
+
+#[test]
+fn a_killed_workers_task_is_taken_over_after_the_claim_ttl() {
+    let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
+    // On m1 the agent commits some work and stops short of the promise, then hangs; on m2 it
+    // checks that m1's pushed work is there and finishes.
+    fs::write(
+        env.agent_dir().join("script"),
+        r#"if [ "$machine" = m1 ]; then
+  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
+  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
+fi
+if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
+"#,
+    )
+    .unwrap();
+    let fast = [
+        "--claim-heartbeat",
+        "1s",
+        "--claim-ttl",
+        "2s",
+        "--max-iterations",
+        "5",
+    ];
+    let mut first = start_worker(&env, "m1", &fast);
+    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let status = env
+        .ralph()
+        .current_dir(machine(&env, "m2"))
+        .args(["--status", "--remote"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(status.status.code(), Some(0), "{text}");
+    assert!(text.contains("CLAIMS on origin (1)"), "{text}");
+    assert!(text.contains("   solo  "), "{text}");
+    assert!(text.contains("TASKS on origin/main"), "{text}");
+
+    let started = Instant::now();
+    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &fast));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("taken over from"), "{stdout}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(
+        env.agent_dir().join("m2-saw-m1-work").exists(),
+        "m2 went on from the branch m1 pushed"
+    );
+    let bare = remote(&env);
+    env.git(&["-C", &bare, "cat-file", "-e", "main:m1-work.txt"]);
+    env.git(&["-C", &bare, "cat-file", "-e", "main:Solo.txt"]);
+    assert!(remote_tasks(&env).contains("- [x] Solo"));
+    assert_eq!(remote_claims(&env), "");
+    assert_base_never_rewritten(&env);
+}
+
+#[test]
+fn a_remote_out_of_reach_or_refusing_pushes_is_one_line_and_exit_1() {
+    let env = machines("- [ ] Only\n  - id: only\n", &["m1"]);
+    let m1 = machine(&env, "m1");
+    let m1 = m1.to_string_lossy();
+    let bare = remote(&env);
+
+    env.git(&[
+        "-C",
+        &m1,
+        "remote",
+        "set-url",
+        "origin",
+        "/nonexistent/remote.git",
+    ]);
+    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &[]));
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot use the git remote 'origin'"),
+        "{stderr}"
+    );
+
+    env.git(&["-C", &m1, "remote", "set-url", "origin", &bare]);
+    let hook = format!("{bare}/hooks/pre-receive");
+    fs::create_dir_all(format!("{bare}/hooks")).unwrap();
+    fs::write(&hook, "#!/bin/sh\necho 'pushes are closed' >&2\nexit 1\n").unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &[]));
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot use the git remote 'origin'"),
+        "{stderr}"
+    );
+    assert_eq!(remote_claims(&env), "", "no claim left behind");
+    assert!(!env.agent_dir().join("events").exists(), "no agent ran");
+}
