@@ -129,6 +129,18 @@ impl Config {
         let worker = commands
             .worker
             .then(|| (commands.remote.clone(), commands.base.clone()));
+        if !commands.worker {
+            if commands.base.is_some() {
+                return Err(usage(
+                    "--base names the branch a --worker takes tasks from; add --worker",
+                ));
+            }
+            if commands.remote.is_some() && !commands.status {
+                return Err(usage(
+                    "--remote goes with --worker (take tasks from it) or --status (show its claims)",
+                ));
+            }
+        }
         let task_properties = task_properties(&cli_layer, commands.success.clone());
         let mode = match commands.mode(tasks_flag, task_properties)? {
             Some(mode) => mode,
@@ -243,6 +255,11 @@ fn worker_mode(
     if !run.options.commit {
         return Err(usage(
             "--worker merges each task's commits into the base, so it needs auto-commit: drop --no-commit",
+        ));
+    }
+    if run.options.claim_ttl <= run.options.claim_heartbeat {
+        return Err(usage(
+            "--claim-ttl must be longer than --claim-heartbeat, or other workers would take over tasks that are still worked on",
         ));
     }
     run.options.tasks = true;

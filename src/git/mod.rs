@@ -77,7 +77,9 @@ impl Repo {
         let mut lines = text.lines();
         let root = PathBuf::from(lines.next()?);
         let prefix = lines.next().unwrap_or("").to_owned();
-        let git_dir = lines.next().map_or_else(|| root.join(".git"), PathBuf::from);
+        let git_dir = lines
+            .next()
+            .map_or_else(|| root.join(".git"), PathBuf::from);
         Some(Self {
             root,
             prefix,

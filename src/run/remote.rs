@@ -620,7 +620,11 @@ impl Session<'_> {
     /// The exit status and why: 0 when every task is done, 3 when some failed or are left.
     fn outcome(&self, ended: Option<&Stop>) -> (ExitStatus, String) {
         if let Some(stop) = ended {
-            return (stop.status(), stop.reason(0));
+            let reason = match stop {
+                Stop::Interrupted => "interrupted; the claim is released and what was committed is pushed, so any worker (this one again: ralph --worker) goes on with the task".to_owned(),
+                stop => stop.reason(0),
+            };
+            return (stop.status(), reason);
         }
         let list = self.site.list().unwrap_or_default();
         let open = list
