@@ -320,3 +320,58 @@ fn a_remote_out_of_reach_or_refusing_pushes_is_one_line_and_exit_1() {
     assert_eq!(remote_claims(&env), "", "no claim left behind");
     assert!(!env.agent_dir().join("events").exists(), "no agent ran");
 }
+
+#[test]
+fn ctrl_c_releases_the_claim_and_leaves_no_agent() {
+    let env = machines("- [ ] Long\n  - id: long\n", &["m1"]);
+    fs::write(
+        env.agent_dir().join("script"),
+        "echo $$ > \"$dir/agent.pid\"; echo ready > \"$dir/ready\"; sleep 600\n",
+    )
+    .unwrap();
+    let worker = start_worker(&env, "m1", &[]);
+    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    assert!(remote_claims(&env).contains("refs/ralph/claims/long"));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(worker.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let (code, stdout, stderr) = finish(worker);
+    assert_eq!(code, Some(130), "{stdout}\n{stderr}");
+    assert!(stdout.contains("the claim is released"), "{stdout}");
+    assert_eq!(remote_claims(&env), "", "the claim is released");
+    let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
+    assert!(!crate::support::is_alive(agent), "the agent was ended");
+    assert!(
+        remote_tasks(&env).contains("- [ ] Long"),
+        "the task is still open"
+    );
+}
+
+#[test]
+fn worker_options_that_cannot_work_are_usage_errors() {
+    let env = machines("- [ ] One\n", &["m1"]);
+    for (args, message) in [
+        (&["--remote"][..], "--remote goes with --worker"),
+        (
+            &["--base", "main"][..],
+            "--base names the branch a --worker",
+        ),
+        (
+            &["--worker", "--claim-ttl", "30s"][..],
+            "--claim-ttl must be longer than --claim-heartbeat",
+        ),
+        (
+            &["--worker", "--parallel", "2"][..],
+            "--worker runs one task at a time",
+        ),
+    ] {
+        let run = env.run_with(args, |c| {
+            c.current_dir(env.path().join("m1"));
+        });
+        run.assert_code(1);
+        assert!(run.stderr().contains(message), "{args:?}: {}", run.stderr());
+    }
+    assert!(!env.agent_dir().join("events").exists(), "no agent ran");
+}
