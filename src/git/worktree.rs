@@ -155,16 +155,15 @@ impl Repo {
                 add.extend(&present);
                 check(self.run(&add), "git add")?;
             }
-            check(
-                self.run(&["commit", "-q", "--no-edit", "-m", message]),
-                "git commit",
-            )
+            self.commit(&["--no-edit", "-m", message])
         })();
-        if let Err(why) = committed {
-            let _ = self.run(&["merge", "--abort"]);
-            return Err(why);
+        match committed {
+            Ok(hash) => Ok(Merge::Done(hash)),
+            Err(why) => {
+                let _ = self.run(&["merge", "--abort"]);
+                Err(why)
+            }
         }
-        self.short_head().map(Merge::Done)
     }
 
     /// Merges the base into a task's branch (run in the task's worktree): `Ok(files)` with the
