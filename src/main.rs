@@ -98,19 +98,10 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Init => setup::init(&ralph_dir, &cwd),
         Mode::ShowConfig => setup::show_config(&settings, &cli_layer),
         Mode::Doctor => Ok(setup::doctor(&settings, &cli_layer, &ralph_dir, &cwd)),
-        Mode::Status {
-            tasks: _,
-            remote: Some(remote),
-        } => {
-            let ttl = options::LoopOptions::resolve(&settings.stack(&[&cli_layer]))
-                .map_err(error::fail)?
-                .claim_ttl;
-            run::remote_status(&cwd, &remote, ttl)
-        }
-        Mode::Status {
-            tasks,
-            remote: None,
-        } => Ok(commands::status(&ralph_dir, tasks, json)),
+        Mode::Status { tasks, remote } => match remote {
+            Some(remote) => run::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?),
+            None => Ok(commands::status(&ralph_dir, tasks, json)),
+        },
         Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
         Mode::ClearContext => commands::clear_context(&ralph_dir),
         Mode::ListTasks => commands::list_tasks(&ralph_dir, json),
@@ -161,6 +152,12 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             run::run(&config, &cwd, &ralph_dir, start, &stop, &knobs)
         }
     }
+}
+
+/// The `--claim-ttl` in effect (for `--status --remote`, which runs no loop).
+fn claim_ttl(settings: &settings::Settings, cli: &options::Layer) -> anyhow::Result<Duration> {
+    let options = options::LoopOptions::resolve(&settings.stack(&[cli])).map_err(error::fail)?;
+    Ok(options.claim_ttl)
 }
 
 /// Help and version go to stdout with exit 0; every other parse error is a usage error.

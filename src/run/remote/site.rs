@@ -1,0 +1,138 @@
+//! The remote a worker takes tasks from: its base branch, the task list on it, its claims; and
+//! `--status --remote`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::fail;
+use crate::exit::ExitStatus;
+use crate::git::Repo;
+use crate::output;
+use crate::storage;
+use crate::storage::tasks::{self, TaskList};
+
+use super::super::parallel;
+use super::is_stale;
+
+/// The remote, its base branch, and where the task list is.
+pub(super) struct Site {
+    pub(super) repo: Repo,
+    pub(super) remote: String,
+    pub(super) base: String,
+    /// The task list's path, repository-relative.
+    tasks_path: String,
+}
+
+impl Site {
+    pub(super) fn connect(cwd: &Path, remote: &str, base: Option<&str>) -> anyhow::Result<Self> {
+        let repo = Repo::discover(cwd).ok_or_else(|| {
+            fail("a worker runs in a clone of the shared repository, and this is not a git repository; clone it first (git clone URL)")
+        })?;
+        if !repo.has_remote(remote) {
+            return Err(fail(format!(
+                "this clone has no git remote named '{remote}'; add it (git remote add {remote} URL) or name yours with --remote NAME"
+            ))
+            .into());
+        }
+        let base = match base {
+            Some(base) => base.to_owned(),
+            None => repo
+                .remote_default_branch(remote)
+                .map_err(|why| unreachable_remote(remote, &why))?,
+        };
+        let tasks_path = format!(
+            "{}{}/{}",
+            repo.prefix(),
+            storage::RALPH_DIR,
+            storage::TASKS_FILE
+        );
+        Ok(Self {
+            repo,
+            remote: remote.to_owned(),
+            base,
+            tasks_path,
+        })
+    }
+
+    pub(super) fn fetch(&self) -> anyhow::Result<()> {
+        self.repo
+            .fetch_work(&self.remote, &self.base)
+            .map_err(|why| unreachable_remote(&self.remote, &why).into())
+    }
+
+    /// The base as last fetched.
+    pub(super) fn base_ref(&self) -> String {
+        format!("refs/remotes/{}/{}", self.remote, self.base)
+    }
+
+    /// Task `id`'s branch on the remote, as last fetched.
+    pub(super) fn task_branch(&self, id: &str) -> String {
+        format!("refs/remotes/{}/{}", self.remote, parallel::branch(id))
+    }
+
+    /// The base's name for people: `origin/main`.
+    pub(super) fn base_name(&self) -> String {
+        format!("{}/{}", self.remote, self.base)
+    }
+
+    /// The task list of the base as last fetched.
+    pub(super) fn list(&self) -> anyhow::Result<TaskList> {
+        let content = self
+            .repo
+            .file_at(&self.base_ref(), &self.tasks_path)
+            .ok_or_else(|| {
+                fail(format!(
+                    "{} has no {}; add tasks (ralph --add-task \"…\"), commit and push them, then start the workers",
+                    self.base_name(),
+                    self.tasks_path
+                ))
+            })?;
+        Ok(TaskList::parse(&String::from_utf8_lossy(&content)))
+    }
+
+    /// Whether the remote still holds `sha` as task `id`'s claim (fetched now).
+    pub(super) fn still_ours(&self, id: &str, sha: &str) -> anyhow::Result<bool> {
+        self.fetch()?;
+        Ok(self
+            .repo
+            .seen_claims(&self.remote)
+            .iter()
+            .any(|seen| seen.id == id && seen.sha == sha))
+    }
+}
+
+pub(super) fn unreachable_remote(remote: &str, why: &str) -> crate::error::Error {
+    fail(format!(
+        "cannot use the git remote '{remote}': {why}; check its URL and your access (git remote -v), then start the worker again"
+    ))
+}
+
+/// `ralph --status --remote NAME`: every claim on the remote, and the base's task board.
+/// `ttl`: the `--claim-ttl` after which a claim shows as stale.
+pub(crate) fn remote_status(cwd: &Path, remote: &str, ttl: Duration) -> anyhow::Result<ExitStatus> {
+    let site = Site::connect(cwd, remote, None)?;
+    site.fetch()?;
+    let list = site.list()?;
+    let now = crate::model::now();
+    let claims: Vec<output::ClaimLine> = site
+        .repo
+        .seen_claims(remote)
+        .into_iter()
+        .map(|seen| output::ClaimLine {
+            stale: is_stale(&seen, now, ttl),
+            worker: seen.claim.as_ref().map(|c| c.worker.clone()),
+            host: seen.claim.as_ref().map(|c| c.host.clone()),
+            started_at: seen.claim.as_ref().map(|c| c.started_at),
+            heartbeat_at: seen.claim.as_ref().map(|c| c.heartbeat_at),
+            task: seen.id,
+        })
+        .collect();
+    let board: Vec<String> = list
+        .tasks
+        .iter()
+        .zip(tasks::task_ids(&list))
+        .map(|(task, id)| format!("{} {id}  {}", task.status.icon(), task.text))
+        .collect();
+    output::remote_status(remote, &site.base, &claims, now, &board);
+    Ok(ExitStatus::Success)
+}
