@@ -242,19 +242,7 @@ impl Watch {
         handler: &mut dyn OutputHandler,
     ) -> anyhow::Result<std::process::ExitStatus> {
         loop {
-            match receive(receiver, options.tick) {
-                Received::Data(source, bytes) => {
-                    self.last_output = Instant::now();
-                    if self.exited_at.is_some() {
-                        // Still draining: the leak timer measures silence, not time since exit.
-                        self.exited_at = Some(self.last_output);
-                    }
-                    let index = usize::from(source == Source::Stderr);
-                    self.splitters[index].push(&bytes, self.last_output, handler);
-                }
-                Received::Closed => self.open_pipes -= 1,
-                Received::Nothing => {}
-            }
+            self.absorb(receive(receiver, options.tick), handler);
             let now = Instant::now();
             handler.on_tick(now, self.last_output);
             if self.exit.is_none() {
@@ -287,6 +275,23 @@ impl Watch {
             }
         }
         self.exit.context("the agent's exit status is unknown")
+    }
+
+    /// Takes in what the readers sent: output to show, or a pipe closed.
+    fn absorb(&mut self, received: Received, handler: &mut dyn OutputHandler) {
+        match received {
+            Received::Data(source, bytes) => {
+                self.last_output = Instant::now();
+                if self.exited_at.is_some() {
+                    // Still draining: the leak timer measures silence, not time since exit.
+                    self.exited_at = Some(self.last_output);
+                }
+                let index = usize::from(source == Source::Stderr);
+                self.splitters[index].push(&bytes, self.last_output, handler);
+            }
+            Received::Closed => self.open_pipes -= 1,
+            Received::Nothing => {}
+        }
     }
 
     /// Why the agent must be ended now, if it must: a stop request, a timeout.
@@ -332,15 +337,8 @@ impl Watch {
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
             }
-            match receive(receiver, Duration::from_millis(20)) {
-                Received::Data(source, bytes) => {
-                    let index = usize::from(source == Source::Stderr);
-                    self.splitters[index].push(&bytes, Instant::now(), handler);
-                }
-                // A pipe closed now is closed for good: the loop must not wait for it.
-                Received::Closed => self.open_pipes -= 1,
-                Received::Nothing => {}
-            }
+            // A pipe closed now is closed for good: the loop must not wait for it.
+            self.absorb(receive(receiver, Duration::from_millis(20)), handler);
         }
         signal_group(group, Signal::SIGKILL);
         Ok(child.wait()?)

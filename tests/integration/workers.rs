@@ -75,6 +75,22 @@ fn finish(mut child: Child) -> (Option<i32>, String, String) {
     )
 }
 
+/// Starts a worker on each machine at once and checks that each exits 0; their outputs.
+fn all_succeed(env: &TestEnv, names: &[&str]) -> Vec<String> {
+    let workers: Vec<Child> = names
+        .iter()
+        .map(|name| start_worker(env, name, &[]))
+        .collect();
+    workers
+        .into_iter()
+        .map(|worker| {
+            let (code, stdout, stderr) = finish(worker);
+            assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+            stdout
+        })
+        .collect()
+}
+
 /// (time, started?, task, machine) in time order.
 fn events(env: &TestEnv) -> Vec<(u128, bool, String, String)> {
     let text = fs::read_to_string(env.agent_dir().join("events")).unwrap_or_default();
@@ -133,13 +149,7 @@ fn eight_tasks_three_workers_each_task_runs_once_and_all_are_merged() {
         .map(|n| format!("- [ ] Task {n}\n  - id: t{n}\n"))
         .collect();
     let env = machines(&format!("# Tasks\n\n{tasks}"), &["m1", "m2", "m3"]);
-    let workers: Vec<Child> = ["m1", "m2", "m3"]
-        .iter()
-        .map(|name| start_worker(&env, name, &[]))
-        .collect();
-    for worker in workers {
-        let (code, stdout, stderr) = finish(worker);
-        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for stdout in all_succeed(&env, &["m1", "m2", "m3"]) {
         assert!(
             stdout.contains("every task on origin/main is done"),
             "{stdout}"
@@ -168,14 +178,7 @@ fn a_chain_of_tasks_runs_in_order_across_two_workers() {
         "- [ ] First\n  - id: a\n- [ ] Second\n  - id: b\n  - blocked_by: a\n- [ ] Third\n  - id: c\n  - blocked_by: b\n",
         &["m1", "m2"],
     );
-    let workers: Vec<Child> = ["m1", "m2"]
-        .iter()
-        .map(|name| start_worker(&env, name, &[]))
-        .collect();
-    for worker in workers {
-        let (code, stdout, stderr) = finish(worker);
-        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    }
+    all_succeed(&env, &["m1", "m2"]);
     let events = events(&env);
     let order: Vec<(bool, &str)> = events.iter().map(|e| (e.1, e.2.as_str())).collect();
     assert_eq!(
@@ -205,14 +208,7 @@ fn two_workers_finishing_together_both_merge() {
         "i=0; while [ \"$(grep -c start \"$dir/events\")\" -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done\n",
     )
     .unwrap();
-    let workers: Vec<Child> = ["m1", "m2"]
-        .iter()
-        .map(|name| start_worker(&env, name, &[]))
-        .collect();
-    for worker in workers {
-        let (code, stdout, stderr) = finish(worker);
-        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    }
+    all_succeed(&env, &["m1", "m2"]);
     let events = events(&env);
     assert_eq!(runs_of(&events, "Left"), 1);
     assert_eq!(runs_of(&events, "Right"), 1);
@@ -282,6 +278,17 @@ if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
     assert_base_never_rewritten(&env);
 }
 
+/// A worker on m1 exits 1 with one line naming the remote.
+fn fails_in_one_line(env: &TestEnv) {
+    let (code, stdout, stderr) = finish(start_worker(env, "m1", &[]));
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot use the git remote 'origin'"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_remote_out_of_reach_or_refusing_pushes_is_one_line_and_exit_1() {
     let env = machines("- [ ] Only\n  - id: only\n", &["m1"]);
@@ -297,26 +304,14 @@ fn a_remote_out_of_reach_or_refusing_pushes_is_one_line_and_exit_1() {
         "origin",
         "/nonexistent/remote.git",
     ]);
-    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &[]));
-    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("cannot use the git remote 'origin'"),
-        "{stderr}"
-    );
+    fails_in_one_line(&env);
 
     env.git(&["-C", &m1, "remote", "set-url", "origin", &bare]);
     let hook = format!("{bare}/hooks/pre-receive");
     fs::create_dir_all(format!("{bare}/hooks")).unwrap();
     fs::write(&hook, "#!/bin/sh\necho 'pushes are closed' >&2\nexit 1\n").unwrap();
     fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &[]));
-    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("cannot use the git remote 'origin'"),
-        "{stderr}"
-    );
+    fails_in_one_line(&env);
     assert_eq!(remote_claims(&env), "", "no claim left behind");
     assert!(!env.agent_dir().join("events").exists(), "no agent ran");
 }
