@@ -164,6 +164,24 @@ pub(crate) struct CommandArgs {
     #[arg(long, requires = "worktree", help_heading = "Commands")]
     pub(crate) merge: bool,
 
+    /// Print what the agent printed in iteration N (default: the last), as it was shown.
+    #[arg(
+        long,
+        value_name = "N",
+        num_args = 0..=1,
+        default_missing_value = "last",
+        help_heading = "Commands"
+    )]
+    pub(crate) log: Option<String>,
+
+    /// With --log: the agent's lines exactly as it printed them.
+    #[arg(long, requires = "log", help_heading = "Commands")]
+    pub(crate) raw: bool,
+
+    /// With --log: keep printing while the iteration runs, until it ends.
+    #[arg(long, requires = "log", help_heading = "Commands")]
+    pub(crate) follow: bool,
+
     /// Take tasks from the task list on a git remote's base branch, one at a time, claiming each
     /// there so any number of workers on any machines share the list.
     #[arg(long, help_heading = "Commands")]

@@ -4,10 +4,15 @@
 //! Read-only commands never create or change anything on disk (not even `.ralph/`), so they are
 //! safe to run in another terminal while a loop works.
 
+mod log;
+
+pub(crate) use log::{LogStyle, show as show_log};
+
 use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::output::{self, report, status};
 use crate::storage::history;
+use crate::storage::logs;
 use crate::storage::state::{self, LoopState};
 use crate::storage::tasks::{self, TaskList};
 use crate::storage::{self, Loaded, RalphDir, context};
@@ -56,12 +61,20 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         });
         return ExitStatus::Success;
     }
+    // What the agent of the running iteration said last, from its log.
+    let last_line = running
+        .then(|| {
+            let iteration = state.as_ref()?.iteration;
+            logs::last_line(&logs::path(&dir.logs(), iteration))
+        })
+        .flatten();
     let lines = status::dashboard(&status::Dashboard {
         state,
         running,
         workers,
         context,
         tasks,
+        last_line,
         history,
         history_count,
         now: crate::model::now(),

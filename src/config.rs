@@ -44,6 +44,12 @@ pub(crate) enum Mode {
         /// `--status --remote NAME`: the claims and the task board on that remote.
         remote: Option<String>,
     },
+    /// `--log [N]`: iteration N's log (the newest when `None`).
+    Log {
+        iteration: Option<u32>,
+        raw: bool,
+        follow: bool,
+    },
     AddContext(String),
     ClearContext,
     ListTasks,
@@ -205,6 +211,20 @@ impl CommandArgs {
             Mode::Status {
                 tasks: tasks_flag,
                 remote: self.remote,
+            }
+        } else if let Some(which) = self.log {
+            let iteration = match which.as_str() {
+                "last" => None,
+                number => Some(number.trim().parse::<u32>().map_err(|_| {
+                    usage(format!(
+                        "--log needs an iteration number (1, 2, …), not '{number}'; see ralph --status"
+                    ))
+                })?),
+            };
+            Mode::Log {
+                iteration,
+                raw: self.raw,
+                follow: self.follow,
             }
         } else if let Some(text) = self.add_context {
             if text.trim().is_empty() {

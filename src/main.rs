@@ -10,6 +10,7 @@ mod error;
 mod exit;
 mod git;
 mod guard;
+mod hooks;
 mod model;
 mod options;
 mod output;
@@ -102,6 +103,21 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             Some(remote) => run::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?),
             None => Ok(commands::status(&ralph_dir, tasks, json)),
         },
+        Mode::Log {
+            iteration,
+            raw,
+            follow,
+        } => {
+            let style = match (json, raw) {
+                (true, _) => commands::LogStyle::Json,
+                (false, true) => commands::LogStyle::Raw,
+                (false, false) => commands::LogStyle::Shown {
+                    verbose_tools: options::LoopOptions::resolve(&settings.stack(&[&cli_layer]))
+                        .is_ok_and(|options| options.verbose_tools),
+                },
+            };
+            commands::show_log(&ralph_dir, iteration, style, follow)
+        }
         Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
         Mode::ClearContext => commands::clear_context(&ralph_dir),
         Mode::ListTasks => commands::list_tasks(&ralph_dir, json),

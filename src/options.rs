@@ -219,6 +219,11 @@ loop_options! {
         cli Cli::Negatable("Show the agent's output only when it exits.");
     /// In a parallel run, show every agent's own output too, each line prefixed with its task.
     verbose: bool = false, heading "Agent and output", value "";
+    /// Cut an iteration's log (.ralph/logs/) at this many bytes (e.g. 50M).
+    log_max_size: Option<u64> = Some(50_000_000),
+        heading "Agent and output", value "BYTES", note "k and M suffixes; none: no limit";
+    /// Keep the logs of this many iterations (the oldest are removed).
+    keep_logs: u32 = 200, heading "Agent and output", value "N";
     /// Print every tool call instead of the compact `| Tools` summary.
     verbose_tools: bool = false, heading "Agent and output", value "";
     /// OpenCode only: load no plugins except authentication plugins.
@@ -231,6 +236,15 @@ loop_options! {
         cli Cli::Negatable("Do not commit anything.");
     /// Arguments passed to the agent verbatim (on the command line: everything after `--`).
     agent_args: Vec<String> = Vec::new(), heading "Agent and output", value "ARG", cli Cli::None;
+    /// Shell command run after every iteration, with the event's JSON on stdin.
+    on_iteration: Option<String> = None,
+        heading "Hooks", value "CMD", example "\"./notify.sh\"";
+    /// Shell command run when the loop completes, with the event's JSON on stdin.
+    on_complete: Option<String> = None, heading "Hooks", value "CMD";
+    /// Shell command run when the loop stops without completing (limit, failure, interrupt, abort).
+    on_stop: Option<String> = None, heading "Hooks", value "CMD";
+    /// Time limit of each hook; a hook that runs longer is stopped (a warning).
+    hook_timeout: Duration = Duration::from_secs(30), heading "Hooks", value "DURATION";
     /// When to colour ralph's own messages.
     color: ColorChoice = ColorChoice::Auto,
         heading "Agent and output", value "WHEN", note "auto, always or never";

@@ -21,6 +21,7 @@ use regex::Regex;
 use crate::agents::{Agent, AgentEvent, AgentKind, Failure, OutputFormat, Usage};
 use crate::output;
 use crate::promise::Promise;
+use crate::storage::logs::IterationLog;
 use crate::stream::{EndedBy, OutputHandler, Segment, Source};
 
 /// Longest error line kept, in characters.
@@ -90,6 +91,8 @@ pub(crate) struct Transcript<'a> {
     findings: Findings,
     /// Told the agent's process group once it runs.
     spawn_hook: Option<Box<dyn FnMut(i32) + 'a>>,
+    /// The iteration's log, written as the output arrives.
+    log: Option<IterationLog>,
 }
 
 impl<'a> Transcript<'a> {
@@ -125,7 +128,21 @@ impl<'a> Transcript<'a> {
             promises_seen_anywhere: vec![false; count],
             findings: Findings::default(),
             spawn_hook: None,
+            log: None,
         })
+    }
+
+    /// Writes every line of the agent's output to `log` too.
+    pub(crate) fn with_log(mut self, log: Option<IterationLog>) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// Ends the log with the agent's exit code.
+    pub(crate) fn end_log(&mut self, exit_code: i32) {
+        if let Some(log) = &mut self.log {
+            log.end(exit_code);
+        }
     }
 
     /// Calls `hook` with the agent's process group once it runs.
@@ -362,6 +379,13 @@ impl<'a> Transcript<'a> {
 
 impl OutputHandler for Transcript<'_> {
     fn on_segment(&mut self, segment: &Segment<'_>) {
+        if let Some(log) = &mut self.log {
+            log.segment(
+                segment.source == Source::Stderr,
+                segment.text,
+                segment.ends_line,
+            );
+        }
         let structured =
             self.display.format == OutputFormat::Json && segment.source == Source::Stdout;
         if structured && segment.starts_line && segment.text.trim_start().starts_with('{') {

@@ -109,6 +109,16 @@ pub(crate) enum OutputFormat {
     Text,
 }
 
+impl OutputFormat {
+    /// `json` or `text`, as the option writes it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Text => "text",
+        }
+    }
+}
+
 /// What one iteration needs from the agent.
 #[derive(Debug)]
 pub(crate) struct CommandRequest<'a> {

@@ -368,18 +368,17 @@ pub(crate) struct RunEnd<'a> {
 }
 
 /// The loop's last line: why it ended, and what it took.
-pub(crate) fn run_ended(end: &RunEnd<'_>) {
-    super::event(
-        "run_ended",
-        serde_json::json!({
-            "reason": end.reason,
-            "exit_code": end.exit_code,
-            "iterations": end.iterations,
-            "total_duration_ms": end.total_ms,
-            "tokens": end.tokens,
-            "cost_usd": end.cost,
-        }),
-    );
+/// Returns the `run_ended` event object (for hooks and notifications).
+pub(crate) fn run_ended(end: &RunEnd<'_>) -> serde_json::Value {
+    let fields = serde_json::json!({
+        "reason": end.reason,
+        "exit_code": end.exit_code,
+        "iterations": end.iterations,
+        "total_duration_ms": end.total_ms,
+        "tokens": end.tokens,
+        "cost_usd": end.cost,
+    });
+    super::event("run_ended", fields.clone());
     let mut line = format!(
         "Loop ended: {} · {} · total time {}",
         end.reason,
@@ -393,6 +392,7 @@ pub(crate) fn run_ended(end: &RunEnd<'_>) {
         line.push_str(&format!(" · {}", cost_text(cost)));
     }
     say(&["", &super::paint(super::Style::Bold, &line, false)]);
+    super::event_object("run_ended", fields)
 }
 
 /// How to pick up a loop that stopped before completing.

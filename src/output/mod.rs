@@ -7,6 +7,7 @@
 
 mod commands;
 pub(crate) mod format;
+mod logs;
 mod messages;
 mod parallel;
 mod remote;
@@ -18,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 pub(crate) use commands::*;
+pub(crate) use logs::*;
 pub(crate) use messages::*;
 pub(crate) use parallel::*;
 pub(crate) use remote::*;
@@ -128,10 +130,19 @@ pub(crate) fn paint(style: Style, text: &str, stderr: bool) -> String {
 }
 
 /// Prints one JSON event line (JSON-lines mode only).
-pub(crate) fn event(kind: &str, mut fields: serde_json::Value) {
+pub(crate) fn event(kind: &str, fields: serde_json::Value) {
     if !is_json() {
         return;
     }
+    let fields = event_object(kind, fields);
+    let mut out = stdout();
+    let _ = writeln!(out, "{fields}");
+    let _ = out.flush();
+}
+
+/// The object [`event`] prints: `fields` with the event's name, its task (in a parallel worker)
+/// and the time. Hooks get the same.
+pub(crate) fn event_object(kind: &str, mut fields: serde_json::Value) -> serde_json::Value {
     if let Some(map) = fields.as_object_mut() {
         map.insert("event".to_owned(), serde_json::Value::from(kind));
         if let Some(id) = worker() {
@@ -144,9 +155,7 @@ pub(crate) fn event(kind: &str, mut fields: serde_json::Value) {
             ),
         );
     }
-    let mut out = stdout();
-    let _ = writeln!(out, "{fields}");
-    let _ = out.flush();
+    fields
 }
 
 static STDOUT: LazyLock<Mutex<BufWriter<Stdout>>> =

@@ -33,6 +33,8 @@ pub(crate) struct Dashboard {
     /// How many records the history holds.
     pub(crate) history_count: usize,
     pub(crate) now: DateTime<Utc>,
+    /// The last line the agent printed in the running iteration (from its log).
+    pub(crate) last_line: Option<String>,
 }
 
 /// The dashboard's lines.
@@ -181,6 +183,9 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
         "Prompt",
         format!("{}{more}", prompt.replace('\n', " ")),
     ));
+    if let Some(line) = &data.last_line {
+        lines.push(field("Agent said", super::format::preview(line, 80)));
+    }
 }
 
 fn tasks_block(tasks: &TasksStatus, lines: &mut Vec<String>) {

@@ -12,6 +12,7 @@ use crate::model::Verification;
 use crate::output::{self, format};
 use crate::promise::Promise;
 use crate::storage::context::{self, Pending};
+use crate::storage::logs::{self, IterationLog, LOGS_DIR};
 use crate::storage::state;
 use crate::storage::tasks::TaskList;
 use crate::stream::{self, EndedBy, RunOptions};
@@ -40,6 +41,8 @@ pub(super) struct AgentRun {
     pub(super) started_at: DateTime<Utc>,
     pub(super) elapsed: Duration,
     pub(super) files: Vec<String>,
+    /// The iteration's log, relative to `.ralph/`.
+    pub(super) log: Option<String>,
 }
 
 /// Runs iteration `iteration` and says what comes next.
@@ -183,12 +186,14 @@ fn agent_run(
         tool_summary: env.knobs.tool_summary,
         format: step.spec.format(options.output_format),
     };
+    let (log, log_name) = open_log(runner, step, focus);
     let mut transcript = Transcript::new(
         step.agent.as_ref(),
         display,
         promises,
         options.promise_anywhere,
     )?
+    .with_log(log)
     .on_spawn({
         // Recorded so that `--resume` or `--reset` after a killed ralph can stop this agent.
         let mut state = runner.state.clone();
@@ -209,6 +214,7 @@ fn agent_run(
         idle_timeout: options.idle_timeout,
     };
     let outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript)?;
+    transcript.end_log(outcome.exit_code);
     let findings = transcript.finish();
     let files = match (&env.repo, before) {
         (Some(repo), Some(before)) => repo
@@ -226,7 +232,44 @@ fn agent_run(
         started_at,
         elapsed: started.elapsed(),
         files,
+        log: log_name,
     })
+}
+
+/// The iteration's log (in `.ralph/logs/`, or the task's folder there for a worker) and its
+/// name relative to `.ralph/`; none, with a warning, when it cannot be created.
+fn open_log(
+    runner: &Runner<'_>,
+    step: &Step,
+    focus: Option<&Focus>,
+) -> (Option<IterationLog>, Option<String>) {
+    let env = &runner.env;
+    let options = &env.config.options;
+    let iteration = runner.state.iteration;
+    let (dir, name) = match &env.worker {
+        Some(worker) => (
+            worker.logs.clone(),
+            format!("{LOGS_DIR}/{}/{iteration:04}.jsonl", worker.task_id),
+        ),
+        None => (env.dir.logs(), format!("{LOGS_DIR}/{iteration:04}.jsonl")),
+    };
+    let start = logs::Start {
+        iteration,
+        agent: step.spec.id().to_owned(),
+        format: step.spec.format(options.output_format).name().to_owned(),
+        task: focus.map(|focus| focus.key.clone()),
+    };
+    let limit = options.log_max_size.unwrap_or(u64::MAX);
+    match IterationLog::create(&dir, start, limit) {
+        Ok(log) => {
+            logs::prune(&dir, options.keep_logs.max(1));
+            (Some(log), Some(name))
+        }
+        Err(err) => {
+            output::log_unavailable(&dir, &err);
+            (None, None)
+        }
+    }
 }
 
 /// Outcome: the facts of the iteration, verification included when a claim needs it.

@@ -104,6 +104,8 @@ pub(crate) struct Worker {
     /// A `--worker`'s remote: the task's branch is pushed there after every commit, so no work
     /// is lost if the machine dies.
     pub(crate) publish: Option<String>,
+    /// Where the task's iteration logs go: `.ralph/logs/<task-id>/` of the base.
+    pub(crate) logs: std::path::PathBuf,
 }
 
 /// What every worker of a parallel run spends, counted together for the global budgets.

@@ -103,7 +103,7 @@ pub(super) fn base_branch(
     let base = repo.current_branch().ok_or_else(|| {
         fail(format!("{flag} merges into the checked-out branch, and HEAD is detached; check out a branch first"))
     })?;
-    dir.ignore_worktrees()?;
+    dir.ignore_own_dirs()?;
     Ok((repo, base))
 }
 
@@ -266,6 +266,7 @@ impl<'a> Coordinator<'a> {
             base: self.base.clone(),
             conflicts,
             publish: None,
+            logs: self.dir.logs().join(id),
         };
         output::worker_started(id, &task.text, &branch);
         self.running.insert(id.to_owned());

@@ -52,6 +52,7 @@ pub(super) fn iteration(
             .as_ref()
             .filter(|refusal| !matches!(refusal, Refusal::TaskVerification { .. }))
             .map(Refusal::reason),
+        log: run.log.clone(),
     };
     let struggle = if decision.agent_side {
         Struggle::Update {
@@ -65,10 +66,9 @@ pub(super) fn iteration(
         let tokens = record.tokens.map_or(0, |usage| usage.billable());
         worker.shared.add(record.cost_usd, tokens);
     }
-    output::event(
-        "iteration_finished",
-        serde_json::to_value(&record).unwrap_or_default(),
-    );
+    let event = serde_json::to_value(&record).unwrap_or_default();
+    output::event("iteration_finished", event.clone());
+    let event = output::event_object("iteration_finished", event);
     runner.history.record(record, struggle);
     history::save(&runner.env.dir.history(), &runner.history)?;
     progress::append(runner.env.dir, &entry.borrowed())?;
@@ -83,6 +83,7 @@ pub(super) fn iteration(
         output::nonzero_exit(step.spec.display_name(), facts.exit_code);
     }
     claim_messages(runner, facts, decision, task_tag);
+    runner.hook(crate::hooks::When::Iteration, &event);
     Ok(())
 }
 

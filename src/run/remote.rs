@@ -134,7 +134,7 @@ pub(crate) fn worker(
     let _lock = storage::lock::loop_lock(dir, knobs.lock_wait)?.ok_or_else(|| {
         fail("another ralph runs in this clone; start each worker in its own clone (git clone URL)")
     })?;
-    dir.ignore_worktrees()?;
+    dir.ignore_own_dirs()?;
     let host = nix::unistd::gethostname().ok().map_or_else(
         || "unknown".to_owned(),
         |h| h.to_string_lossy().into_owned(),
@@ -308,6 +308,7 @@ impl Session<'_> {
             base: self.site.base_name(),
             conflicts,
             publish: Some(self.site.remote.clone()),
+            logs: self.dir.logs().join(&holder.claim.task),
         };
         let config = parallel::worker_config(self.config, task);
         let task_stop = StopFlag::default();

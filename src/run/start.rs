@@ -9,6 +9,7 @@ use crate::config::RunConfig;
 use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::git::Repo;
+use crate::hooks;
 use crate::options::{self, Layer};
 use crate::output;
 use crate::promise::Promise;
@@ -346,6 +347,8 @@ impl<'a> Runner<'a> {
         }
         if self.env.worker.is_none() {
             output::banner(config.agent.display_name());
+            // The iteration logs are never committed (a `.gitignore` of an older ralph lacks it).
+            self.env.dir.ignore_own_dirs()?;
         }
         if self.resumed {
             self.settle_recorded_iteration()?;
@@ -440,7 +443,7 @@ impl<'a> Runner<'a> {
             .map(|r| r.iteration)
             .collect();
         numbers.dedup();
-        output::run_ended(&output::RunEnd {
+        let event = output::run_ended(&output::RunEnd {
             reason: &reason,
             exit_code: stop.status().code(),
             iterations: u32::try_from(numbers.len()).unwrap_or(u32::MAX),
@@ -449,7 +452,29 @@ impl<'a> Runner<'a> {
             tokens: (self.history.total_tokens.total() > 0).then_some(self.history.total_tokens),
             cost: self.history.total_cost_usd,
         });
+        if self.env.worker.is_none() {
+            let when = if matches!(stop, Stop::Completed { .. }) {
+                hooks::When::Complete
+            } else {
+                hooks::When::Stop
+            };
+            self.hook(when, &event);
+        }
         Ok(stop.status())
+    }
+
+    /// Runs the hook set for `when`, if any, with `event` (an event object).
+    pub(super) fn hook(&self, when: hooks::When, event: &serde_json::Value) {
+        let o = &self.env.config.options;
+        let command = match when {
+            hooks::When::Iteration => &o.on_iteration,
+            hooks::When::Complete => &o.on_complete,
+            hooks::When::Stop => &o.on_stop,
+        };
+        if let Some(command) = command.as_deref().filter(|c| !c.trim().is_empty()) {
+            let dir = self.env.repo.as_ref().map_or(self.env.cwd, Repo::root);
+            hooks::run(when, command, event, dir, o.hook_timeout);
+        }
     }
 
     /// Commits the agent's work of an iteration, with ralph's own files riding along.

@@ -87,6 +87,9 @@ pub(crate) struct IterationRecord {
     /// Why the agent's completion claim was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) completion_refused: Option<String>,
+    /// The iteration's log (what the agent printed), relative to `.ralph/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) log: Option<String>,
 }
 
 /// Signs that the agent is going round in circles.

@@ -11,6 +11,7 @@
 pub(crate) mod context;
 pub(crate) mod history;
 pub(crate) mod lock;
+pub(crate) mod logs;
 pub(crate) mod progress;
 pub(crate) mod state;
 pub(crate) mod tasks;
@@ -103,23 +104,35 @@ impl RalphDir {
         self.root.join(WORKTREES_DIR).join(id)
     }
 
-    /// Makes sure `.ralph/.gitignore` keeps the worktrees out of git (a file written by an
-    /// older ralph lacks the line).
-    pub(crate) fn ignore_worktrees(&self) -> anyhow::Result<()> {
+    /// The iteration logs: `.ralph/logs/`.
+    pub(crate) fn logs(&self) -> PathBuf {
+        self.root.join(logs::LOGS_DIR)
+    }
+
+    /// Makes sure `.ralph/.gitignore` keeps the worktrees and the logs out of git (a file
+    /// written by an older ralph lacks the lines).
+    pub(crate) fn ignore_own_dirs(&self) -> anyhow::Result<()> {
         self.ensure()?;
         let path = self.file(GITIGNORE_FILE);
         let mut content = read_raw(&path)?.unwrap_or_default();
-        if content
-            .split(|&b| b == b'\n')
-            .any(|line| line == WORKTREES_IGNORE.as_bytes())
-        {
+        let missing: Vec<&str> = OWN_DIRS_IGNORE
+            .into_iter()
+            .filter(|line| {
+                !content
+                    .split(|&b| b == b'\n')
+                    .any(|have| have == line.as_bytes())
+            })
+            .collect();
+        if missing.is_empty() {
             return Ok(());
         }
         if !content.is_empty() && !content.ends_with(b"\n") {
             content.push(b'\n');
         }
-        content.extend_from_slice(WORKTREES_IGNORE.as_bytes());
-        content.push(b'\n');
+        for line in missing {
+            content.extend_from_slice(line.as_bytes());
+            content.push(b'\n');
+        }
         write_atomic_shared(&path, &content)
     }
 
@@ -149,14 +162,17 @@ fn gitignore_contents() -> String {
         text.push('\n');
     }
     text.push_str("*.corrupt\n.tmp*\n");
-    text.push_str(WORKTREES_IGNORE);
-    text.push('\n');
+    for line in OWN_DIRS_IGNORE {
+        text.push_str(line);
+        text.push('\n');
+    }
     text
 }
 
 /// The worktrees of parallel tasks, under `.ralph/` (never committed).
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
-const WORKTREES_IGNORE: &str = "/worktrees/";
+/// The folders under `.ralph/` that are never committed: worktrees, iteration logs.
+const OWN_DIRS_IGNORE: [&str; 2] = ["/worktrees/", "/logs/"];
 
 /// For `skip_serializing_if`: a count that is zero is left out of the file.
 pub(crate) fn is_zero(count: &u32) -> bool {

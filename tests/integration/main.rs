@@ -11,6 +11,7 @@ mod git_commit;
 mod json_mode;
 mod limits;
 mod mock_model;
+mod observe;
 mod parallel;
 mod real_agents;
 mod real_agents_support;

@@ -1,0 +1,100 @@
+//! Hooks: the user's shell commands run when an iteration ends (`on_iteration`), when the loop
+//! completes (`on_complete`) and when it stops for any other reason (`on_stop`).
+//!
+//! Each runs through `sh -c` from the repository's top directory (ralph's working directory
+//! outside one), in its own process group, with the event's JSON object (the one `--json`
+//! prints) on stdin and `RALPH_EVENT`, `RALPH_ITERATION`, `RALPH_STOP_REASON`,
+//! `RALPH_EXIT_CODE`, `RALPH_TASK` in its environment, for at most `hook_timeout`. Its output is
+//! shown with a `hook │ ` margin. A hook that fails or runs too long is a warning: it never
+//! stops the loop.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::agents::AgentCommand;
+use crate::output;
+use crate::signal::StopFlag;
+use crate::stream::{self, EndedBy, OutputHandler, RunOptions, Segment};
+
+/// When a hook runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum When {
+    Iteration,
+    Complete,
+    Stop,
+}
+
+impl When {
+    /// The setting that holds its command.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Self::Iteration => "on_iteration",
+            Self::Complete => "on_complete",
+            Self::Stop => "on_stop",
+        }
+    }
+}
+
+/// Runs `command` for `event` (an event object with its `event` field); a warning when it fails.
+pub(crate) fn run(
+    when: When,
+    command: &str,
+    event: &serde_json::Value,
+    dir: &Path,
+    timeout: Duration,
+) {
+    let field = |name: &str| -> OsString {
+        match event.get(name) {
+            Some(serde_json::Value::String(text)) => text.into(),
+            Some(serde_json::Value::Null) | None => OsString::new(),
+            Some(other) => other.to_string().into(),
+        }
+    };
+    let env = vec![
+        ("RALPH_EVENT".to_owned(), field("event")),
+        ("RALPH_ITERATION".to_owned(), field("iteration")),
+        ("RALPH_STOP_REASON".to_owned(), field("reason")),
+        ("RALPH_EXIT_CODE".to_owned(), field("exit_code")),
+        ("RALPH_TASK".to_owned(), field("task")),
+    ];
+    let shell = AgentCommand {
+        program: "sh".into(),
+        args: vec!["-c".into(), command.into()],
+        env,
+        stdin: Some(format!("{event}\n")),
+    };
+    let options = RunOptions {
+        grace: Duration::from_secs(2),
+        leak_timeout: Duration::from_millis(500),
+        tick: Duration::from_millis(100),
+        run_timeout: Some(timeout),
+        idle_timeout: None,
+    };
+    // A hook is not stopped by the user's Ctrl+C (it may be the one telling them about it);
+    // its time limit ends it.
+    let outcome = stream::run(&shell, dir, &options, &StopFlag::default(), &mut Shown);
+    match outcome {
+        Ok(outcome) if outcome.ended_by == Some(EndedBy::RunTimeout) => {
+            output::hook_failed(when.key(), &format!("stopped after {timeout:?}"));
+        }
+        Ok(outcome) if outcome.exit_code != 0 => {
+            output::hook_failed(when.key(), &format!("exit code {}", outcome.exit_code));
+        }
+        Ok(_) => {}
+        Err(err) => output::hook_failed(when.key(), &format!("{err:#}")),
+    }
+}
+
+/// Shows a hook's output with a margin.
+struct Shown;
+
+impl OutputHandler for Shown {
+    fn on_segment(&mut self, segment: &Segment<'_>) {
+        output::hook_output(segment.text, segment.starts_line, segment.ends_line);
+    }
+
+    fn on_tick(&mut self, _: Instant, _: Instant) {
+        output::flush();
+    }
+}

@@ -1,0 +1,34 @@
+//! Iteration logs and hooks: what is said when they cannot do their work, and hooks' output.
+
+use std::path::Path;
+
+use std::io::Write as _;
+
+use super::warn;
+
+/// An iteration's log could not be created; the iteration runs anyway.
+pub(crate) fn log_unavailable(dir: &Path, err: &std::io::Error) {
+    warn(&[&format!(
+        "⚠️  Cannot write this iteration's log in {} ({err}); the iteration runs without one",
+        dir.display()
+    )]);
+}
+
+/// A hook failed or ran out of time; the loop goes on.
+pub(crate) fn hook_failed(key: &str, why: &str) {
+    warn(&[&format!(
+        "⚠️  The {key} hook failed ({why}); the loop goes on. Check the command in your settings (ralph --config)"
+    )]);
+}
+
+/// A piece of a hook's output, with a `hook │ ` margin at the start of each line.
+pub(crate) fn hook_output(text: &str, starts_line: bool, ends_line: bool) {
+    let mut out = super::stdout();
+    if starts_line {
+        let _ = write!(out, "   hook │ ");
+    }
+    let _ = write!(out, "{text}");
+    if ends_line {
+        let _ = writeln!(out);
+    }
+}

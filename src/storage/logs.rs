@@ -1,0 +1,306 @@
+//! Iteration logs: everything an agent printed in one iteration, in `.ralph/logs/<NNNN>.jsonl`
+//! (a parallel task's in `.ralph/logs/<task-id>/`), one JSON record a line, written as each line
+//! arrives so a kill keeps everything up to that moment.
+//!
+//! Records: `{"t": time, "stream": "ralph", "start": {...}}` first (iteration, agent, format),
+//! then `{"t", "stream": "stdout"|"stderr", "line"}` per line, `{"t", "stream": "ralph",
+//! "line": "…"}` when the log is cut at its size limit, and `{"t", "stream": "ralph", "end":
+//! {"exit_code"}}` last. Logs are not committed (`.ralph/.gitignore`) and only the last
+//! `keep_logs` are kept.
+
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The folder of logs under `.ralph/`.
+pub(crate) const LOGS_DIR: &str = "logs";
+
+/// Longest line kept whole; the rest of a longer line is dropped (noted in the record).
+const MAX_LINE: usize = 1 << 20;
+
+/// How an iteration's run is described at the top of its log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Start {
+    pub(crate) iteration: u32,
+    pub(crate) agent: String,
+    /// `json` or `text`: how the agent's stdout is read.
+    pub(crate) format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task: Option<String>,
+}
+
+/// The last record: how the agent's run ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct End {
+    pub(crate) exit_code: i32,
+}
+
+/// One line of a log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Record {
+    pub(crate) t: DateTime<Utc>,
+    pub(crate) stream: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) line: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) start: Option<Start>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) end: Option<End>,
+}
+
+/// The log of iteration `iteration` in `dir` (`.ralph/logs` or a task's folder in it).
+pub(crate) fn path(dir: &Path, iteration: u32) -> PathBuf {
+    dir.join(format!("{iteration:04}.jsonl"))
+}
+
+/// The log being written for one iteration.
+pub(crate) struct IterationLog {
+    file: File,
+    written: u64,
+    limit: u64,
+    cut: bool,
+    /// The line being received, per stream (stdout, stderr).
+    pending: [String; 2],
+}
+
+impl IterationLog {
+    /// Starts the log of `start.iteration` in `dir` (created if needed), cut at `limit` bytes.
+    pub(crate) fn create(dir: &Path, start: Start, limit: u64) -> std::io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        let file = File::create(path(dir, start.iteration))?;
+        let mut log = Self {
+            file,
+            written: 0,
+            limit,
+            cut: false,
+            pending: [String::new(), String::new()],
+        };
+        log.write(&Record {
+            t: crate::model::now(),
+            stream: "ralph".to_owned(),
+            line: None,
+            start: Some(start),
+            end: None,
+        });
+        Ok(log)
+    }
+
+    /// A piece of the agent's output; the line is written when it ends.
+    pub(crate) fn segment(&mut self, stderr: bool, text: &str, ends_line: bool) {
+        let index = usize::from(stderr);
+        let pending = &mut self.pending[index];
+        if pending.len() < MAX_LINE {
+            let room = MAX_LINE - pending.len();
+            let mut end = text.len().min(room);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            pending.push_str(&text[..end]);
+        }
+        if ends_line {
+            let line = std::mem::take(&mut self.pending[index]);
+            self.line(if stderr { "stderr" } else { "stdout" }, line);
+        }
+    }
+
+    /// Writes what is left of unfinished lines, then the end record.
+    pub(crate) fn end(&mut self, exit_code: i32) {
+        for (index, stream) in ["stdout", "stderr"].into_iter().enumerate() {
+            let line = std::mem::take(&mut self.pending[index]);
+            if !line.is_empty() {
+                self.line(stream, line);
+            }
+        }
+        self.write(&Record {
+            t: crate::model::now(),
+            stream: "ralph".to_owned(),
+            line: None,
+            start: None,
+            end: Some(End { exit_code }),
+        });
+    }
+
+    fn line(&mut self, stream: &str, line: String) {
+        if self.cut {
+            return;
+        }
+        if self.written + line.len() as u64 > self.limit {
+            self.cut = true;
+            let note = format!(
+                "log cut at {} bytes (log_max_size): the rest of this iteration's output is not kept",
+                self.limit
+            );
+            self.write(&Record {
+                t: crate::model::now(),
+                stream: "ralph".to_owned(),
+                line: Some(note),
+                start: None,
+                end: None,
+            });
+            return;
+        }
+        self.write(&Record {
+            t: crate::model::now(),
+            stream: stream.to_owned(),
+            line: Some(line),
+            start: None,
+            end: None,
+        });
+    }
+
+    /// One record, one `write` (so a kill keeps every whole record before it).
+    fn write(&mut self, record: &Record) {
+        let Ok(mut bytes) = serde_json::to_vec(record) else {
+            return;
+        };
+        bytes.push(b'\n');
+        if self.file.write_all(&bytes).is_ok() {
+            self.written += bytes.len() as u64;
+        }
+    }
+}
+
+/// Removes the oldest logs in `dir` beyond the newest `keep`.
+pub(crate) fn prune(dir: &Path, keep: u32) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut logs: Vec<(u32, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let number = name.strip_suffix(".jsonl")?.parse().ok()?;
+            Some((number, entry.path()))
+        })
+        .collect();
+    logs.sort();
+    let excess = logs.len().saturating_sub(keep as usize);
+    for (_, path) in logs.into_iter().take(excess) {
+        let _ = fs::remove_file(path);
+    }
+}
+
+/// The newest log in `dir` (by iteration number).
+pub(crate) fn latest(dir: &Path) -> Option<(u32, PathBuf)> {
+    fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let number: u32 = name.strip_suffix(".jsonl")?.parse().ok()?;
+            Some((number, entry.path()))
+        })
+        .max()
+}
+
+/// The last line the agent printed, from the end of a log being written.
+pub(crate) fn last_line(path: &Path) -> Option<String> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = File::open(path).ok()?;
+    let size = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(size.saturating_sub(64 * 1024)))
+        .ok()?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).ok()?;
+    String::from_utf8_lossy(&tail)
+        .lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<Record>(line).ok())
+        .filter(|record| record.stream != "ralph")
+        .find_map(|record| record.line.filter(|line| !line.trim().is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead as _, BufReader};
+
+    use super::*;
+
+    /// The records of a log (unreadable lines skipped: a kill may cut the last one short).
+    fn read(path: &Path) -> std::io::Result<Vec<Record>> {
+        let file = File::open(path)?;
+        Ok(BufReader::new(file)
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|line| serde_json::from_str(&line).ok())
+            .collect())
+    }
+
+    fn start(iteration: u32) -> Start {
+        Start {
+            iteration,
+            agent: "opencode".to_owned(),
+            format: "text".to_owned(),
+            task: None,
+        }
+    }
+
+    #[test]
+    fn lines_are_recorded_with_their_stream_and_an_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = IterationLog::create(dir.path(), start(7), 1_000_000).unwrap();
+        log.segment(false, "hello ", false);
+        log.segment(false, "world", true);
+        log.segment(true, "oops", true);
+        log.segment(false, "unfinished", false);
+        log.end(3);
+        let records = read(&path(dir.path(), 7)).unwrap();
+        assert_eq!(records[0].start, Some(start(7)));
+        let lines: Vec<(&str, &str)> = records
+            .iter()
+            .filter_map(|r| Some((r.stream.as_str(), r.line.as_deref()?)))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("stdout", "hello world"),
+                ("stderr", "oops"),
+                ("stdout", "unfinished")
+            ]
+        );
+        assert_eq!(records.last().unwrap().end, Some(End { exit_code: 3 }));
+        assert_eq!(
+            last_line(&path(dir.path(), 7)).as_deref(),
+            Some("unfinished")
+        );
+    }
+
+    #[test]
+    fn a_log_is_cut_at_its_limit_with_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = IterationLog::create(dir.path(), start(1), 300).unwrap();
+        for n in 0..100 {
+            log.segment(false, &format!("line {n}"), true);
+        }
+        log.end(0);
+        let records = read(&path(dir.path(), 1)).unwrap();
+        let size = fs::metadata(path(dir.path(), 1)).unwrap().len();
+        assert!(size < 600, "{size}");
+        assert!(records.iter().any(|r| {
+            r.line
+                .as_deref()
+                .is_some_and(|l| l.starts_with("log cut at 300 bytes"))
+        }));
+        assert!(records.last().unwrap().end.is_some());
+    }
+
+    #[test]
+    fn only_the_newest_logs_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 1..=12 {
+            IterationLog::create(dir.path(), start(n), 1000).unwrap();
+        }
+        prune(dir.path(), 5);
+        let mut left: Vec<u32> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy()[..4].parse().unwrap())
+            .collect();
+        left.sort_unstable();
+        assert_eq!(left, [8, 9, 10, 11, 12]);
+        assert_eq!(latest(dir.path()).unwrap().0, 12);
+    }
+}
