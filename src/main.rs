@@ -12,6 +12,7 @@ mod git;
 mod guard;
 mod hooks;
 mod model;
+mod notify;
 mod options;
 mod output;
 mod promise;

@@ -245,6 +245,13 @@ loop_options! {
     on_stop: Option<String> = None, heading "Hooks", value "CMD";
     /// Time limit of each hook; a hook that runs longer is stopped (a warning).
     hook_timeout: Duration = Duration::from_secs(30), heading "Hooks", value "DURATION";
+    /// POST a short message to this URL when the loop ends (repeat for several; Slack, Discord and ntfy URLs get their own shape).
+    notify: Vec<String> = Vec::new(),
+        heading "Hooks", value "URL", example "[\"https://ntfy.sh/my-topic\"]";
+    /// With --notify: a message after every iteration too.
+    notify_each: bool = false, heading "Hooks", value "";
+    /// The message's shape: auto (from the URL), slack, discord, ntfy or json.
+    notify_format: String = "auto".to_owned(), heading "Hooks", value "FORMAT";
     /// When to colour ralph's own messages.
     color: ColorChoice = ColorChoice::Auto,
         heading "Agent and output", value "WHEN", note "auto, always or never";

@@ -1,4 +1,5 @@
-//! Iteration logs and hooks: what is said when they cannot do their work, and hooks' output.
+//! Iteration logs, hooks and notifications: what is said when they cannot do their work, and
+//! hooks' output.
 
 use std::path::Path;
 
@@ -31,4 +32,11 @@ pub(crate) fn hook_output(text: &str, starts_line: bool, ends_line: bool) {
     if ends_line {
         let _ = writeln!(out);
     }
+}
+
+/// A notification could not be sent; the loop's outcome is unchanged.
+pub(crate) fn notify_failed(url: &str, why: &str) {
+    warn(&[&format!(
+        "⚠️  Could not notify {url} ({why}); check the URL (ralph --config shows it)"
+    )]);
 }

@@ -368,8 +368,9 @@ pub(crate) struct RunEnd<'a> {
 }
 
 /// The loop's last line: why it ended, and what it took.
-/// Returns the `run_ended` event object (for hooks and notifications).
-pub(crate) fn run_ended(end: &RunEnd<'_>) -> serde_json::Value {
+/// Returns the `run_ended` event object (for hooks and notifications) and the line's summary
+/// (what follows `Loop ended: `).
+pub(crate) fn run_ended(end: &RunEnd<'_>) -> (serde_json::Value, String) {
     let fields = serde_json::json!({
         "reason": end.reason,
         "exit_code": end.exit_code,
@@ -380,7 +381,7 @@ pub(crate) fn run_ended(end: &RunEnd<'_>) -> serde_json::Value {
     });
     super::event("run_ended", fields.clone());
     let mut line = format!(
-        "Loop ended: {} · {} · total time {}",
+        "{} · {} · total time {}",
         end.reason,
         plural(u64::from(end.iterations), "iteration"),
         long_duration_ms(end.total_ms)
@@ -391,8 +392,9 @@ pub(crate) fn run_ended(end: &RunEnd<'_>) -> serde_json::Value {
     if let Some(cost) = end.cost {
         line.push_str(&format!(" · {}", cost_text(cost)));
     }
-    say(&["", &super::paint(super::Style::Bold, &line, false)]);
-    super::event_object("run_ended", fields)
+    let shown = format!("Loop ended: {line}");
+    say(&["", &super::paint(super::Style::Bold, &shown, false)]);
+    (super::event_object("run_ended", fields), line)
 }
 
 /// How to pick up a loop that stopped before completing.

@@ -10,6 +10,7 @@ use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::git::Repo;
 use crate::hooks;
+use crate::notify;
 use crate::options::{self, Layer};
 use crate::output;
 use crate::promise::Promise;
@@ -443,7 +444,7 @@ impl<'a> Runner<'a> {
             .map(|r| r.iteration)
             .collect();
         numbers.dedup();
-        let event = output::run_ended(&output::RunEnd {
+        let (event, summary) = output::run_ended(&output::RunEnd {
             reason: &reason,
             exit_code: stop.status().code(),
             iterations: u32::try_from(numbers.len()).unwrap_or(u32::MAX),
@@ -453,14 +454,48 @@ impl<'a> Runner<'a> {
             cost: self.history.total_cost_usd,
         });
         if self.env.worker.is_none() {
-            let when = if matches!(stop, Stop::Completed { .. }) {
+            let completed = matches!(stop, Stop::Completed { .. });
+            let when = if completed {
                 hooks::When::Complete
             } else {
                 hooks::When::Stop
             };
             self.hook(when, &event);
+            let title = if completed {
+                "ralph completed"
+            } else {
+                "ralph stopped"
+            };
+            self.notify(title, summary, event);
         }
         Ok(stop.status())
+    }
+
+    /// Sends `--notify` messages: `text` with the repository and branch, `event`'s facts.
+    pub(super) fn notify(&self, title: &str, text: String, mut event: serde_json::Value) {
+        let o = &self.env.config.options;
+        if o.notify.is_empty() {
+            return;
+        }
+        let repository = self.env.repo.as_ref().map_or(self.env.cwd, Repo::root);
+        let repository = repository
+            .file_name()
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+        let branch = self.env.repo.as_ref().and_then(Repo::current_branch);
+        if let Some(map) = event.as_object_mut() {
+            map.insert("repository".to_owned(), repository.clone().into());
+            map.insert("branch".to_owned(), branch.clone().into());
+        }
+        let place = match &branch {
+            Some(branch) => format!("{repository} ({branch})"),
+            None => repository,
+        };
+        let note = notify::Note {
+            title: title.to_owned(),
+            text: format!("{text} — {place}"),
+            fields: event,
+        };
+        notify::send(&o.notify, &o.notify_format, &note);
     }
 
     /// Runs the hook set for `when`, if any, with `event` (an event object).

@@ -292,3 +292,118 @@ fn a_hanging_or_failing_hook_warns_and_the_loop_goes_on() {
         run.stdout()
     );
 }
+
+/// A one-request-at-a-time HTTP server on 127.0.0.1 that answers 200 and keeps each request's
+/// first line, headers and body.
+fn http_server() -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/ralph-hook", listener.local_addr().unwrap());
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let _ = sender.send(format!("{head}\r\n{}", String::from_utf8_lossy(&body)));
+        }
+    });
+    (url, receiver)
+}
+
+#[test]
+fn notify_posts_once_when_the_loop_ends_and_an_unreachable_url_only_warns() {
+    let env = TestEnv::new();
+    let (url, requests) = http_server();
+    // A port nothing listens on: bound, then closed.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/nobody", listener.local_addr().unwrap())
+    };
+    let run = env.run_loop(&[
+        "task",
+        "--max-iterations",
+        "2",
+        "--notify",
+        &url,
+        "--notify",
+        &closed,
+    ]);
+    run.assert_code(2);
+    let request = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(request.starts_with("POST /ralph-hook "), "{request}");
+    assert!(
+        request
+            .to_ascii_lowercase()
+            .contains("content-type: application/json")
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(request.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["event"], "run_ended");
+    assert_eq!(body["exit_code"], 2);
+    assert_eq!(body["iterations"], 2);
+    assert_eq!(body["title"], "ralph stopped");
+    assert_eq!(body["repository"], "work");
+    assert_eq!(body["branch"], "main");
+    assert!(body["reason"].as_str().unwrap().contains("max iterations"));
+    assert!(
+        body["text"].as_str().unwrap().ends_with("— work (main)"),
+        "{body}"
+    );
+    assert!(body.get("total_duration_ms").is_some() && body.get("cost_usd").is_some());
+    assert!(
+        requests.recv_timeout(Duration::from_millis(300)).is_err(),
+        "one POST only"
+    );
+    assert!(
+        run.stderr().contains("Could not notify"),
+        "{}",
+        run.stderr()
+    );
+    assert!(run.stderr().contains("/nobody"));
+}
+
+#[test]
+fn notify_each_posts_after_every_iteration_too() {
+    let env = TestEnv::new();
+    let (url, requests) = http_server();
+    env.run_loop(&[
+        "task",
+        "--max-iterations",
+        "2",
+        "--notify",
+        &url,
+        "--notify-each",
+    ])
+    .assert_code(2);
+    let bodies: Vec<serde_json::Value> = (0..3)
+        .map(|_| {
+            let request = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+            serde_json::from_str(request.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+        })
+        .collect();
+    let events: Vec<&str> = bodies
+        .iter()
+        .map(|b| b["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        ["iteration_finished", "iteration_finished", "run_ended"]
+    );
+    assert_eq!(bodies[1]["title"], "ralph iteration 2");
+}

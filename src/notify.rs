@@ -1,0 +1,147 @@
+//! `--notify URL`: a short message POSTed when the loop ends (and with `--notify-each` after
+//! every iteration), in a shape each kind of receiver takes as it is: Slack and Discord incoming
+//! webhooks, ntfy topics, or any URL that takes JSON. A failure is a warning, never an error.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::output;
+
+/// How long one POST may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a notification says: a title, one line of text, and the event's facts.
+pub(crate) struct Note {
+    pub(crate) title: String,
+    pub(crate) text: String,
+    /// The event's object (`--json`'s) with the repository and branch added.
+    pub(crate) fields: Value,
+}
+
+/// The receiver's kind, from `notify_format` (`auto`: recognised from the URL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Slack,
+    Discord,
+    Ntfy,
+    Json,
+}
+
+fn kind(format: &str, url: &str) -> Kind {
+    match format {
+        "slack" => Kind::Slack,
+        "discord" => Kind::Discord,
+        "ntfy" => Kind::Ntfy,
+        "json" => Kind::Json,
+        _ => {
+            let host = url
+                .split("://")
+                .nth(1)
+                .unwrap_or(url)
+                .split(['/', ':'])
+                .next()
+                .unwrap_or("");
+            if host == "hooks.slack.com" {
+                Kind::Slack
+            } else if host.ends_with("discord.com") || host.ends_with("discordapp.com") {
+                Kind::Discord
+            } else if host == "ntfy.sh" || host.starts_with("ntfy.") {
+                Kind::Ntfy
+            } else {
+                Kind::Json
+            }
+        }
+    }
+}
+
+/// The request body and its content type for a receiver of `kind`.
+fn body(kind: Kind, note: &Note) -> (&'static str, String) {
+    match kind {
+        Kind::Slack => (
+            "application/json",
+            json!({"text": format!("*{}*\n{}", note.title, note.text)}).to_string(),
+        ),
+        Kind::Discord => (
+            "application/json",
+            json!({"content": format!("**{}**\n{}", note.title, note.text)}).to_string(),
+        ),
+        Kind::Ntfy => ("text/plain; charset=utf-8", note.text.clone()),
+        Kind::Json => {
+            let mut fields = note.fields.clone();
+            if let Some(map) = fields.as_object_mut() {
+                map.insert("title".to_owned(), Value::from(note.title.clone()));
+                map.insert("text".to_owned(), Value::from(note.text.clone()));
+            }
+            ("application/json", fields.to_string())
+        }
+    }
+}
+
+/// POSTs `note` to every URL; each failure is a warning.
+pub(crate) fn send(urls: &[String], format: &str, note: &Note) {
+    if urls.is_empty() {
+        return;
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(TIMEOUT))
+        .http_status_as_error(true)
+        .build()
+        .into();
+    for url in urls {
+        let (content_type, payload) = body(kind(format, url), note);
+        let mut request = agent.post(url).header("Content-Type", content_type);
+        if kind(format, url) == Kind::Ntfy {
+            request = request.header("Title", &note.title);
+        }
+        if let Err(err) = request.send(payload.as_str()) {
+            output::notify_failed(url, &err.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note() -> Note {
+        Note {
+            title: "ralph completed".to_owned(),
+            text: "completed in 3 iterations".to_owned(),
+            fields: json!({"event": "run_ended", "exit_code": 0}),
+        }
+    }
+
+    #[test]
+    fn receivers_are_recognised_from_their_url_or_the_setting() {
+        assert_eq!(
+            kind("auto", "https://hooks.slack.com/services/T/B/X"),
+            Kind::Slack
+        );
+        assert_eq!(
+            kind("auto", "https://discord.com/api/webhooks/1/x"),
+            Kind::Discord
+        );
+        assert_eq!(kind("auto", "https://ntfy.sh/my-topic"), Kind::Ntfy);
+        assert_eq!(kind("auto", "http://127.0.0.1:8080/hook"), Kind::Json);
+        assert_eq!(kind("ntfy", "http://127.0.0.1:8080/topic"), Kind::Ntfy);
+    }
+
+    #[test]
+    fn each_receiver_gets_the_shape_it_takes() {
+        let (_, slack) = body(Kind::Slack, &note());
+        assert_eq!(
+            serde_json::from_str::<Value>(&slack).unwrap()["text"],
+            "*ralph completed*\ncompleted in 3 iterations"
+        );
+        let (_, discord) = body(Kind::Discord, &note());
+        assert!(discord.contains("\"content\""));
+        let (kind_type, ntfy) = body(Kind::Ntfy, &note());
+        assert!(kind_type.starts_with("text/plain"));
+        assert_eq!(ntfy, "completed in 3 iterations");
+        let (_, plain) = body(Kind::Json, &note());
+        let plain: Value = serde_json::from_str(&plain).unwrap();
+        assert_eq!(plain["exit_code"], 0);
+        assert_eq!(plain["title"], "ralph completed");
+    }
+}
