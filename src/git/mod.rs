@@ -214,15 +214,19 @@ impl Repo {
             args
         };
         check(self.run_owned(&with(&["add", "-A", "--"])), "git add")?;
-        let diff = self
-            .run_owned(&with(&["diff", "--cached", "--quiet", "--"]))
-            .map_err(|err| format!("git diff --cached: {err}"))?;
-        if diff.status.success() {
-            return Ok(None);
-        }
         let mut args = vec!["-m", message, "--"];
         args.extend(specs.iter().map(String::as_str));
-        self.commit(&args).map(Some)
+        // Usually there is something to commit: git is asked whether there was only when the
+        // commit fails (one process fewer in the common case).
+        match self.commit(&args) {
+            Ok(hash) => Ok(Some(hash)),
+            Err(why) => {
+                let unchanged = self
+                    .run_owned(&with(&["diff", "--cached", "--quiet", "--"]))
+                    .is_ok_and(|diff| diff.status.success());
+                if unchanged { Ok(None) } else { Err(why) }
+            }
+        }
     }
 
     /// Whether a merge is under way (`MERGE_HEAD` exists).

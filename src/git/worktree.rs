@@ -50,6 +50,9 @@ impl Repo {
     /// `prefix…` (any merge with an empty prefix); a merge of anything else is the user's and is
     /// left alone. `true` when undone.
     pub(crate) fn abort_unfinished_merge(&self, prefix: &str) -> bool {
+        if !self.merging() {
+            return false;
+        }
         let pattern = format!("refs/heads/{prefix}");
         let ours = self
             .run(&[

@@ -65,7 +65,7 @@ fn claude_result(status: u16, text: &str) -> String {
 #[test]
 fn a_usage_limit_waits_for_its_reset_time_and_retries_the_same_iteration() {
     let env = TestEnv::new();
-    let resets_at = chrono::Utc::now().timestamp() + 2;
+    let resets_at = chrono::Utc::now().timestamp() + 1;
     let reset = format!("Claude AI usage limit reached|{resets_at}");
     env.agent_script(Some(1), &claude_result(429, &reset));
     let run = env.run_loop_with(

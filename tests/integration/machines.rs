@@ -20,7 +20,7 @@ machine=$(pwd | sed 's#.*/\([^/]*\)/\.ralph/worktrees/.*#\1#')
 echo "$(date +%s%N) start $id $machine" >> "$dir/events"
 echo "$task" > "$id.txt"
 if [ -f "$dir/script" ]; then . "$dir/script"; fi
-sleep 0.2
+sleep 0.05
 echo "$(date +%s%N) end $id $machine" >> "$dir/events"
 echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
@@ -58,7 +58,7 @@ fn start_worker(env: &TestEnv, name: &str, args: &[&str]) -> Child {
         .current_dir(machine(env, name))
         .args(["--pause", "0", "--worker"])
         .args(args)
-        .env("RALPH_WORKER_POLL_MS", "100")
+        .env("RALPH_WORKER_POLL_MS", "250")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -238,9 +238,9 @@ if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
     .unwrap();
     let fast = [
         "--claim-heartbeat",
-        "1s",
+        "400ms",
         "--claim-ttl",
-        "2s",
+        "1s",
         "--max-iterations",
         "5",
     ];
