@@ -49,13 +49,12 @@ pub(crate) fn task_given_up(id: &str, why: &str) {
     warn(&[&format!("[{id}] ❌ Task failed: {why}; marked [!]")]);
 }
 
-/// A parallel run ends.
-pub(crate) fn parallel_ended(reason: &str, exit_code: u8) {
-    event(
-        "parallel_ended",
-        json!({"reason": reason, "exit_code": exit_code}),
-    );
+/// A parallel run ends; returns the `parallel_ended` event object (for hooks and notifications).
+pub(crate) fn parallel_ended(reason: &str, exit_code: u8) -> serde_json::Value {
+    let fields = json!({"reason": reason, "exit_code": exit_code});
+    event("parallel_ended", fields.clone());
     say(&[&format!("Parallel run ended: {reason} (exit {exit_code})")]);
+    super::event_object("parallel_ended", fields)
 }
 
 /// A parallel worker's task is done (and verified) in its branch.

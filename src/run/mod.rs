@@ -9,6 +9,7 @@
 //! - `start.rs`: the lock, the saved state, resume, reset, and the end of the loop.
 //! - `wait.rs`: the pause between iterations and the wait before a retry.
 
+mod announce;
 mod decision;
 mod iteration;
 mod parallel;

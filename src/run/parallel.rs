@@ -429,7 +429,13 @@ impl<'a> Coordinator<'a> {
                 self.failed.len()
             ),
         };
-        output::parallel_ended(&reason, status.code());
+        let event = output::parallel_ended(&reason, status.code());
+        let place = super::announce::Place {
+            config: self.config,
+            repo: Some(&self.repo),
+            cwd: self.repo.root(),
+        };
+        place.loop_ended(status == ExitStatus::Success, reason.clone(), event);
         (status, reason)
     }
 }

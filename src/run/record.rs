@@ -83,16 +83,13 @@ pub(super) fn iteration(
         output::nonzero_exit(step.spec.display_name(), facts.exit_code);
     }
     claim_messages(runner, facts, decision, task_tag);
-    runner.hook(crate::hooks::When::Iteration, &event);
-    if runner.env.config.options.notify_each {
-        let text = format!(
-            "iteration {}: exit code {}, {} changed",
-            facts.iteration,
-            facts.exit_code,
-            output::format::plural(run.files.len() as u64, "file")
-        );
-        runner.notify(&format!("ralph iteration {}", facts.iteration), text, event);
-    }
+    let text = format!(
+        "iteration {}: exit code {}, {} changed",
+        facts.iteration,
+        facts.exit_code,
+        output::format::plural(run.files.len() as u64, "file")
+    );
+    runner.place().iteration_ended(facts.iteration, text, event);
     Ok(())
 }
 

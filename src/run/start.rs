@@ -9,8 +9,6 @@ use crate::config::RunConfig;
 use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::git::Repo;
-use crate::hooks;
-use crate::notify;
 use crate::options::{self, Layer};
 use crate::output;
 use crate::promise::Promise;
@@ -455,61 +453,9 @@ impl<'a> Runner<'a> {
         });
         if self.env.worker.is_none() {
             let completed = matches!(stop, Stop::Completed { .. });
-            let when = if completed {
-                hooks::When::Complete
-            } else {
-                hooks::When::Stop
-            };
-            self.hook(when, &event);
-            let title = if completed {
-                "ralph completed"
-            } else {
-                "ralph stopped"
-            };
-            self.notify(title, summary, event);
+            self.place().loop_ended(completed, summary, event);
         }
         Ok(stop.status())
-    }
-
-    /// Sends `--notify` messages: `text` with the repository and branch, `event`'s facts.
-    pub(super) fn notify(&self, title: &str, text: String, mut event: serde_json::Value) {
-        let o = &self.env.config.options;
-        if o.notify.is_empty() {
-            return;
-        }
-        let repository = self.env.repo.as_ref().map_or(self.env.cwd, Repo::root);
-        let repository = repository
-            .file_name()
-            .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
-        let branch = self.env.repo.as_ref().and_then(Repo::current_branch);
-        if let Some(map) = event.as_object_mut() {
-            map.insert("repository".to_owned(), repository.clone().into());
-            map.insert("branch".to_owned(), branch.clone().into());
-        }
-        let place = match &branch {
-            Some(branch) => format!("{repository} ({branch})"),
-            None => repository,
-        };
-        let note = notify::Note {
-            title: title.to_owned(),
-            text: format!("{text} — {place}"),
-            fields: event,
-        };
-        notify::send(&o.notify, &o.notify_format, &note);
-    }
-
-    /// Runs the hook set for `when`, if any, with `event` (an event object).
-    pub(super) fn hook(&self, when: hooks::When, event: &serde_json::Value) {
-        let o = &self.env.config.options;
-        let command = match when {
-            hooks::When::Iteration => &o.on_iteration,
-            hooks::When::Complete => &o.on_complete,
-            hooks::When::Stop => &o.on_stop,
-        };
-        if let Some(command) = command.as_deref().filter(|c| !c.trim().is_empty()) {
-            let dir = self.env.repo.as_ref().map_or(self.env.cwd, Repo::root);
-            hooks::run(when, command, event, dir, o.hook_timeout);
-        }
     }
 
     /// Commits the agent's work of an iteration, with ralph's own files riding along.

@@ -80,8 +80,21 @@ fn four_independent_tasks_two_at_a_time_are_all_merged() {
     let env =
         setup("# Tasks\n\n- [ ] Task one\n- [ ] Task two\n- [ ] Task three\n- [ ] Task four\n");
     env.agent_script(None, &barrier(2));
-    let run = env.run_loop(&["Build", "--tasks", "--parallel", "2"]);
+    let run = env.run_loop(&[
+        "Build",
+        "--tasks",
+        "--parallel",
+        "2",
+        "--on-complete",
+        "cat >> \"$FAKE_AGENT_DIR/complete.json\"",
+    ]);
     run.assert_code(0);
+    // The run's end fires on_complete once, with the parallel_ended event.
+    let ended: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(env.agent_dir().join("complete.json")).unwrap())
+            .unwrap();
+    assert_eq!(ended["event"], "parallel_ended");
+    assert_eq!(ended["exit_code"], 0);
     let events = events(&env);
     assert_eq!(events.len(), 8, "{events:?}");
     assert_eq!(most_at_once(&events), 2, "{events:?}");
