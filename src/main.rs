@@ -109,14 +109,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             raw,
             follow,
         } => {
-            let style = match (json, raw) {
-                (true, _) => commands::LogStyle::Json,
-                (false, true) => commands::LogStyle::Raw,
-                (false, false) => commands::LogStyle::Shown {
-                    verbose_tools: options::LoopOptions::resolve(&settings.stack(&[&cli_layer]))
-                        .is_ok_and(|options| options.verbose_tools),
-                },
-            };
+            let style = log_style(json, raw, &settings, &cli_layer);
             commands::show_log(&ralph_dir, iteration, style, follow)
         }
         Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
@@ -168,6 +161,23 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             let start = run::Start::Fresh;
             run::run(&config, &cwd, &ralph_dir, start, &stop, &knobs)
         }
+    }
+}
+
+/// How `--log` prints: `--json` records, `--raw` lines, or as shown (`--verbose-tools` in effect).
+fn log_style(
+    json: bool,
+    raw: bool,
+    settings: &settings::Settings,
+    cli: &options::Layer,
+) -> commands::LogStyle {
+    match (json, raw) {
+        (true, _) => commands::LogStyle::Json,
+        (false, true) => commands::LogStyle::Raw,
+        (false, false) => commands::LogStyle::Shown {
+            verbose_tools: options::LoopOptions::resolve(&settings.stack(&[cli]))
+                .is_ok_and(|options| options.verbose_tools),
+        },
     }
 }
 
