@@ -175,8 +175,7 @@ impl<'a> View<'a> {
     }
 
     fn finish(self) {
-        if let Some(mut transcript) = self.transcript {
-            transcript.on_tick(Instant::now(), Instant::now());
+        if let Some(transcript) = self.transcript {
             transcript.finish();
         }
     }
