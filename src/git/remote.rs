@@ -274,9 +274,12 @@ fn push_lost_a_race(report: &str, messages: &str) -> bool {
             .iter()
             .any(|reason| line.contains(reason))
         });
+    // Two pushes of one ref at the same instant: the loser finds the ref's lock file taken.
     let overtaken = messages.lines().any(|line| {
         line.contains("cannot lock ref")
-            && (line.contains("reference already exists") || line.contains("but expected"))
+            && (line.contains("reference already exists")
+                || line.contains("but expected")
+                || line.contains(".lock': File exists"))
     });
     rejected || overtaken
 }
@@ -299,6 +302,8 @@ mod tests {
         let moved_on =
             "remote: error: cannot lock ref 'refs/heads/main': is at 1234 but expected 5678\n";
         assert!(push_lost_a_race(failed, moved_on));
+        let racing = "remote: error: cannot lock ref 'refs/heads/main': Unable to create '/srv/r.git/refs/heads/main.lock': File exists.\n";
+        assert!(push_lost_a_race(failed, racing));
         let refused =
             "!\tabc:refs/ralph/claims/t1\t[remote rejected] (pre-receive hook declined)\n";
         assert!(!push_lost_a_race(refused, "remote: pushes are closed\n"));

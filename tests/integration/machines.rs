@@ -191,7 +191,7 @@ fn a_chain_of_tasks_runs_in_order_across_two_workers() {
             (true, "Third"),
             (false, "Third")
         ],
-        "never two at once, always in order"
+        "never two at once, always in order: {events:?}"
     );
     assert_eq!(remote_tasks(&env).matches("- [x]").count(), 3);
 }
