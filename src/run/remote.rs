@@ -221,7 +221,14 @@ impl Session<'_> {
             .and_then(|seen| seen.claim.as_ref())
             .map(|c| c.worker.as_str());
         output::task_claimed(id, &task.text, from);
-        Ok(match self.run_task(claim, sha, task)? {
+        let mut holder = Holder { claim, sha };
+        let ended = self.run_task(&mut holder, task);
+        if ended.is_err() {
+            // ralph itself failed (a worktree it could not make, a remote gone mid-task): the
+            // claim is given back so that no other worker waits for it to go stale.
+            self.release(id, &holder.sha);
+        }
+        Ok(match ended? {
             TaskEnd::Merged | TaskEnd::LetGo => None,
             TaskEnd::Failed => {
                 self.failed += 1;
@@ -232,14 +239,13 @@ impl Session<'_> {
     }
 
     /// The task's loop, then its merge (resolving conflicts, twice at most).
-    fn run_task(&mut self, claim: Claim, sha: String, task: &Task) -> anyhow::Result<TaskEnd> {
-        let id = claim.task.clone();
+    fn run_task(&mut self, holder: &mut Holder, task: &Task) -> anyhow::Result<TaskEnd> {
+        let id = holder.claim.task.clone();
         let cwd = self.task_worktree(&id)?;
-        let mut holder = Holder { claim, sha };
         let mut conflicts = Vec::new();
         let mut tries = 0;
         loop {
-            let (result, lost) = self.work(&cwd, task, &mut holder, conflicts)?;
+            let (result, lost) = self.work(&cwd, task, holder, conflicts)?;
             if lost {
                 return Ok(self.let_go(&id));
             }
