@@ -3,8 +3,6 @@
 
 use std::path::Path;
 
-use std::io::Write as _;
-
 use super::warn;
 
 /// An iteration's log could not be created; the iteration runs anyway.
@@ -24,14 +22,7 @@ pub(crate) fn hook_failed(key: &str, why: &str) {
 
 /// A piece of a hook's output, with a `hook │ ` margin at the start of each line.
 pub(crate) fn hook_output(text: &str, starts_line: bool, ends_line: bool) {
-    let mut out = super::stdout();
-    if starts_line {
-        let _ = write!(out, "   hook │ ");
-    }
-    let _ = write!(out, "{text}");
-    if ends_line {
-        let _ = writeln!(out);
-    }
+    super::command_output("   hook │ ", text, (starts_line, ends_line));
 }
 
 /// A notification could not be sent; the loop's outcome is unchanged.

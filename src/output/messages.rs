@@ -570,18 +570,7 @@ pub(crate) fn verify_started(command: &str) {
 
 /// A piece of a verification command's output, indented so it never reads as the agent's.
 pub(crate) fn verify_output(text: &str, starts_line: bool, ends_line: bool) {
-    if super::is_json() || super::is_worker() {
-        // stdout carries only JSON events; the command's output is in the `verified` event.
-        return;
-    }
-    let mut out = super::stdout();
-    if starts_line {
-        let _ = out.write_all("   │ ".as_bytes());
-    }
-    let _ = out.write_all(text.as_bytes());
-    if ends_line {
-        let _ = out.write_all(b"\n");
-    }
+    super::command_output("   │ ", text, (starts_line, ends_line));
 }
 
 /// A verification command finished.

@@ -220,6 +220,22 @@ pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
     }
 }
 
+/// A piece of a command's output (a verification, a hook), with `margin` at the start of each
+/// line. Not in JSON mode (stdout carries only events) or in a parallel worker.
+pub(crate) fn command_output(margin: &str, text: &str, (starts_line, ends_line): (bool, bool)) {
+    if is_json() || is_worker() {
+        return;
+    }
+    let mut out = stdout();
+    if starts_line {
+        let _ = out.write_all(margin.as_bytes());
+    }
+    let _ = out.write_all(text.as_bytes());
+    if ends_line {
+        let _ = out.write_all(b"\n");
+    }
+}
+
 /// Writes a piece of the agent's stderr.
 pub(crate) fn agent_stderr(text: &str, ends_line: bool) {
     if is_json() {

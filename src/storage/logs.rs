@@ -163,10 +163,10 @@ impl IterationLog {
     }
 }
 
-/// Removes the oldest logs in `dir` beyond the newest `keep`.
-pub(crate) fn prune(dir: &Path, keep: u32) {
+/// The logs in `dir` (files named `NNNN.jsonl`) with their iteration numbers, oldest first.
+fn numbered(dir: &Path) -> Vec<(u32, PathBuf)> {
     let Ok(entries) = fs::read_dir(dir) else {
-        return;
+        return Vec::new();
     };
     let mut logs: Vec<(u32, PathBuf)> = entries
         .flatten()
@@ -177,6 +177,12 @@ pub(crate) fn prune(dir: &Path, keep: u32) {
         })
         .collect();
     logs.sort();
+    logs
+}
+
+/// Removes the oldest logs in `dir` beyond the newest `keep`.
+pub(crate) fn prune(dir: &Path, keep: u32) {
+    let logs = numbered(dir);
     let excess = logs.len().saturating_sub(keep as usize);
     for (_, path) in logs.into_iter().take(excess) {
         let _ = fs::remove_file(path);
@@ -185,15 +191,7 @@ pub(crate) fn prune(dir: &Path, keep: u32) {
 
 /// The newest log in `dir` (by iteration number).
 pub(crate) fn latest(dir: &Path) -> Option<(u32, PathBuf)> {
-    fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let number: u32 = name.strip_suffix(".jsonl")?.parse().ok()?;
-            Some((number, entry.path()))
-        })
-        .max()
+    numbered(dir).pop()
 }
 
 /// The last line the agent printed, from the end of a log being written.
