@@ -162,12 +162,7 @@ fn status_of_an_active_loop_and_of_an_interrupted_one() {
     ]);
     env.wait_for_agent();
     // The agent's first line is in its log before the dashboard shows it.
-    let log = env.ralph_file("logs/0002.jsonl");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !fs::read_to_string(&log).is_ok_and(|text| text.contains("fake agent call 2")) {
-        assert!(std::time::Instant::now() < deadline, "the log has no line");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    crate::support::wait_for_text(&env.ralph_file("logs/0002.jsonl"), "fake agent call 2");
     let listing_before = dir_listing(&env);
     let run = env.run(&["--status"]);
     run.assert_code(0);

@@ -1,22 +1,10 @@
 //! Seeing what happened: iteration logs, `--log`, hooks.
 
 use std::fs;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::signals::wait_output;
-use crate::support::TestEnv;
-
-fn wait_for_text(path: &std::path::Path, text: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !fs::read_to_string(path).is_ok_and(|content| content.contains(text)) {
-        assert!(
-            Instant::now() < deadline,
-            "{} never had {text:?}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use crate::support::{TestEnv, wait_for_text};
 
 #[test]
 fn a_killed_iteration_keeps_every_line_printed_before_the_kill() {

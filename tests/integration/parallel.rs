@@ -307,7 +307,7 @@ fn ctrl_c_stops_every_worker_and_its_agent() {
 /// Two loops with different prompts, each in its own worktree, at the same time.
 #[test]
 fn two_worktree_loops_run_at_once_and_status_lists_both() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let env = TestEnv::new();
     // Each agent waits until both are running, then writes its prompt's first word and completes.
     env.write_executable(
@@ -327,12 +327,9 @@ echo "<promise>COMPLETE</promise>"
         |name: &str, prompt: &str| env.spawn_quiet(&["--pause", "0", "--worktree", name, prompt]);
     let mut first = start("alpha", "Alpha the first prompt");
     let mut second = start("beta", "Beta the second prompt");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(env.agent_dir().join("started.Alpha").exists()
-        && env.agent_dir().join("started.Beta").exists())
-    {
-        assert!(Instant::now() < deadline, "both loops did not start");
-        std::thread::sleep(Duration::from_millis(20));
+    for word in ["Alpha", "Beta"] {
+        let started = env.agent_dir().join(format!("started.{word}"));
+        crate::support::wait_for_file(&started, Duration::from_secs(30));
     }
     let status = env.run(&["--status"]).stdout();
     assert!(status.contains("alpha  🔄 running"), "{status}");

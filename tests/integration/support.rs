@@ -51,15 +51,7 @@ impl TestEnv {
     /// looks at `.ralph/` right after `ready` could otherwise see the state mid-update).
     pub(crate) fn wait_for_agent(&self) {
         wait_for_file(&self.agent_dir().join("ready"), Duration::from_secs(30));
-        let state = self.ralph_file("ralph-loop.state.json");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !fs::read_to_string(&state).is_ok_and(|text| text.contains("\"agentGroup\"")) {
-            assert!(
-                Instant::now() < deadline,
-                "ralph did not record the agent's process group"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_text(&self.ralph_file("ralph-loop.state.json"), "\"agentGroup\"");
     }
 
     pub(crate) fn ralph_file(&self, name: &str) -> PathBuf {
@@ -343,17 +335,28 @@ impl TestEnv {
     }
 }
 
-/// Polls until `path` exists, failing after `limit`.
-pub(crate) fn wait_for_file(path: &Path, limit: Duration) {
+/// Polls until `done` holds, failing with `what` after `limit`.
+pub(crate) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} did not appear within {limit:?}",
-            path.display()
-        );
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Polls until `path` exists, failing after `limit`.
+pub(crate) fn wait_for_file(path: &Path, limit: Duration) {
+    wait_until(limit, &format!("{} did not appear", path.display()), || {
+        path.exists()
+    });
+}
+
+/// Polls (30 s at most) until the file at `path` contains `text`.
+pub(crate) fn wait_for_text(path: &Path, text: &str) {
+    let what = format!("{} did not come to hold {text:?}", path.display());
+    wait_until(Duration::from_secs(30), &what, || {
+        fs::read_to_string(path).is_ok_and(|content| content.contains(text))
+    });
 }
 
 /// Whether a process id is still alive (and not a zombie).
