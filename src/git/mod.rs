@@ -1,31 +1,25 @@
-//! Thin wrappers over the `git` CLI: what the agent changed, and the auto-commit.
+//! Thin wrappers over the `git` CLI: what the agent changed (`scan.rs`), the auto-commit,
+//! worktrees and merges (`worktree.rs`), remotes (`remote.rs`).
 //!
-//! A snapshot costs one git process, `git status --porcelain=v2 -z --branch
-//! --untracked-files=all`, which names HEAD and every path that differs from it. Only those paths
-//! are fingerprinted, in-process (length and a keyed 128-bit hash of the content, plus the
-//! executable bit): never a process per file, never a read of a clean file. Comparing two
-//! snapshots finds every path whose content or mode changed, or that appeared or disappeared, plus
-//! whatever the agent committed itself in between. An auto-commit costs `git add -A`,
-//! `git diff --cached --name-only`, `git commit` and `git rev-parse --short HEAD` (and a
-//! `git reset` only when a tracked runtime file got staged). Outside a git repository (or without
-//! git) snapshots are empty and nothing fails.
+//! An auto-commit stages exactly the paths the last scan named (with
+//! `--pathspec-from-file`, never a scan of its own) and commits: two processes, plus a
+//! `git reset` only when a tracked runtime file was staged. Outside a git repository (or
+//! without git) snapshots are empty and nothing fails.
 
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeSet, HashMap};
-use std::ffi::{OsStr, OsString};
-use std::hash::{BuildHasher as _, Hasher as _};
-use std::io::Read as _;
-use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
-use std::os::unix::fs::PermissionsExt as _;
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use crate::storage::{RALPH_DIR, RUNTIME_FILES};
 
 mod remote;
+mod scan;
 mod worktree;
 
 pub(crate) use remote::{Claim, Pushed, SeenClaim, Update, claim_ref};
+pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;
 
 /// The repository that contains ralph's working directory.
@@ -40,21 +34,6 @@ pub(crate) struct Repo {
     /// Keys of the content fingerprints; random per process, fixed for the repository's life
     /// (snapshots are compared only within one process).
     keys: [RandomState; 2],
-}
-
-/// Content fingerprints of the paths that differ from HEAD, and HEAD itself.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Snapshot {
-    head: Option<String>,
-    files: HashMap<String, String>,
-}
-
-/// What `git status --porcelain=v2 --branch` reports.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Status {
-    head: Option<String>,
-    /// Every path named (for renames and copies, both names), as git spelled it.
-    paths: Vec<OsString>,
 }
 
 impl Repo {
@@ -84,7 +63,7 @@ impl Repo {
             root,
             prefix,
             git_dir,
-            keys: [RandomState::new(), RandomState::new()],
+            keys: scan::keys(),
         })
     }
 
@@ -98,58 +77,73 @@ impl Repo {
         &self.prefix
     }
 
-    /// Takes a snapshot of the work tree; `None` if `git status` fails (then nothing can be
-    /// said about what changed).
-    pub(crate) fn snapshot(&self) -> Option<Snapshot> {
-        let output = self
-            .run(&[
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--branch",
-                "--no-ahead-behind",
-                "--untracked-files=all",
-            ])
-            .ok()
-            .filter(|output| output.status.success())?;
-        let status = parse_status(&output.stdout);
-        Some(Snapshot {
-            head: status.head,
-            files: self.fingerprints(status.paths),
-        })
-    }
-
-    /// Paths changed between two snapshots, sorted.
-    pub(crate) fn changed_files(&self, before: &Snapshot, after: &Snapshot) -> Vec<String> {
-        let mut changed = BTreeSet::new();
-        for (path, fingerprint) in &after.files {
-            if before.files.get(path) != Some(fingerprint) {
-                changed.insert(path.clone());
-            }
-        }
-        for path in before.files.keys() {
-            if !after.files.contains_key(path) {
-                changed.insert(path.clone());
-            }
-        }
-        if let (Some(old), Some(new)) = (&before.head, &after.head)
-            && old != new
-            && let Ok(output) = self.run(&["diff", "--name-only", "-z", old, new])
-        {
-            for path in output.stdout.split(|&b| b == 0).filter(|p| !p.is_empty()) {
-                let path = String::from_utf8_lossy(path).into_owned();
-                if !self.is_runtime_file(&path) {
-                    changed.insert(path);
-                }
-            }
-        }
-        changed.into_iter().collect()
-    }
-
-    /// Stages everything except ralph's runtime files and commits it.
+    /// Commits the work: exactly the paths the tree's scan names (ralph's runtime files left
+    /// out) and ralph's own files; `tree` then holds the tree as committed.
     ///
     /// `Ok(None)` when there was nothing to commit; `Err` carries git's explanation.
-    pub(crate) fn commit_all(&self, message: &str) -> Result<Option<String>, String> {
+    pub(crate) fn commit_all(
+        &self,
+        message: &str,
+        tree: &mut Tree,
+    ) -> Result<Option<String>, String> {
+        let Some(snapshot) = self.current(tree) else {
+            return self.commit_everything(message);
+        };
+        tree.forget();
+        let runtime = |entry: &&scan::Entry| self.is_runtime_file(&entry.path.to_string_lossy());
+        let mut paths: Vec<u8> = Vec::new();
+        for entry in snapshot
+            .entries
+            .iter()
+            .filter(|e| e.unstaged && !runtime(e))
+        {
+            paths.extend_from_slice(entry.path.as_bytes());
+            paths.push(0);
+        }
+        let own = self.own_paths();
+        for path in self.existing(&own.iter().map(String::as_str).collect::<Vec<_>>()) {
+            paths.extend_from_slice(path.as_bytes());
+            paths.push(0);
+        }
+        let add = [
+            "--literal-pathspecs",
+            "add",
+            "-A",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ];
+        if !paths.is_empty() && check(self.run_with_input(&add, &paths), "git add").is_err() {
+            // A path that vanished since the scan: stage whatever is there.
+            return self.commit_everything(message);
+        }
+        let staged_runtime: Vec<String> = (snapshot.entries.iter())
+            .filter(|entry| entry.staged && runtime(entry))
+            .map(|entry| entry.path.to_string_lossy().into_owned())
+            .collect();
+        if !staged_runtime.is_empty() {
+            let mut reset = vec!["--literal-pathspecs", "reset", "-q", "--"];
+            reset.extend(staged_runtime.iter().map(String::as_str));
+            check(self.run(&reset), "git reset")?;
+        }
+        match self.commit(&["-m", message]) {
+            Ok(hash) => {
+                self.keep_committed(tree, snapshot);
+                Ok(Some(hash))
+            }
+            Err(why) => {
+                let unchanged = self
+                    .run(&["diff", "--cached", "--quiet"])
+                    .is_ok_and(|diff| diff.status.success());
+                if unchanged { Ok(None) } else { Err(why) }
+            }
+        }
+    }
+
+    /// Stages everything except ralph's runtime files (`git add -A`) and commits it: the way
+    /// when no scan can say what changed.
+    ///
+    /// `Ok(None)` when there was nothing to commit; `Err` carries git's explanation.
+    fn commit_everything(&self, message: &str) -> Result<Option<String>, String> {
         check(self.run(&["add", "-A", "--", ":/"]), "git add")?;
         let staged = check(
             self.run(&["diff", "--cached", "--name-only", "-z", "--no-renames"]),
@@ -299,116 +293,26 @@ impl Repo {
         })
     }
 
-    /// A fingerprint per path: a content hash for files, a marker for the rest.
-    fn fingerprints(&self, paths: Vec<OsString>) -> HashMap<String, String> {
-        let mut files = HashMap::with_capacity(paths.len());
-        let mut buffer = Vec::new();
-        for raw in paths {
-            let path = OsStr::from_bytes(raw.as_bytes())
-                .to_string_lossy()
-                .into_owned();
-            if self.is_runtime_file(&path) {
-                continue;
-            }
-            let full = self.root.join(&raw);
-            let fingerprint = match std::fs::symlink_metadata(&full) {
-                Err(_) => "deleted".to_owned(),
-                Ok(meta) if meta.is_dir() => "directory".to_owned(),
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    let target = std::fs::read_link(&full).unwrap_or_default();
-                    format!("link:{}", target.display())
-                }
-                Ok(meta) if meta.is_file() => {
-                    let executable = if meta.permissions().mode() & 0o111 != 0 {
-                        "x"
-                    } else {
-                        "-"
-                    };
-                    match self.content_hash(&full, &mut buffer) {
-                        Some(hash) => format!("file:{executable}:{hash}"),
-                        // Unreadable (or vanished meanwhile): the path still counts as touched.
-                        None => "unreadable".to_owned(),
-                    }
-                }
-                // A FIFO or socket: never opened (a FIFO would block).
-                Ok(_) => "special".to_owned(),
-            };
-            files.insert(path, fingerprint);
-        }
-        files
-    }
-
-    /// Length and two independently keyed SipHash values of a file's content, read once.
-    fn content_hash(&self, path: &Path, buffer: &mut Vec<u8>) -> Option<String> {
-        const CHUNK: usize = 64 * 1024;
-        let mut file = std::fs::File::open(path).ok()?;
-        buffer.resize(CHUNK, 0);
-        let mut first = self.keys[0].build_hasher();
-        let mut second = self.keys[1].build_hasher();
-        let mut length: u64 = 0;
-        loop {
-            match file.read(buffer) {
-                Ok(0) => break,
-                Ok(n) => {
-                    first.write(&buffer[..n]);
-                    second.write(&buffer[..n]);
-                    length += n as u64;
-                }
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
-            }
-        }
-        Some(format!(
-            "{length}:{:016x}{:016x}",
-            first.finish(),
-            second.finish()
-        ))
-    }
-
     fn run(&self, args: &[&str]) -> std::io::Result<Output> {
         git(&self.root, args)
+    }
+
+    fn run_with_input(&self, args: &[&str], input: &[u8]) -> std::io::Result<Output> {
+        let mut child = git_command(&self.root, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input)?;
+        }
+        child.wait_with_output()
     }
 
     fn run_owned(&self, args: &[String]) -> std::io::Result<Output> {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.run(&args)
     }
-}
-
-/// Parses `git status --porcelain=v2 -z --branch`: HEAD (absent before the first commit) and the
-/// paths of every entry (for renames and copies, both names).
-fn parse_status(bytes: &[u8]) -> Status {
-    let mut status = Status::default();
-    let mut entries = bytes.split(|&b| b == 0).filter(|entry| !entry.is_empty());
-    while let Some(entry) = entries.next() {
-        // Fields before the path: `1 XY sub mH mI mW hH hI path`,
-        // `2 XY sub mH mI mW hH hI Xscore path<NUL>origPath`,
-        // `u XY sub m1 m2 m3 mW h1 h2 h3 path`, `? path`, `! path`.
-        let fields = match entry.first() {
-            Some(b'#') => {
-                if let Some(oid) = entry.strip_prefix(b"# branch.oid ") {
-                    let oid = String::from_utf8_lossy(oid);
-                    status.head = (oid != "(initial)").then(|| oid.into_owned());
-                }
-                continue;
-            }
-            Some(b'1') => 8,
-            Some(b'2') => 9,
-            Some(b'u') => 10,
-            Some(b'?' | b'!') => 1,
-            _ => continue,
-        };
-        let Some(path) = entry.splitn(fields + 1, |&b| b == b' ').nth(fields) else {
-            continue;
-        };
-        status.paths.push(OsString::from_vec(path.to_vec()));
-        if entry[0] == b'2'
-            && let Some(original) = entries.next()
-        {
-            status.paths.push(OsString::from_vec(original.to_vec()));
-        }
-    }
-    status
 }
 
 /// The abbreviated hash in `git commit`'s summary line (`[main 1a2b3c4] subject`, `[main
@@ -472,47 +376,8 @@ mod tests {
         assert_eq!(summary_hash(""), None);
     }
 
-    fn names(status: &Status) -> Vec<String> {
-        status
-            .paths
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect()
-    }
-
-    #[test]
-    fn status_parsing_handles_renames_spaces_and_unicode() {
-        let raw = b"# branch.oid 1d4cc74b11f5ca45a2f55986fe3914ea7d5a817a\0# branch.head main\0\
-2 R. N... 100644 100644 100644 975fbec8 975fbec8 R100 new name.txt\0old \"name\".txt\0\
-? dir/sub/\xc3\xa9t\xc3\xa9.md\0\
-1 .M N... 100644 100644 100644 b6802534 b6802534 a b\0\
-u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
-        let status = parse_status(raw);
-        assert_eq!(
-            status.head.as_deref(),
-            Some("1d4cc74b11f5ca45a2f55986fe3914ea7d5a817a")
-        );
-        assert_eq!(
-            names(&status),
-            [
-                "new name.txt",
-                "old \"name\".txt",
-                "dir/sub/été.md",
-                "a b",
-                "conflict.txt"
-            ]
-        );
-    }
-
-    #[test]
-    fn status_parsing_knows_an_unborn_branch() {
-        let status = parse_status(b"# branch.oid (initial)\0# branch.head main\0? x\0");
-        assert_eq!(status.head, None);
-        assert_eq!(names(&status), ["x"]);
-    }
-
     /// A repository with one commit of `a.txt` and `b.txt`, or `None` without git.
-    fn repo() -> Option<(tempfile::TempDir, Repo)> {
+    pub(super) fn repo() -> Option<(tempfile::TempDir, Repo)> {
         let dir = tempfile::tempdir().unwrap();
         let run = |args: &[&str]| {
             Command::new("git")
@@ -542,37 +407,6 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
     }
 
     #[test]
-    fn a_second_edit_of_a_modified_file_a_mode_change_and_a_new_file_are_changes() {
-        let Some((dir, repo)) = repo() else { return };
-        let path = |name: &str| dir.path().join(name);
-        std::fs::write(path("a.txt"), "a2\n").unwrap();
-        std::fs::write(path("b.txt"), "b2\n").unwrap();
-        std::fs::write(path("new\nline.txt"), "n\n").unwrap();
-        let before = repo.snapshot().unwrap();
-        assert!(before.head.is_some());
-        assert_eq!(
-            repo.changed_files(&before, &repo.snapshot().unwrap()),
-            Vec::<String>::new()
-        );
-        std::fs::write(path("a.txt"), "a3\n").unwrap();
-        std::fs::set_permissions(path("b.txt"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::write(path("new\nline.txt"), "n2\n").unwrap();
-        std::fs::create_dir_all(path("x/y")).unwrap();
-        std::fs::write(path("x/y/z.txt"), "z\n").unwrap();
-        let after = repo.snapshot().unwrap();
-        assert_eq!(
-            repo.changed_files(&before, &after),
-            ["a.txt", "b.txt", "new\nline.txt", "x/y/z.txt"]
-        );
-        // Rewriting the same content is no change.
-        std::fs::write(path("a.txt"), "a3\n").unwrap();
-        assert_eq!(
-            repo.changed_files(&after, &repo.snapshot().unwrap()),
-            Vec::<String>::new()
-        );
-    }
-
-    #[test]
     fn commits_leave_out_tracked_runtime_files_even_when_staged() {
         let Some((dir, repo)) = repo() else { return };
         let ralph = dir.path().join(RALPH_DIR);
@@ -592,7 +426,7 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
         ]);
         // Only a staged runtime file: nothing to commit, and it is unstaged.
         assert_eq!(
-            repo.commit_all("one"),
+            repo.commit_all("one", &mut Tree::default()),
             Ok(None),
             "{}",
             git(&["status", "--porcelain"])
@@ -605,12 +439,13 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
             "--",
             &format!("{RALPH_DIR}/{}", RUNTIME_FILES[1]),
         ]);
-        let hash = repo.commit_all("two").unwrap().unwrap();
+        let mut tree = Tree::default();
+        let hash = repo.commit_all("two", &mut tree).unwrap().unwrap();
         assert!(!hash.is_empty());
         assert_eq!(
             git(&["show", "--name-only", "--format=", "HEAD"]),
             "a.txt\n"
         );
-        assert_eq!(repo.commit_all("three"), Ok(None));
+        assert_eq!(repo.commit_all("three", &mut tree), Ok(None));
     }
 }

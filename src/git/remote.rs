@@ -194,12 +194,8 @@ impl Repo {
             check(tree.run(&["clean", "-q", "-f", "-d"]), "git clean")?;
             return Ok(tree);
         }
-        let _ = self.run(&["worktree", "prune"]);
         let shown = path.to_string_lossy().into_owned();
-        check(
-            self.run(&["worktree", "add", "-q", "-f", "--detach", &shown, rev]),
-            "git worktree add",
-        )?;
+        self.add_worktree_pruned(&["worktree", "add", "-q", "-f", "--detach", &shown, rev])?;
         Self::discover(path).ok_or_else(|| "the integration worktree was not created".to_owned())
     }
 

@@ -91,7 +91,6 @@ impl Repo {
         if path.join(".git").exists() {
             return Ok(path.to_owned());
         }
-        let _ = self.run(&["worktree", "prune"]);
         let exists = self
             .run(&[
                 "rev-parse",
@@ -105,15 +104,27 @@ impl Repo {
         } else {
             vec!["worktree", "add", "-q", "-b", branch, &shown, base]
         };
-        check(self.run(&args), "git worktree add")?;
+        self.add_worktree_pruned(&args)?;
         Ok(path.to_owned())
+    }
+
+    /// Runs `git worktree add ARGS`; when it fails, once more after pruning the records of
+    /// worktrees whose folders are gone (one of them may hold the path or the branch).
+    pub(super) fn add_worktree_pruned(&self, args: &[&str]) -> Result<(), String> {
+        if check(self.run(args), "git worktree add").is_ok() {
+            return Ok(());
+        }
+        let _ = self.run(&["worktree", "prune"]);
+        check(self.run(args), "git worktree add").map(drop)
     }
 
     /// Removes a task's worktree and, with `delete_branch`, its branch.
     pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) {
         let shown = path.to_string_lossy().into_owned();
-        let _ = self.run(&["worktree", "remove", "--force", "--force", &shown]);
-        let _ = self.run(&["worktree", "prune"]);
+        let removed = self.run(&["worktree", "remove", "--force", "--force", &shown]);
+        if !removed.is_ok_and(|output| output.status.success()) {
+            let _ = self.run(&["worktree", "prune"]);
+        }
         if delete_branch {
             let _ = self.run(&["branch", "-q", "-D", branch]);
         }
@@ -131,7 +142,12 @@ impl Repo {
     ) -> Result<Merge, String> {
         let merged = self.run(&["merge", "--no-ff", "--no-commit", "-q", branch]);
         let merged = merged.map_err(|err| format!("git merge could not run: {err}"))?;
-        let conflicted = self.unmerged_paths()?;
+        // A clean merge leaves nothing unmerged: git is asked only when it stopped.
+        let conflicted = if merged.status.success() {
+            Vec::new()
+        } else {
+            self.unmerged_paths()?
+        };
         let real: Vec<String> = conflicted
             .iter()
             .filter(|path| !own.contains(&path.as_str()))
@@ -144,9 +160,7 @@ impl Repo {
             }
             return Ok(Merge::Conflict(real));
         }
-        for path in own {
-            self.keep_base_version(path);
-        }
+        self.keep_base_versions(own);
         if let Err(why) = finish() {
             let _ = self.run(&["merge", "--abort"]);
             return Err(why);
@@ -221,16 +235,26 @@ impl Repo {
             .collect())
     }
 
-    /// Puts back the base's version of one of ralph's own files during a merge (or the task
-    /// branch's, when the base has none).
-    fn keep_base_version(&self, path: &str) {
-        let in_base = self
-            .run(&["cat-file", "-e", &format!("HEAD:{path}")])
-            .is_ok_and(|output| output.status.success());
-        if in_base {
-            let _ = self.run(&["checkout", "-q", "HEAD", "--", path]);
-        } else {
-            let _ = self.run(&["checkout", "-q", "--theirs", "--", path]);
+    /// Puts back the base's version of ralph's own files during a merge (or the task
+    /// branch's, for a file the base has none of).
+    fn keep_base_versions(&self, paths: &[&str]) {
+        let mut listing = vec!["ls-tree", "-z", "--name-only", "HEAD", "--"];
+        listing.extend(paths);
+        let Ok(listed) = self.run(&listing) else {
+            return;
+        };
+        let in_base: Vec<String> = (listed.stdout.split(|&b| b == 0))
+            .filter(|name| !name.is_empty())
+            .map(|name| String::from_utf8_lossy(name).into_owned())
+            .collect();
+        let (base, theirs): (Vec<&str>, Vec<&str>) =
+            (paths.iter()).partition(|path| in_base.iter().any(|name| name == *path));
+        for (source, group) in [("HEAD", base), ("--theirs", theirs)] {
+            if !group.is_empty() {
+                let mut args = vec!["checkout", "-q", source, "--"];
+                args.extend(group);
+                let _ = self.run(&args);
+            }
         }
     }
 }

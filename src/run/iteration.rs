@@ -98,6 +98,14 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         (planned.focus.as_ref(), task_promise.as_ref()),
     )?;
     let facts = outcome(runner, iteration, &run, planned.focus.as_ref());
+    if facts.verification.is_some()
+        || facts.task_verification.is_some()
+        || runner.env.config.options.on_iteration.is_some()
+    {
+        // Commands ralph runs after the scan (verification, the iteration's hook) may change
+        // the tree: the commit and the next iteration look again.
+        runner.tree.forget();
+    }
     let decision = decision::decide(&runner.env.rules, &facts, runner.counters);
     let task_tag = task_promise.map_or_else(|| runner.env.promises.task.tag(), |p| p.tag());
     if decision.record {
@@ -139,7 +147,7 @@ fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
         runner.save_state()?;
     }
     let context = context::pending(&runner.env.dir.context())?;
-    let before = runner.env.repo.as_ref().map(Repo::snapshot);
+    let before = (runner.env.repo.as_ref()).map(|repo| repo.current(&mut runner.tree));
     Ok(Ok(Planned {
         focus,
         tasks,
@@ -218,7 +226,7 @@ fn agent_run(
     let findings = transcript.finish();
     let files = match (&env.repo, before) {
         (Some(repo), Some(before)) => repo
-            .snapshot()
+            .scan(&mut runner.tree)
             .map(|after| repo.changed_files(&before, &after))
             .unwrap_or_default(),
         _ => Vec::new(),

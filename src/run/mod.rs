@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{RunConfig, millis};
 use crate::exit::ExitStatus;
-use crate::git::Repo;
+use crate::git::{Repo, Tree};
 use crate::promise::Promise;
 use crate::signal::StopFlag;
 use crate::storage::RalphDir;
@@ -205,6 +205,8 @@ struct Runner<'a> {
     /// When this session started, and the runtime of earlier sessions of a resumed loop.
     session_started: Instant,
     earlier_runtime_ms: u64,
+    /// The work tree as last scanned: the next iteration starts from it.
+    tree: Tree,
 }
 
 impl Runner<'_> {
@@ -260,6 +262,8 @@ impl Runner<'_> {
                     wait::pause(self.env.stop, pause);
                 }
                 Next::Retry(failure) => {
+                    // A retry can wait for hours, in which anyone may edit the tree.
+                    self.tree.forget();
                     self.save_state()?;
                     if let Some(stop) = wait::before_retry(self, iteration, &failure) {
                         break stop;

@@ -8,7 +8,7 @@ use crate::agents::AgentKind;
 use crate::config::RunConfig;
 use crate::error::fail;
 use crate::exit::ExitStatus;
-use crate::git::Repo;
+use crate::git::{Repo, Tree};
 use crate::options::{self, Layer};
 use crate::output;
 use crate::promise::Promise;
@@ -325,6 +325,7 @@ impl<'a> Runner<'a> {
             resumed: resumed.is_some(),
             session_started: Instant::now(),
             earlier_runtime_ms,
+            tree: Tree::default(),
         })
     }
 
@@ -459,12 +460,12 @@ impl<'a> Runner<'a> {
     }
 
     /// Commits the agent's work of an iteration, with ralph's own files riding along.
-    pub(super) fn commit(&self, iteration: u32) {
+    pub(super) fn commit(&mut self, iteration: u32) {
         if !self.env.config.options.commit {
             return;
         }
         let Some(repo) = &self.env.repo else { return };
-        match repo.commit_all(&iteration_commit_message(iteration)) {
+        match repo.commit_all(&iteration_commit_message(iteration), &mut self.tree) {
             Ok(Some(hash)) => {
                 output::committed(iteration, &hash);
                 self.publish(repo);

@@ -57,6 +57,10 @@ pub(crate) const RUNTIME_FILES: [&str; 7] = [
     TASKS_LOCK_FILE,
 ];
 
+/// ralph's files that are committed with the work: the progress log, the task file and the
+/// `.gitignore` that keeps the runtime files out.
+pub(crate) const OWN_FILES: [&str; 3] = [progress::PROGRESS_FILE, TASKS_FILE, GITIGNORE_FILE];
+
 /// Paths of everything under `.ralph/` for one working directory.
 #[derive(Clone, Debug)]
 pub(crate) struct RalphDir {

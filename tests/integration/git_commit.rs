@@ -40,6 +40,58 @@ git mv README.md MOVED.md"#,
     assert!(files.iter().all(|f| !f.starts_with(".ralph/")), "{files:?}");
 }
 
+/// The files an iteration's history record lists.
+fn files_of(env: &TestEnv, index: usize) -> Vec<String> {
+    env.history()["iterations"][index]["files_modified"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn each_commit_holds_exactly_what_its_iteration_changed() {
+    let env = TestEnv::new();
+    fs::create_dir_all(env.work().join("old dir/inner")).unwrap();
+    fs::write(env.work().join("old dir/inner/a.txt"), "a\n").unwrap();
+    fs::write(env.work().join("old dir/b.txt"), "b\n").unwrap();
+    fs::write(env.work().join("run.sh"), "echo hi\n").unwrap();
+    fs::write(env.work().join("[x].txt"), "glob\n").unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "more"]);
+    env.agent_script(Some(1), "rm -r 'old dir'");
+    env.agent_script(Some(2), "chmod +x run.sh");
+    env.agent_script(
+        Some(3),
+        "echo more >> '[x].txt'; mkdir -p n/m; echo n > n/m/new.txt",
+    );
+    env.run_loop(&["task", "--max-iterations", "3"])
+        .assert_code(2);
+    let changed = |rev: &str| {
+        env.git(&["show", "--name-status", "--format=", rev])
+            .lines()
+            .filter(|line| !line.contains(".ralph/"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        changed("HEAD~2"),
+        ["D\told dir/b.txt", "D\told dir/inner/a.txt"]
+    );
+    assert_eq!(
+        env.git(&["diff", "--summary", "HEAD~2", "HEAD~1"]).trim(),
+        "mode change 100644 => 100755 run.sh"
+    );
+    assert_eq!(changed("HEAD"), ["M\t[x].txt", "A\tn/m/new.txt"]);
+    // Each iteration's record names its own changes only: the scan kept from the iteration
+    // before, after ralph's commit, is the tree as it was.
+    assert_eq!(files_of(&env, 0), ["old dir/b.txt", "old dir/inner/a.txt"]);
+    assert_eq!(files_of(&env, 1), ["run.sh"]);
+    assert_eq!(files_of(&env, 2), ["[x].txt", "n/m/new.txt"]);
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+}
+
 #[test]
 fn no_commit_makes_no_commits() {
     let env = TestEnv::new();

@@ -8,20 +8,23 @@ use std::time::{Duration, Instant};
 use crate::signals::wait_output;
 use crate::support::TestEnv;
 
-/// A fake agent for workers: it finds its task in the prompt, records the task and the machine
-/// (the clone's directory) when it starts and ends, writes `<task>.txt`, sources
+/// A fake agent for workers (shell built-ins only): it finds its task in the prompt, records the
+/// task and the machine (the clone's directory) when it starts and ends, writes `<task>.txt`, sources
 /// `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
 const WORKER_AGENT: &str = r#"#!/bin/sh
 dir=${FAKE_AGENT_DIR:?}
 for last in "$@"; do :; done
-task=$(printf '%s' "$last" | grep -o 'CURRENT TASK: "[^"]*"' | head -1 | sed 's/.*: "//; s/"$//')
-id=$(printf '%s' "$task" | tr -c 'a-zA-Z0-9\n' '_')
-machine=$(pwd | sed 's#.*/\([^/]*\)/\.ralph/worktrees/.*#\1#')
-echo "$(date +%s%N) start $id $machine" >> "$dir/events"
+task=${last#*CURRENT TASK: \"}
+task=${task%%\"*}
+id=
+set -f; for word in $task; do id=${id:+${id}_}$word; done; set +f
+machine=${PWD%%/.ralph/worktrees/*}
+machine=${machine##*/}
+echo "start $id $machine" >> "$dir/events"
 echo "$task" > "$id.txt"
 if [ -f "$dir/script" ]; then . "$dir/script"; fi
 sleep 0.05
-echo "$(date +%s%N) end $id $machine" >> "$dir/events"
+echo "end $id $machine" >> "$dir/events"
 echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
 
@@ -37,6 +40,9 @@ fn machines(tasks: &str, names: &[&str]) -> TestEnv {
     env.git(&["clone", "-q", "--bare", ".", &bare]);
     // Every update of the base is logged, so the test can see it was never rewritten.
     env.git(&["-C", &bare, "config", "core.logAllRefUpdates", "always"]);
+    // A local push runs the remote's `git maintenance` unless told not to (the test
+    // environment's configuration does not cross to the other repository).
+    env.git(&["-C", &bare, "config", "receive.autoGc", "false"]);
     for name in names {
         let path = env.path().join(name);
         env.git(&["clone", "-q", &bare, &path.to_string_lossy()]);
@@ -91,28 +97,23 @@ fn all_succeed(env: &TestEnv, names: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// (time, started?, task, machine) in the order they happened.
-fn events(env: &TestEnv) -> Vec<(u128, bool, String, String)> {
+/// (started?, task, machine) in the order they happened: appends land in that order.
+fn events(env: &TestEnv) -> Vec<(bool, String, String)> {
     let text = fs::read_to_string(env.agent_dir().join("events")).unwrap_or_default();
-    let events: Vec<_> = text
-        .lines()
+    text.lines()
         .map(|line| {
             let parts: Vec<&str> = line.split(' ').collect();
             (
-                parts[0].parse().unwrap(),
-                parts[1] == "start",
-                parts[2].to_owned(),
-                parts.get(3).copied().unwrap_or("").to_owned(),
+                parts[0] == "start",
+                parts[1].to_owned(),
+                parts.get(2).copied().unwrap_or("").to_owned(),
             )
         })
-        .collect();
-    // Appends land in the order they happen; the clock may step (a virtual machine's often
-    // does), so the file's order is the one to trust, not the timestamps.
-    events
+        .collect()
 }
 
-fn runs_of(events: &[(u128, bool, String, String)], task: &str) -> usize {
-    events.iter().filter(|e| e.1 && e.2 == task).count()
+fn runs_of(events: &[(bool, String, String)], task: &str) -> usize {
+    events.iter().filter(|e| e.0 && e.1 == task).count()
 }
 
 /// The base's task list on the bare repository.
@@ -181,7 +182,7 @@ fn a_chain_of_tasks_runs_in_order_across_two_workers() {
     );
     all_succeed(&env, &["m1", "m2"]);
     let events = events(&env);
-    let order: Vec<(bool, &str)> = events.iter().map(|e| (e.1, e.2.as_str())).collect();
+    let order: Vec<(bool, &str)> = events.iter().map(|e| (e.0, e.1.as_str())).collect();
     assert_eq!(
         order,
         [

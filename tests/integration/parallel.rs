@@ -5,19 +5,22 @@ use std::fs;
 use crate::support::TestEnv;
 
 /// A fake agent for parallel runs: it finds its task in the prompt (the `CURRENT TASK` line),
-/// records when it starts and ends (appends are atomic), writes `<task>.txt`, sources
-/// `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
+/// records when it starts and ends (appends are atomic, so the file keeps their order), writes
+/// `<task>.txt`, sources `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
+/// Shell built-ins only (every parallel test runs it many times): the task's words joined by `_`
+/// are its id.
 const PARALLEL_AGENT: &str = r#"#!/bin/sh
 dir=${FAKE_AGENT_DIR:?}
 for last in "$@"; do :; done
-task=$(printf '%s' "$last" | grep -o 'CURRENT TASK: "[^"]*"' | head -1 | sed 's/.*: "//; s/"$//')
-id=$(printf '%s' "$task" | tr -c 'a-zA-Z0-9\n' '_')
-echo "$(date +%s%N) start $id" >> "$dir/events"
-printf '%s' "$last" > "$dir/prompt.$id.$(date +%s%N)"
+task=${last#*CURRENT TASK: \"}
+task=${task%%\"*}
+id=
+set -f; for word in $task; do id=${id:+${id}_}$word; done; set +f
+echo "start $id" >> "$dir/events"
 echo "$task" > "$id.txt"
 if [ -f "$dir/script" ]; then . "$dir/script"; fi
 sleep 0.3
-echo "$(date +%s%N) end $id" >> "$dir/events"
+echo "end $id" >> "$dir/events"
 echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
 
@@ -30,22 +33,20 @@ fn setup(tasks: &str) -> TestEnv {
 }
 
 /// (time, started?, task) in time order.
-fn events(env: &TestEnv) -> Vec<(u128, bool, String)> {
+/// (position, started?, task) in the order they happened: appends land in that order.
+fn events(env: &TestEnv) -> Vec<(usize, bool, String)> {
     let text = fs::read_to_string(env.agent_dir().join("events")).unwrap();
-    let mut events: Vec<(u128, bool, String)> = text
-        .lines()
-        .map(|line| {
+    text.lines()
+        .enumerate()
+        .map(|(at, line)| {
             let mut parts = line.split(' ');
-            let time = parts.next().unwrap().parse().unwrap();
             let started = parts.next().unwrap() == "start";
-            (time, started, parts.next().unwrap_or("").to_owned())
+            (at, started, parts.next().unwrap_or("").to_owned())
         })
-        .collect();
-    events.sort();
-    events
+        .collect()
 }
 
-fn most_at_once(events: &[(u128, bool, String)]) -> usize {
+fn most_at_once(events: &[(usize, bool, String)]) -> usize {
     let mut running = 0usize;
     let mut most = 0;
     for (_, started, _) in events {
@@ -59,7 +60,7 @@ fn most_at_once(events: &[(u128, bool, String)]) -> usize {
     most
 }
 
-fn time_of(events: &[(u128, bool, String)], started: bool, task: &str) -> u128 {
+fn time_of(events: &[(usize, bool, String)], started: bool, task: &str) -> usize {
     events
         .iter()
         .find(|(_, s, t)| *s == started && t == task)

@@ -1,0 +1,537 @@
+//! What the work tree looks like: one `git status` per scan, fingerprints in-process, and the
+//! last scan kept for the next iteration while nothing says the tree changed.
+//!
+//! A scan costs one git process, `git status --porcelain=v2 -z --branch --untracked-files=all`,
+//! which names HEAD and every path that differs from it. Only those paths are fingerprinted,
+//! in-process (length and a keyed 128-bit hash of the content, plus the executable bit): never a
+//! process per file, never a read of a clean file. ralph's own committed files (progress log,
+//! task file, `.gitignore`) are always fingerprinted, dirty or not, so that ralph's own edits of
+//! them between iterations are never taken for the agent's.
+//!
+//! The scan after the agent is the next iteration's starting point. It is scanned again only
+//! when something says the tree changed in between: a different HEAD or a different index file
+//! (modification time, size or inode), both read from files without a process; commands ralph
+//! ran itself (verification, hooks) or a wait make the runner forget the scan. ralph's own
+//! commit updates the kept scan to what it committed.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::io::Read as _;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use crate::storage::{OWN_FILES, RALPH_DIR};
+
+use super::Repo;
+
+/// Content fingerprints of the paths that differ from HEAD, and HEAD itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    pub(super) head: Option<String>,
+    /// The paths that differ from HEAD (ralph's runtime files left out), fingerprinted.
+    dirty: HashMap<String, String>,
+    /// ralph's own committed files, fingerprinted whether they differ from HEAD or not.
+    own: HashMap<String, String>,
+    /// What `git status` said of each path: what a commit has to stage.
+    pub(super) entries: Vec<Entry>,
+    /// A submodule differs: a commit cannot be sure to leave the tree clean.
+    pub(super) submodules: bool,
+}
+
+/// One path `git status` named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub(super) path: OsString,
+    /// The index differs from HEAD.
+    pub(super) staged: bool,
+    /// The work tree differs from the index (untracked and unmerged paths included).
+    pub(super) unstaged: bool,
+}
+
+/// What `git status --porcelain=v2 --branch` reports.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Status {
+    pub(super) head: Option<String>,
+    /// Every path named (for renames and copies, both names), as git spelled it.
+    pub(super) paths: Vec<OsString>,
+    pub(super) entries: Vec<Entry>,
+    pub(super) submodules: bool,
+}
+
+/// The last scan, kept until something says the tree changed.
+#[derive(Debug, Default)]
+pub(crate) struct Tree {
+    seen: Option<(Snapshot, Stamp)>,
+}
+
+impl Tree {
+    /// Forgets the last scan: the next look at the tree scans it.
+    pub(crate) fn forget(&mut self) {
+        self.seen = None;
+    }
+}
+
+/// What changes whenever git's view of the tree changes: HEAD's commit and the index file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    head: String,
+    index: Option<(i64, i64, u64, u64)>,
+}
+
+impl Repo {
+    /// Takes a snapshot of the work tree; `None` if `git status` fails (then nothing can be
+    /// said about what changed).
+    pub(crate) fn snapshot(&self) -> Option<Snapshot> {
+        let output = self
+            .run(&[
+                "status",
+                "--porcelain=v2",
+                "-z",
+                "--branch",
+                "--no-ahead-behind",
+                "--untracked-files=all",
+            ])
+            .ok()
+            .filter(|output| output.status.success())?;
+        let status = parse_status(&output.stdout);
+        Some(Snapshot {
+            head: status.head,
+            dirty: self.fingerprints(status.paths),
+            own: self.own_fingerprints(),
+            entries: status.entries,
+            submodules: status.submodules,
+        })
+    }
+
+    /// Scans the tree and keeps the scan in `tree`.
+    pub(crate) fn scan(&self, tree: &mut Tree) -> Option<Snapshot> {
+        let snapshot = self.snapshot();
+        self.keep(tree, snapshot.clone());
+        snapshot
+    }
+
+    /// The tree as it is now: the kept scan while HEAD and the index are as they were then
+    /// (ralph's own files fingerprinted again), else a new scan.
+    pub(crate) fn current(&self, tree: &mut Tree) -> Option<Snapshot> {
+        if let Some((snapshot, stamp)) = &mut tree.seen
+            && self.stamp().as_ref() == Some(stamp)
+        {
+            snapshot.own = self.own_fingerprints();
+            return Some(snapshot.clone());
+        }
+        self.scan(tree)
+    }
+
+    /// Keeps `snapshot` as the tree as it is now (nothing kept when HEAD cannot be read).
+    pub(super) fn keep(&self, tree: &mut Tree, snapshot: Option<Snapshot>) {
+        tree.seen = snapshot.zip(self.stamp());
+    }
+
+    /// After ralph's commit of everything `snapshot` named: HEAD is the new commit and only
+    /// ralph's runtime files can still differ from it.
+    pub(super) fn keep_committed(&self, tree: &mut Tree, mut snapshot: Snapshot) {
+        if snapshot.submodules {
+            // A submodule's own changes stay after a commit: scan again.
+            tree.forget();
+            return;
+        }
+        snapshot.head = self.head_oid();
+        snapshot.dirty.clear();
+        snapshot
+            .entries
+            .retain(|entry| self.is_runtime_file(&entry.path.to_string_lossy()));
+        for entry in &mut snapshot.entries {
+            entry.staged = false;
+        }
+        self.keep(tree, Some(snapshot));
+    }
+
+    /// Paths changed between two snapshots, sorted.
+    pub(crate) fn changed_files(&self, before: &Snapshot, after: &Snapshot) -> Vec<String> {
+        let mut changed = BTreeSet::new();
+        let own = |path: &String| self.own_name(path).is_some();
+        for (old, new) in [(&before.dirty, &after.dirty), (&before.own, &after.own)] {
+            for (path, fingerprint) in new {
+                if old.get(path) != Some(fingerprint) {
+                    changed.insert(path.clone());
+                }
+            }
+            changed.extend(old.keys().filter(|path| !new.contains_key(*path)).cloned());
+        }
+        // ralph edits its own files between scans: only their fingerprints in `own` tell.
+        changed.retain(|path| !own(path) || before.own.get(path) != after.own.get(path));
+        if let (Some(old), Some(new)) = (&before.head, &after.head)
+            && old != new
+            && let Ok(output) = self.run(&["diff", "--name-only", "-z", old, new])
+        {
+            for path in output.stdout.split(|&b| b == 0).filter(|p| !p.is_empty()) {
+                let path = String::from_utf8_lossy(path).into_owned();
+                if !self.is_runtime_file(&path) {
+                    changed.insert(path);
+                }
+            }
+        }
+        changed.into_iter().collect()
+    }
+
+    /// The repository-relative paths of ralph's own committed files.
+    pub(super) fn own_paths(&self) -> Vec<String> {
+        OWN_FILES
+            .iter()
+            .map(|name| format!("{}{RALPH_DIR}/{name}", self.prefix))
+            .collect()
+    }
+
+    fn own_name<'a>(&self, path: &'a str) -> Option<&'a str> {
+        self.runtime_name(path)
+            .filter(|name| OWN_FILES.contains(name))
+    }
+
+    fn own_fingerprints(&self) -> HashMap<String, String> {
+        let mut buffer = Vec::new();
+        self.own_paths()
+            .into_iter()
+            .filter_map(|path| {
+                let fingerprint = self.fingerprint(&self.root.join(&path), &mut buffer)?;
+                Some((path, fingerprint))
+            })
+            .collect()
+    }
+
+    /// HEAD and the index as they are now, read from files; `None` when HEAD cannot be read
+    /// that way (no commit yet, a ref format other than files).
+    fn stamp(&self) -> Option<Stamp> {
+        let index = std::fs::metadata(self.git_dir.join("index"))
+            .ok()
+            .map(|meta| (meta.mtime(), meta.mtime_nsec(), meta.size(), meta.ino()));
+        Some(Stamp {
+            head: self.head_oid()?,
+            index,
+        })
+    }
+
+    /// HEAD's commit, read from `HEAD`, the loose ref or `packed-refs`.
+    pub(super) fn head_oid(&self) -> Option<String> {
+        let head = std::fs::read_to_string(self.git_dir.join("HEAD")).ok()?;
+        let head = head.trim_end();
+        let Some(name) = head.strip_prefix("ref: ") else {
+            return is_oid(head).then(|| head.to_owned());
+        };
+        let common = self.common_dir();
+        for dir in [&self.git_dir, &common] {
+            if let Ok(text) = std::fs::read_to_string(dir.join(name)) {
+                let oid = text.trim_end();
+                return is_oid(oid).then(|| oid.to_owned());
+            }
+        }
+        let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
+        packed.lines().find_map(|line| {
+            let (oid, reference) = line.split_once(' ')?;
+            (reference == name && is_oid(oid)).then(|| oid.to_owned())
+        })
+    }
+
+    /// The directory shared by every work tree of the repository (refs, objects).
+    fn common_dir(&self) -> PathBuf {
+        match std::fs::read_to_string(self.git_dir.join("commondir")) {
+            Ok(text) => self.git_dir.join(text.trim_end()),
+            Err(_) => self.git_dir.clone(),
+        }
+    }
+
+    /// A fingerprint per path: a content hash for files, a marker for the rest.
+    fn fingerprints(&self, paths: Vec<OsString>) -> HashMap<String, String> {
+        let mut files = HashMap::with_capacity(paths.len());
+        let mut buffer = Vec::new();
+        for raw in paths {
+            let path = OsStr::from_bytes(raw.as_bytes())
+                .to_string_lossy()
+                .into_owned();
+            if self.is_runtime_file(&path) {
+                continue;
+            }
+            let fingerprint = self
+                .fingerprint(&self.root.join(&raw), &mut buffer)
+                .unwrap_or_else(|| "deleted".to_owned());
+            files.insert(path, fingerprint);
+        }
+        files
+    }
+
+    /// A path's fingerprint; `None` when it does not exist.
+    fn fingerprint(&self, full: &Path, buffer: &mut Vec<u8>) -> Option<String> {
+        let meta = std::fs::symlink_metadata(full).ok()?;
+        Some(if meta.is_dir() {
+            "directory".to_owned()
+        } else if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(full).unwrap_or_default();
+            format!("link:{}", target.display())
+        } else if meta.is_file() {
+            let executable = if meta.permissions().mode() & 0o111 != 0 {
+                "x"
+            } else {
+                "-"
+            };
+            match self.content_hash(full, buffer) {
+                Some(hash) => format!("file:{executable}:{hash}"),
+                // Unreadable (or vanished meanwhile): the path still counts as touched.
+                None => "unreadable".to_owned(),
+            }
+        } else {
+            // A FIFO or socket: never opened (a FIFO would block).
+            "special".to_owned()
+        })
+    }
+
+    /// Length and two independently keyed SipHash values of a file's content, read once.
+    fn content_hash(&self, path: &Path, buffer: &mut Vec<u8>) -> Option<String> {
+        const CHUNK: usize = 64 * 1024;
+        let mut file = std::fs::File::open(path).ok()?;
+        buffer.resize(CHUNK, 0);
+        let mut first = self.keys[0].build_hasher();
+        let mut second = self.keys[1].build_hasher();
+        let mut length: u64 = 0;
+        loop {
+            match file.read(buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    first.write(&buffer[..n]);
+                    second.write(&buffer[..n]);
+                    length += n as u64;
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        Some(format!(
+            "{length}:{:016x}{:016x}",
+            first.finish(),
+            second.finish()
+        ))
+    }
+}
+
+/// New fingerprint keys, random per process (snapshots are compared only within one process).
+pub(super) fn keys() -> [RandomState; 2] {
+    [RandomState::new(), RandomState::new()]
+}
+
+fn is_oid(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Parses `git status --porcelain=v2 -z --branch`: HEAD (absent before the first commit) and the
+/// paths of every entry (for renames and copies, both names).
+pub(super) fn parse_status(bytes: &[u8]) -> Status {
+    let mut status = Status::default();
+    let mut entries = bytes.split(|&b| b == 0).filter(|entry| !entry.is_empty());
+    while let Some(entry) = entries.next() {
+        // Fields before the path: `1 XY sub mH mI mW hH hI path`,
+        // `2 XY sub mH mI mW hH hI Xscore path<NUL>origPath`,
+        // `u XY sub m1 m2 m3 mW h1 h2 h3 path`, `? path`, `! path`.
+        let fields = match entry.first() {
+            Some(b'#') => {
+                if let Some(oid) = entry.strip_prefix(b"# branch.oid ") {
+                    let oid = String::from_utf8_lossy(oid);
+                    status.head = (oid != "(initial)").then(|| oid.into_owned());
+                }
+                continue;
+            }
+            Some(b'1') => 8,
+            Some(b'2') => 9,
+            Some(b'u') => 10,
+            Some(b'?' | b'!') => 1,
+            _ => continue,
+        };
+        let mut parts = entry.splitn(fields + 1, |&b| b == b' ');
+        let (xy, sub): (&[u8], &[u8]) = if fields == 1 {
+            (b"??", b"N...")
+        } else {
+            (
+                parts.nth(1).unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            )
+        };
+        let skip = if fields == 1 { 1 } else { fields - 3 };
+        let Some(path) = parts.nth(skip) else {
+            continue;
+        };
+        let path = OsString::from_vec(path.to_vec());
+        let changed = |at: usize| xy.get(at).is_some_and(|&c| c != b'.');
+        status.submodules |= sub.first() == Some(&b'S');
+        status.entries.push(Entry {
+            path: path.clone(),
+            staged: fields > 1 && changed(0),
+            unstaged: fields == 1 || entry[0] == b'u' || changed(1),
+        });
+        status.paths.push(path);
+        if entry[0] == b'2'
+            && let Some(original) = entries.next()
+        {
+            // The original name's side of a rename is in the index already.
+            status.paths.push(OsString::from_vec(original.to_vec()));
+        }
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::repo;
+    use super::*;
+
+    fn names(status: &Status) -> Vec<String> {
+        status
+            .paths
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn status_parsing_handles_renames_spaces_and_unicode() {
+        let raw = b"# branch.oid 1d4cc74b11f5ca45a2f55986fe3914ea7d5a817a\0# branch.head main\0\
+2 R. N... 100644 100644 100644 975fbec8 975fbec8 R100 new name.txt\0old \"name\".txt\0\
+? dir/sub/\xc3\xa9t\xc3\xa9.md\0\
+1 .M N... 100644 100644 100644 b6802534 b6802534 a b\0\
+u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
+        let status = parse_status(raw);
+        assert_eq!(
+            status.head.as_deref(),
+            Some("1d4cc74b11f5ca45a2f55986fe3914ea7d5a817a")
+        );
+        assert_eq!(
+            names(&status),
+            [
+                "new name.txt",
+                "old \"name\".txt",
+                "dir/sub/été.md",
+                "a b",
+                "conflict.txt"
+            ]
+        );
+    }
+
+    #[test]
+    fn status_parsing_knows_an_unborn_branch() {
+        let status = parse_status(b"# branch.oid (initial)\0# branch.head main\0? x\0");
+        assert_eq!(status.head, None);
+        assert_eq!(names(&status), ["x"]);
+    }
+    #[test]
+    fn a_second_edit_of_a_modified_file_a_mode_change_and_a_new_file_are_changes() {
+        let Some((dir, repo)) = repo() else { return };
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("a.txt"), "a2\n").unwrap();
+        std::fs::write(path("b.txt"), "b2\n").unwrap();
+        std::fs::write(path("new\nline.txt"), "n\n").unwrap();
+        let before = repo.snapshot().unwrap();
+        assert!(before.head.is_some());
+        assert_eq!(
+            repo.changed_files(&before, &repo.snapshot().unwrap()),
+            Vec::<String>::new()
+        );
+        std::fs::write(path("a.txt"), "a3\n").unwrap();
+        std::fs::set_permissions(
+            path("b.txt"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(path("new\nline.txt"), "n2\n").unwrap();
+        std::fs::create_dir_all(path("x/y")).unwrap();
+        std::fs::write(path("x/y/z.txt"), "z\n").unwrap();
+        let after = repo.snapshot().unwrap();
+        assert_eq!(
+            repo.changed_files(&before, &after),
+            ["a.txt", "b.txt", "new\nline.txt", "x/y/z.txt"]
+        );
+        // Rewriting the same content is no change.
+        std::fs::write(path("a.txt"), "a3\n").unwrap();
+        assert_eq!(
+            repo.changed_files(&after, &repo.snapshot().unwrap()),
+            Vec::<String>::new()
+        );
+    }
+
+    fn git_ok(dir: &Path, args: &[&str]) {
+        let output = super::super::git(dir, args).unwrap();
+        assert!(output.status.success(), "{args:?}: {output:?}");
+    }
+
+    #[test]
+    fn the_kept_scan_is_used_until_head_or_the_index_changes() {
+        let Some((dir, repo)) = repo() else { return };
+        let mut tree = Tree::default();
+        let first = repo.scan(&mut tree).unwrap();
+        // An edit that changes neither HEAD nor the index is seen at the next scan only.
+        std::fs::write(dir.path().join("a.txt"), "edited\n").unwrap();
+        assert_eq!(repo.current(&mut tree).unwrap(), first);
+        git_ok(dir.path(), &["add", "a.txt"]);
+        let staged = repo.current(&mut tree).unwrap();
+        assert_eq!(repo.changed_files(&first, &staged), ["a.txt"]);
+        git_ok(dir.path(), &["commit", "-q", "-m", "by hand"]);
+        let committed = repo.current(&mut tree).unwrap();
+        assert_ne!(committed.head, staged.head);
+        assert_eq!(committed.head, repo.snapshot().unwrap().head);
+        tree.forget();
+        std::fs::write(dir.path().join("b.txt"), "edited\n").unwrap();
+        assert_eq!(
+            repo.changed_files(&committed, &repo.current(&mut tree).unwrap()),
+            ["b.txt"]
+        );
+    }
+
+    #[test]
+    fn a_commit_stages_exactly_what_changed_and_keeps_the_tree_as_committed() {
+        let Some((dir, repo)) = repo() else { return };
+        let path = |name: &str| dir.path().join(name);
+        let git = |args: &[&str]| git_ok(dir.path(), args);
+        std::fs::create_dir_all(path("gone/deep")).unwrap();
+        std::fs::write(path("gone/deep/x.txt"), "x\n").unwrap();
+        std::fs::write(path("*.txt"), "star\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "more"]);
+        let mut tree = Tree::default();
+        let before = repo.current(&mut tree).unwrap();
+        // The agent deletes a directory, renames with git, changes a mode, adds a new
+        // directory, edits a file whose name is a glob.
+        std::fs::remove_dir_all(path("gone")).unwrap();
+        git(&["mv", "a.txt", "renamed a.txt"]);
+        std::fs::set_permissions(path("b.txt"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(path("new/dir")).unwrap();
+        std::fs::write(path("new/dir/n.txt"), "n\n").unwrap();
+        std::fs::write(path("*.txt"), "star 2\n").unwrap();
+        let after = repo.scan(&mut tree).unwrap();
+        assert_eq!(
+            repo.changed_files(&before, &after),
+            [
+                "*.txt",
+                "a.txt",
+                "b.txt",
+                "gone/deep/x.txt",
+                "new/dir/n.txt",
+                "renamed a.txt"
+            ]
+        );
+        assert!(repo.commit_all("work", &mut tree).unwrap().is_some());
+        let status = super::super::git(dir.path(), &["status", "--porcelain"]).unwrap();
+        assert_eq!(String::from_utf8_lossy(&status.stdout), "");
+        let shown =
+            super::super::git(dir.path(), &["show", "--name-status", "--format=", "HEAD"]).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&shown.stdout),
+            "M\t*.txt\nM\tb.txt\nD\tgone/deep/x.txt\nA\tnew/dir/n.txt\nR100\ta.txt\trenamed a.txt\n"
+        );
+        // What is kept is what a new scan sees.
+        let kept = repo.current(&mut tree).unwrap();
+        let fresh = repo.snapshot().unwrap();
+        assert_eq!(
+            (kept.head.as_ref(), &kept.dirty),
+            (fresh.head.as_ref(), &fresh.dirty)
+        );
+        assert!(repo.commit_all("nothing", &mut tree).unwrap().is_none());
+    }
+}
