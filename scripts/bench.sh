@@ -183,16 +183,16 @@ cd "$REPO"
 with_agent instant hf case1 --warmup 1 --runs "$LOOP_RUNS" -i \
   -n ralph "'$RALPH' x --max-iterations $ITERS --pause 0 --no-commit --output-format text" \
   -n agent "opencode run x" \
-  -n status "git status --porcelain -z --untracked-files=all"
+  -n status "git status --porcelain=v2 -z --untracked-files=all"
 t_loop=$(mean case1 ralph)
 t_agent=$(mean case1 agent)
 t_status=$(mean case1 status)
 c1_over=$(calc "($t_loop - $ITERS * $t_agent) / $ITERS * 1000" 1)
-c1_base=$(calc "2 * $t_status * 1000" 1)
+c1_base=$(calc "$t_status * 1000" 1)
 c1_ratio=$(calc "$c1_over / $c1_base")
 row "1. Snapshot cost, $FILES files, $MODIFIED modified, $UNTRACKED untracked (--no-commit)" \
-  "$c1_over ms/iteration" "$c1_base ms (2 × git status, $(calc "$t_status * 1000" 1) ms each)" \
-  "${c1_ratio}×" "≤ 2×" "$(verdict "$c1_ratio" 2)"
+  "$c1_over ms/iteration" "$c1_base ms (one git status --porcelain=v2)" \
+  "${c1_ratio}×" "≤ 1.3×" "$(verdict "$c1_ratio" 1.3)"
 
 # Case 2: the agent edits EDITS tracked files and adds two files in a new directory each iteration.
 edit_list=$(awk -v n="$FILES" -v k="$EDITS" 'BEGIN {
@@ -207,14 +207,17 @@ agent editor \
 SCRATCH="$WORK/dirs/editor-scratch"
 mkdir -p "$SCRATCH"
 for f in $edit_list; do mkdir -p "$SCRATCH/$(dirname "$f")"; cp "$REPO/$f" "$SCRATCH/$f"; done
-# What a shell script needs to make the same commit.
+# What a shell script needs to make the same commit: look at the tree, stage what changed,
+# commit (no renames in this fixture, so `XY path` records are enough).
 cat >"$WORK/commit-loop" <<'EOF'
 #!/bin/sh
 i=0
 while [ "$i" -lt "$1" ]; do
   i=$((i + 1))
   opencode run x >/dev/null
-  git add -A && git commit -q -m "Shell iteration $i: work in progress"
+  git status --porcelain -z --untracked-files=all | cut -z -c4- |
+    git add -A --pathspec-from-file=- --pathspec-file-nul &&
+    git commit -q -m "Shell iteration $i: work in progress"
 done
 EOF
 chmod +x "$WORK/commit-loop"
@@ -232,8 +235,8 @@ c2_ratio=$(calc "$c2_over / $c2_base")
 commits=$(timeout 60 git rev-list --count HEAD)
 [ "$commits" -gt $((ITERS * 2)) ] || die "case 2: only $commits commits; ralph did not commit"
 row "2. Auto-commit cost, same repository, $EDITS files edited + 2 added per iteration" \
-  "$c2_over ms/iteration" "$c2_base ms (git add -A && git commit)" \
-  "${c2_ratio}×" "≤ 1.5×" "$(verdict "$c2_ratio" 1.5)"
+  "$c2_over ms/iteration" "$c2_base ms (git status, git add of those paths, git commit)" \
+  "${c2_ratio}×" "≤ 1.2×" "$(verdict "$c2_ratio" 1.2)"
 cd "$WORK"
 
 # --- Case 3 and 4: streaming throughput and memory -------------------------------------------------

@@ -94,6 +94,10 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) status: bool,
 
+    /// A live dashboard of the loop running here (or of the last run), until q.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) watch: bool,
+
     /// Add a hint for the next iteration (works while a loop runs), then exit.
     #[arg(
         long,

@@ -5,8 +5,10 @@
 //! safe to run in another terminal while a loop works.
 
 mod log;
+mod watch;
 
 pub(crate) use log::{LogStyle, show as show_log};
+pub(crate) use watch::watch;
 
 use crate::error::fail;
 use crate::exit::ExitStatus;
@@ -17,13 +19,24 @@ use crate::storage::state::{self, LoopState};
 use crate::storage::tasks::{self, TaskList};
 use crate::storage::{self, Loaded, RalphDir, context};
 
-/// `--status` (`json`: the report of `output/report.rs`).
-pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus {
-    let state = warn_if_corrupt(&dir.state(), state::load(&dir.state()));
+/// What `--status` and `--watch` read from `.ralph/`.
+struct Gathered {
+    state: Option<LoopState>,
+    history: Option<history::History>,
+    history_count: usize,
+    context: Option<String>,
+    tasks: status::TasksStatus,
+    running: bool,
+    workers: Vec<report::WorkerReport>,
+}
+
+/// Reads everything `--status` shows; `warn`: say so when a file is corrupt.
+fn gather(dir: &RalphDir, show_tasks: bool, warn: bool) -> Gathered {
+    let state = warn_if_corrupt(&dir.state(), state::load(&dir.state()), warn);
     // Only the last five records are built; the count covers them all.
-    let (history, history_count) =
-        warn_if_corrupt(&dir.history(), history::load_recent(&dir.history(), 5))
-            .map_or((None, 0), |(history, count)| (Some(history), count));
+    let recent = history::load_recent(&dir.history(), 5);
+    let (history, history_count) = warn_if_corrupt(&dir.history(), recent, warn)
+        .map_or((None, 0), |(history, count)| (Some(history), count));
     let context = context::pending(&dir.context())
         .ok()
         .flatten()
@@ -39,28 +52,33 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         status::TasksStatus::Hidden
     };
     let running = state.as_ref().is_some_and(|s| s.active) && storage::lock::loop_is_running(dir);
-    let workers = workers(dir);
+    Gathered {
+        state,
+        history,
+        history_count,
+        context,
+        tasks,
+        running,
+        workers: workers(dir),
+    }
+}
+
+/// `--status` (`json`: the report of `output/report.rs`).
+pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus {
+    let gathered = gather(dir, show_tasks, true);
     if json {
-        let now = crate::model::now();
-        report::print(&report::StatusReport {
-            schema: report::SCHEMA,
-            loop_state: state.as_ref().map(|s| report::loop_report(s, running, now)),
-            pending_context: context,
-            tasks: match &tasks {
-                status::TasksStatus::Hidden => None,
-                status::TasksStatus::Missing => {
-                    Some(report::tasks_report("missing", &TaskList::default()))
-                }
-                status::TasksStatus::Unreadable => {
-                    Some(report::tasks_report("unreadable", &TaskList::default()))
-                }
-                status::TasksStatus::Found(list) => Some(report::tasks_report("found", list)),
-            },
-            history: report::history_report(history.as_ref(), history_count),
-            workers,
-        });
+        report::print(&report_of(gathered));
         return ExitStatus::Success;
     }
+    let Gathered {
+        state,
+        history,
+        history_count,
+        context,
+        tasks,
+        running,
+        workers,
+    } = gathered;
     // What the agent of the running iteration said last, from its log.
     let last_line = running
         .then(|| {
@@ -81,6 +99,34 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
     });
     output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
     ExitStatus::Success
+}
+
+/// What `--status --json` reports; `--watch` draws it (tasks shown when the file exists).
+pub(crate) fn status_report(dir: &RalphDir) -> report::StatusReport {
+    report_of(gather(dir, dir.tasks().exists(), false))
+}
+
+fn report_of(gathered: Gathered) -> report::StatusReport {
+    report::StatusReport {
+        schema: report::SCHEMA,
+        loop_state: (gathered.state.as_ref())
+            .map(|s| report::loop_report(s, gathered.running, crate::model::now())),
+        pending_context: gathered.context,
+        tasks: tasks_of(&gathered.tasks),
+        history: report::history_report(gathered.history.as_ref(), gathered.history_count),
+        workers: gathered.workers,
+    }
+}
+
+fn tasks_of(tasks: &status::TasksStatus) -> Option<report::TasksReport> {
+    match tasks {
+        status::TasksStatus::Hidden => None,
+        status::TasksStatus::Missing => Some(report::tasks_report("missing", &TaskList::default())),
+        status::TasksStatus::Unreadable => {
+            Some(report::tasks_report("unreadable", &TaskList::default()))
+        }
+        status::TasksStatus::Found(list) => Some(report::tasks_report("found", list)),
+    }
 }
 
 /// The loops in `.ralph/worktrees/`: each worktree's own `.ralph/` state and history.
@@ -138,9 +184,12 @@ fn worker(id: &str, dir: &RalphDir, now: chrono::DateTime<chrono::Utc>) -> repor
     }
 }
 
-fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>) -> Option<T> {
+fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>, warn: bool) -> Option<T> {
     match loaded {
         Loaded::Corrupt(reason) => {
+            if !warn {
+                return None;
+            }
             output::corrupt_file(path, &reason, None);
             None
         }

@@ -44,6 +44,8 @@ pub(crate) enum Mode {
         /// `--status --remote NAME`: the claims and the task board on that remote.
         remote: Option<String>,
     },
+    /// `--watch`: the live dashboard.
+    Watch,
     /// `--log [N]`: iteration N's log (the newest when `None`).
     Log {
         iteration: Option<u32>,
@@ -212,6 +214,8 @@ impl CommandArgs {
                 tasks: tasks_flag,
                 remote: self.remote,
             }
+        } else if self.watch {
+            Mode::Watch
         } else if let Some(which) = self.log {
             let iteration = match which.as_str() {
                 "last" => None,

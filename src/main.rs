@@ -104,6 +104,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             Some(remote) => run::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?),
             None => Ok(commands::status(&ralph_dir, tasks, json)),
         },
+        Mode::Watch => commands::watch(&ralph_dir, output::colour_on_stdout()),
         Mode::Log {
             iteration,
             raw,
@@ -158,8 +159,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         }
         Mode::Run(config) => {
             let stop = signal::StopFlag::install()?;
-            let start = run::Start::Fresh;
-            run::run(&config, &cwd, &ralph_dir, start, &stop, &knobs)
+            run::run(&config, &cwd, &ralph_dir, run::Start::Fresh, &stop, &knobs)
         }
     }
 }

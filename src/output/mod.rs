@@ -13,6 +13,7 @@ mod parallel;
 mod remote;
 pub(crate) mod report;
 pub(crate) mod status;
+pub(crate) mod watch;
 
 use std::io::{self, BufWriter, IsTerminal as _, Stdout, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +100,11 @@ fn for_thread<'a>(lines: &'a [&'a str]) -> Vec<std::borrow::Cow<'a, str>> {
 }
 
 /// Whether a run prints JSON events instead of human output.
+/// Whether ralph's own messages on stdout are coloured (`--color`, `NO_COLOR`, a terminal).
+pub(crate) fn colour_on_stdout() -> bool {
+    COLOR_STDOUT.load(Ordering::Relaxed)
+}
+
 pub(crate) fn is_json() -> bool {
     JSON.load(Ordering::Relaxed)
 }

@@ -196,19 +196,63 @@ pub(crate) fn latest(dir: &Path) -> Option<(u32, PathBuf)> {
 
 /// The last line the agent printed, from the end of a log being written.
 pub(crate) fn last_line(path: &Path) -> Option<String> {
-    use std::io::{Read as _, Seek as _, SeekFrom};
+    tail(path)?
+        .lines
+        .into_iter()
+        .rev()
+        .filter(|record| record.stream != "ralph")
+        .find_map(|record| record.line.filter(|line| !line.trim().is_empty()))
+}
+
+/// The end of a log: its start record and the records of its last 64 KiB, in order.
+pub(crate) struct Tail {
+    pub(crate) start: Option<Start>,
+    pub(crate) lines: Vec<Record>,
+    /// The iteration has ended (its end record is there).
+    pub(crate) ended: bool,
+}
+
+/// Reads the start and the end of a log being written, without reading the whole file.
+pub(crate) fn tail(path: &Path) -> Option<Tail> {
+    use std::io::{BufRead as _, BufReader, Read as _, Seek as _, SeekFrom};
     let mut file = File::open(path).ok()?;
+    let mut first = String::new();
+    BufReader::new(&mut file)
+        .take(64 * 1024)
+        .read_line(&mut first)
+        .ok()?;
+    let start = serde_json::from_str::<Record>(&first)
+        .ok()
+        .and_then(|record| record.start);
     let size = file.metadata().ok()?.len();
     file.seek(SeekFrom::Start(size.saturating_sub(64 * 1024)))
         .ok()?;
-    let mut tail = Vec::new();
-    file.read_to_end(&mut tail).ok()?;
-    String::from_utf8_lossy(&tail)
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    // A cut first line does not parse and is skipped, like a half-written last one.
+    let records: Vec<Record> = String::from_utf8_lossy(&bytes)
         .lines()
-        .rev()
         .filter_map(|line| serde_json::from_str::<Record>(line).ok())
-        .filter(|record| record.stream != "ralph")
-        .find_map(|record| record.line.filter(|line| !line.trim().is_empty()))
+        .collect();
+    let ended = records.last().is_some_and(|record| record.end.is_some());
+    let lines = records
+        .into_iter()
+        .filter(|record| record.line.is_some())
+        .collect();
+    Some(Tail {
+        start,
+        lines,
+        ended,
+    })
+}
+
+/// The most recently written log under `dir`: its own logs and those of the task folders in it.
+pub(crate) fn newest(dir: &Path) -> Option<PathBuf> {
+    let folders = fs::read_dir(dir).ok()?.flatten().map(|entry| entry.path());
+    let candidates = std::iter::once(dir.to_owned())
+        .chain(folders.filter(|path| path.is_dir()))
+        .filter_map(|folder| latest(&folder).map(|(_, path)| path));
+    candidates.max_by_key(|path| fs::metadata(path).and_then(|meta| meta.modified()).ok())
 }
 
 #[cfg(test)]

@@ -21,3 +21,4 @@ mod settings;
 mod signals;
 mod state_files;
 mod tasks_mode;
+mod watch;

@@ -1,0 +1,164 @@
+//! `ralph --watch`, on a real terminal: tmux runs it in a detached session of a fixed size, and
+//! the test reads the screen with `capture-pane` and types with `send-keys`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::signals::wait_output;
+use crate::support::{TestEnv, wait_until};
+
+/// A tmux server of the test's own (its socket in the test's directory), with the test's
+/// environment.
+struct Tmux {
+    socket: PathBuf,
+    template: Command,
+}
+
+impl Tmux {
+    /// `None`, with a note, where tmux is not installed (`.ci/run` installs it).
+    #[expect(
+        clippy::print_stderr,
+        reason = "the one line that explains a skipped test"
+    )]
+    fn new(env: &TestEnv) -> Option<Self> {
+        let found = Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if !found {
+            eprintln!("note: tmux is not installed; the --watch screen test is skipped");
+            return None;
+        }
+        Some(Self {
+            socket: env.path().join("tmux.sock"),
+            template: env.ralph(),
+        })
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("tmux");
+        command.env_clear();
+        for (key, value) in self.template.get_envs() {
+            if let Some(value) = value {
+                command.env(key, value);
+            }
+        }
+        command
+            .env("TERM", "xterm-256color")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
+            .args(args)
+            .stdin(Stdio::null());
+        if let Some(dir) = self.template.get_current_dir() {
+            command.current_dir(dir);
+        }
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let mut child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = wait_output(&mut child, Duration::from_secs(10));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "watch"])
+    }
+
+    /// Waits (10 s at most) until the screen shows every one of `texts`.
+    fn wait_for(&self, texts: &[&str]) -> String {
+        let mut screen = String::new();
+        wait_until(
+            Duration::from_secs(10),
+            &format!("{texts:?} on the screen"),
+            || {
+                screen = self.screen();
+                texts.iter().all(|text| screen.contains(text))
+            },
+        );
+        screen
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command(&["kill-server"]).output();
+    }
+}
+
+#[test]
+fn watch_shows_the_running_iteration_and_the_agents_last_line_then_quits_cleanly() {
+    let env = TestEnv::new();
+    let Some(tmux) = Tmux::new(&env) else { return };
+    let go = env.path().join("go");
+    env.agent_script(
+        Some(1),
+        &format!(
+            "echo 'the agent is thinking about the tests'\ntouch \"$dir/ready\"\ni=0; while [ ! -f '{}' ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done",
+            go.display()
+        ),
+    );
+    let mut run = env
+        .ralph()
+        .args(["Build it", "--max-iterations", "3", "--pause", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    env.wait_for_agent();
+    let ralph = assert_cmd::cargo::cargo_bin!("ralph").display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "watch",
+        "-x",
+        "100",
+        "-y",
+        "32",
+        "sh",
+        "-c",
+        &format!("'{ralph}' --watch; echo \"watch exited $?\"; sleep 60"),
+    ]);
+    let screen = tmux.wait_for(&[
+        "running",
+        "iteration 1 / 3",
+        "the agent is thinking about the tests",
+    ]);
+    assert!(
+        screen.contains("agent output, iteration 1 (running)"),
+        "{screen}"
+    );
+    // Resizing redraws at the new size.
+    tmux.run(&["resize-window", "-t", "watch", "-x", "80", "-y", "30"]);
+    tmux.wait_for(&["iteration 1 / 3"]);
+    std::fs::write(&go, "").unwrap();
+    tmux.run(&["send-keys", "-t", "watch", "q"]);
+    let screen = tmux.wait_for(&["watch exited 0"]);
+    // The dashboard was on the alternate screen: the terminal is back as it was.
+    assert!(!screen.contains("agent output"), "{screen}");
+    wait_output(&mut run, Duration::from_secs(20));
+}
+
+#[test]
+fn watch_without_a_loop_says_there_is_nothing_to_watch() {
+    let env = TestEnv::new();
+    let run = env.run(&["--watch"]);
+    run.assert_code(1);
+    assert!(
+        run.stderr().contains("nothing to watch in ")
+            && run
+                .stderr()
+                .contains(".ralph: no ralph loop runs here and none has run"),
+        "{}",
+        run.stderr()
+    );
+    assert!(!env.work().join(".ralph").exists(), "nothing was created");
+}
