@@ -94,6 +94,10 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) status: bool,
 
+    /// Write an HTML report of the loop (default: .ralph/report.html), then exit.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, help_heading = "Commands")]
+    pub(crate) report: Option<Option<PathBuf>>,
+
     /// A live dashboard of the loop running here (or of the last run), until q.
     #[arg(long, help_heading = "Commands")]
     pub(crate) watch: bool,

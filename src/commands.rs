@@ -345,3 +345,26 @@ pub(crate) fn remove_task(dir: &RalphDir, number: usize) -> anyhow::Result<ExitS
         Err(err) => Err(fail(format!("{err}; see the numbers with `ralph --list-tasks`")).into()),
     }
 }
+
+/// `--report [FILE]`: the HTML report of the loop here.
+pub(crate) fn report(
+    dir: &RalphDir,
+    cwd: &std::path::Path,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<ExitStatus> {
+    let to = crate::report::destination(dir, file);
+    if file.is_none() && (dir.state().exists() || dir.history().exists()) {
+        // The page in `.ralph/` is never committed.
+        dir.ignore_own_dirs()?;
+    }
+    let repo = crate::git::Repo::discover(cwd);
+    if !crate::report::write(dir, repo.as_ref(), &to, None)? {
+        return Err(fail(format!(
+            "nothing to report in {}: no ralph loop has run here; run the loop first (ralph \"your prompt\"), or run --report in the directory it ran in",
+            dir.root().display()
+        ))
+        .into());
+    }
+    output::report_written(&to);
+    Ok(ExitStatus::Success)
+}

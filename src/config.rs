@@ -46,6 +46,8 @@ pub(crate) enum Mode {
     },
     /// `--watch`: the live dashboard.
     Watch,
+    /// `--report [FILE]`: the HTML report (`.ralph/report.html` when `None`).
+    Report(Option<std::path::PathBuf>),
     /// `--log [N]`: iteration N's log (the newest when `None`).
     Log {
         iteration: Option<u32>,
@@ -216,6 +218,8 @@ impl CommandArgs {
             }
         } else if self.watch {
             Mode::Watch
+        } else if let Some(file) = self.report {
+            Mode::Report(file)
         } else if let Some(which) = self.log {
             let iteration = match which.as_str() {
                 "last" => None,

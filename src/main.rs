@@ -17,6 +17,7 @@ mod options;
 mod output;
 mod promise;
 mod prompt;
+mod report;
 mod run;
 mod settings;
 mod setup;
@@ -105,6 +106,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             None => Ok(commands::status(&ralph_dir, tasks, json)),
         },
         Mode::Watch => commands::watch(&ralph_dir, output::colour_on_stdout()),
+        Mode::Report(file) => commands::report(&ralph_dir, &cwd, file.as_deref()),
         Mode::Log {
             iteration,
             raw,
@@ -148,14 +150,8 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             base,
         } => {
             let stop = signal::StopFlag::install()?;
-            run::worker(
-                &config,
-                &cwd,
-                &ralph_dir,
-                (&remote, base.as_deref()),
-                &stop,
-                &knobs,
-            )
+            let place = (remote.as_str(), base.as_deref());
+            run::worker(&config, &cwd, &ralph_dir, place, &stop, &knobs)
         }
         Mode::Run(config) => {
             let stop = signal::StopFlag::install()?;

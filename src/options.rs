@@ -252,6 +252,8 @@ loop_options! {
     notify_each: bool = false, heading "Hooks", value "";
     /// The message's shape: auto (from the URL), slack, discord, ntfy or json.
     notify_format: String = "auto".to_owned(), heading "Hooks", value "FORMAT";
+    /// Keep the HTML report (.ralph/report.html, see --report) up to date after every iteration.
+    report: bool = false, heading "Hooks", value "", cli Cli::None;
     /// When to colour ralph's own messages.
     color: ColorChoice = ColorChoice::Auto,
         heading "Agent and output", value "WHEN", note "auto, always or never";

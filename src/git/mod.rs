@@ -258,6 +258,36 @@ impl Repo {
             .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
     }
 
+    /// ralph's commits on HEAD since `since` (subjects starting `Ralph`), newest first, at most
+    /// `limit`: (short hash, date, subject).
+    pub(crate) fn ralph_commits(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+    ) -> Vec<(String, String, String)> {
+        let since = format!("--since={}", since.to_rfc3339());
+        let count = format!("--max-count={limit}");
+        let Ok(output) = self.run(&[
+            "log",
+            &since,
+            &count,
+            "--grep=^Ralph",
+            "--format=%h%x00%cI%x00%s",
+        ]) else {
+            return Vec::new();
+        };
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, '\0');
+                let hash = parts.next()?.to_owned();
+                let date = parts.next()?.to_owned();
+                let subject = parts.next()?.to_owned();
+                Some((hash, date, subject))
+            })
+            .collect()
+    }
+
     /// Waits (up to `limit`) while another git process holds the index lock — the commit of a
     /// ralph that was killed may still be running its hooks. True when the index is free.
     pub(crate) fn wait_for_index(&self, limit: std::time::Duration) -> bool {

@@ -65,6 +65,8 @@ pub(super) struct Status {
 #[derive(Debug, Default)]
 pub(crate) struct Tree {
     seen: Option<(Snapshot, Stamp)>,
+    /// ralph's last commit, and its own files' fingerprints as committed.
+    committed: Option<(String, HashMap<String, String>)>,
 }
 
 impl Tree {
@@ -133,6 +135,7 @@ impl Repo {
     /// After ralph's commit of everything `snapshot` named: HEAD is the new commit and only
     /// ralph's runtime files can still differ from it.
     pub(super) fn keep_committed(&self, tree: &mut Tree, mut snapshot: Snapshot) {
+        tree.committed = self.head_oid().map(|head| (head, snapshot.own.clone()));
         if snapshot.submodules {
             // A submodule's own changes stay after a commit: scan again.
             tree.forget();
@@ -147,6 +150,14 @@ impl Repo {
             entry.staged = false;
         }
         self.keep(tree, Some(snapshot));
+    }
+
+    /// Whether ralph's own files are as its last commit left them, and HEAD is still that commit:
+    /// then they need no commit of their own (no process asked).
+    pub(crate) fn own_files_committed(&self, tree: &Tree) -> bool {
+        tree.committed.as_ref().is_some_and(|(head, own)| {
+            self.head_oid().as_ref() == Some(head) && *own == self.own_fingerprints()
+        })
     }
 
     /// Paths changed between two snapshots, sorted.
@@ -533,5 +544,24 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
             (fresh.head.as_ref(), &fresh.dirty)
         );
         assert!(repo.commit_all("nothing", &mut tree).unwrap().is_none());
+    }
+
+    #[test]
+    fn own_files_need_no_commit_of_their_own_while_they_are_as_committed() {
+        let Some((dir, repo)) = repo() else { return };
+        let progress = dir.path().join(RALPH_DIR).join(OWN_FILES[0]);
+        std::fs::create_dir_all(progress.parent().unwrap()).unwrap();
+        std::fs::write(&progress, "# Progress\n").unwrap();
+        std::fs::write(dir.path().join("a.txt"), "work\n").unwrap();
+        let mut tree = Tree::default();
+        assert!(
+            !repo.own_files_committed(&tree),
+            "nothing committed by ralph yet"
+        );
+        repo.scan(&mut tree);
+        assert!(repo.commit_all("work", &mut tree).unwrap().is_some());
+        assert!(repo.own_files_committed(&tree));
+        std::fs::write(&progress, "# Progress\nmore\n").unwrap();
+        assert!(!repo.own_files_committed(&tree));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::warn;
+use super::{say, warn};
 
 /// An iteration's log could not be created; the iteration runs anyway.
 pub(crate) fn log_unavailable(dir: &Path, err: &std::io::Error) {
@@ -29,5 +29,18 @@ pub(crate) fn hook_output(text: &str, starts_line: bool, ends_line: bool) {
 pub(crate) fn notify_failed(url: &str, why: &str) {
     warn(&[&format!(
         "⚠️  Could not notify {url} ({why}); check the URL (ralph --config shows it)"
+    )]);
+}
+
+/// `--report` wrote its page.
+pub(crate) fn report_written(path: &Path) {
+    say(&[&format!("📄 Report written to {}", path.display())]);
+}
+
+/// `report = true`: the page could not be written after an iteration; the loop goes on.
+pub(crate) fn report_failed(path: &Path, why: &str) {
+    warn(&[&format!(
+        "⚠️  Cannot update the report {} ({why}); the loop goes on",
+        path.display()
     )]);
 }

@@ -7,6 +7,7 @@
 
 mod commands;
 pub(crate) mod format;
+pub(crate) mod html;
 mod logs;
 mod messages;
 mod parallel;

@@ -119,6 +119,7 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         (focus, &task_tag),
         planned.context,
     )?;
+    runner.update_report(None);
     Ok(decision.next)
 }
 

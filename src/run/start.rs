@@ -435,6 +435,7 @@ impl<'a> Runner<'a> {
             self.save_state()?;
             output::resume_hint(self.state.iteration, matches!(stop, Stop::MaxIterations(_)));
         }
+        self.update_report(Some(&reason));
         // Retries share their iteration's number: count numbers, not records.
         let mut numbers: Vec<u32> = self
             .history
@@ -475,6 +476,20 @@ impl<'a> Runner<'a> {
         }
     }
 
+    /// `report = true`: the HTML report follows every iteration and the end (`ending`: the
+    /// stop's reason).
+    pub(super) fn update_report(&self, ending: Option<&str>) {
+        if !self.env.config.options.report {
+            return;
+        }
+        let to = crate::report::destination(self.env.dir, None);
+        let ending = ending.map(|reason| (reason, self.env.config.prompt.as_str()));
+        let repo = self.env.repo.as_ref();
+        if let Err(err) = crate::report::write(self.env.dir, repo, &to, ending) {
+            output::report_failed(&to, &format!("{err:#}"));
+        }
+    }
+
     /// A `--worker`'s task branch goes to the remote after every commit.
     fn publish(&self, repo: &Repo) {
         let Some(worker) = &self.env.worker else {
@@ -494,6 +509,9 @@ impl<'a> Runner<'a> {
             return;
         }
         let Some(repo) = &self.env.repo else { return };
+        if repo.own_files_committed(&self.tree) {
+            return;
+        }
         let names = [
             progress::PROGRESS_FILE,
             storage::TASKS_FILE,

@@ -175,8 +175,8 @@ fn gitignore_contents() -> String {
 
 /// The worktrees of parallel tasks, under `.ralph/` (never committed).
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
-/// The folders under `.ralph/` that are never committed: worktrees, iteration logs.
-const OWN_DIRS_IGNORE: [&str; 2] = ["/worktrees/", "/logs/"];
+/// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report.
+const OWN_DIRS_IGNORE: [&str; 3] = ["/worktrees/", "/logs/", "/report.html"];
 
 /// For `skip_serializing_if`: a count that is zero is left out of the file.
 pub(crate) fn is_zero(count: &u32) -> bool {

@@ -16,6 +16,7 @@ mod observe;
 mod parallel;
 mod real_agents;
 mod real_agents_support;
+mod report;
 mod run_loop;
 mod settings;
 mod signals;
