@@ -94,6 +94,14 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) status: bool,
 
+    /// Add the tasks of another tool's task list (a prd.json, a tasks.json or a markdown roadmap) to .ralph/ralph-tasks.md, then exit.
+    #[arg(long, value_name = "FILE", help_heading = "Commands")]
+    pub(crate) import: Option<PathBuf>,
+
+    /// Print the task list in FORMAT (json: the --list-tasks --json schema), then exit.
+    #[arg(long, value_name = "FORMAT", help_heading = "Commands")]
+    pub(crate) export: Option<ExportFormat>,
+
     /// Write an HTML report of the loop (default: .ralph/report.html), then exit.
     #[arg(long, value_name = "FILE", num_args = 0..=1, help_heading = "Commands")]
     pub(crate) report: Option<Option<PathBuf>>,
@@ -251,4 +259,11 @@ mod tests {
     fn the_command_definition_is_valid() {
         Cli::command().debug_assert();
     }
+}
+
+/// What `--export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// The `--list-tasks --json` schema.
+    Json,
 }

@@ -368,3 +368,24 @@ pub(crate) fn report(
     output::report_written(&to);
     Ok(ExitStatus::Success)
 }
+
+/// `--import FILE`: another tool's task list appended to the task file, under its lock.
+pub(crate) fn import(dir: &RalphDir, file: &std::path::Path) -> anyhow::Result<ExitStatus> {
+    let shown = file.display();
+    if file.is_dir() {
+        return Err(fail(format!(
+            "cannot import {shown}: it is a directory; give the task list file itself (a prd.json, a tasks.json or a markdown roadmap)"
+        ))
+        .into());
+    }
+    let bytes = std::fs::read(file).map_err(|err| fail(format!("cannot import {shown}: {err}")))?;
+    let imported = storage::import::convert(&String::from_utf8_lossy(&bytes))
+        .map_err(|why| fail(format!("cannot import {shown}: {why}")))?;
+    dir.ensure()?;
+    let (added, skipped) = tasks::edit(dir, |current| {
+        let (content, added, skipped) = storage::import::merge(current, &imported);
+        ((added > 0).then_some(content), (added, skipped))
+    })?;
+    output::tasks_imported(&file.to_string_lossy(), imported.format, added, skipped);
+    list_tasks(dir, false)
+}

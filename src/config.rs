@@ -65,6 +65,10 @@ pub(crate) enum Mode {
         properties: Vec<(&'static str, String)>,
     },
     RemoveTask(usize),
+    /// `--import FILE`: another tool's task list added to the task file.
+    Import(std::path::PathBuf),
+    /// `--export json`: the task list as JSON.
+    Export,
     Reset,
     Resume,
     DryRun(Box<RunConfig>),
@@ -245,6 +249,8 @@ impl CommandArgs {
             Mode::ClearContext
         } else if self.list_tasks {
             Mode::ListTasks
+        } else if self.export.is_some() {
+            Mode::Export
         } else if let Some(description) = self.add_task {
             Mode::AddTask {
                 description,
@@ -257,6 +263,8 @@ impl CommandArgs {
                 usage(format!("--remove-task needs a task number (1, 2, …), not '{number}'; see ralph --list-tasks"))
             })?;
             Mode::RemoveTask(number)
+        } else if let Some(file) = self.import {
+            Mode::Import(file)
         } else if self.reset {
             Mode::Reset
         } else {

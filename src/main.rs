@@ -130,6 +130,8 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             &properties,
         ),
         Mode::RemoveTask(number) => commands::remove_task(&ralph_dir, number),
+        Mode::Import(file) => commands::import(&ralph_dir, &file),
+        Mode::Export => commands::list_tasks(&ralph_dir, true),
         Mode::Reset => run::reset(&ralph_dir, &knobs),
         Mode::DryRun(config) => Ok(setup::dry_run(&config, &ralph_dir, &cwd)),
         Mode::Resume => {

@@ -150,6 +150,25 @@ pub(crate) fn unknown_blockers(ids: &[String]) {
     )]);
 }
 
+/// `--import` added `added` tasks (and left out `skipped` already in the list).
+pub(crate) fn tasks_imported(file: &str, format: &str, added: usize, skipped: usize) {
+    let tasks = |n: usize| {
+        if n == 1 {
+            "1 task".to_owned()
+        } else {
+            format!("{n} tasks")
+        }
+    };
+    let mut line = format!("📥 Imported {} from {file} ({format})", tasks(added));
+    if skipped > 0 {
+        line.push_str(&format!(
+            "; left out {} already in the list (same id, or same text)",
+            tasks(skipped)
+        ));
+    }
+    say(&[&line]);
+}
+
 /// `--remove-task` succeeded.
 pub(crate) fn task_removed(number: usize) {
     say(&[&format!("✅ Removed task {number} and its subtasks")]);

@@ -161,7 +161,7 @@ pub(crate) fn tasks_report(file: &'static str, list: &TaskList) -> TasksReport {
                 number: task.number,
                 status: status_name(task.status),
                 text: task.text.clone(),
-                id: task.property(crate::storage::tasks::ID).map(str::to_owned),
+                id: task.id().map(str::to_owned),
                 blocked_by: task.blocked_by().into_iter().map(str::to_owned).collect(),
                 waiting_for: list.blockers(task),
                 subtasks: task

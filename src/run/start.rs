@@ -260,6 +260,7 @@ pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus>
     for path in [
         dir.state(),
         dir.history(),
+        crate::storage::summary::path_for(&dir.history()),
         dir.context(),
         dir.file(OPENCODE_CONFIG_FILE),
         dir.file(progress::PROGRESS_FILE),

@@ -26,9 +26,10 @@ pub(super) fn before_retry(runner: &Runner<'_>, iteration: u32, failure: &Failur
     let env = &runner.env;
     let options = &env.config.options;
     let now = crate::model::now();
+    // A reset time already past (the agent's report came late) means the limit is lifted:
+    // retry at once rather than back off.
     let until_reset = failure
         .retry_at
-        .filter(|at| *at > now)
         .map(|at| (at - now).to_std().unwrap_or_default());
     let retries = runner.counters.retries;
     let backoff = (env.knobs.retry_base, options.retry_max_wait, jitter());

@@ -10,7 +10,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{Loaded, read_json, write_json};
+use super::{Loaded, read_json};
 use crate::model::{Failure, Usage, Verification};
 
 /// An iteration shorter than this counts as "very short" for struggle detection.
@@ -171,7 +171,9 @@ impl History {
 }
 
 /// The history with only its last `keep` records built; the others are only counted (so
-/// `--status` stays fast on a long history). Totals and indicators are complete.
+/// `--status` stays fast on a long history). Totals and indicators are complete. Read from the
+/// summary beside the history when it matches the history file, so the cost does not grow with
+/// the history.
 pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> {
     /// The document with its records left as raw JSON.
     #[derive(Deserialize)]
@@ -188,6 +190,9 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
         total_turns: u32,
         #[serde(default)]
         total_cost_usd: Option<f64>,
+    }
+    if let Some(found) = super::summary::read(path, keep) {
+        return Loaded::Found(found);
     }
     let bytes = match super::read_bytes(path) {
         Loaded::Found(bytes) => bytes,
@@ -226,14 +231,71 @@ pub(crate) fn load(path: &Path) -> Loaded<History> {
     read_json(path)
 }
 
-/// Writes the history file atomically.
+/// Writes the history file atomically, then its summary (see `summary.rs`).
 pub(crate) fn save(path: &Path, history: &History) -> anyhow::Result<()> {
-    write_json(path, history)
+    let mut bytes = serde_json::to_vec_pretty(history)?;
+    bytes.push(b'\n');
+    super::write_atomic(path, &bytes)?;
+    // Without a summary (or with a stale one) readers read the history itself.
+    let _ = super::summary::write(path, history, bytes.len() as u64);
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_answers_for_the_recent_records_until_the_history_changes_behind_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ralph-history.json");
+        let mut history = History::default();
+        for n in 1..=200 {
+            let mut entry = record(&["a.txt"], 60_000, &[]);
+            entry.iteration = n;
+            history.record(
+                entry,
+                Struggle::Update {
+                    files_tracked: true,
+                },
+            );
+        }
+        save(&path, &history).unwrap();
+        let summary = super::super::summary::path_for(&path);
+        assert!(summary.exists());
+        let Loaded::Found((recent, count)) = load_recent(&path, 5) else {
+            panic!("history not read")
+        };
+        assert_eq!(count, 200);
+        assert_eq!(recent.iterations.len(), 5);
+        assert_eq!(recent.iterations[0].iteration, 196);
+        assert_eq!(recent.total_duration_ms, history.total_duration_ms);
+        // The summary alone answers: a history file of the same length with other content is
+        // taken for the one summarised.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            text.replace("\"iteration\": 200", "\"iteration\": 999"),
+        )
+        .unwrap();
+        let Loaded::Found((recent, _)) = load_recent(&path, 1) else {
+            panic!()
+        };
+        assert_eq!(recent.iterations[0].iteration, 200);
+        // Another program's history (another length) is read whole, not the stale summary.
+        let mut other = history.clone();
+        other.iterations.truncate(10);
+        std::fs::write(&path, serde_json::to_vec(&other).unwrap()).unwrap();
+        let Loaded::Found((recent, count)) = load_recent(&path, 3) else {
+            panic!()
+        };
+        assert_eq!((count, recent.iterations[2].iteration), (10, 10));
+        // More records than the summary keeps: the history itself.
+        let Loaded::Found((_, count)) = load_recent(&path, 500) else {
+            panic!()
+        };
+        assert_eq!(count, 10);
+    }
 
     fn record(files: &[&str], duration_ms: u64, errors: &[&str]) -> IterationRecord {
         IterationRecord {

@@ -10,10 +10,12 @@
 
 pub(crate) mod context;
 pub(crate) mod history;
+pub(crate) mod import;
 pub(crate) mod lock;
 pub(crate) mod logs;
 pub(crate) mod progress;
 pub(crate) mod state;
+pub(crate) mod summary;
 pub(crate) mod tasks;
 
 use std::fs;
@@ -47,9 +49,10 @@ pub(crate) const TASKS_LOCK_FILE: &str = "ralph-tasks.lock";
 pub(crate) const GITIGNORE_FILE: &str = ".gitignore";
 
 /// Files ralph rewrites while it runs; never committed, never counted as the agent's changes.
-pub(crate) const RUNTIME_FILES: [&str; 7] = [
+pub(crate) const RUNTIME_FILES: [&str; 8] = [
     STATE_FILE,
     HISTORY_FILE,
+    summary::SUMMARY_FILE,
     CONTEXT_FILE,
     OPENCODE_CONFIG_FILE,
     LOCK_FILE,
@@ -119,8 +122,9 @@ impl RalphDir {
         self.ensure()?;
         let path = self.file(GITIGNORE_FILE);
         let mut content = read_raw(&path)?.unwrap_or_default();
-        let missing: Vec<&str> = OWN_DIRS_IGNORE
-            .into_iter()
+        // Files a newer ralph writes are added to an older `.gitignore`.
+        let missing: Vec<&str> = (RUNTIME_FILES.into_iter())
+            .chain(OWN_DIRS_IGNORE)
             .filter(|line| {
                 !content
                     .split(|&b| b == b'\n')

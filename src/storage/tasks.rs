@@ -292,7 +292,7 @@ impl TaskList {
 /// lines below it, blank lines between them included, up to the next line at column 0 that is
 /// not blank. Blank lines after the last indented line are not part of the block. The parser
 /// and every edit use this one definition.
-fn block_end<L: AsRef<[u8]>>(lines: &[L], task_line: usize) -> usize {
+pub(super) fn block_end<L: AsRef<[u8]>>(lines: &[L], task_line: usize) -> usize {
     let mut end = task_line + 1;
     for (index, line) in lines.iter().enumerate().skip(task_line + 1) {
         let line = line.as_ref();
@@ -343,7 +343,7 @@ pub(crate) fn is_ref_safe(id: &str) -> bool {
 }
 
 /// Lower-case ASCII letters and digits joined by single dashes, at most 40 characters.
-fn slug(text: &str) -> String {
+pub(super) fn slug(text: &str) -> String {
     let mut slug = String::new();
     for c in text.chars() {
         if c.is_ascii_alphanumeric() {

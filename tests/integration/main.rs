@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod gates;
 mod git_commit;
+mod import;
 mod json_mode;
 mod limits;
 mod machines;

@@ -1,0 +1,130 @@
+use super::*;
+
+const PRD: &str = r#"{
+  "project": "Shop",
+  "branchName": "ralph/shop",
+  "userStories": [
+    {"id": "US-003", "title": "Checkout", "description": "Pay for the cart",
+     "acceptanceCriteria": ["Card payments work", "Typecheck passes"], "priority": 3, "passes": false, "notes": ""},
+    {"id": "US-001", "title": "Catalogue", "description": "List products", "priority": 1, "passes": true},
+    {"id": "US-004", "title": "Receipts", "priority": 4, "passes": false, "owner": "sam"},
+    {"id": "US-002", "title": "Cart", "description": "Add to cart\nand remove", "priority": 2, "passes": true}
+  ]
+}"#;
+
+#[test]
+fn a_prd_imports_in_priority_order_with_boxes_success_lines_and_every_field() {
+    let imported = convert(PRD).unwrap();
+    assert_eq!(imported.format, "prd.json");
+    assert_eq!(
+        imported.blocks,
+        [
+            "- [x] Catalogue\n  - id: US-001\n  - description: List products\n  - priority: 1\n",
+            "- [x] Cart\n  - id: US-002\n  - description: Add to cart and remove\n  - priority: 2\n",
+            "- [ ] Checkout\n  - id: US-003\n  - success: Card payments work; Typecheck passes\n  - description: Pay for the cart\n  - priority: 3\n",
+            "- [ ] Receipts\n  - id: US-004\n  - owner: sam\n  - priority: 4\n",
+        ]
+    );
+    assert_eq!(
+        imported.note.as_deref(),
+        Some("<!-- From prd.json: branch_name: ralph/shop; project: Shop -->")
+    );
+    let (first, added, skipped) = merge(None, &imported);
+    assert_eq!((added, skipped), (4, 0));
+    let list = TaskList::parse(&String::from_utf8_lossy(&first));
+    assert_eq!(list.tasks.len(), 4);
+    assert_eq!(
+        list.tasks[2].success(),
+        Some("Card payments work; Typecheck passes")
+    );
+    // A second import adds nothing and changes nothing.
+    let (second, added, skipped) = merge(Some(&first), &imported);
+    assert_eq!((added, skipped), (0, 4));
+    assert_eq!(second, first);
+}
+
+#[test]
+fn a_tasks_json_imports_with_blockers_the_tasks_mode_honours() {
+    let json = r##"[
+      {"id": "#1", "content": "Implement the endpoint", "status": "completed", "activeForm": "Implementing"},
+      {"id": "#2", "content": "Write its tests", "status": "in_progress", "activeForm": "Writing", "blockedBy": ["#1"]},
+      {"id": "#3", "content": "Document it", "status": "pending", "activeForm": "Documenting", "blockedBy": ["#2", "#1"]}
+    ]"##;
+    let imported = convert(json).unwrap();
+    assert_eq!(imported.format, "tasks.json");
+    assert_eq!(
+        imported.blocks[2],
+        "- [ ] Document it\n  - id: 3\n  - blocked_by: 2, 1\n  - active_form: Documenting\n"
+    );
+    let (content, added, _) = merge(Some(b"# Ralph Tasks\n\n- [ ] Existing task\n"), &imported);
+    assert_eq!(added, 3);
+    let list = TaskList::parse(&String::from_utf8_lossy(&content));
+    assert_eq!(
+        list.tasks[0].text, "Existing task",
+        "existing tasks stay first"
+    );
+    assert_eq!(list.tasks[1].status, tasks::TaskStatus::Complete);
+    assert_eq!(list.tasks[2].status, tasks::TaskStatus::InProgress);
+    assert_eq!(
+        list.blockers(&list.tasks[3]),
+        ["2"],
+        "#1 is done, #2 is not"
+    );
+    // Under "todos" too.
+    let wrapped = format!("{{\"todos\": {json}}}");
+    assert_eq!(convert(&wrapped).unwrap().blocks, imported.blocks);
+}
+
+#[test]
+fn a_roadmap_imports_its_tasks_as_written() {
+    let roadmap = "# Roadmap\n\n## Tasks\n\n### Phase 1\n\n- [ ] **task-001**: Implement user authentication with tests\n  - ralph: true\n  - max_iterations: 30\n  - completion_promise: AUTH_FEATURE_COMPLETE\n  - timeout: 60min\n  - success: All tests pass, coverage > 80%\n  - cli: codex\n\nSome prose.\n\n- [ ] **fix-001**: Fix race condition in user service\n  - ralph: true\n  - cli: claude\n";
+    let imported = convert(roadmap).unwrap();
+    assert_eq!(imported.format, "markdown");
+    assert_eq!(imported.blocks.len(), 2);
+    assert!(
+        imported.blocks[0].ends_with("  - cli: codex\n"),
+        "{}",
+        imported.blocks[0]
+    );
+    let (content, added, _) = merge(None, &imported);
+    assert_eq!(added, 2);
+    let list = TaskList::parse(&String::from_utf8_lossy(&content));
+    assert_eq!(list.tasks[0].id(), Some("task-001"));
+    assert_eq!(list.tasks[0].agent(), Some("codex"));
+    assert_eq!(list.tasks[0].attempt_limit(), Some(30));
+    assert_eq!(list.tasks[0].promise(), Some("AUTH_FEATURE_COMPLETE"));
+    assert_eq!(list.tasks[1].id(), Some("fix-001"));
+}
+
+#[test]
+fn what_is_not_a_task_list_is_one_line_saying_where_it_broke() {
+    let broken = convert("{\"userStories\": [\n  {\"title\": \"x\",}\n]}").unwrap_err();
+    assert!(
+        broken.starts_with("it is not valid JSON (line 2, column "),
+        "{broken}"
+    );
+    assert!(broken.contains("expected a prd.json"), "{broken}");
+    assert!(
+        convert("  \n")
+            .unwrap_err()
+            .starts_with("it is empty; expected")
+    );
+    assert!(
+        convert("{\"name\": 1}")
+            .unwrap_err()
+            .starts_with("it is JSON but none of the formats")
+    );
+    assert!(
+        convert("just some notes\n")
+            .unwrap_err()
+            .starts_with("it has no task in it")
+    );
+    assert!(
+        convert("{\"userStories\": [{\"passes\": true}]}")
+            .unwrap_err()
+            .contains("has no title")
+    );
+    for message in [broken, convert("").unwrap_err()] {
+        assert!(!message.contains('\n'), "{message}");
+    }
+}
