@@ -40,8 +40,15 @@ use crate::exit::ExitStatus;
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
-    if args.next().is_some_and(|first| first == guard::ARG) {
+    let first = args.next();
+    if first.as_ref().is_some_and(|first| first == guard::ARG) {
         return guard::main(args);
+    }
+    // `ralph --version` alone answers before the command line's parser is built (most of
+    // ralph's start-up); it prints what clap's version action prints.
+    if args.next().is_none() && first.is_some_and(|first| first == "--version" || first == "-v") {
+        output::say(&[&format!("ralph {}", env!("CARGO_PKG_VERSION"))]);
+        return ExitCode::SUCCESS;
     }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
