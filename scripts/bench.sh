@@ -378,8 +378,10 @@ awk -v n="$HISTORY" 'BEGIN {
 printf '{\n  "iterations": [],\n  "total_duration_ms": 0\n}\n' >"$WORK/dirs/status-empty/.ralph/ralph-history.json"
 # One more iteration of the loop on top of each history, so that ralph itself writes the history
 # (and its summary) as a long-running loop would have.
-for name in status-big status-empty; do
-  (cd "$WORK/dirs/$name" && with_agent instant timeout 120 "$RALPH" --resume --max-iterations 2 >/dev/null 2>&1) || true
+for pair in "status-big:$((HISTORY + 1))" "status-empty:2"; do
+  IFS=: read -r name max <<<"$pair"
+  (cd "$WORK/dirs/$name" && with_agent instant timeout 120 "$RALPH" --resume --max-iterations "$max" >/dev/null 2>&1) || true
+  [ -f "$WORK/dirs/$name/.ralph/ralph-history.summary.json" ] || die "case 5: ralph wrote no history summary in $name"
 done
 awk -v n="$TASKS" 'BEGIN {
   print "# Ralph Tasks\n\nGenerated task list.\n"
