@@ -40,8 +40,11 @@ pub(crate) fn watch(dir: &RalphDir, colour: bool) -> anyhow::Result<ExitStatus> 
         )
         .into());
     }
-    let mut terminal =
-        ratatui::try_init().map_err(|err| fail(format!("cannot draw on this terminal: {err}")))?;
+    let mut terminal = ratatui::try_init().map_err(|err| {
+        // Raw mode may be on already.
+        ratatui::restore();
+        fail(format!("cannot draw on this terminal: {err}"))
+    })?;
     let shown = show(&mut terminal, dir, colour);
     ratatui::restore();
     shown.map_err(|err| fail(format!("the dashboard stopped: {err}")).into())

@@ -11,7 +11,7 @@
 //! The scan after the agent is the next iteration's starting point. It is scanned again only
 //! when something says the tree changed in between: a different HEAD or a different index file
 //! (modification time, size or inode), both read from files without a process; commands ralph
-//! ran itself (verification, hooks) or a wait make the runner forget the scan. ralph's own
+//! ran itself (verification, hooks) or a retry's wait make the runner forget the scan. ralph's own
 //! commit updates the kept scan to what it committed.
 
 use std::collections::hash_map::RandomState;
@@ -382,8 +382,18 @@ pub(super) fn parse_status(bytes: &[u8]) -> Status {
         if entry[0] == b'2'
             && let Some(original) = entries.next()
         {
-            // The original name's side of a rename is in the index already.
-            status.paths.push(OsString::from_vec(original.to_vec()));
+            let original = OsString::from_vec(original.to_vec());
+            // A rename staged in the index has its old name's side there already; one seen
+            // only in the work tree (`git add -N`, then a move) still has the old name to
+            // remove from the index.
+            if !changed(0) {
+                status.entries.push(Entry {
+                    path: original.clone(),
+                    staged: false,
+                    unstaged: true,
+                });
+            }
+            status.paths.push(original);
         }
     }
     status
@@ -544,6 +554,25 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
             (fresh.head.as_ref(), &fresh.dirty)
         );
         assert!(repo.commit_all("nothing", &mut tree).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_rename_seen_only_in_the_work_tree_is_committed_whole() {
+        let Some((dir, repo)) = repo() else { return };
+        std::fs::rename(dir.path().join("a.txt"), dir.path().join("moved.txt")).unwrap();
+        git_ok(dir.path(), &["add", "-N", "moved.txt"]);
+        let mut tree = Tree::default();
+        let scanned = repo.scan(&mut tree).unwrap();
+        assert!(
+            scanned
+                .entries
+                .iter()
+                .any(|e| e.path == "a.txt" && e.unstaged),
+            "{scanned:?}"
+        );
+        assert!(repo.commit_all("move", &mut tree).unwrap().is_some());
+        let status = super::super::git(dir.path(), &["status", "--porcelain"]).unwrap();
+        assert_eq!(String::from_utf8_lossy(&status.stdout), "");
     }
 
     #[test]

@@ -31,22 +31,27 @@ const EXPECTED: &str = "a prd.json (an object with \"userStories\"), a tasks.jso
 
 /// Converts a file's text; `Err` is one line saying what is wrong and what was expected.
 pub(crate) fn convert(text: &str) -> Result<Imported, String> {
-    let trimmed = text.trim_start_matches('\u{feff}').trim();
+    let text = text.trim_start_matches('\u{feff}');
+    let trimmed = text.trim();
     if trimmed.is_empty() {
         return Err(format!("it is empty; expected {EXPECTED}"));
     }
-    if trimmed.starts_with(['{', '[']) {
-        let value: Value = serde_json::from_str(trimmed).map_err(|err| {
-            format!(
-                "it is not valid JSON (line {}, column {}: {}); expected {EXPECTED}",
-                err.line(),
-                err.column(),
-                reason(&err)
-            )
-        })?;
-        return from_json(&value);
-    }
     let blocks = markdown_blocks(text);
+    if trimmed.starts_with(['{', '[']) {
+        match serde_json::from_str::<Value>(text) {
+            Ok(value) => return from_json(&value),
+            // Markdown may start with `[` (a badge, a link): its tasks count.
+            Err(_) if !blocks.is_empty() => {}
+            Err(err) => {
+                return Err(format!(
+                    "it is not valid JSON (line {}, column {}: {}); expected {EXPECTED}",
+                    err.line(),
+                    err.column(),
+                    reason(&err)
+                ));
+            }
+        }
+    }
     if blocks.is_empty() {
         return Err(format!("it has no task in it; expected {EXPECTED}"));
     }
@@ -149,10 +154,19 @@ fn prd(value: &Value, stories: &[Value]) -> Result<Imported, String> {
         note: (!about.is_empty()).then(|| {
             format!(
                 "<!-- From prd.json: {} -->",
-                about.join("; ").replace("--", "-")
+                comment_safe(&about.join("; "))
             )
         }),
     })
+}
+
+/// Text that cannot end an HTML comment early (no `--` left).
+fn comment_safe(text: &str) -> String {
+    let mut text = text.to_owned();
+    while text.contains("--") {
+        text = text.replace("--", "-");
+    }
+    text
 }
 
 /// The field a story's title was taken from (the others stay properties).

@@ -200,7 +200,23 @@ pub(crate) fn write_atomic_shared(path: &Path, contents: &[u8]) -> anyhow::Resul
     write_atomic_new_mode(path, contents, 0o644)
 }
 
+/// [`write_atomic`] without the fsync, for a file ralph can do without (the history's summary:
+/// readers check it against the history and read the history when it does not match). Every
+/// iteration then costs one synced write less.
+pub(crate) fn write_atomic_unsynced(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    write_atomic_with(path, contents, 0o600, false)
+}
+
 fn write_atomic_new_mode(path: &Path, contents: &[u8], new_mode: u32) -> anyhow::Result<()> {
+    write_atomic_with(path, contents, new_mode, true)
+}
+
+fn write_atomic_with(
+    path: &Path,
+    contents: &[u8],
+    new_mode: u32,
+    sync: bool,
+) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .with_context(|| format!("`{}` has no parent directory", path.display()))?;
@@ -218,7 +234,13 @@ fn write_atomic_new_mode(path: &Path, contents: &[u8], new_mode: u32) -> anyhow:
         .tempfile_in(dir)
         .with_context(|| format!("failed to create a temporary file in `{}`", dir.display()))?;
     temp.write_all(contents)
-        .and_then(|()| temp.as_file().sync_all())
+        .and_then(|()| {
+            if sync {
+                temp.as_file().sync_all()
+            } else {
+                Ok(())
+            }
+        })
         .with_context(|| format!("failed to write `{}`", path.display()))?;
     temp.persist(path)
         .map_err(|err| err.error)

@@ -57,7 +57,7 @@ pub(crate) fn write(
         recent: history.iterations[count.saturating_sub(RECENT)..].to_vec(),
     };
     let bytes = serde_json::to_vec(&summary)?;
-    super::write_atomic(&path_for(history_path), &bytes)
+    super::write_atomic_unsynced(&path_for(history_path), &bytes)
 }
 
 /// The history's totals and its last `keep` records (≤ [`RECENT`]) with the record count, from

@@ -124,6 +124,20 @@ fn what_is_not_a_task_list_is_one_line_saying_where_it_broke() {
             .unwrap_err()
             .contains("has no title")
     );
+    // Markdown that starts with a link is markdown; a byte-order mark is no task's business.
+    let linked = convert("[![CI](x)](y)\n\n- [ ] First\n").unwrap();
+    assert_eq!(linked.blocks, ["- [ ] First\n"]);
+    assert_eq!(
+        convert("\u{feff}- [ ] First\n").unwrap().blocks,
+        ["- [ ] First\n"]
+    );
+    // Line numbers are the file's own, blank lines before the JSON included.
+    assert!(
+        convert("\n\n{\"userStories\": [,]}")
+            .unwrap_err()
+            .contains("(line 3, column ")
+    );
+    assert_eq!(comment_safe("a --- b -->"), "a - b ->");
     for message in [broken, convert("").unwrap_err()] {
         assert!(!message.contains('\n'), "{message}");
     }
