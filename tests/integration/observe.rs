@@ -16,7 +16,10 @@ fn a_killed_iteration_keeps_every_line_printed_before_the_kill() {
     let mut ralph = env.spawn_quiet(&["--pause", "0", "--output-format", "text", "task"]);
     env.wait_for_agent();
     let log = env.ralph_file("logs/0001.jsonl");
+    // stdout and stderr are two pipes, read side by side: each line is in the log once ralph
+    // has read it (then a kill cannot take it back), in whichever order the two arrived.
     wait_for_text(&log, "line two");
+    wait_for_text(&log, "a warning");
     ralph.kill().unwrap();
     ralph.wait().unwrap();
     let records: Vec<serde_json::Value> = fs::read_to_string(&log)
