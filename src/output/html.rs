@@ -116,7 +116,7 @@ fn summary(html: &mut String, page: &Page<'_>) {
             escape(prompt.lines().next().unwrap_or(""))
         );
     }
-    let numbers = distinct_iterations(&history.iterations);
+    let numbers = history.iteration_count();
     let mut items = vec![
         ("Outcome", outcome),
         ("Iterations", numbers.to_string()),
@@ -145,13 +145,6 @@ fn summary(html: &mut String, page: &Page<'_>) {
         );
     }
     html.push_str("</dl>\n");
-}
-
-/// Retries share their iteration's number: count numbers, not records.
-fn distinct_iterations(records: &[IterationRecord]) -> usize {
-    let mut numbers: Vec<u32> = records.iter().map(|r| r.iteration).collect();
-    numbers.dedup();
-    numbers.len()
 }
 
 /// A chart's name, the value it draws of a record, and how a value reads.

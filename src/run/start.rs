@@ -437,18 +437,10 @@ impl<'a> Runner<'a> {
             output::resume_hint(self.state.iteration, matches!(stop, Stop::MaxIterations(_)));
         }
         self.update_report(Some(&reason));
-        // Retries share their iteration's number: count numbers, not records.
-        let mut numbers: Vec<u32> = self
-            .history
-            .iterations
-            .iter()
-            .map(|r| r.iteration)
-            .collect();
-        numbers.dedup();
         let (event, summary) = output::run_ended(&output::RunEnd {
             reason: &reason,
             exit_code: stop.status().code(),
-            iterations: u32::try_from(numbers.len()).unwrap_or(u32::MAX),
+            iterations: u32::try_from(self.history.iteration_count()).unwrap_or(u32::MAX),
             // Wall time over all sessions: agent runs, verification, waits and pauses.
             total_ms: crate::config::millis(self.runtime()),
             tokens: (self.history.total_tokens.total() > 0).then_some(self.history.total_tokens),

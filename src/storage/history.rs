@@ -151,6 +151,14 @@ pub(crate) enum Struggle {
 }
 
 impl History {
+    /// How many iterations ran: retries share their iteration's number, so numbers are
+    /// counted, not records.
+    pub(crate) fn iteration_count(&self) -> usize {
+        let mut numbers: Vec<u32> = self.iterations.iter().map(|r| r.iteration).collect();
+        numbers.dedup();
+        numbers.len()
+    }
+
     /// Appends a record, updating the struggle indicators as `struggle` says.
     pub(crate) fn record(&mut self, record: IterationRecord, struggle: Struggle) {
         self.total_duration_ms = self.total_duration_ms.saturating_add(record.duration_ms);

@@ -112,9 +112,8 @@ fn prd(value: &Value, stories: &[Value]) -> Result<Imported, String> {
     });
     let mut blocks = Vec::with_capacity(ordered.len());
     for (at, story) in ordered {
-        let title = ["title", "name", "description"]
-            .iter()
-            .find_map(|key| story.get(*key).and_then(Value::as_str))
+        let title_key = title_key(story);
+        let title = (story.get(title_key).and_then(Value::as_str))
             .map(one_line)
             .filter(|title| !title.is_empty())
             .ok_or_else(|| format!("user story {} has no title", at + 1))?;
@@ -137,7 +136,7 @@ fn prd(value: &Value, stories: &[Value]) -> Result<Imported, String> {
             }
         }
         let known = ["id", "title", "passes", "acceptanceCriteria"];
-        properties.extend(other_fields(story, &known, title_key(story)));
+        properties.extend(other_fields(story, &known, title_key));
         blocks.push(block(if done { 'x' } else { ' ' }, &title, &properties));
     }
     let mut about = Vec::new();
@@ -330,14 +329,8 @@ pub(crate) fn merge(current: Option<&[u8]>, imported: &Imported) -> (Vec<u8>, us
         added.push_str(block);
         count += 1;
     }
-    let mut bytes = match current {
-        Some(content) if !content.iter().all(u8::is_ascii_whitespace) => content.to_vec(),
-        _ => format!("{}\n\n", tasks::HEADING).into_bytes(),
-    };
+    let mut bytes = tasks::appendable(current);
     if count > 0 {
-        if !bytes.ends_with(b"\n") {
-            bytes.push(b'\n');
-        }
         if let Some(note) = &imported.note {
             bytes.extend_from_slice(format!("{note}\n").as_bytes());
         }

@@ -428,12 +428,9 @@ pub(crate) fn validate_description(description: &str) -> Result<&str, EditError>
     Ok(description)
 }
 
-/// Appends `- [ ] description` (and property lines) to the file's bytes, touching nothing else.
-pub(crate) fn add_task(
-    content: Option<&[u8]>,
-    description: &str,
-    properties: &[(&str, &str)],
-) -> Vec<u8> {
+/// The file's bytes ready for tasks to be appended: a heading for a new (or blank) file, and a
+/// final line break.
+pub(crate) fn appendable(content: Option<&[u8]>) -> Vec<u8> {
     let mut bytes = match content {
         Some(content) if !content.iter().all(u8::is_ascii_whitespace) => content.to_vec(),
         _ => format!("{HEADING}\n\n").into_bytes(),
@@ -441,6 +438,16 @@ pub(crate) fn add_task(
     if !bytes.ends_with(b"\n") {
         bytes.push(b'\n');
     }
+    bytes
+}
+
+/// Appends `- [ ] description` (and property lines) to the file's bytes, touching nothing else.
+pub(crate) fn add_task(
+    content: Option<&[u8]>,
+    description: &str,
+    properties: &[(&str, &str)],
+) -> Vec<u8> {
+    let mut bytes = appendable(content);
     bytes.extend_from_slice(format!("- [ ] {description}\n").as_bytes());
     for (key, value) in properties {
         bytes.extend_from_slice(format!("  - {key}: {value}\n").as_bytes());
