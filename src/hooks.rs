@@ -63,6 +63,7 @@ pub(crate) fn run(
         args: vec!["-c".into(), command.into()],
         env,
         stdin: Some(format!("{event}\n")),
+        usage_file: None,
     };
     let options = RunOptions {
         grace: Duration::from_secs(2),

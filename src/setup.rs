@@ -132,6 +132,7 @@ pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitSta
         extra_args: &config.options.agent_args,
         opencode_config: opencode.as_ref().map(|_| absolute.as_path()),
         format: spec.format(config.options.output_format),
+        usage_file: Some(&crate::agents::usage_file_path(1)),
     });
     let mut lines = vec![
         "# Dry run: nothing is started and no file is written.".to_owned(),

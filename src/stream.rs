@@ -559,6 +559,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             env: Vec::new(),
             stdin: None,
+            usage_file: None,
         }
     }
 

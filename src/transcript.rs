@@ -87,6 +87,8 @@ pub(crate) struct Transcript<'a> {
     /// The end of the agent's last text and of its final message.
     last_text: Option<String>,
     final_text: Option<String>,
+    /// The streamed pieces of the assistant message being received.
+    pieces: String,
     promises_seen_anywhere: Vec<bool>,
     findings: Findings,
     /// Told the agent's process group once it runs.
@@ -125,6 +127,7 @@ impl<'a> Transcript<'a> {
             last_plain_line: String::new(),
             last_text: None,
             final_text: None,
+            pieces: String::new(),
             promises_seen_anywhere: vec![false; count],
             findings: Findings::default(),
             spawn_hook: None,
@@ -152,10 +155,29 @@ impl<'a> Transcript<'a> {
     }
 
     /// Prints what is still pending and returns the findings.
+    /// What the agent's exit tells: the usage report it wrote, and a failure its exit code
+    /// stands for when it printed none.
+    pub(crate) fn agent_exited(&mut self, code: i32, usage_report: Option<&str>) {
+        let now = Instant::now();
+        for event in usage_report
+            .map(|text| self.agent.usage_file_events(text))
+            .unwrap_or_default()
+        {
+            self.event(event, now);
+        }
+        if code != 0
+            && self.findings.failure.is_none()
+            && let Some(failure) = self.agent.exit_failure(code)
+        {
+            self.event(AgentEvent::Failure(failure), now);
+        }
+    }
+
     pub(crate) fn finish(mut self) -> Findings {
         if let Some(line) = self.event_line.take() {
             self.end_event_line(line, Instant::now());
         }
+        self.end_pieces(Instant::now());
         if let Some((mut stdout, mut stderr)) = self.buffered.take() {
             for (file, to_stderr) in [(&mut stderr, true), (&mut stdout, false)] {
                 if file.seek(SeekFrom::Start(0)).is_ok() {
@@ -327,8 +349,22 @@ impl<'a> Transcript<'a> {
         }
     }
 
+    /// The streamed message is complete: it is shown and counts as the agent's last text.
+    fn end_pieces(&mut self, now: Instant) {
+        if !self.pieces.is_empty() {
+            let text = std::mem::take(&mut self.pieces);
+            self.event(AgentEvent::Text(text), now);
+        }
+    }
+
     fn event(&mut self, event: AgentEvent, now: Instant) {
+        if let AgentEvent::TextPiece(piece) = event {
+            self.pieces.push_str(&piece);
+            return;
+        }
+        self.end_pieces(now);
         match event {
+            AgentEvent::TextPiece(_) => {}
             AgentEvent::Text(text) => {
                 self.check_anywhere(&text);
                 for line in text.lines() {
@@ -370,6 +406,10 @@ impl<'a> Transcript<'a> {
                 self.findings.failure = Some(failure);
             }
             AgentEvent::Notice(message) => {
+                self.show(Source::Stderr, &format!("↻ {message}"), true, now)
+            }
+            AgentEvent::Retrying(message) => {
+                self.findings.failure = None;
                 self.show(Source::Stderr, &format!("↻ {message}"), true, now)
             }
             AgentEvent::Quiet => {}

@@ -81,6 +81,7 @@ fn run_one(
         args: vec!["-c".into(), command.into()],
         env: Vec::new(),
         stdin: None,
+        usage_file: None,
     };
     let options = RunOptions {
         grace,

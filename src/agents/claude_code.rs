@@ -6,7 +6,7 @@ use regex::Regex;
 
 use serde_json::Value;
 
-use super::events::{Failure, one_line, str_field, tool_detail, u64_field};
+use super::events::{Failure, one_line, status_in, str_field, tool_detail, u64_field};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_needs_stdin,
@@ -48,49 +48,55 @@ impl Agent for ClaudeCode {
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
-        let event: Value = serde_json::from_str(line).ok()?;
-        let events = match str_field(&event, "type")? {
-            "system" => match str_field(&event, "subtype") {
-                Some("api_retry") => {
-                    let status = event
-                        .get("error_status")
-                        .and_then(Value::as_u64)
-                        .map_or_else(String::new, |status| format!(" (HTTP {status})"));
-                    let error = str_field(&event, "error").unwrap_or("error");
-                    vec![AgentEvent::Notice(format!(
-                        "Claude Code is retrying the API: {error}{status}, attempt {} of {}",
-                        u64_field(&event, "attempt"),
-                        u64_field(&event, "max_retries")
-                    ))]
-                }
-                _ => vec![AgentEvent::Quiet],
-            },
-            "assistant" => {
-                let content = event
-                    .pointer("/message/content")
-                    .and_then(Value::as_array)?;
-                content.iter().filter_map(content_block).collect()
-            }
-            "user" => {
-                let content = event.pointer("/message/content").and_then(Value::as_array);
-                let errors: Vec<AgentEvent> = content
-                    .into_iter()
-                    .flatten()
-                    .filter(|block| block.get("is_error").and_then(Value::as_bool) == Some(true))
-                    .map(|block| AgentEvent::ToolError(result_text(block.get("content"))))
-                    .collect();
-                if errors.is_empty() {
-                    vec![AgentEvent::Quiet]
-                } else {
-                    errors
-                }
-            }
-            "result" => result_events(&event),
-            "stream_event" | "rate_limit_event" => vec![AgentEvent::Quiet],
-            _ => return None,
-        };
-        Some(events)
+        parse_stream_json(line, "Claude Code")
     }
+}
+
+/// One line of Claude Code's `stream-json` output, a format Qwen Code shares; `who` names the
+/// agent in notices.
+pub(super) fn parse_stream_json(line: &str, who: &str) -> Option<Vec<AgentEvent>> {
+    let event: Value = serde_json::from_str(line).ok()?;
+    let events = match str_field(&event, "type")? {
+        "system" => match str_field(&event, "subtype") {
+            Some("api_retry") => {
+                let status = event
+                    .get("error_status")
+                    .and_then(Value::as_u64)
+                    .map_or_else(String::new, |status| format!(" (HTTP {status})"));
+                let error = str_field(&event, "error").unwrap_or("error");
+                vec![AgentEvent::Notice(format!(
+                    "{who} is retrying the API: {error}{status}, attempt {} of {}",
+                    u64_field(&event, "attempt"),
+                    u64_field(&event, "max_retries")
+                ))]
+            }
+            _ => vec![AgentEvent::Quiet],
+        },
+        "assistant" => {
+            let content = event
+                .pointer("/message/content")
+                .and_then(Value::as_array)?;
+            content.iter().filter_map(content_block).collect()
+        }
+        "user" => {
+            let content = event.pointer("/message/content").and_then(Value::as_array);
+            let errors: Vec<AgentEvent> = content
+                .into_iter()
+                .flatten()
+                .filter(|block| block.get("is_error").and_then(Value::as_bool) == Some(true))
+                .map(|block| AgentEvent::ToolError(result_text(block.get("content"))))
+                .collect();
+            if errors.is_empty() {
+                vec![AgentEvent::Quiet]
+            } else {
+                errors
+            }
+        }
+        "result" => result_events(&event, who),
+        "stream_event" | "rate_limit_event" => vec![AgentEvent::Quiet],
+        _ => return None,
+    };
+    Some(events)
 }
 
 fn content_block(block: &Value) -> Option<AgentEvent> {
@@ -119,7 +125,7 @@ fn result_text(content: Option<&Value>) -> String {
     }
 }
 
-fn result_events(event: &Value) -> Vec<AgentEvent> {
+fn result_events(event: &Value, who: &str) -> Vec<AgentEvent> {
     let usage = event.get("usage").unwrap_or(&Value::Null);
     let mut events = vec![AgentEvent::Usage(Usage {
         input: u64_field(usage, "input_tokens"),
@@ -133,22 +139,26 @@ fn result_events(event: &Value) -> Vec<AgentEvent> {
     if let Some(turns) = event.get("num_turns").and_then(Value::as_u64) {
         events.push(AgentEvent::Turns(u32::try_from(turns).unwrap_or(u32::MAX)));
     }
-    let text = str_field(event, "result").unwrap_or("");
+    let text = str_field(event, "result")
+        .or_else(|| event.pointer("/error/message").and_then(Value::as_str))
+        .unwrap_or("");
     if event.get("is_error").and_then(Value::as_bool) == Some(true) {
         let status = event
             .get("api_error_status")
             .and_then(Value::as_u64)
-            .and_then(|code| u16::try_from(code).ok());
+            .and_then(|code| u16::try_from(code).ok())
+            .or_else(|| status_in(text));
         let subtype = str_field(event, "subtype").unwrap_or("error");
-        let failure = if status.is_none() && subtype.starts_with("error_") {
+        let about_the_api = status.is_some() || text.contains("API Error");
+        let failure = if !about_the_api && subtype.starts_with("error_") {
             Failure::agent(if text.is_empty() { subtype } else { text })
         } else {
             let message = if text.is_empty() {
-                "Claude Code reported an error"
+                format!("{who} reported an error")
             } else {
-                text
+                text.to_owned()
             };
-            Failure::classify(status, message, crate::model::now())
+            Failure::classify(status, &message, crate::model::now())
         };
         events.push(AgentEvent::Failure(failure));
     } else {

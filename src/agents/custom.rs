@@ -197,6 +197,7 @@ impl Agent for CustomAgentDef {
                 .map(|(key, value)| (key.clone(), OsString::from(value)))
                 .collect(),
             stdin: (self.prompt == PromptDelivery::Stdin).then(|| request.prompt.to_owned()),
+            usage_file: None,
         }
     }
 
@@ -250,6 +251,7 @@ mod tests {
             extra_args: &["--x".to_owned()],
             opencode_config: None,
             format: OutputFormat::Text,
+            usage_file: None,
         };
         let command = agent.command(&request);
         assert_eq!(

@@ -15,6 +15,9 @@ pub(crate) use crate::model::{Failure, FailureKind, Usage};
 pub(crate) enum AgentEvent {
     /// Assistant text to show (complete, may span lines).
     Text(String),
+    /// A piece of the assistant message being streamed; pieces are joined and shown as one
+    /// [`AgentEvent::Text`] when the message ends (at the next other event).
+    TextPiece(String),
     /// A tool call.
     Tool {
         name: String,
@@ -34,6 +37,8 @@ pub(crate) enum AgentEvent {
     Failure(Failure),
     /// Something worth a line (a retry, a warning).
     Notice(String),
+    /// The agent retries after a failure it reported: that failure no longer decides.
+    Retrying(String),
     /// A known event with nothing to show.
     Quiet,
 }
@@ -46,6 +51,40 @@ pub(crate) fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
 /// A JSON value's field as a whole number (0 when absent).
 pub(crate) fn u64_field(value: &Value, key: &str) -> u64 {
     value.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// The HTTP status an error message starts with or quotes: `429 Too many…`, `[API Error: 500
+/// …]`, `{"error":{"code":401,…}}`.
+pub(crate) fn status_in(message: &str) -> Option<u16> {
+    static STATUS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?:^\s*|API Error:?\s*|"code"\s*:\s*|status(?:Code)?\s*:?\s*)([1-5]\d\d)\b"#,
+        )
+        .expect("valid regex")
+    });
+    STATUS.captures(message)?.get(1)?.as_str().parse().ok()
+}
+
+/// A failure reported only as a message: its status is read from the text.
+pub(crate) fn failure_from_message(message: &str) -> Failure {
+    Failure::classify(status_in(message), message, crate::model::now())
+}
+
+/// A tool call as ralph shows it: the name with a capital (`write` → `Write`) and the main
+/// argument of its input.
+pub(crate) fn tool_event(name: &str, input: Option<&Value>) -> AgentEvent {
+    AgentEvent::Tool {
+        name: capitalized(name),
+        detail: input.and_then(tool_detail),
+    }
+}
+
+/// `write` → `Write`, so tool names read the same for every agent.
+pub(crate) fn capitalized(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
 }
 
 /// A short description of a tool call from its input: the path, command, pattern or URL.
@@ -120,6 +159,18 @@ mod tests {
             "cargo test more"
         );
         assert_eq!(command_detail("ls -la"), "ls -la");
+    }
+
+    #[test]
+    fn statuses_are_read_from_messages() {
+        assert_eq!(status_in("429 mock: scripted failure 429"), Some(429));
+        assert_eq!(status_in("[API Error: 500 boom]"), Some(500));
+        assert_eq!(
+            status_in(r#"[API Error: {"error":{"code":401,"message":"no"}}]"#),
+            Some(401)
+        );
+        assert_eq!(status_in("Connection error."), None);
+        assert_eq!(status_in("wrote 200 lines"), None);
     }
 
     #[test]

@@ -6,9 +6,14 @@
 
 mod claude_code;
 mod codex;
+mod copilot;
 pub(crate) mod custom;
+mod droid;
 pub(crate) mod events;
+mod gemini;
 mod opencode;
+mod pi;
+mod qwen;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -35,15 +40,47 @@ pub(crate) enum AgentKind {
     /// OpenAI Codex (`codex exec`)
     #[value(name = "codex")]
     Codex,
+    /// Gemini CLI (`gemini -p`)
+    #[value(name = "gemini")]
+    Gemini,
+    /// Qwen Code (`qwen`)
+    #[value(name = "qwen")]
+    Qwen,
+    /// pi (`pi -p`)
+    #[value(name = "pi")]
+    Pi,
+    /// GitHub Copilot CLI (`copilot -p`)
+    #[value(name = "copilot")]
+    Copilot,
+    /// Factory Droid (`droid exec`)
+    #[value(name = "droid")]
+    Droid,
 }
 
 impl AgentKind {
+    /// Every built-in agent, in the order they are listed.
+    pub(crate) const ALL: [Self; 8] = [
+        Self::OpenCode,
+        Self::ClaudeCode,
+        Self::Codex,
+        Self::Gemini,
+        Self::Qwen,
+        Self::Pi,
+        Self::Copilot,
+        Self::Droid,
+    ];
+
     /// The identifier used on the command line and in the state file.
     pub(crate) fn id(self) -> &'static str {
         match self {
             Self::OpenCode => "opencode",
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
+            Self::Gemini => "gemini",
+            Self::Qwen => "qwen",
+            Self::Pi => "pi",
+            Self::Copilot => "copilot",
+            Self::Droid => "droid",
         }
     }
 
@@ -53,6 +90,11 @@ impl AgentKind {
             Self::OpenCode => "OpenCode",
             Self::ClaudeCode => "Claude Code",
             Self::Codex => "Codex",
+            Self::Gemini => "Gemini CLI",
+            Self::Qwen => "Qwen Code",
+            Self::Pi => "pi",
+            Self::Copilot => "Copilot CLI",
+            Self::Droid => "Droid",
         }
     }
 
@@ -62,6 +104,25 @@ impl AgentKind {
             Self::OpenCode => "opencode",
             Self::ClaudeCode => "claude",
             Self::Codex => "codex",
+            Self::Gemini => "gemini",
+            Self::Qwen => "qwen",
+            Self::Pi => "pi",
+            Self::Copilot => "copilot",
+            Self::Droid => "droid",
+        }
+    }
+
+    /// The npm package that installs the CLI.
+    pub(crate) fn npm_package(self) -> &'static str {
+        match self {
+            Self::OpenCode => "opencode-ai",
+            Self::ClaudeCode => "@anthropic-ai/claude-code",
+            Self::Codex => "@openai/codex",
+            Self::Gemini => "@google/gemini-cli",
+            Self::Qwen => "@qwen-code/qwen-code",
+            Self::Pi => "@mariozechner/pi-coding-agent",
+            Self::Copilot => "@github/copilot",
+            Self::Droid => "@factory/cli",
         }
     }
 
@@ -71,14 +132,17 @@ impl AgentKind {
             Self::OpenCode => "RALPH_OPENCODE_BINARY",
             Self::ClaudeCode => "RALPH_CLAUDE_BINARY",
             Self::Codex => "RALPH_CODEX_BINARY",
+            Self::Gemini => "RALPH_GEMINI_BINARY",
+            Self::Qwen => "RALPH_QWEN_BINARY",
+            Self::Pi => "RALPH_PI_BINARY",
+            Self::Copilot => "RALPH_COPILOT_BINARY",
+            Self::Droid => "RALPH_DROID_BINARY",
         }
     }
 
     /// Finds an agent kind by its identifier (as saved in the state file).
     pub(crate) fn from_id(id: &str) -> Option<Self> {
-        [Self::OpenCode, Self::ClaudeCode, Self::Codex]
-            .into_iter()
-            .find(|kind| kind.id() == id)
+        Self::ALL.into_iter().find(|kind| kind.id() == id)
     }
 
     /// The display name for a saved identifier; unknown identifiers are shown as they are.
@@ -95,6 +159,11 @@ impl AgentKind {
             Self::OpenCode => Box::new(opencode::OpenCode),
             Self::ClaudeCode => Box::new(claude_code::ClaudeCode),
             Self::Codex => Box::new(codex::Codex),
+            Self::Gemini => Box::new(gemini::Gemini),
+            Self::Qwen => Box::new(qwen::Qwen),
+            Self::Pi => Box::new(pi::Pi),
+            Self::Copilot => Box::new(copilot::Copilot),
+            Self::Droid => Box::new(droid::Droid),
         }
     }
 }
@@ -131,6 +200,9 @@ pub(crate) struct CommandRequest<'a> {
     /// The generated OpenCode configuration file, when one is in use.
     pub(crate) opencode_config: Option<&'a Path>,
     pub(crate) format: OutputFormat,
+    /// A path the agent may be asked to write its usage report to (Copilot); ralph reads and
+    /// removes it after the run.
+    pub(crate) usage_file: Option<&'a Path>,
 }
 
 /// A fully described agent invocation.
@@ -142,6 +214,8 @@ pub(crate) struct AgentCommand {
     pub(crate) env: Vec<(String, OsString)>,
     /// Text written to the agent's stdin (then closed); `None` means stdin is null.
     pub(crate) stdin: Option<String>,
+    /// The usage report the agent writes at exit, read by [`Agent::usage_file_events`].
+    pub(crate) usage_file: Option<PathBuf>,
 }
 
 impl AgentCommand {
@@ -181,6 +255,17 @@ pub(crate) trait Agent {
     fn reports_cost(&self) -> bool {
         true
     }
+
+    /// What an exit code says when the agent printed no failure of its own (a turn limit, a
+    /// configuration error).
+    fn exit_failure(&self, _code: i32) -> Option<Failure> {
+        None
+    }
+
+    /// The events in the usage report the agent wrote at exit (see [`AgentCommand::usage_file`]).
+    fn usage_file_events(&self, _text: &str) -> Vec<AgentEvent> {
+        Vec::new()
+    }
 }
 
 /// The agent a loop runs: a built-in one, or one defined in a config file.
@@ -212,7 +297,7 @@ impl AgentSpec {
         if let Some(definition) = custom.get(name) {
             return Ok(Self::Custom(Box::new(definition.clone())));
         }
-        let mut names: Vec<&str> = vec!["opencode", "claude-code", "codex"];
+        let mut names: Vec<&str> = AgentKind::ALL.iter().map(|kind| kind.id()).collect();
         names.extend(custom.keys().map(String::as_str));
         Err(format!(
             "unknown agent '{name}'; use one of {}, or define [agents.{name}] in .ralph/config.toml",
@@ -299,7 +384,22 @@ fn command_from(
         args: args.into_iter().map(OsString::from).collect(),
         env,
         stdin: prompt_needs_stdin(request.prompt).then(|| request.prompt.to_owned()),
+        usage_file: None,
     }
+}
+
+/// Where an agent may be asked to write its usage report for one iteration: in the temporary
+/// directory, named by ralph's process and the iteration, removed after the run.
+pub(crate) fn usage_file_path(iteration: u32) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "ralph-usage-{}-{iteration}.json",
+        std::process::id()
+    ))
+}
+
+/// The prompt as the last argument, or nothing when it travels on stdin.
+fn prompt_argument(request: &CommandRequest<'_>) -> Option<String> {
+    (!prompt_needs_stdin(request.prompt)).then(|| request.prompt.to_owned())
 }
 
 /// Resolves the agent's executable, honouring its `RALPH_*_BINARY` override.
@@ -315,9 +415,15 @@ pub(crate) fn resolve_binary(
         .unwrap_or_else(|| kind.binary_name().into());
     let display = wanted.to_string_lossy().into_owned();
     which::which_in(&wanted, path, cwd).map_err(|_| {
+        let name = kind.display_name();
+        let name = if name.ends_with("CLI") {
+            name.to_owned()
+        } else {
+            format!("{name} CLI")
+        };
         format!(
-            "{} CLI (`{display}`) not found. Install it, put it on PATH, or set {variable} to its path.",
-            kind.display_name()
+            "{name} (`{display}`) not found. Install it with `npm install -g {}`, put it on PATH, or set {variable} to its path.",
+            kind.npm_package()
         )
     })
 }
@@ -339,12 +445,26 @@ mod tests {
             extra_args: &[],
             opencode_config: None,
             format: OutputFormat::Text,
+            usage_file: None,
         }
+    }
+
+    /// The argv of `kind` for each of model on/off × allow-all on/off, in JSON mode.
+    pub(super) fn argv_matrix(kind: AgentKind, prompt: &str) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        for model in [None, Some("m1")] {
+            for allow_all in [false, true] {
+                let mut req = request(prompt, model, allow_all);
+                req.format = OutputFormat::Json;
+                out.push(kind.agent().command(&req).display_args());
+            }
+        }
+        out
     }
 
     #[test]
     fn ids_round_trip_and_unknown_ids_show_raw() {
-        for kind in [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex] {
+        for kind in AgentKind::ALL {
             assert_eq!(AgentKind::from_id(kind.id()), Some(kind));
         }
         assert_eq!(AgentKind::display_name_for("claude-code"), "Claude Code");
@@ -355,7 +475,7 @@ mod tests {
     #[test]
     fn long_prompts_travel_on_stdin() {
         let long = "x".repeat(MAX_PROMPT_ARGUMENT_BYTES + 1);
-        for kind in [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex] {
+        for kind in AgentKind::ALL {
             let command = kind.agent().command(&request(&long, None, true));
             assert_eq!(command.stdin.as_deref(), Some(long.as_str()), "{kind:?}");
             assert!(
@@ -364,6 +484,9 @@ mod tests {
             );
         }
     }
+
+    /// The agents whose recordings are success, HTTP 500 and 429 runs (and a 401 for Droid).
+    const NEW_AGENTS: [&str; 5] = ["gemini", "qwen", "pi", "copilot", "droid"];
 
     /// Every line of every recorded stream parses without a panic, and each recording yields
     /// what it was recorded for.
@@ -378,12 +501,11 @@ mod tests {
                 continue;
             }
             seen += 1;
-            let kind = match name.split('-').next().unwrap() {
-                "claude" => AgentKind::ClaudeCode,
-                "codex" => AgentKind::Codex,
-                "opencode" => AgentKind::OpenCode,
-                other => panic!("unknown agent in fixture name {other}"),
-            };
+            let prefix = name.split('-').next().unwrap();
+            let kind = AgentKind::ALL
+                .into_iter()
+                .find(|kind| kind.binary_name() == prefix)
+                .unwrap_or_else(|| panic!("unknown agent in fixture name {prefix}"));
             let agent = kind.agent();
             let mut events = Vec::new();
             for line in std::fs::read_to_string(&path).unwrap().lines() {
@@ -394,13 +516,21 @@ mod tests {
                 );
                 events.extend(parsed.unwrap());
             }
-            let finals: Vec<&String> = events
-                .iter()
-                .filter_map(|e| match e {
-                    AgentEvent::Final(text) => Some(text),
-                    _ => None,
-                })
-                .collect();
+            // Final messages, and streamed pieces joined into one message as the transcript
+            // joins them.
+            let mut finals: Vec<String> = Vec::new();
+            let mut pieces = String::new();
+            for event in &events {
+                match event {
+                    AgentEvent::TextPiece(piece) => pieces.push_str(piece),
+                    AgentEvent::Final(text) => finals.push(text.clone()),
+                    _ if !pieces.is_empty() => finals.push(std::mem::take(&mut pieces)),
+                    _ => {}
+                }
+            }
+            if !pieces.is_empty() {
+                finals.push(pieces);
+            }
             let has = |wanted: fn(&AgentEvent) -> bool| events.iter().any(wanted);
             if name.ends_with("-success.jsonl") || name.ends_with("-tool-use.jsonl") {
                 assert!(
@@ -409,9 +539,15 @@ mod tests {
                         .ends_with("<promise>COMPLETE</promise>")),
                     "{name}: {finals:?}"
                 );
+                // Copilot CLI reports tokens only in its usage file.
                 assert!(
-                    has(|e| matches!(e, AgentEvent::Usage(usage) if usage.total() > 0)),
+                    kind == AgentKind::Copilot
+                        || has(|e| matches!(e, AgentEvent::Usage(usage) if usage.total() > 0)),
                     "{name}"
+                );
+                assert!(
+                    has(|e| matches!(e, AgentEvent::Tool { .. })) || !NEW_AGENTS.contains(&prefix),
+                    "{name}: the recording writes a file with a tool: {events:?}"
                 );
             }
             if name.ends_with("-tool-use.jsonl") {
@@ -422,11 +558,19 @@ mod tests {
                     "{name}: {events:?}"
                 );
             }
-            if name.ends_with("-http500.jsonl") {
-                assert!(
-                    has(|e| matches!(e, AgentEvent::Failure(f) if f.kind == FailureKind::ApiError)),
-                    "{name}: {events:?}"
-                );
+            // The failure that decides is the last one reported.
+            let failure = events.iter().rev().find_map(|e| match e {
+                AgentEvent::Failure(f) => Some(f.kind),
+                _ => None,
+            });
+            for (suffix, kind) in [
+                ("-http500.jsonl", FailureKind::ApiError),
+                ("-http429.jsonl", FailureKind::RateLimit),
+                ("-http401.jsonl", FailureKind::Auth),
+            ] {
+                if name.ends_with(suffix) {
+                    assert_eq!(failure, Some(kind), "{name}: {events:?}");
+                }
             }
             if name.ends_with("-permission-denied.jsonl") && kind != AgentKind::Codex {
                 assert!(
@@ -435,7 +579,10 @@ mod tests {
                 );
             }
         }
-        assert_eq!(seen, 12, "three agents × four recordings");
+        assert_eq!(
+            seen, 28,
+            "three agents × four recordings, five × three, one 401"
+        );
     }
 
     #[test]

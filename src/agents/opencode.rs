@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
-use super::events::{Failure, str_field, tool_detail, u64_field};
+use super::events::{Failure, capitalized, str_field, tool_detail, u64_field};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_needs_stdin,
@@ -133,14 +133,6 @@ impl Agent for OpenCode {
         };
         Some(events)
     }
-}
-
-/// `write` → `Write`, so tool names read the same for every agent.
-fn capitalized(name: &str) -> String {
-    let mut chars = name.chars();
-    chars.next().map_or_else(String::new, |first| {
-        first.to_uppercase().chain(chars).collect()
-    })
 }
 
 /// Where OpenCode's own configuration files live, for the `--no-plugins` plugin filter.

@@ -170,6 +170,7 @@ fn command(runner: &Runner<'_>, step: &Step, prompt: &str) -> anyhow::Result<Age
         extra_args: &options.agent_args,
         opencode_config: opencode_config.as_deref(),
         format: step.spec.format(options.output_format),
+        usage_file: Some(&crate::agents::usage_file_path(runner.state.iteration)),
     }))
 }
 
@@ -223,6 +224,14 @@ fn agent_run(
         idle_timeout: options.idle_timeout,
     };
     let outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript)?;
+    let usage_report = command.usage_file.as_ref().and_then(|path| {
+        let text = std::fs::read_to_string(path).ok();
+        let _ = std::fs::remove_file(path);
+        text
+    });
+    if outcome.ended_by.is_none() {
+        transcript.agent_exited(outcome.exit_code, usage_report.as_deref());
+    }
     transcript.end_log(outcome.exit_code);
     let findings = transcript.finish();
     let files = match (&env.repo, before) {

@@ -1,24 +1,38 @@
 #!/usr/bin/env bash
-# Installs the real agent CLIs (Claude Code, Codex, OpenCode) from the npm registry into a cache
-# directory outside the repository, for ralph's end-to-end tests (tests/integration/real_agents.rs).
+# Installs the real agent CLIs (Claude Code, Codex, OpenCode, Gemini CLI, Qwen Code, pi, Copilot CLI,
+# Factory Droid) from the npm registry into a cache directory outside the repository, for ralph's
+# end-to-end tests (tests/integration/real_agents.rs).
 #
 #   tests/e2e/install-agents.sh            # installs into ${RALPH_AGENT_CACHE:-$HOME/.cache/ralph-agents}
 #   RALPH_AGENT_CACHE=/opt/agents tests/e2e/install-agents.sh
+#   RALPH_AGENT_UPGRADE=1 tests/e2e/install-agents.sh && cargo test real_agents   # newest releases
 #
-# Idempotent: when the three binaries are already in node_modules/.bin it only prints where they are.
+# Idempotent: when every binary is already in node_modules/.bin it only prints where they are.
 # Needs node and npm (Debian's node 20 / npm 11 work) and access to the npm registry, nothing else.
-# Set RALPH_AGENT_UPGRADE=1 to reinstall the latest versions.
+# About 2 GB and 40 s for all eight.
 set -euo pipefail
 
 # Without HOME (some CI runners), the tests look in the same fallback directory.
 cache="${RALPH_AGENT_CACHE:-${HOME:-/tmp/ralph-no-home}/.cache/ralph-agents}"
 # Pinned to the versions the tests and tests/fixtures/agents/ were recorded with; set
 # RALPH_AGENT_UPGRADE=1 to try the latest ones.
-packages=(@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 opencode-ai@1.18.33)
+# Two packages are named on purpose:
+# - Qwen Code: without a version npm picks an old release that still supports node 20; name it.
+# - Droid: the CLI's optional platform package is published under a newer patch version than the
+#   CLI asks for, so npm skips it silently; name the platform package itself.
+packages=(
+    @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 opencode-ai@1.18.33
+    @google/gemini-cli@0.61.0 @qwen-code/qwen-code@0.24.4 @mariozechner/pi-coding-agent@0.73.1
+    @github/copilot@1.0.102 @factory/cli@0.225.1 @factory/cli-linux-x64@0.225.2
+)
 if [[ "${RALPH_AGENT_UPGRADE:-0}" == 1 ]]; then
-    packages=(@anthropic-ai/claude-code@latest @openai/codex@latest opencode-ai@latest)
+    packages=(
+        @anthropic-ai/claude-code@latest @openai/codex@latest opencode-ai@latest
+        @google/gemini-cli@latest @qwen-code/qwen-code@latest @mariozechner/pi-coding-agent@latest
+        @github/copilot@latest @factory/cli@latest @factory/cli-linux-x64@latest
+    )
 fi
-binaries=(claude codex opencode)
+binaries=(claude codex opencode gemini qwen pi copilot droid)
 
 all_present() {
     local name
@@ -40,7 +54,7 @@ else
     if [[ ! -f package.json ]]; then
         npm init -y >/dev/null
     fi
-    echo "install-agents: installing ${packages[*]} into $cache (about 1 GB, 20-60 s)"
+    echo "install-agents: installing ${packages[*]} into $cache (about 2 GB, 40-90 s)"
     # No audit/fund noise; install scripts may be reported as not covered by allowScripts,
     # the binaries work anyway (the platform packages are optional dependencies).
     npm install --no-audit --no-fund --loglevel=error "${packages[@]}"
