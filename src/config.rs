@@ -87,7 +87,7 @@ pub(crate) enum Mode {
     },
 }
 
-/// One step of `--rotation`.
+/// One step of `--rotation`, or one agent of `--fallback`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RotationStep {
     pub(crate) agent: AgentSpec,
@@ -103,6 +103,8 @@ pub(crate) struct RunConfig {
     pub(crate) agent: AgentSpec,
     /// Agents and models to cycle through, one per iteration (empty: `agent` and `model` always).
     pub(crate) rotation: Vec<RotationStep>,
+    /// Agents that take an iteration when the current one is out of quota.
+    pub(crate) fallback: Vec<RotationStep>,
     pub(crate) options: LoopOptions,
     /// The custom agents the config files define (a task may name one).
     pub(crate) custom_agents: BTreeMap<String, CustomAgentDef>,
@@ -377,22 +379,24 @@ impl RunConfig {
         // Parallel tasks are tasks.
         options.tasks |= options.parallel > 0;
         let agent = AgentSpec::resolve(&options.agent.0, agents).map_err(usage)?;
-        let rotation = options
-            .rotation
-            .0
-            .iter()
-            .map(|entry| {
-                Ok(RotationStep {
-                    agent: AgentSpec::resolve(&entry.agent, agents).map_err(usage)?,
-                    model: entry.model.clone(),
+        let steps = |list: &[crate::options::parse::RotationEntry]| {
+            list.iter()
+                .map(|entry| {
+                    Ok(RotationStep {
+                        agent: AgentSpec::resolve(&entry.agent, agents).map_err(usage)?,
+                        model: entry.model.clone(),
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+                .collect::<Result<Vec<_>, Error>>()
+        };
+        let rotation = steps(&options.rotation.0)?;
+        let fallback = steps(&options.fallback.0)?;
         let config = Self {
             prompt,
             prompt_file,
             agent,
             rotation,
+            fallback,
             options,
             custom_agents: agents.clone(),
         };

@@ -158,6 +158,12 @@ loop_options! {
     rotation: parse::Rotation = parse::Rotation(Vec::new()),
         heading "Loop", value "LIST", example "[\"claude-code:sonnet\", \"codex\"]",
         note "cycle agents/models per iteration";
+    /// Agents to switch to when the current one runs out of quota: AGENT[:MODEL],AGENT[:MODEL],…
+    fallback: parse::Rotation = parse::Rotation(Vec::new()),
+        heading "Loop", value "LIST", example "[\"codex\", \"gemini:gemini-2.5-pro\"]",
+        note "agents for when one hits its usage limit";
+    /// Switch to a fallback agent when a usage limit resets later than this (or gives no time).
+    fallback_after: Duration = Duration::from_secs(300), heading "Loop", value "DURATION";
     /// Completion is accepted only from this iteration on.
     min_iterations: u32 = 1, heading "Loop", value "N";
     /// Stop after N iterations; 0 means no limit.

@@ -301,7 +301,7 @@ fn check_agents(settings: &Settings, cli: &Layer, cwd: &Path, checks: &mut Vec<C
         }
     };
     let mut specs = vec![spec.clone()];
-    for kind in [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex] {
+    for kind in AgentKind::ALL {
         if spec.kind() != Some(kind) {
             specs.push(AgentSpec::Builtin(kind));
         }

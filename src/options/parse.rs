@@ -85,7 +85,7 @@ pub(crate) fn rotation(text: &str) -> Result<Vec<RotationEntry>, String> {
         .collect();
     if entries.is_empty() || entries.iter().any(|entry| entry.agent.is_empty()) {
         return Err(format!(
-            "'{text}' is not a rotation; use e.g. claude-code:sonnet,codex"
+            "'{text}' is not a list of agents; use e.g. claude-code:sonnet,codex"
         ));
     }
     Ok(entries)
@@ -145,11 +145,9 @@ impl clap::builder::TypedValueParser for AgentNameParser {
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(
-            [AgentKind::OpenCode, AgentKind::ClaudeCode, AgentKind::Codex]
-                .into_iter()
-                .map(|kind| clap::builder::PossibleValue::new(kind.id()).help(kind.display_name())),
-        ))
+        Some(Box::new(AgentKind::ALL.into_iter().map(|kind| {
+            clap::builder::PossibleValue::new(kind.id()).help(kind.display_name())
+        })))
     }
 }
 

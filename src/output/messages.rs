@@ -615,3 +615,44 @@ pub(crate) fn max_stalled_unavailable() {
         "⚠️  --max-stalled has no effect here: this is not a git repository, so ralph cannot see which files change.",
     ]);
 }
+
+/// `--fallback`: an agent is out of quota (`until`: its reset time, if it gave one) and another
+/// takes the iteration.
+pub(crate) fn fallback_limited(from: &str, to: &str, until: Option<chrono::DateTime<chrono::Utc>>) {
+    let why = match until {
+        Some(until) => {
+            let left = (until - crate::model::now()).to_std().unwrap_or_default();
+            format!(
+                "{from} is out of quota until {} UTC (in {})",
+                until.format("%H:%M"),
+                short_duration(left)
+            )
+        }
+        None => format!("{from} is out of quota and gave no reset time"),
+    };
+    fallback_switch(from, to, &why);
+}
+
+/// `--fallback`: a fallback agent's credentials failed.
+pub(crate) fn fallback_auth_failed(from: &str, to: &str) {
+    let why = format!(
+        "{from}'s credentials failed; it is skipped as a fallback for the rest of this run"
+    );
+    fallback_switch(from, to, &why);
+}
+
+fn fallback_switch(from: &str, to: &str, why: &str) {
+    warn(&[&format!("↪ {why}. {to} takes this iteration.")]);
+    super::event(
+        "fallback",
+        serde_json::json!({"from": from, "to": to, "reason": why}),
+    );
+}
+
+/// `--fallback`: every agent is out of quota.
+pub(crate) fn fallback_all_limited(until: chrono::DateTime<chrono::Utc>) {
+    warn(&[&format!(
+        "⏳ Every agent is out of quota; the iteration waits for the first reset, at {} UTC.",
+        until.format("%H:%M")
+    )]);
+}

@@ -67,6 +67,8 @@ pub(crate) struct Facts {
     pub(crate) abort: bool,
     /// The agent's (or ralph's timeout) failure.
     pub(crate) failure: Option<Failure>,
+    /// `--fallback` hands this failed iteration to another agent at once.
+    pub(crate) switch_agent: bool,
     /// OpenCode ran the legacy placeholder plugin.
     pub(crate) legacy_plugin: bool,
     pub(crate) files_changed: bool,
@@ -205,6 +207,8 @@ pub(crate) enum Next {
     },
     /// The same iteration again, after a wait: the provider failed.
     Retry(Failure),
+    /// The same iteration again at once, with another agent (`--fallback`).
+    Switch,
     Stop(Stop),
 }
 
@@ -261,7 +265,11 @@ pub(crate) fn decide(rules: &Rules, facts: &Facts, counters: Counters) -> Decisi
             message: facts.final_text.clone(),
         });
     } else if let Some(failure) = facts.failure.clone().filter(|f| is_retried(f.kind)) {
-        decision.next = retry_or_stop(rules, failure, &mut decision.counters);
+        decision.next = if facts.switch_agent {
+            Next::Switch
+        } else {
+            retry_or_stop(rules, failure, &mut decision.counters)
+        };
     } else {
         decision.consume_context = true;
         decision.next = after_work(rules, facts, &mut decision);

@@ -20,6 +20,7 @@ use crate::transcript::{DisplayOptions, Findings, Transcript};
 
 use super::Runner;
 use super::decision::{self, Decision, Facts, Next, Stop};
+use super::fallback::{AfterFailure, Switched};
 use super::plan::{self, Focus, Step};
 use super::record;
 
@@ -70,13 +71,17 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         ),
     );
     runner.feedback.clear();
-    let step = plan::step_for(&runner.env.steps, iteration);
+    let step = plan::step_for(&runner.env.steps.rotation, iteration);
     let step = plan::step_with(
         runner.env.config,
         runner.env.cwd,
         step,
         planned.focus.as_ref(),
     )?;
+    let chain = plan::chain(step, &runner.env.steps.fallback);
+    let keys: Vec<String> = chain.iter().map(|step| step.key()).collect();
+    let ran = runner.limits.pick(&keys, crate::model::now());
+    let step = std::rc::Rc::clone(&chain[ran]);
     let command = command(runner, &step, &prompt)?;
     output::event(
         "iteration_started",
@@ -97,7 +102,8 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         planned.before.flatten(),
         (planned.focus.as_ref(), task_promise.as_ref()),
     )?;
-    let facts = outcome(runner, iteration, &run, planned.focus.as_ref());
+    let mut facts = outcome(runner, iteration, &run, planned.focus.as_ref());
+    fallback(runner, (&chain, &keys, ran), &mut facts);
     if facts.verification.is_some()
         || facts.task_verification.is_some()
         || runner.env.config.options.on_iteration.is_some()
@@ -302,6 +308,7 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         task_done: env.rules.tasks && seen.get(1).copied().unwrap_or(false),
         abort: seen.get(2).copied().unwrap_or(false),
         failure: timeout_failure(runner, iteration, run).or_else(|| run.findings.failure.clone()),
+        switch_agent: false,
         legacy_plugin: run.findings.legacy_plugin,
         files_changed: !run.files.is_empty(),
         open_tasks: Vec::new(),
@@ -349,6 +356,42 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         facts.task_verification = command.map(|command| verify_all(runner, &[command]));
     }
     facts
+}
+
+/// `--fallback`: a usage limit far from its reset, or a fallback agent's failed credentials,
+/// hands the iteration to the next agent of the chain; when all are limited, the retry waits
+/// for the earliest reset.
+fn fallback(
+    runner: &mut Runner<'_>,
+    (chain, keys, ran): (&[std::rc::Rc<Step>], &[String], usize),
+    facts: &mut Facts,
+) {
+    let Some(failure) = facts.failure.as_mut() else {
+        return;
+    };
+    let after = runner.env.config.options.fallback_after;
+    let now = crate::model::now();
+    match runner
+        .limits
+        .after_failure(keys, ran, failure, (now, after))
+    {
+        AfterFailure::Usual => {}
+        AfterFailure::Switch { to, reason } => {
+            let (from, to) = (
+                chain[ran].spec.display_name(),
+                chain[to].spec.display_name(),
+            );
+            match reason {
+                Switched::Limited(until) => output::fallback_limited(from, to, until),
+                Switched::AuthFailed => output::fallback_auth_failed(from, to),
+            }
+            facts.switch_agent = true;
+        }
+        AfterFailure::WaitUntil(until) => {
+            output::fallback_all_limited(until);
+            failure.retry_at = Some(until);
+        }
+    }
 }
 
 /// A timeout ralph enforced, as a failure of the iteration.

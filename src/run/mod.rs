@@ -11,6 +11,7 @@
 
 mod announce;
 mod decision;
+mod fallback;
 mod iteration;
 mod parallel;
 mod plan;
@@ -85,7 +86,7 @@ struct Env<'a> {
     stop: &'a StopFlag,
     knobs: &'a Knobs,
     repo: Option<Repo>,
-    steps: Vec<std::rc::Rc<plan::Step>>,
+    steps: plan::Steps,
     rules: Rules,
     promises: Promises,
     /// Set when this loop is one worker of a parallel run.
@@ -207,6 +208,8 @@ struct Runner<'a> {
     earlier_runtime_ms: u64,
     /// The work tree as last scanned: the next iteration starts from it.
     tree: Tree,
+    /// Which agents are out of quota, for `--fallback`.
+    limits: fallback::Limits,
 }
 
 impl Runner<'_> {
@@ -260,6 +263,11 @@ impl Runner<'_> {
                     self.state.iteration = iteration.saturating_add(1);
                     self.save_state()?;
                     wait::pause(self.env.stop, pause);
+                }
+                Next::Switch => {
+                    // Another agent takes the same iteration at once.
+                    self.tree.forget();
+                    self.save_state()?;
                 }
                 Next::Retry(failure) => {
                     // A retry can wait for hours, in which anyone may edit the tree.

@@ -40,21 +40,57 @@ pub(crate) fn agent_plan(config: &RunConfig) -> Vec<(AgentSpec, Option<String>)>
     }
 }
 
+/// The agents of a loop: its steps (the rotation, or the one agent) and its `--fallback` agents.
+pub(super) struct Steps {
+    pub(super) rotation: Vec<Rc<Step>>,
+    pub(super) fallback: Vec<Rc<Step>>,
+}
+
 /// The steps of a loop; every executable is found first, so a missing one stops nothing midway.
-pub(super) fn steps(config: &RunConfig, cwd: &Path) -> Result<Vec<Rc<Step>>, String> {
+pub(super) fn steps(config: &RunConfig, cwd: &Path) -> Result<Steps, String> {
     let var = |name: &str| std::env::var_os(name);
-    agent_plan(config)
-        .into_iter()
-        .map(|(spec, model)| {
-            let binary = spec.find_binary(&var, cwd)?;
-            Ok(Rc::new(Step {
-                agent: spec.agent(),
-                spec,
-                binary,
-                model,
-            }))
-        })
-        .collect()
+    let resolve = |(spec, model): (AgentSpec, Option<String>)| {
+        let binary = spec.find_binary(&var, cwd)?;
+        Ok(Rc::new(Step {
+            agent: spec.agent(),
+            spec,
+            binary,
+            model,
+        }))
+    };
+    let fallback = config.fallback.iter().map(|step| {
+        let model = step.model.clone().or_else(|| config.options.model.clone());
+        (step.agent.clone(), model)
+    });
+    Ok(Steps {
+        rotation: agent_plan(config)
+            .into_iter()
+            .map(resolve)
+            .collect::<Result<_, String>>()?,
+        fallback: fallback.map(resolve).collect::<Result<_, String>>()?,
+    })
+}
+
+/// The agents that may run an iteration whose own step is `step`, in order: the step, then
+/// the fallback agents (without the step's own agent and model).
+pub(super) fn chain(step: Rc<Step>, fallback: &[Rc<Step>]) -> Vec<Rc<Step>> {
+    let mut chain = vec![step];
+    for candidate in fallback {
+        if chain.iter().all(|step| step.key() != candidate.key()) {
+            chain.push(Rc::clone(candidate));
+        }
+    }
+    chain
+}
+
+impl Step {
+    /// `agent` or `agent:model`: what tells two steps apart for `--fallback`.
+    pub(super) fn key(&self) -> String {
+        match &self.model {
+            Some(model) => format!("{}:{model}", self.spec.id()),
+            None => self.spec.id().to_owned(),
+        }
+    }
 }
 
 /// The step of an iteration: the rotation's, or the one agent.

@@ -327,6 +327,7 @@ impl<'a> Runner<'a> {
             session_started: Instant::now(),
             earlier_runtime_ms,
             tree: Tree::default(),
+            limits: super::fallback::Limits::default(),
         })
     }
 
@@ -334,7 +335,13 @@ impl<'a> Runner<'a> {
     pub(super) fn start(&mut self) -> anyhow::Result<()> {
         let config = self.env.config;
         let o = &config.options;
-        for step in &self.env.steps {
+        for step in self
+            .env
+            .steps
+            .rotation
+            .iter()
+            .chain(&self.env.steps.fallback)
+        {
             let name = step.spec.display_name();
             if o.no_plugins && step.spec.kind() != Some(AgentKind::OpenCode) {
                 output::no_plugins_ignored(name);
@@ -390,7 +397,9 @@ impl<'a> Runner<'a> {
             git: self.env.repo.is_some(),
             resumed_at: self.resumed.then_some(self.state.iteration),
         });
-        let rotation: Vec<&str> = self.env.steps.iter().map(|step| step.spec.id()).collect();
+        let rotation: Vec<&str> = (self.env.steps.rotation.iter())
+            .map(|step| step.spec.id())
+            .collect();
         output::event(
             "run_started",
             serde_json::json!({

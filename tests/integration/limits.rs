@@ -436,3 +436,159 @@ fn resume_reports_every_option_it_changes() {
         assert!(stdout.contains(change), "{change} missing: {stdout}");
     }
 }
+
+/// Codex's JSON for a failed turn with this message.
+fn codex_failed(text: &str) -> String {
+    format!(
+        "cat <<EVENTS\n{{\"type\":\"turn.failed\",\"error\":{{\"message\":\"{text}\"}}}}\nEVENTS\nexit 1\n"
+    )
+}
+
+/// The agent (`-p`: Claude Code, `exec`: Codex) of fake-agent call `n`.
+fn agent_of_call(env: &TestEnv, n: u32) -> &'static str {
+    match env.agent_file(&format!("argv.{n}")).split('\0').next() {
+        Some("-p") => "claude",
+        Some("exec") => "codex",
+        other => panic!("call {n}: unexpected argv {other:?}"),
+    }
+}
+
+#[test]
+fn a_far_usage_limit_hands_the_iteration_to_the_fallback_agent_at_once() {
+    let env = TestEnv::new();
+    let far = chrono::Utc::now().timestamp() + 3600;
+    env.agent_script(
+        Some(1),
+        &claude_result(429, &format!("Claude AI usage limit reached|{far}")),
+    );
+    let run = env.run_loop_with(
+        &[
+            "task",
+            "--agent",
+            "claude-code",
+            "--fallback",
+            "codex",
+            "--max-iterations",
+            "2",
+        ],
+        |c| {
+            c.env("FAKE_AGENT_COMPLETE_AT", "2");
+        },
+    );
+    run.assert_code(0);
+    assert_eq!(env.agent_calls(), 2);
+    assert_eq!(
+        (agent_of_call(&env, 1), agent_of_call(&env, 2)),
+        ("claude", "codex")
+    );
+    assert!(
+        run.stderr().contains("↪ Claude Code is out of quota until")
+            && run.stderr().contains("Codex takes this iteration."),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        !run.stdout().contains("retrying iteration"),
+        "no wait: {}",
+        run.stdout()
+    );
+    let (first, second) = (record(&env, 0), record(&env, 1));
+    assert_eq!(
+        (first["agent"].as_str(), first["iteration"].as_u64()),
+        (Some("claude-code"), Some(1))
+    );
+    assert_eq!(first["failure"]["kind"], "rate limit");
+    assert_eq!(
+        (second["agent"].as_str(), second["iteration"].as_u64()),
+        (Some("codex"), Some(1))
+    );
+    assert_eq!(second["completion_detected"], true);
+}
+
+#[test]
+fn a_near_usage_limit_waits_for_the_same_agent() {
+    let env = TestEnv::new();
+    let near = chrono::Utc::now().timestamp() + 1;
+    env.agent_script(
+        Some(1),
+        &claude_result(429, &format!("Claude AI usage limit reached|{near}")),
+    );
+    let run = env.run_loop_with(
+        &[
+            "task",
+            "--agent",
+            "claude-code",
+            "--fallback",
+            "codex",
+            "--max-iterations",
+            "1",
+        ],
+        |c| {
+            c.env("FAKE_AGENT_COMPLETE_AT", "2");
+        },
+    );
+    run.assert_code(0);
+    assert_eq!(
+        (agent_of_call(&env, 1), agent_of_call(&env, 2)),
+        ("claude", "claude")
+    );
+    assert!(
+        run.stdout().contains("until the limit resets"),
+        "{}",
+        run.stdout()
+    );
+    assert!(
+        !run.stderr().contains("takes this iteration"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn every_agent_limited_waits_for_the_earliest_reset() {
+    let env = TestEnv::new();
+    let now = chrono::Utc::now().timestamp();
+    env.agent_script(
+        Some(1),
+        &claude_result(429, &format!("usage limit reached|{}", now + 3600)),
+    );
+    env.agent_script(
+        Some(2),
+        &codex_failed(&format!("usage limit reached|{}", now + 2)),
+    );
+    let run = env.run_loop_with(
+        &[
+            "task",
+            "--agent",
+            "claude-code",
+            "--fallback",
+            "codex",
+            "--fallback-after",
+            "500ms",
+            "--max-iterations",
+            "1",
+        ],
+        |c| {
+            c.env("FAKE_AGENT_COMPLETE_AT", "3");
+        },
+    );
+    run.assert_code(0);
+    let agents: Vec<&str> = (1..=3).map(|n| agent_of_call(&env, n)).collect();
+    assert_eq!(
+        agents,
+        ["claude", "codex", "codex"],
+        "the earliest reset runs next"
+    );
+    assert!(
+        run.stderr()
+            .contains("Every agent is out of quota; the iteration waits for the first reset"),
+        "{}",
+        run.stderr()
+    );
+    let retried_at = record(&env, 2)["started_at"].as_str().unwrap().to_owned();
+    let retried_at = chrono::DateTime::parse_from_rfc3339(&retried_at).unwrap();
+    assert!(
+        retried_at.timestamp() >= now + 2,
+        "retried before the reset: {retried_at}"
+    );
+}
