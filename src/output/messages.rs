@@ -28,6 +28,8 @@ pub(crate) struct Summary<'a> {
     pub(crate) max_iterations: u32,
     pub(crate) agent: &'a str,
     pub(crate) model: Option<&'a str>,
+    /// `--fallback`'s agents, as `Name` or `Name (model)`.
+    pub(crate) fallback: Vec<String>,
     pub(crate) opencode_plugins_disabled: bool,
     pub(crate) allow_all: bool,
     pub(crate) commit: bool,
@@ -62,6 +64,12 @@ pub(crate) fn config_summary(summary: &Summary<'_>) {
     lines.push(format!("Agent: {}", summary.agent));
     if let Some(model) = summary.model {
         lines.push(format!("Model: {model}"));
+    }
+    if !summary.fallback.is_empty() {
+        lines.push(format!(
+            "Fallback when out of quota: {}",
+            summary.fallback.join(", ")
+        ));
     }
     if summary.opencode_plugins_disabled {
         lines.push("OpenCode plugins: non-auth plugins disabled".to_owned());
@@ -365,6 +373,34 @@ pub(crate) struct RunEnd<'a> {
     pub(crate) total_ms: u64,
     pub(crate) tokens: Option<crate::agents::Usage>,
     pub(crate) cost: Option<f64>,
+    /// Each agent's share, shown when more than one agent ran.
+    pub(crate) agents: &'a BTreeMap<String, crate::storage::history::AgentShare>,
+}
+
+/// One line per agent when several ran: `Claude Code: 2 iterations · 1.2k tokens · $0.0100`.
+pub(crate) fn agent_shares(
+    agents: &BTreeMap<String, crate::storage::history::AgentShare>,
+) -> Vec<String> {
+    if agents.len() < 2 {
+        return Vec::new();
+    }
+    agents
+        .iter()
+        .map(|(id, share)| {
+            let mut line = format!(
+                "{}: {}",
+                crate::agents::AgentKind::display_name_for(id),
+                plural(u64::from(share.iterations), "iteration")
+            );
+            if share.tokens.total() > 0 {
+                line.push_str(&format!(" · {} tokens", compact_number(share.tokens.total())));
+            }
+            if let Some(cost) = share.cost_usd {
+                line.push_str(&format!(" · {}", cost_text(cost)));
+            }
+            line
+        })
+        .collect()
 }
 
 /// The loop's last line: why it ended, and what it took.
@@ -378,6 +414,7 @@ pub(crate) fn run_ended(end: &RunEnd<'_>) -> (serde_json::Value, String) {
         "total_duration_ms": end.total_ms,
         "tokens": end.tokens,
         "cost_usd": end.cost,
+        "agents": end.agents,
     });
     super::event("run_ended", fields.clone());
     let mut line = format!(
@@ -394,6 +431,9 @@ pub(crate) fn run_ended(end: &RunEnd<'_>) -> (serde_json::Value, String) {
     }
     let shown = format!("Loop ended: {line}");
     say(&["", &super::paint(super::Style::Bold, &shown, false)]);
+    for share in agent_shares(end.agents) {
+        say(&[&format!("   {share}")]);
+    }
     (super::event_object("run_ended", fields), line)
 }
 

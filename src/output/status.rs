@@ -240,6 +240,11 @@ fn history_block(history: &History, count: usize, lines: &mut Vec<String>) {
     if let Some(cost) = history.total_cost_usd {
         lines.push(format!("   Cost:         {}", super::cost_text(cost)));
     }
+    let shares = super::agent_shares(&history.agents);
+    if !shares.is_empty() {
+        lines.push("   By agent:".to_owned());
+        lines.extend(shares.iter().map(|share| format!("     {share}")));
+    }
     lines.push(String::new());
     lines.push("   Recent iterations:".to_owned());
     let start = history.iterations.len().saturating_sub(5);

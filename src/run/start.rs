@@ -390,6 +390,12 @@ impl<'a> Runner<'a> {
             max_iterations: o.max_iterations,
             agent: config.agent.display_name(),
             model: o.model.as_deref(),
+            fallback: (self.env.steps.fallback.iter())
+                .map(|step| match &step.model {
+                    Some(model) => format!("{} ({model})", step.spec.display_name()),
+                    None => step.spec.display_name().to_owned(),
+                })
+                .collect(),
             opencode_plugins_disabled: o.no_plugins
                 && config.agent.kind() == Some(AgentKind::OpenCode),
             allow_all: o.allow_all,
@@ -406,6 +412,7 @@ impl<'a> Runner<'a> {
                 "agent": config.agent.id(),
                 "model": o.model,
                 "rotation": rotation,
+                "fallback": (self.env.steps.fallback.iter()).map(|step| step.key()).collect::<Vec<_>>(),
                 "min_iterations": o.min_iterations,
                 "max_iterations": o.max_iterations,
                 "tasks": o.tasks,
@@ -454,6 +461,7 @@ impl<'a> Runner<'a> {
             total_ms: crate::config::millis(self.runtime()),
             tokens: (self.history.total_tokens.total() > 0).then_some(self.history.total_tokens),
             cost: self.history.total_cost_usd,
+            agents: &self.history.agents,
         });
         if self.env.worker.is_none() {
             let completed = matches!(stop, Stop::Completed { .. });

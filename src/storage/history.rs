@@ -34,6 +34,47 @@ pub(crate) struct History {
     /// Cost in USD over all iterations that reported one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) total_cost_usd: Option<f64>,
+    /// What each agent did (agent id → its share), for runs with several agents.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) agents: BTreeMap<String, AgentShare>,
+}
+
+/// One agent's part of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AgentShare {
+    /// Iterations it ran (a retry of the same iteration counts once).
+    pub(crate) iterations: u32,
+    /// The last iteration it ran, to count the next one.
+    pub(crate) last_iteration: u32,
+    #[serde(default, skip_serializing_if = "no_tokens")]
+    pub(crate) tokens: Usage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cost_usd: Option<f64>,
+}
+
+impl AgentShare {
+    fn add(&mut self, record: &IterationRecord) {
+        if self.iterations == 0 || self.last_iteration != record.iteration {
+            self.iterations = self.iterations.saturating_add(1);
+        }
+        self.last_iteration = record.iteration;
+        if let Some(tokens) = record.tokens {
+            self.tokens.add(tokens);
+        }
+        if let Some(cost) = record.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += cost;
+        }
+    }
+}
+
+/// The shares of the agents of `records`.
+fn shares(records: &[IterationRecord]) -> BTreeMap<String, AgentShare> {
+    let mut agents: BTreeMap<String, AgentShare> = BTreeMap::new();
+    for record in records {
+        let agent = record.agent.clone().unwrap_or_default();
+        agents.entry(agent).or_default().add(record);
+    }
+    agents
 }
 
 fn no_tokens(usage: &Usage) -> bool {
@@ -174,6 +215,8 @@ impl History {
         if let Struggle::Update { files_tracked } = struggle {
             self.struggle_indicators.update(&record, files_tracked);
         }
+        let agent = record.agent.clone().unwrap_or_default();
+        self.agents.entry(agent).or_default().add(&record);
         self.iterations.push(record);
     }
 }
@@ -198,6 +241,8 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
         total_turns: u32,
         #[serde(default)]
         total_cost_usd: Option<f64>,
+        #[serde(default)]
+        agents: BTreeMap<String, AgentShare>,
     }
     if let Some(found) = super::summary::read(path, keep) {
         return Loaded::Found(found);
@@ -229,6 +274,7 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
             total_tokens: outline.total_tokens,
             total_turns: outline.total_turns,
             total_cost_usd: outline.total_cost_usd,
+            agents: outline.agents,
         },
         count,
     ))
@@ -236,7 +282,14 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
 
 /// Reads the history file.
 pub(crate) fn load(path: &Path) -> Loaded<History> {
-    read_json(path)
+    let mut loaded = read_json::<History>(path);
+    if let Loaded::Found(history) = &mut loaded
+        && history.agents.is_empty()
+    {
+        // Written by another program, or before ralph kept the shares.
+        history.agents = shares(&history.iterations);
+    }
+    loaded
 }
 
 /// Writes the history file atomically, then its summary (see `summary.rs`).

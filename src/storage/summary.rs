@@ -30,6 +30,8 @@ struct Summary {
     total_tokens: Usage,
     total_turns: u32,
     total_cost_usd: Option<f64>,
+    #[serde(default)]
+    agents: std::collections::BTreeMap<String, super::history::AgentShare>,
     /// The last records, oldest first.
     recent: Vec<IterationRecord>,
 }
@@ -54,6 +56,7 @@ pub(crate) fn write(
         total_tokens: history.total_tokens,
         total_turns: history.total_turns,
         total_cost_usd: history.total_cost_usd,
+        agents: history.agents.clone(),
         recent: history.iterations[count.saturating_sub(RECENT)..].to_vec(),
     };
     let bytes = serde_json::to_vec(&summary)?;
@@ -82,6 +85,7 @@ pub(crate) fn read(history_path: &Path, keep: usize) -> Option<(History, usize)>
             total_tokens: summary.total_tokens,
             total_turns: summary.total_turns,
             total_cost_usd: summary.total_cost_usd,
+            agents: summary.agents,
         },
         summary.count,
     ))
