@@ -80,7 +80,8 @@ impl CustomAgentDef {
         let events = match fields.string("format")?.as_deref() {
             None | Some("text") => None,
             Some(id) => Some(AgentKind::from_id(id).ok_or_else(|| {
-                format!("`format` must be text, claude-code, codex or opencode, not '{id}'")
+                let ids: Vec<&str> = AgentKind::ALL.iter().map(|kind| kind.id()).collect();
+                format!("`format` must be text or one of {}, not '{id}'", ids.join(", "))
             })?),
         };
         Ok(Self {

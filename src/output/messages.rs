@@ -393,7 +393,10 @@ pub(crate) fn agent_shares(
                 plural(u64::from(share.iterations), "iteration")
             );
             if share.tokens.total() > 0 {
-                line.push_str(&format!(" · {} tokens", compact_number(share.tokens.total())));
+                line.push_str(&format!(
+                    " · {} tokens",
+                    compact_number(share.tokens.total())
+                ));
             }
             if let Some(cost) = share.cost_usd {
                 line.push_str(&format!(" · {}", cost_text(cost)));

@@ -505,13 +505,16 @@ fn a_far_usage_limit_hands_the_iteration_to_the_fallback_agent_at_once() {
     assert_eq!(second["completion_detected"], true);
     // The split per agent, on the end line and in --status.
     assert!(
-        run.stdout().contains("   Claude Code: 1 iteration · $0.0000\n   Codex: 1 iteration"),
+        run.stdout()
+            .contains("   Claude Code: 1 iteration · $0.0000\n   Codex: 1 iteration"),
         "{}",
         run.stdout()
     );
     let status = env.run(&["--status"]).stdout();
     assert!(
-        status.contains("   By agent:\n     Claude Code: 1 iteration · $0.0000\n     Codex: 1 iteration"),
+        status.contains(
+            "   By agent:\n     Claude Code: 1 iteration · $0.0000\n     Codex: 1 iteration"
+        ),
         "{status}"
     );
 }

@@ -5,17 +5,23 @@
 //!
 //! - Anthropic Messages, `POST /v1/messages[?beta=true]` (Claude Code),
 //! - OpenAI Responses, `POST /v1/responses` (Codex with a custom provider, `wire_api = "responses"`),
-//! - OpenAI Chat Completions, `POST /v1/chat/completions` (OpenCode via `@ai-sdk/openai-compatible`).
+//! - OpenAI Chat Completions, `POST /v1/chat/completions` (OpenCode via `@ai-sdk/openai-compatible`,
+//!   Qwen Code, pi, Copilot CLI, Droid),
+//! - Gemini API, `POST /v1beta/models/MODEL:streamGenerateContent?alt=sse` (Gemini CLI; see
+//!   `mock_model/gemini.rs`).
 //!
 //! `HEAD` and `GET` requests (Claude's connectivity probe `HEAD /`, model lists) get a 200.
 //!
 //! Each test scripts the conversation with a queue of [`Turn`]s: every *conversation* request (one
 //! that offers tools) consumes the next turn. *Side* requests (no tools offered, such as OpenCode's
-//! title generation) get a short text answer and leave the script alone. When the script is
+//! title generation, or Qwen's memory extraction) get a short text answer and leave the script
+//! alone. A tool call that writes a file picks its tool and argument names from the tools the
+//! request offers (`mock_model/tools.rs`), since every CLI names them differently. When the script is
 //! exhausted the model answers "nothing more to do". Every request is recorded for assertions.
 //!
 //! Every response carries usage numbers (100 input and 20 output tokens) so the CLIs report tokens
-//! and cost. HTTP errors carry `retry-after-ms: 0` so that clients that retry do it at once.
+//! and cost. HTTP errors carry `retry-after-ms: 0` and `retry-after: 0` so that clients that retry
+//! do it at once.
 //!
 //! The server stops when dropped or after its lifetime (120 s by default), whichever comes first.
 //! Request handling never panics: a malformed request gets a 400 and is listed in
@@ -30,6 +36,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+mod gemini;
+mod tools;
 
 /// Input tokens reported for every model response.
 pub(crate) const INPUT_TOKENS: u64 = 100;
@@ -57,6 +66,13 @@ pub(crate) enum Turn {
     /// Respond with this HTTP status to this and every later conversation request (the turn is
     /// never consumed), so that the CLIs' own retries fail too.
     HttpErrorForever(u16),
+    /// Respond with this HTTP status to every conversation request until `marker` exists (a hook
+    /// of ralph's creates it after the failed iteration), then go on with the next turn: the
+    /// CLI's own retries fail, ralph's retry succeeds.
+    HttpErrorUntil {
+        status: u16,
+        marker: std::path::PathBuf,
+    },
 }
 
 /// Which protocol a request used.
@@ -65,6 +81,10 @@ pub(crate) enum Api {
     Anthropic,
     Responses,
     ChatCompletions,
+    /// Gemini API `streamGenerateContent` (SSE) or `generateContent` (one JSON reply).
+    Gemini {
+        stream: bool,
+    },
     /// `HEAD`/`GET` probes and unknown paths.
     Other,
 }
@@ -82,8 +102,10 @@ pub(crate) struct RecordedRequest {
     pub(crate) body: Value,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     turns: Mutex<VecDeque<Turn>>,
+    /// Protocols that answer every conversation request with an HTTP status.
+    failing: Mutex<Vec<(Api, u16)>>,
     requests: Mutex<Vec<RecordedRequest>>,
     errors: Mutex<Vec<String>>,
     stop: AtomicBool,
@@ -91,7 +113,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn next_id(&self, prefix: &str) -> String {
+    pub(crate) fn next_id(&self, prefix: &str) -> String {
         let n = self.ids.fetch_add(1, Ordering::Relaxed);
         format!("{prefix}_mock{n:06}")
     }
@@ -133,6 +155,7 @@ impl MockModel {
             .expect("non-blocking mock listener");
         let shared = Arc::new(Shared {
             turns: Mutex::new(turns.into_iter().collect()),
+            failing: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
             errors: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
@@ -150,6 +173,12 @@ impl MockModel {
             shared,
             acceptor: Some(acceptor),
         }
+    }
+
+    /// Answers every conversation request of protocol `api` with HTTP `status` from now on
+    /// (one agent out of quota while another one works).
+    pub(crate) fn fail_api(&self, api: Api, status: u16) {
+        lock(&self.shared.failing).push((api, status));
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash or `/v1`.
@@ -434,34 +463,31 @@ fn api_of(method: &str, target: &str) -> Api {
         ("POST", "/v1/messages") => Api::Anthropic,
         ("POST", "/v1/responses") => Api::Responses,
         ("POST", "/v1/chat/completions") => Api::ChatCompletions,
+        ("POST", path) if path.starts_with("/v1beta/models/") => {
+            if path.ends_with(":streamGenerateContent") {
+                Api::Gemini { stream: true }
+            } else if path.ends_with(":generateContent") {
+                Api::Gemini { stream: false }
+            } else {
+                Api::Other
+            }
+        }
         _ => Api::Other,
     }
 }
 
-/// The names of the tools a request offers (Anthropic and Responses: `tools[].name`; Chat
-/// Completions: `tools[].function.name`).
-fn offered_tools(body: &Value) -> Vec<String> {
-    body.get("tools")
-        .and_then(Value::as_array)
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|tool| {
-                    tool.get("name")
-                        .or_else(|| tool.get("function").and_then(|f| f.get("name")))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
+/// Text in a request that marks it as a side call even though it offers tools.
+const SIDE_MARKERS: [&str; 2] = [
+    "You are a title generator",
+    // Qwen Code's managed auto-memory, after the turn.
+    "memory extraction subagent",
+];
 
 /// Whether a model request belongs to the scripted conversation: it offers tools and is not a
-/// title-generation request.
+/// side call (title generation, memory extraction).
 fn is_conversation(body: &Value) -> bool {
     let text = body.to_string();
-    !offered_tools(body).is_empty() && !text.contains("You are a title generator")
+    !tools::offered(body).is_empty() && !SIDE_MARKERS.iter().any(|marker| text.contains(marker))
 }
 
 fn respond(request: &HttpRequest, shared: &Shared) -> Response {
@@ -503,10 +529,23 @@ fn respond(request: &HttpRequest, shared: &Shared) -> Response {
         };
     }
 
-    let turn = if conversation {
+    let failing = lock(&shared.failing)
+        .iter()
+        .find(|(failing, _)| *failing == api)
+        .map(|(_, status)| *status);
+    let turn = if let Some(status) = failing.filter(|_| conversation) {
+        Turn::HttpError(status)
+    } else if conversation {
         let mut turns = lock(&shared.turns);
+        if let Some(Turn::HttpErrorUntil { marker, .. }) = turns.front()
+            && marker.exists()
+        {
+            turns.pop_front();
+        }
         match turns.front() {
-            Some(Turn::HttpErrorForever(status)) => Turn::HttpError(*status),
+            Some(Turn::HttpErrorForever(status) | Turn::HttpErrorUntil { status, .. }) => {
+                Turn::HttpError(*status)
+            }
             Some(_) => turns
                 .pop_front()
                 .unwrap_or(Turn::Text(EXHAUSTED_TEXT.into())),
@@ -521,18 +560,22 @@ fn respond(request: &HttpRequest, shared: &Shared) -> Response {
         .unwrap_or("mock-model")
         .to_owned();
     let answer = match turn {
-        Turn::HttpError(status) | Turn::HttpErrorForever(status) => {
+        Turn::HttpError(status)
+        | Turn::HttpErrorForever(status)
+        | Turn::HttpErrorUntil { status, .. } => {
             return http_error(api, status);
         }
         Turn::Text(text) => Answer::Text(text),
-        Turn::WriteFile { path, content } => {
-            write_file_call(&offered_tools(&body), &path, &content)
-        }
+        Turn::WriteFile { path, content } => tools::write_file_call(&body, &path, &content),
     };
     let sse = match api {
         Api::Anthropic => anthropic_sse(shared, &model, &answer),
         Api::Responses => responses_sse(shared, &model, &answer),
         Api::ChatCompletions => chat_sse(shared, &model, &answer),
+        Api::Gemini { stream: true } => gemini::sse(shared, &model, &answer),
+        Api::Gemini { stream: false } => {
+            return Response::json(200, &gemini::response(shared, &model, &answer));
+        }
         // Answered before the script was consulted.
         Api::Other => return Response::json(404, &json!({"error": {"message": "mock: no route"}})),
     };
@@ -540,7 +583,7 @@ fn respond(request: &HttpRequest, shared: &Shared) -> Response {
 }
 
 /// What the model says in one response.
-enum Answer {
+pub(crate) enum Answer {
     Text(String),
     /// A tool call: the tool's name and its JSON arguments.
     Tool {
@@ -549,61 +592,25 @@ enum Answer {
     },
 }
 
-/// Picks the tool that writes a file from those offered, and its arguments.
-fn write_file_call(tools: &[String], path: &str, content: &str) -> Answer {
-    let has = |name: &str| tools.iter().any(|tool| tool == name);
-    let command = format!(
-        "printf '%s' {} > {}",
-        shell_quote(content),
-        shell_quote(path)
-    );
-    let (name, arguments) = if has("Write") {
-        ("Write", json!({"file_path": path, "content": content}))
-    } else if has("write") {
-        ("write", json!({"filePath": path, "content": content}))
-    } else if has("exec_command") {
-        ("exec_command", json!({"cmd": command}))
-    } else if has("Bash") {
-        (
-            "Bash",
-            json!({"command": command, "description": "Write the file"}),
-        )
-    } else if has("bash") {
-        (
-            "bash",
-            json!({"command": command, "description": "Write the file"}),
-        )
-    } else if has("shell") {
-        ("shell", json!({"command": ["bash", "-lc", command]}))
-    } else {
-        return Answer::Text(format!("mock: no tool to write a file among {tools:?}"));
-    };
-    Answer::Tool {
-        name: name.to_owned(),
-        arguments,
-    }
-}
-
-/// Quotes `text` for a POSIX shell.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
 fn http_error(api: Api, status: u16) -> Response {
     let message = format!("mock: scripted failure {status}");
     let body = match api {
         Api::Anthropic => {
             json!({"type": "error", "error": {"type": "api_error", "message": message}})
         }
+        Api::Gemini { .. } => gemini::error(status, &message),
         _ => json!({"error": {"message": message, "type": "server_error", "code": null}}),
     };
     Response {
-        extra_headers: vec![("retry-after-ms", "0".to_owned())],
+        extra_headers: vec![
+            ("retry-after-ms", "0".to_owned()),
+            ("retry-after", "0".to_owned()),
+        ],
         ..Response::json(status, &body)
     }
 }
 
-fn sse_event(out: &mut String, event: Option<&str>, data: &Value) {
+pub(crate) fn sse_event(out: &mut String, event: Option<&str>, data: &Value) {
     if let Some(event) = event {
         out.push_str("event: ");
         out.push_str(event);

@@ -23,15 +23,37 @@ pub(crate) enum Agent {
     Claude,
     Codex,
     OpenCode,
+    Gemini,
+    Qwen,
+    Pi,
+    Copilot,
+    Droid,
 }
 
 impl Agent {
+    /// Every agent, the first three first.
+    pub(crate) const ALL: [Self; 8] = [
+        Self::Claude,
+        Self::Codex,
+        Self::OpenCode,
+        Self::Gemini,
+        Self::Qwen,
+        Self::Pi,
+        Self::Copilot,
+        Self::Droid,
+    ];
+
     /// The executable's name in `node_modules/.bin`.
     pub(crate) fn binary_name(self) -> &'static str {
         match self {
             Self::Claude => "claude",
             Self::Codex => "codex",
             Self::OpenCode => "opencode",
+            Self::Gemini => "gemini",
+            Self::Qwen => "qwen",
+            Self::Pi => "pi",
+            Self::Copilot => "copilot",
+            Self::Droid => "droid",
         }
     }
 
@@ -39,33 +61,44 @@ impl Agent {
     pub(crate) fn ralph_name(self) -> &'static str {
         match self {
             Self::Claude => "claude-code",
-            Self::Codex => "codex",
-            Self::OpenCode => "opencode",
+            other => other.binary_name(),
         }
     }
 
     /// ralph's variable naming the executable.
-    fn binary_var(self) -> &'static str {
-        match self {
-            Self::Claude => "RALPH_CLAUDE_BINARY",
-            Self::Codex => "RALPH_CODEX_BINARY",
-            Self::OpenCode => "RALPH_OPENCODE_BINARY",
-        }
+    fn binary_var(self) -> String {
+        let name = match self {
+            Self::Claude => "claude",
+            other => other.binary_name(),
+        };
+        format!("RALPH_{}_BINARY", name.to_uppercase())
     }
 
     /// The `--model` value that selects the mock model.
     pub(crate) fn model(self) -> &'static str {
         match self {
-            Self::Claude | Self::Codex => "mock-model",
-            Self::OpenCode => "mock/mock-model",
+            Self::OpenCode | Self::Pi => "mock/mock-model",
+            Self::Droid => "custom:mock-model",
+            _ => "mock-model",
         }
     }
 
-    /// Arguments ralph passes to the agent after `--`: OpenCode runs without external plugins.
+    /// Arguments ralph passes to the agent after `--`: OpenCode runs without external plugins,
+    /// Qwen Code with an OpenAI-compatible endpoint.
     pub(crate) fn extra_args(self) -> &'static [&'static str] {
         match self {
-            Self::Claude | Self::Codex => &[],
             Self::OpenCode => &["--pure"],
+            Self::Qwen => &["--auth-type", "openai"],
+            _ => &[],
+        }
+    }
+
+    /// The `--iteration-timeout` a failing run needs where the CLI retries for minutes and has
+    /// no setting to fail fast (Droid retries a 5xx for about 250 s).
+    pub(crate) fn failure_timeout(self) -> Option<&'static str> {
+        match self {
+            Self::Droid | Self::Qwen => Some("20s"),
+            _ => None,
         }
     }
 
@@ -134,6 +167,8 @@ impl AgentSetup {
         root: &Path,
         options: SetupOptions,
     ) -> Self {
+        // The `HOME` of the test environment and of the recorded runs.
+        let home = root.join("home");
         let mut vars: Vec<(String, OsString)> = Vec::new();
         let mut set = |name: &str, value: OsString| vars.push((name.to_owned(), value));
         match agent {
@@ -171,6 +206,72 @@ impl AgentSetup {
                     set(name, "1".into());
                 }
             }
+            Agent::Gemini => {
+                write_json(
+                    &home.join(".gemini/settings.json"),
+                    &json!({
+                    "security": {"auth": {"selectedType": "gemini-api-key"}},
+                    "privacy": {"usageStatisticsEnabled": false},
+                    "general": {"maxAttempts": 1}}),
+                );
+                set("GEMINI_API_KEY", MOCK_KEY.into());
+                set("GOOGLE_GEMINI_BASE_URL", mock.url().into());
+                // API errors leave a report in the temporary directory.
+                let tmp = root.join("tmp");
+                fs::create_dir_all(&tmp).expect("create TMPDIR");
+                set("TMPDIR", tmp.into_os_string());
+            }
+            Agent::Qwen => {
+                write_json(
+                    &home.join(".qwen/settings.json"),
+                    &json!({
+                    "privacy": {"usageStatisticsEnabled": false},
+                    "memory": {"enableManagedAutoMemory": false, "enableManagedAutoDream": false},
+                    "model": {"generationConfig": {"maxRetries": 0}}}),
+                );
+                set("OPENAI_API_KEY", MOCK_KEY.into());
+                set("OPENAI_BASE_URL", format!("{}/v1", mock.url()).into());
+            }
+            Agent::Pi => {
+                write_json(
+                    &home.join(".pi/agent/models.json"),
+                    &json!({"providers": {"mock": {
+                    "baseUrl": format!("{}/v1", mock.url()), "api": "openai-completions",
+                    "apiKey": MOCK_KEY,
+                    "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+                    "models": [{"id": "mock-model", "contextWindow": 200_000, "maxTokens": 32_000,
+                        "cost": {"input": 3, "output": 15, "cacheRead": 0, "cacheWrite": 0}}]}}}),
+                );
+                write_json(
+                    &home.join(".pi/agent/settings.json"),
+                    &json!({"retry": {"enabled": false, "provider": {"maxRetries": 0}}}),
+                );
+                set("PI_OFFLINE", "1".into());
+            }
+            Agent::Copilot => {
+                set(
+                    "COPILOT_PROVIDER_BASE_URL",
+                    format!("{}/v1", mock.url()).into(),
+                );
+                set("COPILOT_PROVIDER_API_KEY", MOCK_KEY.into());
+                set("COPILOT_MODEL", "mock-model".into());
+                set("COPILOT_OFFLINE", "true".into());
+                // The CLI unpacks about 235 MB there on its first run: share it between tests.
+                set(
+                    "XDG_CACHE_HOME",
+                    agent_cache().join("xdg-cache").into_os_string(),
+                );
+            }
+            Agent::Droid => {
+                write_json(
+                    &home.join(".factory/settings.json"),
+                    &json!({"customModels": [{
+                    "model": "mock-model", "displayName": "Mock",
+                    "baseUrl": format!("{}/v1", mock.url()), "apiKey": MOCK_KEY,
+                    "provider": "generic-chat-completion-api", "maxOutputTokens": 32_000}]}),
+                );
+                set("FACTORY_AIRGAP_ENABLED", "true".into());
+            }
         }
         Self {
             agent,
@@ -204,6 +305,12 @@ impl AgentSetup {
         }
         command
     }
+}
+
+/// Writes a JSON configuration file, creating its directory.
+fn write_json(path: &Path, value: &Value) {
+    fs::create_dir_all(path.parent().expect("a directory")).expect("create the config directory");
+    fs::write(path, value.to_string()).expect("write the config file");
 }
 
 /// Codex's `config.toml`: a custom provider on the Responses API that fails fast.
@@ -266,8 +373,10 @@ pub(crate) fn assert_structured_findings(record: &Value, agent: Agent) {
     // The names ralph gives the mock's write: Claude's `Write` tool, OpenCode's `write` tool and
     // Codex's `command_execution` item (the mock writes with a shell command there).
     let write_tool = match agent {
-        Agent::Claude | Agent::OpenCode => "Write",
+        Agent::Claude | Agent::OpenCode | Agent::Pi => "Write",
         Agent::Codex => "Shell",
+        Agent::Gemini | Agent::Qwen => "Write_file",
+        Agent::Copilot | Agent::Droid => "Create",
     };
     let tools = record["tools_used"].as_object();
     let wrote = tools.is_some_and(|tools| {
@@ -283,7 +392,7 @@ pub(crate) fn assert_structured_findings(record: &Value, agent: Agent) {
         count_tokens(&record["tokens"]) > 0,
         "{agent:?}: no tokens recorded: {record:#}"
     );
-    if agent != Agent::Codex {
+    if matches!(agent, Agent::Claude | Agent::OpenCode | Agent::Pi) {
         assert!(
             record["cost_usd"].as_f64().is_some_and(|cost| cost > 0.0),
             "{agent:?}: no cost recorded: {record:#}"
