@@ -168,6 +168,19 @@ pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitSta
             "              ({OPENCODE_CONFIG_ENV} would contain: {content})"
         ));
     }
+    if !config.fallback.is_empty() {
+        let names: Vec<String> = (config.fallback.iter())
+            .map(|step| match &step.model {
+                Some(model) => format!("{} ({model})", step.agent.display_name()),
+                None => step.agent.display_name().to_owned(),
+            })
+            .collect();
+        lines.push(format!(
+            "Fallback:     {} (when the agent is out of quota for over {})",
+            names.join(", "),
+            output::format::long_duration(config.options.fallback_after)
+        ));
+    }
     lines.push(String::new());
     lines.push(format!(
         "----- PROMPT of iteration 1 ({} bytes) -----",

@@ -81,7 +81,10 @@ impl CustomAgentDef {
             None | Some("text") => None,
             Some(id) => Some(AgentKind::from_id(id).ok_or_else(|| {
                 let ids: Vec<&str> = AgentKind::ALL.iter().map(|kind| kind.id()).collect();
-                format!("`format` must be text or one of {}, not '{id}'", ids.join(", "))
+                format!(
+                    "`format` must be text or one of {}, not '{id}'",
+                    ids.join(", ")
+                )
             })?),
         };
         Ok(Self {

@@ -20,8 +20,9 @@
 //! exhausted the model answers "nothing more to do". Every request is recorded for assertions.
 //!
 //! Every response carries usage numbers (100 input and 20 output tokens) so the CLIs report tokens
-//! and cost. HTTP errors carry `retry-after-ms: 0` and `retry-after: 0` so that clients that retry
-//! do it at once.
+//! and cost. HTTP errors carry `retry-after-ms: 0` so that clients that retry do it at once
+//! (except for Qwen Code, which backs off longer when it sees it); 429 and 503 also carry
+//! `retry-after: 1`.
 //!
 //! The server stops when dropped or after its lifetime (120 s by default), whichever comes first.
 //! Request handling never panics: a malformed request gets a 400 and is listed in
@@ -270,6 +271,7 @@ struct HttpRequest {
     target: String,
     body: Vec<u8>,
     keep_alive: bool,
+    user_agent: String,
 }
 
 /// Serves requests on one connection until the client closes it or asks to.
@@ -322,6 +324,7 @@ fn read_request(reader: &mut impl BufRead) -> io::Result<Option<HttpRequest>> {
     let mut keep_alive = version != "HTTP/1.0";
     let mut content_length = 0usize;
     let mut chunked = false;
+    let mut user_agent = String::new();
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header)? == 0 {
@@ -342,6 +345,7 @@ fn read_request(reader: &mut impl BufRead) -> io::Result<Option<HttpRequest>> {
                     .map_err(|_| invalid(format!("content-length {value:?}")))?;
             }
             "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            "user-agent" => value.clone_into(&mut user_agent),
             "connection" => match value.to_ascii_lowercase().as_str() {
                 "close" => keep_alive = false,
                 "keep-alive" => keep_alive = true,
@@ -362,6 +366,7 @@ fn read_request(reader: &mut impl BufRead) -> io::Result<Option<HttpRequest>> {
         target,
         body,
         keep_alive,
+        user_agent,
     }))
 }
 
@@ -563,7 +568,7 @@ fn respond(request: &HttpRequest, shared: &Shared) -> Response {
         Turn::HttpError(status)
         | Turn::HttpErrorForever(status)
         | Turn::HttpErrorUntil { status, .. } => {
-            return http_error(api, status);
+            return http_error(api, status, &request.user_agent);
         }
         Turn::Text(text) => Answer::Text(text),
         Turn::WriteFile { path, content } => tools::write_file_call(&body, &path, &content),
@@ -592,7 +597,7 @@ pub(crate) enum Answer {
     },
 }
 
-fn http_error(api: Api, status: u16) -> Response {
+fn http_error(api: Api, status: u16, user_agent: &str) -> Response {
     let message = format!("mock: scripted failure {status}");
     let body = match api {
         Api::Anthropic => {
@@ -601,11 +606,17 @@ fn http_error(api: Api, status: u16) -> Response {
         Api::Gemini { .. } => gemini::error(status, &message),
         _ => json!({"error": {"message": message, "type": "server_error", "code": null}}),
     };
+    let mut extra_headers = Vec::new();
+    // Qwen Code takes `retry-after-ms: 0` as no answer and backs off for over a minute; with
+    // `retry-after: 1` alone it waits a second.
+    if !user_agent.starts_with("QwenCode") {
+        extra_headers.push(("retry-after-ms", "0".to_owned()));
+    }
+    if matches!(status, 429 | 503) {
+        extra_headers.push(("retry-after", "1".to_owned()));
+    }
     Response {
-        extra_headers: vec![
-            ("retry-after-ms", "0".to_owned()),
-            ("retry-after", "0".to_owned()),
-        ],
+        extra_headers,
         ..Response::json(status, &body)
     }
 }

@@ -580,3 +580,62 @@ fn color_follows_the_choice_and_no_color() {
     );
     assert!(!never.stdout().contains('\x1b'));
 }
+
+#[test]
+fn a_missing_agent_cli_names_its_npm_package_and_variable() {
+    let env = TestEnv::new();
+    let run = env.run(&["Build it", "--agent", "gemini"]);
+    run.assert_code(1);
+    assert_eq!(
+        run.stderr().trim(),
+        "Error: Gemini CLI (`gemini`) not found. Install it with `npm install -g @google/gemini-cli`, put it on PATH, or set RALPH_GEMINI_BINARY to its path."
+    );
+    assert!(!env.ralph_file("ralph-loop.state.json").exists());
+    // A fallback agent is checked at start too.
+    let run = env.run(&["Build it", "--agent", "codex", "--fallback", "droid"]);
+    run.assert_code(1);
+    assert!(
+        run.stderr().contains("npm install -g @factory/cli")
+            && run.stderr().contains("RALPH_DROID_BINARY"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(env.agent_calls(), 0);
+}
+
+#[test]
+fn dry_run_shows_a_new_agents_command_and_the_fallback_agents() {
+    let env = TestEnv::new();
+    env.write_executable("qwen", crate::support::FAKE_AGENT);
+    let run = env.run(&[
+        "Build it",
+        "--agent",
+        "qwen",
+        "--model",
+        "qwen3",
+        "--no-allow-all",
+        "--fallback",
+        "codex,pi:mock/m",
+        "--dry-run",
+    ]);
+    run.assert_code(0);
+    let text = run.stdout();
+    assert!(
+        text.contains(&format!(
+            "Command:      {}/qwen -o stream-json --approval-mode auto-edit -m qwen3 \"$PROMPT\"",
+            env.bin().display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("Environment:  QWEN_CODE_SUPPRESS_YOLO_WARNING=1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Fallback:     Codex, pi (mock/m) (when the agent is out of quota for over 5m 0s)"
+        ),
+        "{text}"
+    );
+    assert_eq!(env.agent_calls(), 0);
+}
