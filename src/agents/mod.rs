@@ -572,10 +572,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(
-            seen, 28,
-            "three agents × four recordings, five × three, one 401"
-        );
+        assert_eq!(seen, 33, "eight agents × four recordings, and a 401");
     }
 
     #[test]
