@@ -108,6 +108,8 @@ pub(crate) struct HistoryReport {
     pub(crate) total_duration_ms: u64,
     pub(crate) total_tokens: Usage,
     pub(crate) total_cost_usd: Option<f64>,
+    /// Each agent's iterations, tokens and cost (agent id → share).
+    pub(crate) agents: std::collections::BTreeMap<String, crate::storage::history::AgentShare>,
     pub(crate) struggle: StruggleReport,
     /// The last five iterations, oldest first.
     pub(crate) recent: Vec<IterationReport>,
@@ -218,6 +220,7 @@ pub(crate) fn history_report(history: Option<&History>, count: usize) -> History
         total_duration_ms: history.total_duration_ms,
         total_tokens: history.total_tokens,
         total_cost_usd: history.total_cost_usd,
+        agents: history.agents.clone(),
         struggle: StruggleReport {
             no_progress_iterations: struggle.no_progress_iterations,
             short_iterations: struggle.short_iterations,

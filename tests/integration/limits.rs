@@ -517,6 +517,16 @@ fn a_far_usage_limit_hands_the_iteration_to_the_fallback_agent_at_once() {
         ),
         "{status}"
     );
+    let json: serde_json::Value =
+        serde_json::from_str(&env.run(&["--status", "--json"]).stdout()).unwrap();
+    assert_eq!(
+        json["history"]["agents"]["codex"]["iterations"], 1,
+        "{json:#}"
+    );
+    assert_eq!(
+        json["history"]["agents"]["claude-code"]["iterations"], 1,
+        "{json:#}"
+    );
 }
 
 #[test]

@@ -294,6 +294,15 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                     Response::json(400, &json!({"error": {"message": error.to_string()}}));
                 return response.write_to(&mut writer, false);
             }
+            // A kept-alive connection the client left idle.
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(());
+            }
             Err(error) => return Err(error),
         };
         let keep_alive = request.keep_alive;

@@ -547,12 +547,20 @@ fn record_agent_fixtures() {
             fs::create_dir_all(&home).unwrap();
             let hello = work.join("hello.txt");
             let turns = scenario_turns(scenario, &hello);
-            let mock = MockModel::start(turns);
+            let mock = MockModel::start_with_lifetime(turns, RECORD_DEADLINE);
             let options = SetupOptions {
                 opencode_edit_ask: !allow_writes,
             };
             let setup = AgentSetup::with_options(agent, &binary, &mock, root.path(), options);
-            let args = json_mode_args(agent, "create hello.txt", allow_writes);
+            let mut args = json_mode_args(agent, "create hello.txt", allow_writes);
+            // Copilot CLI's tokens are only in the usage file ralph asks it for.
+            let usage_file = root.path().join("usage.json");
+            if agent == Agent::Copilot && scenario == "tool-use" {
+                args.extend([
+                    "--usage-output-file".to_owned(),
+                    usage_file.display().to_string(),
+                ]);
+            }
             let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
             let mut command: Command = setup.direct(&work, &home, &arg_refs);
             let started = Instant::now();
@@ -565,6 +573,9 @@ fn record_agent_fixtures() {
             }
             let name = format!("{}-{scenario}.jsonl", agent.binary_name());
             fs::write(out_dir.join(&name), text).unwrap();
+            if let Ok(report) = fs::read_to_string(&usage_file) {
+                fs::write(out_dir.join("copilot-usage-output-file.json"), report).unwrap();
+            }
             eprintln!(
                 "{name}: exit {:?}, {:.1} s, file written: {}, mock: {}",
                 output.status.code(),

@@ -289,8 +289,19 @@ struct HistorySchema {
     total_duration_ms: u64,
     total_tokens: TokensSchema,
     total_cost_usd: Option<f64>,
+    agents: std::collections::BTreeMap<String, AgentShareSchema>,
     struggle: StruggleSchema,
     recent: Vec<IterationSchema>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "the fields are checked by deserialising")]
+struct AgentShareSchema {
+    iterations: u32,
+    last_iteration: u32,
+    tokens: Option<TokensSchema>,
+    cost_usd: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
