@@ -59,7 +59,14 @@ pub(crate) struct Segment<'a> {
 
 /// Receives the agent's output and the clock ticks while it runs.
 pub(crate) trait OutputHandler {
+    /// A chunk as read from one pipe, before its line segments: lets a handler look at a whole
+    /// chunk at once (one search instead of one per line).
+    fn on_chunk(&mut self, source: Source, data: &[u8]) {
+        let _ = (source, data);
+    }
     fn on_segment(&mut self, segment: &Segment<'_>);
+    /// Every segment of the chunk was given.
+    fn on_chunk_end(&mut self) {}
     /// Called at least every tick, with the time of the last output from the agent.
     fn on_tick(&mut self, now: Instant, last_output: Instant);
     /// Called once the agent runs, with its process group.
@@ -287,7 +294,9 @@ impl Watch {
                     self.exited_at = Some(self.last_output);
                 }
                 let index = usize::from(source == Source::Stderr);
+                handler.on_chunk(source, &bytes);
                 self.splitters[index].push(&bytes, self.last_output, handler);
+                handler.on_chunk_end();
             }
             Received::Closed => self.open_pipes -= 1,
             Received::Nothing => {}
@@ -413,7 +422,7 @@ impl LineSplitter {
     }
 
     fn push(&mut self, mut data: &[u8], received: Instant, handler: &mut dyn OutputHandler) {
-        while let Some(newline) = data.iter().position(|&b| b == b'\n') {
+        while let Some(newline) = memchr::memchr(b'\n', data) {
             let (line, rest) = data.split_at(newline);
             if self.pending.is_empty() {
                 self.emit(line, true, received, handler);

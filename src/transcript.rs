@@ -89,6 +89,11 @@ pub(crate) struct Transcript<'a> {
     final_text: Option<String>,
     /// The streamed pieces of the assistant message being received.
     pieces: String,
+    /// Per source: whether the chunk being read may hold an error line (it has an error word,
+    /// or "test" and "fail"), and whether the next segment is the chunk's first (which may
+    /// continue a line begun in the chunk before, so it is always looked at).
+    chunk_may_err: [bool; 2],
+    chunk_first: [bool; 2],
     promises_seen_anywhere: Vec<bool>,
     findings: Findings,
     /// Told the agent's process group once it runs.
@@ -128,6 +133,8 @@ impl<'a> Transcript<'a> {
             last_text: None,
             final_text: None,
             pieces: String::new(),
+            chunk_may_err: [true; 2],
+            chunk_first: [true; 2],
             promises_seen_anywhere: vec![false; count],
             findings: Findings::default(),
             spawn_hook: None,
@@ -289,7 +296,9 @@ impl<'a> Transcript<'a> {
                 self.count_tool(tool, now);
             }
         }
-        self.note_error(&clean, false);
+        if std::mem::take(&mut self.chunk_first[index]) || self.chunk_may_err[index] {
+            self.note_error(&clean, false);
+        }
         if self.anywhere {
             let window = format!("{}{}", self.line_tail[index], clean);
             self.check_anywhere(&window);
@@ -418,6 +427,21 @@ impl<'a> Transcript<'a> {
 }
 
 impl OutputHandler for Transcript<'_> {
+    fn on_chunk(&mut self, source: Source, data: &[u8]) {
+        let index = usize::from(source == Source::Stderr);
+        // One search of the chunk spares one per line in the usual chunk without an error.
+        self.chunk_may_err[index] = CHUNK_ERROR_WORDS.is_match(data);
+        self.chunk_first[index] = true;
+    }
+
+    fn on_chunk_end(&mut self) {
+        // Segments that come outside a chunk (the end of the output) are all looked at.
+        self.chunk_may_err = [true; 2];
+        if let Some(log) = &mut self.log {
+            log.flush();
+        }
+    }
+
     fn on_segment(&mut self, segment: &Segment<'_>) {
         if let Some(log) = &mut self.log {
             log.segment(
@@ -490,12 +514,22 @@ fn set_last_line(last: &mut String, line: &str) {
 }
 
 /// Lines that count as errors (reference 7.1), matched case-insensitively.
-static ERROR_WORDS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)error:|failed:|exception:|typeerror|syntaxerror|referenceerror")
+/// Words that make a line of output an error line; "test" and "fail" together do too.
+const ERROR_PATTERN: &str = r"(?i)error:|failed:|exception:|typeerror|syntaxerror|referenceerror";
+const TEST_PATTERN: &str = r"(?i)test";
+const FAIL_PATTERN: &str = r"(?i)fail";
+static ERROR_WORDS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(ERROR_PATTERN).expect("valid regex"));
+static TEST_WORD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(TEST_PATTERN).expect("valid regex"));
+static FAIL_WORD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(FAIL_PATTERN).expect("valid regex"));
+/// Any of those words, searched in a whole chunk of bytes in one pass (a chunk with "test" but
+/// no "fail" is looked at line by line too; that is rare and only costs time).
+static CHUNK_ERROR_WORDS: LazyLock<regex::bytes::Regex> = LazyLock::new(|| {
+    regex::bytes::Regex::new(&format!("{ERROR_PATTERN}|{TEST_PATTERN}|{FAIL_PATTERN}"))
         .expect("valid regex")
 });
-static TEST_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)test").expect("valid regex"));
-static FAIL_WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)fail").expect("valid regex"));
 /// OpenCode prints this when the obsolete placeholder plugin is loaded.
 static LEGACY_PLUGIN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&regex::escape(

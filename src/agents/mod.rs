@@ -365,6 +365,10 @@ impl AgentSpec {
 
 /// The first capture group of `pattern` in `line` (tool names in plain-text output).
 pub(crate) fn first_capture(pattern: &regex::Regex, line: &str) -> Option<String> {
+    // Most lines are not tool lines: a match test allocates nothing, a capture does.
+    if !pattern.is_match(line) {
+        return None;
+    }
     Some(pattern.captures(line)?.get(1)?.as_str().to_owned())
 }
 

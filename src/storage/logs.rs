@@ -1,6 +1,7 @@
 //! Iteration logs: everything an agent printed in one iteration, in `.ralph/logs/<NNNN>.jsonl`
-//! (a parallel task's in `.ralph/logs/<task-id>/`), one JSON record a line, written as each line
-//! arrives so a kill keeps everything up to that moment.
+//! (a parallel task's in `.ralph/logs/<task-id>/`), one JSON record a line. Records are written
+//! in one `write` per chunk the agent's pipe gave (each whole, never a part), as soon as the chunk
+//! has been read, so a kill keeps everything up to that moment.
 //!
 //! Records: `{"t": time, "stream": "ralph", "start": {...}}` first (iteration, agent, format),
 //! then `{"t", "stream": "stdout"|"stderr", "line"}` per line, `{"t", "stream": "ralph",
@@ -20,6 +21,9 @@ pub(crate) const LOGS_DIR: &str = "logs";
 
 /// Longest line kept whole; the rest of a longer line is dropped (noted in the record).
 const MAX_LINE: usize = 1 << 20;
+
+/// Records held before they are written, at most.
+const BUFFER: usize = 256 * 1024;
 
 /// How an iteration's run is described at the top of its log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,6 +68,10 @@ pub(crate) struct IterationLog {
     cut: bool,
     /// The line being received, per stream (stdout, stderr).
     pending: [String; 2],
+    /// Whole records not written yet.
+    buffer: Vec<u8>,
+    /// The last time stamp, as JSON, and its millisecond (records of one millisecond share it).
+    stamp: (i64, String),
 }
 
 impl IterationLog {
@@ -77,6 +85,8 @@ impl IterationLog {
             limit,
             cut: false,
             pending: [String::new(), String::new()],
+            buffer: Vec::with_capacity(BUFFER),
+            stamp: (i64::MIN, String::new()),
         };
         log.write(&Record {
             t: crate::model::now(),
@@ -121,13 +131,24 @@ impl IterationLog {
             start: None,
             end: Some(End { exit_code }),
         });
+        self.flush();
+    }
+
+    /// Writes the records held, in one `write`.
+    pub(crate) fn flush(&mut self) {
+        if !self.buffer.is_empty() {
+            if self.file.write_all(&self.buffer).is_ok() {
+                self.written += self.buffer.len() as u64;
+            }
+            self.buffer.clear();
+        }
     }
 
     fn line(&mut self, stream: &str, line: String) {
         if self.cut {
             return;
         }
-        if self.written + line.len() as u64 > self.limit {
+        if self.written + (self.buffer.len() + line.len()) as u64 > self.limit {
             self.cut = true;
             let note = format!(
                 "log cut at {} bytes (log_max_size): the rest of this iteration's output is not kept",
@@ -142,24 +163,44 @@ impl IterationLog {
             });
             return;
         }
-        self.write(&Record {
-            t: crate::model::now(),
-            stream: stream.to_owned(),
-            line: Some(line),
-            start: None,
-            end: None,
-        });
+        // The record as `Record` writes it, without building one: `{"t":…,"stream":…,"line":…}`.
+        let now = crate::model::now();
+        if self.stamp.0 != now.timestamp_millis() {
+            let json = serde_json::to_string(&now).unwrap_or_default();
+            self.stamp = (now.timestamp_millis(), json);
+        }
+        let start = self.buffer.len();
+        self.buffer.extend_from_slice(b"{\"t\":");
+        self.buffer.extend_from_slice(self.stamp.1.as_bytes());
+        self.buffer.extend_from_slice(b",\"stream\":\"");
+        self.buffer.extend_from_slice(stream.as_bytes());
+        self.buffer.extend_from_slice(b"\",\"line\":");
+        if serde_json::to_writer(&mut self.buffer, &line).is_err() {
+            self.buffer.truncate(start);
+            return;
+        }
+        self.buffer.extend_from_slice(b"}\n");
+        self.keep_bounded();
     }
 
-    /// One record, one `write` (so a kill keeps every whole record before it).
+    /// One record, added whole to the records held.
     fn write(&mut self, record: &Record) {
-        let Ok(mut bytes) = serde_json::to_vec(record) else {
-            return;
-        };
-        bytes.push(b'\n');
-        if self.file.write_all(&bytes).is_ok() {
-            self.written += bytes.len() as u64;
+        if serde_json::to_writer(&mut self.buffer, record).is_ok() {
+            self.buffer.push(b'\n');
         }
+        self.keep_bounded();
+    }
+
+    fn keep_bounded(&mut self) {
+        if self.buffer.len() >= BUFFER {
+            self.flush();
+        }
+    }
+}
+
+impl Drop for IterationLog {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
