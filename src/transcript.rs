@@ -94,6 +94,8 @@ pub(crate) struct Transcript<'a> {
     /// continue a line begun in the chunk before, so it is always looked at).
     chunk_may_err: [bool; 2],
     chunk_first: [bool; 2],
+    /// Whether the segment being handled is searched for error words (from the two above).
+    segment_may_err: bool,
     promises_seen_anywhere: Vec<bool>,
     findings: Findings,
     /// Told the agent's process group once it runs.
@@ -135,6 +137,7 @@ impl<'a> Transcript<'a> {
             pieces: String::new(),
             chunk_may_err: [true; 2],
             chunk_first: [true; 2],
+            segment_may_err: true,
             promises_seen_anywhere: vec![false; count],
             findings: Findings::default(),
             spawn_hook: None,
@@ -182,7 +185,7 @@ impl<'a> Transcript<'a> {
 
     pub(crate) fn finish(mut self) -> Findings {
         if let Some(line) = self.event_line.take() {
-            self.end_event_line(line, Instant::now());
+            self.end_event_line(&line, Instant::now());
         }
         self.end_pieces(Instant::now());
         if let Some((mut stdout, mut stderr)) = self.buffered.take() {
@@ -296,7 +299,7 @@ impl<'a> Transcript<'a> {
                 self.count_tool(tool, now);
             }
         }
-        if std::mem::take(&mut self.chunk_first[index]) || self.chunk_may_err[index] {
+        if self.segment_may_err {
             self.note_error(&clean, false);
         }
         if self.anywhere {
@@ -328,7 +331,7 @@ impl<'a> Transcript<'a> {
     }
 
     /// A complete stdout line that looked like JSON.
-    fn end_event_line(&mut self, line: String, now: Instant) {
+    fn end_event_line(&mut self, line: &str, now: Instant) {
         if self.event_overflow > 0 {
             let size = self.event_overflow;
             self.event_overflow = 0;
@@ -339,7 +342,7 @@ impl<'a> Transcript<'a> {
             self.show(Source::Stdout, &notice, true, now);
             return;
         }
-        match self.agent.parse_event(&line) {
+        match self.agent.parse_event(line) {
             Some(events) => {
                 for event in events {
                     self.event(event, now);
@@ -348,12 +351,12 @@ impl<'a> Transcript<'a> {
             None => {
                 let segment = Segment {
                     source: Source::Stdout,
-                    text: &line,
+                    text: line,
                     starts_line: true,
                     ends_line: true,
                     received: now,
                 };
-                self.plain_segment(&segment, &line);
+                self.plain_segment(&segment, line);
             }
         }
     }
@@ -376,8 +379,13 @@ impl<'a> Transcript<'a> {
             AgentEvent::TextPiece(_) => {}
             AgentEvent::Text(text) => {
                 self.check_anywhere(&text);
+                // Searched only when the chunk the event came in has error words (or, after
+                // the agent exited, line by line).
+                let may_err = self.segment_may_err;
                 for line in text.lines() {
-                    self.note_error(line, false);
+                    if may_err {
+                        self.note_error(line, false);
+                    }
                     self.show(Source::Stdout, line, true, now);
                 }
                 self.last_text = Some(text_tail(&text));
@@ -437,6 +445,7 @@ impl OutputHandler for Transcript<'_> {
     fn on_chunk_end(&mut self) {
         // Segments that come outside a chunk (the end of the output) are all looked at.
         self.chunk_may_err = [true; 2];
+        self.segment_may_err = true;
         if let Some(log) = &mut self.log {
             log.flush();
         }
@@ -450,9 +459,18 @@ impl OutputHandler for Transcript<'_> {
                 segment.ends_line,
             );
         }
+        let index = usize::from(segment.source == Source::Stderr);
+        self.segment_may_err =
+            std::mem::take(&mut self.chunk_first[index]) || self.chunk_may_err[index];
         let structured =
             self.display.format == OutputFormat::Json && segment.source == Source::Stdout;
-        if structured && segment.starts_line && segment.text.trim_start().starts_with('{') {
+        let event = structured && segment.starts_line && segment.text.trim_start().starts_with('{');
+        if event && segment.ends_line {
+            // A whole event line in one segment, the usual case: read in place.
+            self.end_event_line(segment.text, segment.received);
+            return;
+        }
+        if event {
             self.event_line = Some(String::new());
         }
         if !structured || self.event_line.is_none() {
@@ -470,7 +488,7 @@ impl OutputHandler for Transcript<'_> {
         if segment.ends_line
             && let Some(line) = self.event_line.take()
         {
-            self.end_event_line(line, segment.received);
+            self.end_event_line(&line, segment.received);
         }
     }
 

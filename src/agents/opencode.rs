@@ -3,6 +3,7 @@
 //! OpenCode has no permission flag for `run`; `--allow-all` and `--no-plugins` work through a
 //! generated configuration file named by `OPENCODE_CONFIG` (see [`opencode_config`]).
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::LazyLock;
 
@@ -74,18 +75,20 @@ impl Agent for OpenCode {
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
-        let event: Value = serde_json::from_str(line).ok()?;
-        let part = event.get("part").unwrap_or(&Value::Null);
-        let events = match str_field(&event, "type")? {
-            "step_start" | "reasoning" => vec![AgentEvent::Quiet],
+        // Only the fields ralph reads are taken, borrowed where they can be, and the rest
+        // skipped without being built: the agent's output can be gigabytes, mostly text parts.
+        let event: Outline<'_> = serde_json::from_str(line).ok()?;
+        let part = event.part.unwrap_or_default();
+        let events = match &*event.kind {
             "text" => {
-                let text = str_field(part, "text")?.to_owned();
+                let text = part.text?.into_owned();
                 vec![AgentEvent::Text(text.clone()), AgentEvent::Final(text)]
             }
+            "step_start" | "reasoning" => vec![AgentEvent::Quiet],
             "tool_use" => {
-                let state = part.get("state").unwrap_or(&Value::Null);
+                let state = part.state.as_ref().unwrap_or(&Value::Null);
                 let mut events = vec![AgentEvent::Tool {
-                    name: capitalized(str_field(part, "tool")?),
+                    name: capitalized(part.tool.as_deref()?),
                     detail: state.get("input").and_then(tool_detail),
                 }];
                 if str_field(state, "status") == Some("error") {
@@ -95,7 +98,7 @@ impl Agent for OpenCode {
                 events
             }
             "step_finish" => {
-                let tokens = part.get("tokens").unwrap_or(&Value::Null);
+                let tokens = part.tokens.as_ref().unwrap_or(&Value::Null);
                 let cache = tokens.get("cache").unwrap_or(&Value::Null);
                 let mut events = vec![
                     AgentEvent::Usage(Usage {
@@ -107,13 +110,13 @@ impl Agent for OpenCode {
                     }),
                     AgentEvent::Turns(1),
                 ];
-                if let Some(cost) = part.get("cost").and_then(Value::as_f64) {
+                if let Some(cost) = part.cost.as_ref().and_then(Value::as_f64) {
                     events.push(AgentEvent::Cost(cost));
                 }
                 events
             }
             "error" => {
-                let error = event.get("error").unwrap_or(&Value::Null);
+                let error = event.error.as_ref().unwrap_or(&Value::Null);
                 let data = error.get("data").unwrap_or(&Value::Null);
                 let status = data
                     .get("statusCode")
@@ -133,6 +136,32 @@ impl Agent for OpenCode {
         };
         Some(events)
     }
+}
+
+/// The fields of an event line ralph reads; the others are skipped.
+#[derive(serde::Deserialize)]
+struct Outline<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    part: Option<Part<'a>>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// The fields of a `part` ralph reads (which ones depends on the event's type).
+#[derive(Default, serde::Deserialize)]
+struct Part<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool: Option<Cow<'a, str>>,
+    #[serde(default)]
+    state: Option<Value>,
+    #[serde(default)]
+    tokens: Option<Value>,
+    #[serde(default)]
+    cost: Option<Value>,
 }
 
 /// Where OpenCode's own configuration files live, for the `--no-plugins` plugin filter.
