@@ -94,6 +94,16 @@ pub(crate) struct RotationStep {
     pub(crate) model: Option<String>,
 }
 
+impl RotationStep {
+    /// `Codex`, or `Codex (gpt-5)` with a model of its own.
+    pub(crate) fn label(&self) -> String {
+        match &self.model {
+            Some(model) => format!("{} ({model})", self.agent.display_name()),
+            None => self.agent.display_name().to_owned(),
+        }
+    }
+}
+
 /// A loop's resolved settings.
 #[derive(Debug, Clone)]
 pub(crate) struct RunConfig {

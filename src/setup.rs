@@ -11,7 +11,7 @@ use clap::CommandFactory as _;
 
 use crate::agents::{AgentKind, AgentSpec, CommandRequest, OPENCODE_CONFIG_ENV};
 use crate::cli::Cli;
-use crate::config::RunConfig;
+use crate::config::{RotationStep, RunConfig};
 use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::git::Repo;
@@ -102,6 +102,19 @@ pub(crate) fn show_config(settings: &Settings, cli: &Layer) -> anyhow::Result<Ex
     Ok(ExitStatus::Success)
 }
 
+/// `--dry-run`'s line naming the `--fallback` agents, if any.
+fn fallback_line(config: &RunConfig) -> Option<String> {
+    if config.fallback.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = config.fallback.iter().map(RotationStep::label).collect();
+    Some(format!(
+        "Fallback:     {} (when the agent is out of quota for over {})",
+        names.join(", "),
+        output::format::long_duration(config.options.fallback_after)
+    ))
+}
+
 /// `--dry-run`: the command, environment and prompt of iteration 1. Writes nothing.
 pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitStatus {
     let steps = crate::run::agent_plan(config);
@@ -168,19 +181,7 @@ pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitSta
             "              ({OPENCODE_CONFIG_ENV} would contain: {content})"
         ));
     }
-    if !config.fallback.is_empty() {
-        let names: Vec<String> = (config.fallback.iter())
-            .map(|step| match &step.model {
-                Some(model) => format!("{} ({model})", step.agent.display_name()),
-                None => step.agent.display_name().to_owned(),
-            })
-            .collect();
-        lines.push(format!(
-            "Fallback:     {} (when the agent is out of quota for over {})",
-            names.join(", "),
-            output::format::long_duration(config.options.fallback_after)
-        ));
-    }
+    lines.extend(fallback_line(config));
     lines.push(String::new());
     lines.push(format!(
         "----- PROMPT of iteration 1 ({} bytes) -----",

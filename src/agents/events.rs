@@ -53,6 +53,13 @@ pub(crate) fn u64_field(value: &Value, key: &str) -> u64 {
     value.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
+/// A tool line of the CLIs that mark each tool call with a check or a cross (Gemini CLI, Qwen
+/// Code): `✓ write_file hello.txt`.
+pub(crate) static CHECKMARK_TOOL_LINE: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^\s*[✓✔✗x]\s+([A-Za-z][A-Za-z0-9_]*)\b").expect("valid regex")
+    });
+
 /// The HTTP status an error message starts with or quotes: `429 Too many…`, `[API Error: 500
 /// …]`, `{"error":{"code":401,…}}`.
 pub(crate) fn status_in(message: &str) -> Option<u16> {

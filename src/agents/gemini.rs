@@ -6,9 +6,6 @@
 //! truncated to 8 bits (500 → 244), so the `result` event decides, not the exit code; a folder
 //! it does not trust ends a headless run with exit 55, hence `--skip-trust`.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
 use serde_json::Value;
 
 use super::events::{Failure, failure_from_message, str_field, tool_event, u64_field};
@@ -18,9 +15,6 @@ use super::{
 };
 
 pub(super) struct Gemini;
-
-static TOOL_LINE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*[✓✔✗x]\s+([A-Za-z][A-Za-z0-9_]*)\b").expect("valid regex"));
 
 impl Agent for Gemini {
     fn kind(&self) -> Option<AgentKind> {
@@ -50,7 +44,7 @@ impl Agent for Gemini {
     }
 
     fn tool_in_line(&self, line: &str) -> Option<String> {
-        super::first_capture(&TOOL_LINE, line)
+        super::first_capture(&super::events::CHECKMARK_TOOL_LINE, line)
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
@@ -184,5 +178,14 @@ mod tests {
             Some(crate::model::FailureKind::AgentError)
         );
         assert_eq!(Gemini.exit_failure(244), None);
+    }
+
+    #[test]
+    fn tool_lines_are_recognised() {
+        assert_eq!(
+            Gemini.tool_in_line("✓  write_file hello.txt").as_deref(),
+            Some("write_file")
+        );
+        assert_eq!(Gemini.tool_in_line("I wrote the file."), None);
     }
 }

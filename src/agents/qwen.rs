@@ -4,10 +4,6 @@
 //! turn or budget limits it writes no `result` event and only exits 53 or 55, which
 //! [`Agent::exit_failure`] turns into a failure.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
-
 use super::events::Failure;
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, command_from,
@@ -15,9 +11,6 @@ use super::{
 };
 
 pub(super) struct Qwen;
-
-static TOOL_LINE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*[✓✔✗x]\s+([A-Za-z][A-Za-z0-9_]*)\b").expect("valid regex"));
 
 impl Agent for Qwen {
     fn kind(&self) -> Option<AgentKind> {
@@ -49,7 +42,7 @@ impl Agent for Qwen {
     }
 
     fn tool_in_line(&self, line: &str) -> Option<String> {
-        super::first_capture(&TOOL_LINE, line)
+        super::first_capture(&super::events::CHECKMARK_TOOL_LINE, line)
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
@@ -95,5 +88,9 @@ mod tests {
             Some(crate::model::FailureKind::AgentError)
         );
         assert_eq!(Qwen.exit_failure(1), None);
+        assert_eq!(
+            Qwen.tool_in_line("✗ run_shell_command ls").as_deref(),
+            Some("run_shell_command")
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! it first, so the two never interleave out of order. Write errors (a closed pipe, a full disk)
 //! are ignored: losing the display must never stop the loop.
 
+mod agents;
 mod commands;
 pub(crate) mod format;
 pub(crate) mod html;
@@ -20,6 +21,7 @@ use std::io::{self, BufWriter, IsTerminal as _, Stdout, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+pub(crate) use agents::*;
 pub(crate) use commands::*;
 pub(crate) use logs::*;
 pub(crate) use messages::*;

@@ -78,9 +78,7 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         step,
         planned.focus.as_ref(),
     )?;
-    let chain = plan::chain(step, &runner.env.steps.fallback);
-    let keys: Vec<String> = chain.iter().map(|step| step.key()).collect();
-    let ran = runner.limits.pick(&keys, crate::model::now());
+    let (chain, keys, ran) = chain_for(runner, step);
     let step = std::rc::Rc::clone(&chain[ran]);
     let command = command(runner, &step, &prompt)?;
     output::event(
@@ -356,6 +354,18 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         facts.task_verification = command.map(|command| verify_all(runner, &[command]));
     }
     facts
+}
+
+/// The iteration's chain (its step, then the `--fallback` agents), their keys, and the index of
+/// the one that runs: the first not out of quota.
+fn chain_for(
+    runner: &Runner<'_>,
+    step: std::rc::Rc<Step>,
+) -> (Vec<std::rc::Rc<Step>>, Vec<String>, usize) {
+    let chain = plan::chain(step, &runner.env.steps.fallback);
+    let keys: Vec<String> = chain.iter().map(|step| step.key()).collect();
+    let ran = runner.limits.pick(&keys, crate::model::now());
+    (chain, keys, ran)
 }
 
 /// `--fallback`: a usage limit far from its reset, or a fallback agent's failed credentials,

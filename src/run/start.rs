@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::agents::AgentKind;
-use crate::config::RunConfig;
+use crate::config::{RotationStep, RunConfig};
 use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::git::{Repo, Tree};
@@ -390,12 +390,7 @@ impl<'a> Runner<'a> {
             max_iterations: o.max_iterations,
             agent: config.agent.display_name(),
             model: o.model.as_deref(),
-            fallback: (self.env.steps.fallback.iter())
-                .map(|step| match &step.model {
-                    Some(model) => format!("{} ({model})", step.spec.display_name()),
-                    None => step.spec.display_name().to_owned(),
-                })
-                .collect(),
+            fallback: config.fallback.iter().map(RotationStep::label).collect(),
             opencode_plugins_disabled: o.no_plugins
                 && config.agent.kind() == Some(AgentKind::OpenCode),
             allow_all: o.allow_all,

@@ -444,6 +444,20 @@ fn codex_failed(text: &str) -> String {
     )
 }
 
+/// `ralph task --agent claude-code --fallback codex ARGS`, the fake agents completing at call
+/// `complete_at`.
+fn claude_with_codex_fallback(
+    env: &TestEnv,
+    args: &[&str],
+    complete_at: u32,
+) -> crate::support::Run {
+    let mut all = vec!["task", "--agent", "claude-code", "--fallback", "codex"];
+    all.extend_from_slice(args);
+    env.run_loop_with(&all, |c| {
+        c.env("FAKE_AGENT_COMPLETE_AT", complete_at.to_string());
+    })
+}
+
 /// The agent (`-p`: Claude Code, `exec`: Codex) of fake-agent call `n`.
 fn agent_of_call(env: &TestEnv, n: u32) -> &'static str {
     match env.agent_file(&format!("argv.{n}")).split('\0').next() {
@@ -461,20 +475,7 @@ fn a_far_usage_limit_hands_the_iteration_to_the_fallback_agent_at_once() {
         Some(1),
         &claude_result(429, &format!("Claude AI usage limit reached|{far}")),
     );
-    let run = env.run_loop_with(
-        &[
-            "task",
-            "--agent",
-            "claude-code",
-            "--fallback",
-            "codex",
-            "--max-iterations",
-            "2",
-        ],
-        |c| {
-            c.env("FAKE_AGENT_COMPLETE_AT", "2");
-        },
-    );
+    let run = claude_with_codex_fallback(&env, &["--max-iterations", "2"], 2);
     run.assert_code(0);
     assert_eq!(env.agent_calls(), 2);
     assert_eq!(
@@ -537,20 +538,7 @@ fn a_near_usage_limit_waits_for_the_same_agent() {
         Some(1),
         &claude_result(429, &format!("Claude AI usage limit reached|{near}")),
     );
-    let run = env.run_loop_with(
-        &[
-            "task",
-            "--agent",
-            "claude-code",
-            "--fallback",
-            "codex",
-            "--max-iterations",
-            "1",
-        ],
-        |c| {
-            c.env("FAKE_AGENT_COMPLETE_AT", "2");
-        },
-    );
+    let run = claude_with_codex_fallback(&env, &["--max-iterations", "1"], 2);
     run.assert_code(0);
     assert_eq!(
         (agent_of_call(&env, 1), agent_of_call(&env, 2)),
@@ -580,21 +568,10 @@ fn every_agent_limited_waits_for_the_earliest_reset() {
         Some(2),
         &codex_failed(&format!("usage limit reached|{}", now + 2)),
     );
-    let run = env.run_loop_with(
-        &[
-            "task",
-            "--agent",
-            "claude-code",
-            "--fallback",
-            "codex",
-            "--fallback-after",
-            "500ms",
-            "--max-iterations",
-            "1",
-        ],
-        |c| {
-            c.env("FAKE_AGENT_COMPLETE_AT", "3");
-        },
+    let run = claude_with_codex_fallback(
+        &env,
+        &["--fallback-after", "500ms", "--max-iterations", "1"],
+        3,
     );
     run.assert_code(0);
     let agents: Vec<&str> = (1..=3).map(|n| agent_of_call(&env, n)).collect();
