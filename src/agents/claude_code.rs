@@ -6,9 +6,11 @@ use regex::Regex;
 
 use serde_json::Value;
 
-use super::events::{Failure, one_line, status_in, str_field, tool_detail, u64_field};
+use super::events::{
+    Failure, anthropic_usage, one_line, status_in, str_field, tool_detail, u64_field,
+};
 use super::{
-    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
+    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, command_from,
     prompt_needs_stdin,
 };
 
@@ -126,13 +128,7 @@ fn result_text(content: Option<&Value>) -> String {
 }
 
 fn result_events(event: &Value, who: &str) -> Vec<AgentEvent> {
-    let usage = event.get("usage").unwrap_or(&Value::Null);
-    let mut events = vec![AgentEvent::Usage(Usage {
-        input: u64_field(usage, "input_tokens"),
-        output: u64_field(usage, "output_tokens"),
-        cache_read: u64_field(usage, "cache_read_input_tokens"),
-        cache_write: u64_field(usage, "cache_creation_input_tokens"),
-    })];
+    let mut events = vec![anthropic_usage(event.get("usage"))];
     if let Some(cost) = event.get("total_cost_usd").and_then(Value::as_f64) {
         events.push(AgentEvent::Cost(cost));
     }

@@ -9,9 +9,9 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::events::{Failure, failure_from_message, str_field, tool_event, u64_field};
+use super::events::{Failure, anthropic_usage, failure_from_message, str_field, tool_event};
 use super::{
-    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
+    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, command_from,
     prompt_argument,
 };
 
@@ -68,13 +68,7 @@ impl Agent for Droid {
             }
             "tool_result" => vec![AgentEvent::Quiet],
             "completion" => {
-                let usage = event.get("usage").unwrap_or(&Value::Null);
-                let mut events = vec![AgentEvent::Usage(Usage {
-                    input: u64_field(usage, "input_tokens"),
-                    output: u64_field(usage, "output_tokens"),
-                    cache_read: u64_field(usage, "cache_read_input_tokens"),
-                    cache_write: u64_field(usage, "cache_creation_input_tokens"),
-                })];
+                let mut events = vec![anthropic_usage(event.get("usage"))];
                 if let Some(turns) = event.get("numTurns").and_then(Value::as_u64) {
                     events.push(AgentEvent::Turns(u32::try_from(turns).unwrap_or(u32::MAX)));
                 }

@@ -53,6 +53,19 @@ pub(crate) fn u64_field(value: &Value, key: &str) -> u64 {
     value.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
+/// Token counts named as Anthropic's API names them (`input_tokens`, `output_tokens`,
+/// `cache_read_input_tokens`, `cache_creation_input_tokens`), which Claude Code, Qwen Code and
+/// Droid report.
+pub(crate) fn anthropic_usage(usage: Option<&Value>) -> AgentEvent {
+    let usage = usage.unwrap_or(&Value::Null);
+    AgentEvent::Usage(Usage {
+        input: u64_field(usage, "input_tokens"),
+        output: u64_field(usage, "output_tokens"),
+        cache_read: u64_field(usage, "cache_read_input_tokens"),
+        cache_write: u64_field(usage, "cache_creation_input_tokens"),
+    })
+}
+
 /// A tool line of the CLIs that mark each tool call with a check or a cross (Gemini CLI, Qwen
 /// Code): `✓ write_file hello.txt`.
 pub(crate) static CHECKMARK_TOOL_LINE: std::sync::LazyLock<regex::Regex> =
