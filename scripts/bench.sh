@@ -3,12 +3,12 @@
 # physical floor, in the same run, and the script prints a table of ratios against the targets.
 #
 #   scripts/bench.sh           full run (about half an hour); writes benches/RESULTS.md
-#   scripts/bench.sh --quick   every case small, on the dev build (under a minute once built);
+#   scripts/bench.sh --quick   every case small, on the tests' build (under a minute once built);
 #                              prints the table only: it checks the script, not the targets
 #
 # Needs bash, git, cargo, hyperfine and GNU time (/usr/bin/time); the last two are installed with
 # apt-get when missing. Builds ralph in release (`cargo build --release --locked`; the quick mode
-# uses the dev build `cargo test` already made), generates every
+# uses the build `cargo test` already made), generates every
 # fixture in a temporary directory (removed at the end) and uses fake agents only: shell scripts
 # named `opencode` on PATH. No network. Exit status: 0 when the suite ran (targets missed or not;
 # the table says which), 1 when it could not run.
@@ -72,8 +72,10 @@ if [ "$MODE" = full ]; then
   (cd "$ROOT" && timeout 1800 cargo build --release --locked --quiet)
   RALPH="${CARGO_TARGET_DIR:-$ROOT/target}/release/ralph"
 else
-  say "building ralph (dev profile, as the tests use it)"
-  (cd "$ROOT" && timeout 1800 cargo build --locked --quiet)
+  # The `test` profile is the one `cargo test` builds the binary with: after the tests this
+  # builds nothing.
+  say "building ralph (test profile, as the tests use it)"
+  (cd "$ROOT" && timeout 1800 cargo build --profile test --locked --quiet)
   RALPH="${CARGO_TARGET_DIR:-$ROOT/target}/debug/ralph"
 fi
 [ -x "$RALPH" ] || die "no binary at $RALPH"
