@@ -8,7 +8,7 @@
 #
 # Needs bash, git, cargo, hyperfine and GNU time (/usr/bin/time); the last two are installed with
 # apt-get when missing. Builds ralph in release (`cargo build --release --locked`; the quick mode
-# uses the build `cargo test` already made), generates every
+# uses the debug binary `cargo test` left, and builds one only when there is none), generates every
 # fixture in a temporary directory (removed at the end) and uses fake agents only: shell scripts
 # named `opencode` on PATH. No network. Exit status: 0 when the suite ran (targets missed or not;
 # the table says which), 1 when it could not run.
@@ -72,11 +72,13 @@ if [ "$MODE" = full ]; then
   (cd "$ROOT" && timeout 1800 cargo build --release --locked --quiet)
   RALPH="${CARGO_TARGET_DIR:-$ROOT/target}/release/ralph"
 else
-  # The `test` profile is the one `cargo test` builds the binary with: after the tests this
-  # builds nothing.
-  say "building ralph (test profile, as the tests use it)"
-  (cd "$ROOT" && timeout 1800 cargo build --profile test --locked --quiet)
+  # The binary `cargo test` left (built with the dev-dependencies' features, which `cargo
+  # build` would build everything again without); built only when it is missing.
   RALPH="${CARGO_TARGET_DIR:-$ROOT/target}/debug/ralph"
+  if [ ! -x "$RALPH" ]; then
+    say "building ralph (dev profile)"
+    (cd "$ROOT" && timeout 1800 cargo build --locked --quiet)
+  fi
 fi
 [ -x "$RALPH" ] || die "no binary at $RALPH"
 case "$RALPH" in /*) ;; *) RALPH="$ROOT/$RALPH" ;; esac

@@ -164,7 +164,6 @@ impl<'a> Transcript<'a> {
         self
     }
 
-    /// Prints what is still pending and returns the findings.
     /// What the agent's exit tells: the usage report it wrote, and a failure its exit code
     /// stands for when it printed none.
     pub(crate) fn agent_exited(&mut self, code: i32, usage_report: Option<&str>) {
@@ -183,6 +182,7 @@ impl<'a> Transcript<'a> {
         }
     }
 
+    /// Prints what is still pending and returns the findings.
     pub(crate) fn finish(mut self) -> Findings {
         if let Some(line) = self.event_line.take() {
             self.end_event_line(&line, Instant::now());
@@ -365,7 +365,10 @@ impl<'a> Transcript<'a> {
     fn end_pieces(&mut self, now: Instant) {
         if !self.pieces.is_empty() {
             let text = std::mem::take(&mut self.pieces);
+            // Its pieces may have come in other chunks than this one: searched line by line.
+            let may_err = std::mem::replace(&mut self.segment_may_err, true);
             self.event(AgentEvent::Text(text), now);
+            self.segment_may_err = may_err;
         }
     }
 
