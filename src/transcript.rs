@@ -56,6 +56,8 @@ pub(crate) struct Findings {
     /// Cost in USD, when the agent reported it.
     pub(crate) cost: Option<f64>,
     pub(crate) turns: Option<u32>,
+    /// The agent's session id, when it reported one (the first).
+    pub(crate) session_id: Option<String>,
     /// The failure the agent reported, if any (the last one).
     pub(crate) failure: Option<Failure>,
     /// The end of the agent's final message (at most 2 KB), to show when it gives up.
@@ -418,6 +420,9 @@ impl<'a> Transcript<'a> {
             AgentEvent::Turns(turns) => {
                 let total = self.findings.turns.get_or_insert(0);
                 *total = total.saturating_add(turns);
+            }
+            AgentEvent::Session(id) => {
+                self.findings.session_id.get_or_insert(id);
             }
             AgentEvent::Failure(failure) => {
                 let line = output::failure_line(&self.agent.display_name(), &failure);

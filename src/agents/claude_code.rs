@@ -7,7 +7,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::events::{
-    Failure, anthropic_usage, one_line, status_in, str_field, tool_detail, u64_field,
+    Failure, anthropic_usage, one_line, session_event, status_in, str_field, tool_detail, u64_field,
 };
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, command_from,
@@ -72,6 +72,7 @@ pub(super) fn parse_stream_json(line: &str, who: &str) -> Option<Vec<AgentEvent>
                     u64_field(&event, "max_retries")
                 ))]
             }
+            Some("init") => vec![session_event(&event, "session_id")],
             _ => vec![AgentEvent::Quiet],
         },
         "assistant" => {

@@ -10,7 +10,7 @@ use regex::Regex;
 
 use serde_json::Value;
 
-use super::events::{Failure, command_detail, one_line, str_field, u64_field};
+use super::events::{Failure, command_detail, one_line, session_event, str_field, u64_field};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_needs_stdin,
@@ -59,9 +59,8 @@ impl Agent for Codex {
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
         let event: Value = serde_json::from_str(line).ok()?;
         let events = match str_field(&event, "type")? {
-            "thread.started" | "turn.started" | "item.started" | "item.updated" => {
-                vec![AgentEvent::Quiet]
-            }
+            "thread.started" => vec![session_event(&event, "thread_id")],
+            "turn.started" | "item.started" | "item.updated" => vec![AgentEvent::Quiet],
             "item.completed" => item_events(event.get("item")?),
             "turn.completed" => {
                 let usage = event.get("usage").unwrap_or(&Value::Null);

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::events::{Failure, str_field, tool_event, u64_field};
+use super::events::{Failure, session_event, str_field, tool_event, u64_field};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_argument,
@@ -105,7 +105,7 @@ impl Agent for Copilot {
                 }
                 vec![AgentEvent::Failure(failure)]
             }
-            "result" => vec![AgentEvent::Quiet],
+            "result" => vec![session_event(&event, "sessionId")],
             // Session, model and streaming events (`session.*`, `model.*`, `assistant.*_delta`…).
             _ if kind.contains('.') => vec![AgentEvent::Quiet],
             _ => return None,

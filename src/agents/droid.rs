@@ -9,7 +9,9 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::events::{Failure, anthropic_usage, failure_from_message, str_field, tool_event};
+use super::events::{
+    Failure, anthropic_usage, failure_from_message, session_event, str_field, tool_event,
+};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, command_from,
     prompt_argument,
@@ -53,7 +55,7 @@ impl Agent for Droid {
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
         let event: Value = serde_json::from_str(line).ok()?;
         let events = match str_field(&event, "type")? {
-            "system" => vec![AgentEvent::Quiet],
+            "system" => vec![session_event(&event, "session_id")],
             "message" => match (str_field(&event, "role"), str_field(&event, "text")) {
                 (Some("assistant"), Some(text)) => vec![AgentEvent::Text(text.to_owned())],
                 _ => vec![AgentEvent::Quiet],

@@ -31,6 +31,8 @@ pub(crate) enum AgentEvent {
     Cost(f64),
     /// Model turns, to be added.
     Turns(u32),
+    /// The agent's id for this conversation (to find it in the agent's own records).
+    Session(String),
     /// The final assistant message (the last one wins).
     Final(String),
     /// The run failed.
@@ -51,6 +53,11 @@ pub(crate) fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
 /// A JSON value's field as a whole number (0 when absent).
 pub(crate) fn u64_field(value: &Value, key: &str) -> u64 {
     value.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// The session id in `value[key]`, or nothing to report.
+pub(crate) fn session_event(value: &Value, key: &str) -> AgentEvent {
+    str_field(value, key).map_or(AgentEvent::Quiet, |id| AgentEvent::Session(id.to_owned()))
 }
 
 /// Token counts named as Anthropic's API names them (`input_tokens`, `output_tokens`,

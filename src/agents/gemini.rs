@@ -8,7 +8,9 @@
 
 use serde_json::Value;
 
-use super::events::{Failure, failure_from_message, str_field, tool_event, u64_field};
+use super::events::{
+    Failure, failure_from_message, session_event, str_field, tool_event, u64_field,
+};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_argument,
@@ -50,7 +52,7 @@ impl Agent for Gemini {
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
         let event: Value = serde_json::from_str(line).ok()?;
         let events = match str_field(&event, "type")? {
-            "init" => vec![AgentEvent::Quiet],
+            "init" => vec![session_event(&event, "session_id")],
             "message" => match (str_field(&event, "role"), str_field(&event, "content")) {
                 (Some("assistant"), Some(text)) => vec![AgentEvent::TextPiece(text.to_owned())],
                 _ => vec![AgentEvent::Quiet],

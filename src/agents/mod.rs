@@ -540,6 +540,10 @@ mod tests {
                         .ends_with("<promise>COMPLETE</promise>")),
                     "{name}: {finals:?}"
                 );
+                assert!(
+                    has(|e| matches!(e, AgentEvent::Session(id) if !id.is_empty())),
+                    "{name}: no session id"
+                );
                 // Copilot CLI reports tokens only in its usage file.
                 assert!(
                     kind == AgentKind::Copilot

@@ -84,7 +84,11 @@ impl Agent for OpenCode {
                 let text = part.text?.into_owned();
                 vec![AgentEvent::Text(text.clone()), AgentEvent::Final(text)]
             }
-            "step_start" | "reasoning" => vec![AgentEvent::Quiet],
+            "step_start" => match event.session {
+                Some(id) => vec![AgentEvent::Session(id.into_owned())],
+                None => vec![AgentEvent::Quiet],
+            },
+            "reasoning" => vec![AgentEvent::Quiet],
             "tool_use" => {
                 let state = part.state.as_ref().unwrap_or(&Value::Null);
                 let mut events = vec![AgentEvent::Tool {
@@ -143,6 +147,8 @@ impl Agent for OpenCode {
 struct Outline<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
+    #[serde(default, rename = "sessionID", borrow)]
+    session: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     part: Option<Part<'a>>,
     #[serde(default)]

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::events::{failure_from_message, str_field, tool_event, u64_field};
+use super::events::{failure_from_message, session_event, str_field, tool_event, u64_field};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_argument,
@@ -52,8 +52,8 @@ impl Agent for Pi {
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
         let event: Value = serde_json::from_str(line).ok()?;
         let events = match str_field(&event, "type")? {
-            "session"
-            | "agent_start"
+            "session" => vec![session_event(&event, "id")],
+            "agent_start"
             | "agent_end"
             | "turn_start"
             | "turn_end"

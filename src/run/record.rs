@@ -42,6 +42,7 @@ pub(super) fn iteration(
         tokens: findings.usage,
         cost_usd: findings.cost,
         turns: findings.turns,
+        session_id: findings.session_id.clone(),
         failure: facts.failure.clone(),
         task: facts.task.clone(),
         agent: Some(step.spec.id().to_owned()),

@@ -111,6 +111,9 @@ pub(crate) struct IterationRecord {
     /// Model turns in the iteration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) turns: Option<u32>,
+    /// The agent's session id, when it reported one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) session_id: Option<String>,
     /// Why the iteration failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) failure: Option<Failure>,

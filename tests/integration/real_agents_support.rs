@@ -365,7 +365,7 @@ pub(crate) fn history_iterations(history: &Value) -> Vec<Value> {
 
 /// Assertions on what ralph learns from the agents' JSON event streams about an iteration in
 /// which the mock wrote a file with a tool: the tool counted in `tools_used`, a non-zero count in
-/// `tokens`, and, for the agents that report one, a positive `cost_usd`.
+/// `tokens`, the agent's `session_id`, and, for the agents that report one, a positive `cost_usd`.
 ///
 /// Kept in one place so the field and tool names can follow ralph's history format.
 #[track_caller]
@@ -391,6 +391,12 @@ pub(crate) fn assert_structured_findings(record: &Value, agent: Agent) {
     assert!(
         count_tokens(&record["tokens"]) > 0,
         "{agent:?}: no tokens recorded: {record:#}"
+    );
+    assert!(
+        record["session_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{agent:?}: no session id recorded: {record:#}"
     );
     if matches!(agent, Agent::Claude | Agent::OpenCode | Agent::Pi) {
         assert!(
