@@ -4,9 +4,6 @@
 //! Its event stream carries no token counts: ralph asks for a usage report with
 //! `--usage-output-file` and reads it after the run ([`Agent::usage_file_events`]).
 
-use std::sync::LazyLock;
-
-use regex::Regex;
 use serde_json::Value;
 
 use super::events::{Failure, session_event, str_field, tool_event, u64_field};
@@ -16,10 +13,6 @@ use super::{
 };
 
 pub(super) struct Copilot;
-
-static TOOL_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*[●✓✔✗]\s+([A-Z][A-Za-z]+(?: [a-z]+)?)\b").expect("valid regex")
-});
 
 impl Agent for Copilot {
     fn kind(&self) -> Option<AgentKind> {
@@ -58,7 +51,7 @@ impl Agent for Copilot {
     }
 
     fn tool_in_line(&self, line: &str) -> Option<String> {
-        super::first_capture(&TOOL_LINE, line)
+        super::first_capture(&super::events::CHECKMARK_TOOL_LINE, line)
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {

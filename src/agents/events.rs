@@ -73,11 +73,11 @@ pub(crate) fn anthropic_usage(usage: Option<&Value>) -> AgentEvent {
     })
 }
 
-/// A tool line of the CLIs that mark each tool call with a check or a cross (Gemini CLI, Qwen
-/// Code): `✓ write_file hello.txt`.
+/// A tool line of the CLIs that mark each tool call with a check, a cross or a dot (Gemini CLI,
+/// Qwen Code, Copilot CLI): `✓ write_file hello.txt`, `● Create hello.txt`; the name is one word.
 pub(crate) static CHECKMARK_TOOL_LINE: std::sync::LazyLock<regex::Regex> =
     std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"^\s*[✓✔✗x]\s+([A-Za-z][A-Za-z0-9_]*)\b").expect("valid regex")
+        regex::Regex::new(r"^\s*[●✓✔✗x]\s+([A-Za-z][A-Za-z0-9_]*)\b").expect("valid regex")
     });
 
 /// The HTTP status an error message starts with or quotes: `429 Too many…`, `[API Error: 500

@@ -476,6 +476,55 @@ mod tests {
         assert_eq!(AgentKind::display_name_for(""), "OpenCode");
     }
 
+    /// `--output-format text` leaves out each new agent's JSON flag and keeps the rest.
+    #[test]
+    fn text_mode_drops_only_the_json_flags() {
+        let json_flags = ["stream-json", "json"];
+        for kind in [
+            AgentKind::Gemini,
+            AgentKind::Qwen,
+            AgentKind::Pi,
+            AgentKind::Copilot,
+            AgentKind::Droid,
+        ] {
+            let text = kind
+                .agent()
+                .command(&request("go", Some("m1"), true))
+                .display_args();
+            assert!(
+                text.iter().all(|arg| !json_flags.contains(&arg.as_str())),
+                "{kind:?}: {text:?}"
+            );
+            let json = &argv_matrix(kind, "go")[3];
+            let mut without: Vec<String> = json.clone();
+            for flag in ["-o", "--mode", "--output-format"] {
+                if let Some(at) = without.iter().position(|arg| arg == flag) {
+                    without.drain(at..at + 2);
+                }
+            }
+            assert_eq!(text, without, "{kind:?}");
+        }
+    }
+
+    /// Each text-mode tool pattern takes the tool's name from a tool line and nothing from prose.
+    #[test]
+    fn text_mode_tool_lines() {
+        let cases = [
+            (AgentKind::Pi, "→ bash ls -la", "bash"),
+            (AgentKind::Copilot, "● Create hello.txt", "Create"),
+            (AgentKind::Droid, "⛬ Execute ls", "Execute"),
+        ];
+        for (kind, line, tool) in cases {
+            let agent = kind.agent();
+            assert_eq!(agent.tool_in_line(line).as_deref(), Some(tool), "{kind:?}");
+            assert_eq!(
+                agent.tool_in_line("I wrote the file and ran the tests."),
+                None,
+                "{kind:?}"
+            );
+        }
+    }
+
     #[test]
     fn long_prompts_travel_on_stdin() {
         let long = "x".repeat(MAX_PROMPT_ARGUMENT_BYTES + 1);

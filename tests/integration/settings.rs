@@ -648,5 +648,19 @@ fn dry_run_shows_a_new_agents_command_and_the_fallback_agents() {
         ),
         "{text}"
     );
+    // The same from the project's config file.
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.work().join(".ralph/config.toml"),
+        "agent = \"qwen\"\nfallback = [\"codex\", \"pi:mock/m\"]\nfallback_after = \"2h\"\n",
+    )
+    .unwrap();
+    let text = env.run(&["Build it", "--dry-run"]).stdout();
+    assert!(
+        text.contains(
+            "Fallback:     Codex, pi (mock/m) (when the agent is out of quota for over 2h 0m 0s)"
+        ),
+        "{text}"
+    );
     assert_eq!(env.agent_calls(), 0);
 }
