@@ -409,12 +409,14 @@ fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
 fn version_of(program: &Path, cwd: &Path) -> Option<String> {
     // Output to a file, not a pipe: a child that keeps a pipe open cannot make the doctor hang.
     let mut capture = tempfile::tempfile().ok()?;
+    // Some CLIs (pi) print their version on stderr.
+    let mut capture_err = tempfile::tempfile().ok()?;
     let mut child = Command::new(program)
         .arg("--version")
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(capture.try_clone().ok()?))
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(capture_err.try_clone().ok()?))
         .process_group(0)
         .spawn()
         .ok()?;
@@ -434,11 +436,14 @@ fn version_of(program: &Path, cwd: &Path) -> Option<String> {
     if !status.success() {
         return None;
     }
-    let mut bytes = Vec::new();
-    std::io::Seek::seek(&mut capture, std::io::SeekFrom::Start(0)).ok()?;
-    std::io::Read::read_to_end(&mut capture, &mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    Some(text.lines().next().unwrap_or("").trim().to_owned())
-        .filter(|v| !v.is_empty())
+    let first_line = |file: &mut std::fs::File| {
+        let mut bytes = Vec::new();
+        std::io::Seek::seek(file, std::io::SeekFrom::Start(0)).ok()?;
+        std::io::Read::read_to_end(file, &mut bytes).ok()?;
+        let text = String::from_utf8_lossy(&bytes);
+        Some(text.lines().next().unwrap_or("").trim().to_owned()).filter(|v| !v.is_empty())
+    };
+    first_line(&mut capture)
+        .or_else(|| first_line(&mut capture_err))
         .or(Some("version unknown".to_owned()))
 }

@@ -496,6 +496,24 @@ fn doctor_names_a_missing_git_repository_and_a_missing_agent() {
         good.stdout()
     );
     assert!(good.stdout().contains("✅ OpenCode: "), "{}", good.stdout());
+    // Every built-in agent is listed; a version printed on stderr (as pi does) is read too.
+    env.write_executable("pi", "#!/bin/sh\necho 0.73.1 >&2\n");
+    let text = good.stdout();
+    for name in [
+        "Gemini CLI",
+        "Qwen Code",
+        "Copilot CLI",
+        "Droid",
+        "Codex",
+        "Claude Code",
+    ] {
+        assert!(text.contains(name), "{name}: {text}");
+    }
+    let pi = env.run(&["--doctor", "--agent", "pi"]).stdout();
+    assert!(
+        pi.contains(&format!("✅ pi: {}/pi (0.73.1)", env.bin().display())),
+        "{pi}"
+    );
 
     fs::remove_dir_all(env.work().join(".git")).unwrap();
     fs::remove_file(env.bin().join("opencode")).unwrap();
