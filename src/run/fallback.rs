@@ -51,15 +51,20 @@ impl Limits {
     /// runs now: the first that is neither limited nor skipped; when all are, the one whose
     /// limit ends first.
     pub(crate) fn pick(&self, chain: &[String], now: DateTime<Utc>) -> usize {
-        let free = |key: &String| {
-            !self.skipped.contains(key) && self.limited.get(key).is_none_or(|until| *until <= now)
-        };
-        chain.iter().position(free).unwrap_or_else(|| {
-            (0..chain.len())
-                .filter(|index| !self.skipped.contains(&chain[*index]))
-                .min_by_key(|index| self.limited.get(&chain[*index]))
-                .unwrap_or(0)
-        })
+        chain
+            .iter()
+            .position(|key| self.is_free(key, now))
+            .unwrap_or_else(|| {
+                (0..chain.len())
+                    .filter(|index| !self.skipped.contains(&chain[*index]))
+                    .min_by_key(|index| self.limited.get(&chain[*index]))
+                    .unwrap_or(0)
+            })
+    }
+
+    /// Whether the agent `key` may run at `now`: not skipped, and its limit (if any) is over.
+    fn is_free(&self, key: &str, now: DateTime<Utc>) -> bool {
+        !self.skipped.contains(key) && self.limited.get(key).is_none_or(|until| *until <= now)
     }
 
     /// Learns from the failure of the agent at `ran` in `chain` and says what follows.
@@ -96,12 +101,7 @@ impl Limits {
             _ => return AfterFailure::Usual,
         };
         let next = self.pick(chain, now);
-        let available = !self.skipped.contains(&chain[next])
-            && self
-                .limited
-                .get(&chain[next])
-                .is_none_or(|until| *until <= now);
-        if available {
+        if self.is_free(&chain[next], now) {
             return AfterFailure::Switch { to: next, reason };
         }
         match self.limited.get(&chain[next]) {
