@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::agents::{self, Agent, AgentKind, AgentSpec};
-use crate::config::RunConfig;
+use crate::config::{RotationStep, RunConfig};
 use crate::output;
 use crate::prompt::{self, PromptInput, TasksView};
 use crate::storage::tasks::{self, TaskList, TaskStatus};
@@ -30,14 +30,17 @@ pub(crate) fn agent_plan(config: &RunConfig) -> Vec<(AgentSpec, Option<String>)>
         config
             .rotation
             .iter()
-            .map(|step| {
-                (
-                    step.agent.clone(),
-                    step.model.clone().or_else(|| model.clone()),
-                )
-            })
+            .map(|step| with_model(step, model))
             .collect()
     }
+}
+
+/// A rotation or fallback entry's agent and model: its own model, else `--model`.
+fn with_model(step: &RotationStep, model: &Option<String>) -> (AgentSpec, Option<String>) {
+    (
+        step.agent.clone(),
+        step.model.clone().or_else(|| model.clone()),
+    )
 }
 
 /// The agents of a loop: its steps (the rotation, or the one agent) and its `--fallback` agents.
@@ -58,10 +61,7 @@ pub(super) fn steps(config: &RunConfig, cwd: &Path) -> Result<Steps, String> {
             model,
         }))
     };
-    let fallback = config.fallback.iter().map(|step| {
-        let model = step.model.clone().or_else(|| config.options.model.clone());
-        (step.agent.clone(), model)
-    });
+    let fallback = (config.fallback.iter()).map(|step| with_model(step, &config.options.model));
     Ok(Steps {
         rotation: agent_plan(config)
             .into_iter()

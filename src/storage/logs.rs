@@ -185,8 +185,12 @@ impl IterationLog {
 
     /// One record, added whole to the records held.
     fn write(&mut self, record: &Record) {
+        let start = self.buffer.len();
         if serde_json::to_writer(&mut self.buffer, record).is_ok() {
             self.buffer.push(b'\n');
+        } else {
+            // Never a part of a record.
+            self.buffer.truncate(start);
         }
         self.keep_bounded();
     }
