@@ -7,7 +7,8 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::events::{
-    Failure, anthropic_usage, one_line, session_event, status_in, str_field, tool_detail, u64_field,
+    Failure, anthropic_usage, one_line, session_event, status_field, status_in, str_field,
+    tool_detail, u64_field,
 };
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, command_from,
@@ -140,11 +141,7 @@ fn result_events(event: &Value, who: &str) -> Vec<AgentEvent> {
         .or_else(|| event.pointer("/error/message").and_then(Value::as_str))
         .unwrap_or("");
     if event.get("is_error").and_then(Value::as_bool) == Some(true) {
-        let status = event
-            .get("api_error_status")
-            .and_then(Value::as_u64)
-            .and_then(|code| u16::try_from(code).ok())
-            .or_else(|| status_in(text));
+        let status = status_field(event, "api_error_status").or_else(|| status_in(text));
         let subtype = str_field(event, "subtype").unwrap_or("error");
         let about_the_api = status.is_some() || text.contains("API Error");
         let failure = if !about_the_api && subtype.starts_with("error_") {

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::events::{Failure, session_event, str_field, tool_event, u64_field};
+use super::events::{Failure, session_event, status_field, str_field, tool_event, u64_field};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_argument,
@@ -86,10 +86,7 @@ impl Agent for Copilot {
                 str_field(data, "reason").unwrap_or("error")
             ))],
             "session.error" => {
-                let status = data
-                    .get("statusCode")
-                    .and_then(Value::as_u64)
-                    .and_then(|code| u16::try_from(code).ok());
+                let status = status_field(data, "statusCode");
                 let message = str_field(data, "message").unwrap_or("Copilot CLI reported an error");
                 let mut failure = Failure::classify(status, message, crate::model::now());
                 if str_field(data, "errorType") == Some("rate_limit") && failure.retry_at.is_none()

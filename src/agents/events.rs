@@ -50,6 +50,14 @@ pub(crate) fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
     value.get(key).and_then(Value::as_str)
 }
 
+/// A JSON value's field as an HTTP status, when it is one.
+pub(crate) fn status_field(value: &Value, key: &str) -> Option<u16> {
+    value
+        .get(key)
+        .and_then(Value::as_u64)
+        .and_then(|code| u16::try_from(code).ok())
+}
+
 /// A JSON value's field as a whole number (0 when absent).
 pub(crate) fn u64_field(value: &Value, key: &str) -> u64 {
     value.get(key).and_then(Value::as_u64).unwrap_or(0)

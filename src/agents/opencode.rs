@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
-use super::events::{Failure, capitalized, str_field, tool_detail, u64_field};
+use super::events::{Failure, capitalized, status_field, str_field, tool_detail, u64_field};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_needs_stdin,
@@ -122,10 +122,7 @@ impl Agent for OpenCode {
             "error" => {
                 let error = event.error.as_ref().unwrap_or(&Value::Null);
                 let data = error.get("data").unwrap_or(&Value::Null);
-                let status = data
-                    .get("statusCode")
-                    .and_then(Value::as_u64)
-                    .and_then(|code| u16::try_from(code).ok());
+                let status = status_field(data, "statusCode");
                 let message = str_field(data, "message")
                     .or_else(|| str_field(error, "message"))
                     .or_else(|| str_field(error, "name"))
