@@ -32,9 +32,10 @@ use crate::signal::{StopFlag, set_agent_group};
 
 /// Longest piece of a line delivered at once.
 pub(crate) const MAX_SEGMENT: usize = 64 * 1024;
-const READ_CHUNK: usize = 64 * 1024;
+/// Most bytes read from a pipe at once; the pipes are made this large where the system allows.
+const READ_CHUNK: usize = 256 * 1024;
 /// Chunks in flight between a reader thread and the main thread.
-const CHANNEL_CHUNKS: usize = 16;
+const CHANNEL_CHUNKS: usize = 4;
 
 /// Which pipe a piece of output came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +66,12 @@ pub(crate) trait OutputHandler {
         let _ = (source, data);
     }
     fn on_segment(&mut self, segment: &Segment<'_>);
+    /// Whole lines at once: `text` is valid UTF-8, starts a line and ends with `\n` (each line
+    /// shorter than [`MAX_SEGMENT`]). A handler that can take a run of lines in one go (one
+    /// search, one write) does; by default each line is one segment.
+    fn on_lines(&mut self, source: Source, text: &str, received: Instant) {
+        each_line(source, text, received, self);
+    }
     /// Every segment of the chunk was given.
     fn on_chunk_end(&mut self) {}
     /// Called at least every tick, with the time of the last output from the agent.
@@ -190,6 +197,8 @@ fn supervise(
         .stderr
         .take()
         .context("agent stderr was not captured")?;
+    widen(&stdout);
+    widen(&stderr);
     spawn_reader("ralph-agent-stdout", stdout, Source::Stdout, sender.clone())?;
     spawn_reader("ralph-agent-stderr", stderr, Source::Stderr, sender)?;
     let mut watch = Watch::new();
@@ -422,19 +431,38 @@ impl LineSplitter {
     }
 
     fn push(&mut self, mut data: &[u8], received: Instant, handler: &mut dyn OutputHandler) {
-        while let Some(newline) = memchr::memchr(b'\n', data) {
-            let (line, rest) = data.split_at(newline);
-            if self.pending.is_empty() {
-                self.emit(line, true, received, handler);
-            } else {
-                self.pending.extend_from_slice(line);
-                let pending = std::mem::take(&mut self.pending);
-                self.emit(&pending, true, received, handler);
-                self.pending = pending;
-                self.pending.clear();
-            }
-            data = &rest[1..];
+        if !self.at_line_start || !self.pending.is_empty() {
+            // The end of a line begun in an earlier chunk.
+            let Some(newline) = memchr::memchr(b'\n', data) else {
+                self.keep(data, received, handler);
+                return;
+            };
+            self.pending.extend_from_slice(&data[..newline]);
+            let pending = std::mem::take(&mut self.pending);
+            self.emit(&pending, true, received, handler);
+            self.pending = pending;
+            self.pending.clear();
+            data = &data[newline + 1..];
         }
+        if let Some(last) = memchr::memrchr(b'\n', data) {
+            let (lines, rest) = data.split_at(last + 1);
+            // One UTF-8 check for the chunk's whole lines (the usual case), else line by line.
+            match std::str::from_utf8(lines) {
+                Ok(text) => handler.on_lines(self.source, text, received),
+                Err(_) => {
+                    for line in lines[..last].split(|byte| *byte == b'\n') {
+                        self.emit(line, true, received, handler);
+                    }
+                }
+            }
+            data = rest;
+        }
+        self.keep(data, received, handler);
+    }
+
+    /// Keeps the start of a line until its end arrives; a piece of [`MAX_SEGMENT`] is given
+    /// at once.
+    fn keep(&mut self, data: &[u8], received: Instant, handler: &mut dyn OutputHandler) {
         self.pending.extend_from_slice(data);
         if self.pending.len() >= MAX_SEGMENT {
             let pending = std::mem::take(&mut self.pending);
@@ -476,6 +504,40 @@ impl LineSplitter {
             received,
         });
         self.at_line_start = ends_line;
+    }
+}
+
+/// Makes a pipe hold a whole read chunk: fewer, larger reads when the agent prints a lot (the
+/// system may refuse; then the pipe stays as it is).
+fn widen(pipe: &impl std::os::fd::AsFd) {
+    #[cfg(target_os = "linux")]
+    {
+        let size = i32::try_from(READ_CHUNK).unwrap_or(i32::MAX);
+        let _ = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size));
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = pipe;
+}
+
+/// Gives `text` (whole lines, each ending with `\n`) to `handler` one line at a time, without
+/// the line breaks (and a `\r` before one).
+pub(crate) fn each_line<H: OutputHandler + ?Sized>(
+    source: Source,
+    text: &str,
+    received: Instant,
+    handler: &mut H,
+) {
+    let mut start = 0;
+    for newline in memchr::memchr_iter(b'\n', text.as_bytes()) {
+        let line = &text[start..newline];
+        start = newline + 1;
+        handler.on_segment(&Segment {
+            source,
+            text: line.strip_suffix('\r').unwrap_or(line),
+            starts_line: true,
+            ends_line: true,
+            received,
+        });
     }
 }
 
@@ -533,6 +595,13 @@ mod tests {
         splitter.finish(&mut handler);
         let texts: Vec<_> = handler.0.iter().map(|(t, _, _)| t.as_str()).collect();
         assert_eq!(texts, ["hello", "wor\u{fffd}ld", "lone\rcr", "tail"]);
+        // Whole lines of valid text come as one run, given line by line by default.
+        let mut handler = Collect::default();
+        splitter.push(b"one\r\n\ntwo\nthr", Instant::now(), &mut handler);
+        splitter.push(b"ee\n", Instant::now(), &mut handler);
+        let texts: Vec<_> = handler.0.iter().map(|(t, _, _)| t.as_str()).collect();
+        assert_eq!(texts, ["one", "", "two", "three"]);
+        assert!(handler.0.iter().all(|(_, starts, ends)| *starts && *ends));
     }
 
     #[test]

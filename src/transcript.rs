@@ -24,6 +24,8 @@ use crate::promise::Promise;
 use crate::storage::logs::IterationLog;
 use crate::stream::{EndedBy, OutputHandler, Segment, Source};
 
+mod runs;
+
 /// Longest error line kept, in characters.
 const ERROR_CHARS: usize = 200;
 /// Most error lines kept per iteration.
@@ -104,6 +106,10 @@ pub(crate) struct Transcript<'a> {
     spawn_hook: Option<Box<dyn FnMut(i32) + 'a>>,
     /// The iteration's log, written as the output arrives.
     log: Option<IterationLog>,
+    /// The agent's tool pattern, matched line by line in a whole run of lines (see `runs`).
+    tool_lines: Option<Regex>,
+    /// Room to lowercase a chunk in.
+    scratch: Vec<u8>,
 }
 
 impl<'a> Transcript<'a> {
@@ -144,6 +150,8 @@ impl<'a> Transcript<'a> {
             findings: Findings::default(),
             spawn_hook: None,
             log: None,
+            tool_lines: agent.tool_pattern().and_then(runs::multi_line),
+            scratch: Vec::new(),
         })
     }
 
@@ -223,27 +231,29 @@ impl<'a> Transcript<'a> {
 
     /// Shows one line of agent output (or spills it in buffered mode).
     fn show(&mut self, source: Source, text: &str, ends_line: bool, now: Instant) {
-        match &mut self.buffered {
-            Some((stdout, stderr)) => {
-                let file = if source == Source::Stdout {
-                    stdout
-                } else {
-                    stderr
-                };
-                let _ = file.write_all(text.as_bytes());
-                if ends_line {
-                    let _ = file.write_all(b"\n");
-                }
+        if let Some(file) = self.spill_file(source) {
+            let _ = file.write_all(text.as_bytes());
+            if ends_line {
+                let _ = file.write_all(b"\n");
             }
-            None => {
-                if source == Source::Stdout {
-                    output::agent_stdout(text, ends_line);
-                } else {
-                    output::agent_stderr(text, ends_line);
-                }
-                self.last_printed = now;
-            }
+            return;
         }
+        if source == Source::Stdout {
+            output::agent_stdout(text, ends_line);
+        } else {
+            output::agent_stderr(text, ends_line);
+        }
+        self.last_printed = now;
+    }
+
+    /// Where buffered output of `source` is spilled (`--no-stream`), if it is.
+    fn spill_file(&mut self, source: Source) -> Option<&mut File> {
+        let (stdout, stderr) = self.buffered.as_mut()?;
+        Some(if source == Source::Stdout {
+            stdout
+        } else {
+            stderr
+        })
     }
 
     fn count_tool(&mut self, name: String, now: Instant) {
@@ -393,11 +403,11 @@ impl<'a> Transcript<'a> {
                     }
                     self.show(Source::Stdout, line, true, now);
                 }
-                self.last_text = Some(text_tail(&text));
+                keep_text_tail(&mut self.last_text, &text);
             }
             AgentEvent::Final(text) => {
                 self.check_anywhere(&text);
-                self.final_text = Some(text_tail(&text));
+                keep_text_tail(&mut self.final_text, &text);
             }
             AgentEvent::Tool { name, detail } => {
                 if self.display.verbose_tools {
@@ -446,7 +456,11 @@ impl OutputHandler for Transcript<'_> {
     fn on_chunk(&mut self, source: Source, data: &[u8]) {
         let index = usize::from(source == Source::Stderr);
         // One search of the chunk spares one per line in the usual chunk without an error.
-        self.chunk_may_err[index] = CHUNK_ERROR_WORDS.is_match(data);
+        self.chunk_may_err[index] = may_hold_error(data, &mut self.scratch);
+        if let Some(log) = &mut self.log {
+            // The chunk's lines arrived together: their records share its time.
+            log.stamp_now();
+        }
         self.chunk_first[index] = true;
     }
 
@@ -457,6 +471,10 @@ impl OutputHandler for Transcript<'_> {
         if let Some(log) = &mut self.log {
             log.flush();
         }
+    }
+
+    fn on_lines(&mut self, source: Source, text: &str, received: Instant) {
+        self.lines(source, text, received);
     }
 
     fn on_segment(&mut self, segment: &Segment<'_>) {
@@ -550,12 +568,23 @@ static TEST_WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(TEST_PATTERN).expect("valid regex"));
 static FAIL_WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(FAIL_PATTERN).expect("valid regex"));
-/// Any of those words, searched in a whole chunk of bytes in one pass (a chunk with "test" but
-/// no "fail" is looked at line by line too; that is rare and only costs time).
-static CHUNK_ERROR_WORDS: LazyLock<regex::bytes::Regex> = LazyLock::new(|| {
-    regex::bytes::Regex::new(&format!("{ERROR_PATTERN}|{TEST_PATTERN}|{FAIL_PATTERN}"))
-        .expect("valid regex")
+/// What every error line holds, in any case: a chunk without one of these has no error line.
+static ERROR_STEMS: LazyLock<[memchr::memmem::Finder<'static>; 3]> = LazyLock::new(|| {
+    ["error", "fail", "exception"].map(|stem| memchr::memmem::Finder::new(stem.as_bytes()))
 });
+
+/// Whether `data` may hold an error line: one of [`ERROR_STEMS`] in its ASCII-lowercase copy
+/// (made in `scratch`; setting bit 5 lowers every letter and only ever adds a match).
+fn may_hold_error(data: &[u8], scratch: &mut Vec<u8>) -> bool {
+    scratch.clear();
+    scratch.extend(data.iter().map(|byte| byte | 0x20));
+    ERROR_STEMS.iter().any(|stem| stem.find(scratch).is_some())
+}
+
+/// What every error line holds (an error word, or "fail" beside "test"), searched in a run of
+/// whole lines to find the lines to look at.
+static ERROR_HINT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!("{ERROR_PATTERN}|{FAIL_PATTERN}")).expect("valid regex"));
 /// OpenCode prints this when the obsolete placeholder plugin is loaded.
 static LEGACY_PLUGIN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&regex::escape(
@@ -586,13 +615,15 @@ fn last_line_tail(text: &str) -> String {
     tail
 }
 
-/// The last 2 KB of a message.
-fn text_tail(text: &str) -> String {
+/// Keeps the last 2 KB of a message in `slot` (reusing its buffer: this runs for every message).
+fn keep_text_tail(slot: &mut Option<String>, text: &str) {
     let mut cut = text.len().saturating_sub(2048);
     while !text.is_char_boundary(cut) {
         cut += 1;
     }
-    text[cut..].to_owned()
+    let tail = slot.get_or_insert_default();
+    tail.clear();
+    tail.push_str(&text[cut..]);
 }
 
 /// Appends to a bounded tail, keeping the last [`LINE_TAIL_BYTES`] bytes.

@@ -205,8 +205,8 @@ impl Agent for CustomAgentDef {
         }
     }
 
-    fn tool_in_line(&self, line: &str) -> Option<String> {
-        super::first_capture(self.tool_pattern.as_ref()?, line)
+    fn tool_pattern(&self) -> Option<&regex::Regex> {
+        self.tool_pattern.as_ref()
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {

@@ -244,8 +244,19 @@ pub(crate) trait Agent {
     /// The command for one iteration.
     fn command(&self, request: &CommandRequest<'_>) -> AgentCommand;
 
+    /// How a tool call looks in plain-text output: a pattern matched against one line (ANSI
+    /// codes stripped) whose first group names the tool.
+    fn tool_pattern(&self) -> Option<&regex::Regex>;
+
     /// The tool named by one line of plain-text output (ANSI codes already stripped), if any.
-    fn tool_in_line(&self, line: &str) -> Option<String>;
+    fn tool_in_line(&self, line: &str) -> Option<String> {
+        let pattern = self.tool_pattern()?;
+        // Most lines are not tool lines: a match test allocates nothing, a capture does.
+        if !pattern.is_match(line) {
+            return None;
+        }
+        Some(pattern.captures(line)?.get(1)?.as_str().to_owned())
+    }
 
     /// The events in one line of JSON output; `None` when the line is not an event ralph knows
     /// (not JSON, or an unknown type), so it is shown as text.
@@ -361,15 +372,6 @@ impl AgentSpec {
             }),
         }
     }
-}
-
-/// The first capture group of `pattern` in `line` (tool names in plain-text output).
-pub(crate) fn first_capture(pattern: &regex::Regex, line: &str) -> Option<String> {
-    // Most lines are not tool lines: a match test allocates nothing, a capture does.
-    if !pattern.is_match(line) {
-        return None;
-    }
-    Some(pattern.captures(line)?.get(1)?.as_str().to_owned())
 }
 
 /// Whether the prompt must travel on stdin rather than as an argument.

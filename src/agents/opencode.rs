@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use regex::Regex;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::events::{Failure, capitalized, status_field, str_field, tool_detail, u64_field};
@@ -70,8 +71,8 @@ impl Agent for OpenCode {
         command_from(request, args, env)
     }
 
-    fn tool_in_line(&self, line: &str) -> Option<String> {
-        super::first_capture(&TOOL_LINE, line)
+    fn tool_pattern(&self) -> Option<&regex::Regex> {
+        Some(&TOOL_LINE)
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
@@ -90,19 +91,21 @@ impl Agent for OpenCode {
             },
             "reasoning" => vec![AgentEvent::Quiet],
             "tool_use" => {
-                let state = part.state.as_ref().unwrap_or(&Value::Null);
+                let state: ToolState = parse_raw(part.state).unwrap_or_default();
                 let mut events = vec![AgentEvent::Tool {
                     name: capitalized(part.tool.as_deref()?),
-                    detail: state.get("input").and_then(tool_detail),
+                    detail: state.input.as_ref().and_then(tool_detail),
                 }];
-                if str_field(state, "status") == Some("error") {
-                    let message = str_field(state, "error").unwrap_or("the tool call failed");
+                if state.status.as_ref().and_then(Value::as_str) == Some("error") {
+                    let message = state.error.as_ref().and_then(Value::as_str);
+                    let message = message.unwrap_or("the tool call failed");
                     events.push(AgentEvent::ToolError(message.to_owned()));
                 }
                 events
             }
             "step_finish" => {
-                let tokens = part.tokens.as_ref().unwrap_or(&Value::Null);
+                let tokens = parse_raw::<Value>(part.tokens).unwrap_or_default();
+                let tokens = &tokens;
                 let cache = tokens.get("cache").unwrap_or(&Value::Null);
                 let mut events = vec![
                     AgentEvent::Usage(Usage {
@@ -114,13 +117,14 @@ impl Agent for OpenCode {
                     }),
                     AgentEvent::Turns(1),
                 ];
-                if let Some(cost) = part.cost.as_ref().and_then(Value::as_f64) {
+                if let Some(cost) = parse_raw::<Value>(part.cost).and_then(|cost| cost.as_f64()) {
                     events.push(AgentEvent::Cost(cost));
                 }
                 events
             }
             "error" => {
-                let error = event.error.as_ref().unwrap_or(&Value::Null);
+                let error = parse_raw::<Value>(event.error).unwrap_or_default();
+                let error = &error;
                 let data = error.get("data").unwrap_or(&Value::Null);
                 let status = status_field(data, "statusCode");
                 let message = str_field(data, "message")
@@ -139,7 +143,13 @@ impl Agent for OpenCode {
     }
 }
 
-/// The fields of an event line ralph reads; the others are skipped.
+/// A field kept as text until the event's type says it is needed.
+fn parse_raw<'a, T: serde::Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
+    serde_json::from_str(raw?.get()).ok()
+}
+
+/// The fields of an event line ralph reads; the others are skipped (the ones only some types
+/// of event need are kept as text, which costs nothing to build).
 #[derive(serde::Deserialize)]
 struct Outline<'a> {
     #[serde(rename = "type", borrow)]
@@ -148,8 +158,8 @@ struct Outline<'a> {
     session: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     part: Option<Part<'a>>,
-    #[serde(default)]
-    error: Option<Value>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
 }
 
 /// The fields of a `part` ralph reads (which ones depends on the event's type).
@@ -159,12 +169,23 @@ struct Part<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     tool: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    state: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    tokens: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    cost: Option<&'a RawValue>,
+}
+
+/// The fields of a tool call's `state` ralph reads (its output, often large, is skipped).
+#[derive(Default, serde::Deserialize)]
+struct ToolState {
     #[serde(default)]
-    state: Option<Value>,
+    status: Option<Value>,
     #[serde(default)]
-    tokens: Option<Value>,
+    error: Option<Value>,
     #[serde(default)]
-    cost: Option<Value>,
+    input: Option<Value>,
 }
 
 /// Where OpenCode's own configuration files live, for the `--no-plugins` plugin filter.

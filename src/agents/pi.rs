@@ -45,8 +45,8 @@ impl Agent for Pi {
         command_from(request, args, Vec::new())
     }
 
-    fn tool_in_line(&self, line: &str) -> Option<String> {
-        super::first_capture(&TOOL_LINE, line)
+    fn tool_pattern(&self) -> Option<&regex::Regex> {
+        Some(&TOOL_LINE)
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {

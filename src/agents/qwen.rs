@@ -41,8 +41,8 @@ impl Agent for Qwen {
         command
     }
 
-    fn tool_in_line(&self, line: &str) -> Option<String> {
-        super::first_capture(&super::events::CHECKMARK_TOOL_LINE, line)
+    fn tool_pattern(&self) -> Option<&regex::Regex> {
+        Some(&super::events::CHECKMARK_TOOL_LINE)
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {

@@ -229,6 +229,30 @@ pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
     }
 }
 
+/// Whole lines of the agent's output (`text` ends with a line break), in one write.
+pub(crate) fn agent_lines(text: &str, to_stderr: bool) {
+    if is_json() {
+        return;
+    }
+    if worker().is_some() {
+        // A worker's lines each carry its task.
+        for line in text.split_terminator('\n') {
+            if to_stderr {
+                agent_stderr(line, true);
+            } else {
+                agent_stdout(line, true);
+            }
+        }
+        return;
+    }
+    if to_stderr {
+        let _ = stdout().flush();
+        let _ = io::stderr().lock().write_all(text.as_bytes());
+    } else {
+        let _ = stdout().write_all(text.as_bytes());
+    }
+}
+
 /// A piece of a command's output (a verification, a hook), with `margin` at the start of each
 /// line. Not in JSON mode (stdout carries only events) or in a parallel worker.
 pub(crate) fn command_output(margin: &str, text: &str, (starts_line, ends_line): (bool, bool)) {

@@ -55,6 +55,10 @@ pub(crate) struct Record {
     pub(crate) end: Option<End>,
 }
 
+fn stream_name(stderr: bool) -> &'static str {
+    if stderr { "stderr" } else { "stdout" }
+}
+
 /// The log of iteration `iteration` in `dir` (`.ralph/logs` or a task's folder in it).
 pub(crate) fn path(dir: &Path, iteration: u32) -> PathBuf {
     dir.join(format!("{iteration:04}.jsonl"))
@@ -88,6 +92,7 @@ impl IterationLog {
             buffer: Vec::with_capacity(BUFFER),
             stamp: (i64::MIN, String::new()),
         };
+        log.stamp_now();
         log.write(&Record {
             t: crate::model::now(),
             stream: "ralph".to_owned(),
@@ -101,6 +106,14 @@ impl IterationLog {
     /// A piece of the agent's output; the line is written when it ends.
     pub(crate) fn segment(&mut self, stderr: bool, text: &str, ends_line: bool) {
         let index = usize::from(stderr);
+        if self.cut {
+            return;
+        }
+        if ends_line && self.pending[index].is_empty() && text.len() <= MAX_LINE {
+            // A whole line in one piece (the usual case): no copy.
+            self.line(stream_name(stderr), text);
+            return;
+        }
         let pending = &mut self.pending[index];
         if pending.len() < MAX_LINE {
             let room = MAX_LINE - pending.len();
@@ -112,7 +125,21 @@ impl IterationLog {
         }
         if ends_line {
             let line = std::mem::take(&mut self.pending[index]);
-            self.line(if stderr { "stderr" } else { "stdout" }, line);
+            self.line(stream_name(stderr), &line);
+        }
+    }
+
+    /// Whole lines at once (`text` starts a line and ends with `\n`): a record each, with one
+    /// time stamp.
+    pub(crate) fn lines(&mut self, stderr: bool, text: &str) {
+        if self.cut {
+            return;
+        }
+        let stream = stream_name(stderr);
+        let mut start = 0;
+        for newline in memchr::memchr_iter(b'\n', text.as_bytes()) {
+            self.line(stream, &text[start..newline]);
+            start = newline + 1;
         }
     }
 
@@ -121,7 +148,8 @@ impl IterationLog {
         for (index, stream) in ["stdout", "stderr"].into_iter().enumerate() {
             let line = std::mem::take(&mut self.pending[index]);
             if !line.is_empty() {
-                self.line(stream, line);
+                self.stamp_now();
+                self.line(stream, &line);
             }
         }
         self.write(&Record {
@@ -144,7 +172,18 @@ impl IterationLog {
         }
     }
 
-    fn line(&mut self, stream: &str, line: String) {
+    /// Takes the time for the line records that follow: the time their chunk was read (the
+    /// JSON text is made once a millisecond).
+    pub(crate) fn stamp_now(&mut self) {
+        let now = crate::model::now();
+        if self.stamp.0 != now.timestamp_millis() {
+            let json = serde_json::to_string(&now).unwrap_or_default();
+            self.stamp = (now.timestamp_millis(), json);
+        }
+    }
+
+    /// One line's record, with the time of the last [`Self::stamp_now`].
+    fn line(&mut self, stream: &str, line: &str) {
         if self.cut {
             return;
         }
@@ -164,18 +203,22 @@ impl IterationLog {
             return;
         }
         // The record as `Record` writes it, without building one: `{"t":…,"stream":…,"line":…}`.
-        let now = crate::model::now();
-        if self.stamp.0 != now.timestamp_millis() {
-            let json = serde_json::to_string(&now).unwrap_or_default();
-            self.stamp = (now.timestamp_millis(), json);
-        }
         let start = self.buffer.len();
         self.buffer.extend_from_slice(b"{\"t\":");
         self.buffer.extend_from_slice(self.stamp.1.as_bytes());
         self.buffer.extend_from_slice(b",\"stream\":\"");
         self.buffer.extend_from_slice(stream.as_bytes());
         self.buffer.extend_from_slice(b"\",\"line\":");
-        if serde_json::to_writer(&mut self.buffer, &line).is_err() {
+        // No early exit: the test of every byte is one vector loop.
+        let escapes = line.bytes().fold(false, |found, byte| {
+            found | (byte < 0x20) | (byte == b'"') | (byte == b'\\')
+        });
+        if !escapes {
+            // Nothing to escape (the usual line): copied as it is.
+            self.buffer.push(b'"');
+            self.buffer.extend_from_slice(line.as_bytes());
+            self.buffer.push(b'"');
+        } else if serde_json::to_writer(&mut self.buffer, line).is_err() {
             self.buffer.truncate(start);
             return;
         }
@@ -332,6 +375,7 @@ mod tests {
         log.segment(false, "hello ", false);
         log.segment(false, "world", true);
         log.segment(true, "oops", true);
+        log.lines(false, "a \"quoted\"\tline\n\nplain\n");
         log.segment(false, "unfinished", false);
         log.end(3);
         let records = read(&path(dir.path(), 7)).unwrap();
@@ -345,6 +389,9 @@ mod tests {
             [
                 ("stdout", "hello world"),
                 ("stderr", "oops"),
+                ("stdout", "a \"quoted\"\tline"),
+                ("stdout", ""),
+                ("stdout", "plain"),
                 ("stdout", "unfinished")
             ]
         );

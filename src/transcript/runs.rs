@@ -1,0 +1,203 @@
+//! Runs of whole plain lines, taken at once: the usual output (text mode, or stderr) arrives in
+//! chunks of hundreds of lines, and looking at each line alone costs more than moving it. One
+//! search of the run finds the tool lines, one finds the lines that may be errors, the lines
+//! between hidden tool lines are written in one call, and the log takes the run in one pass.
+//! What the run path does not cover (escape codes, carriage returns, `--promise-anywhere`) goes
+//! line by line as before.
+
+use std::time::Instant;
+
+use regex::Regex;
+
+use super::{AgentKind, ERROR_HINT, LEGACY_PLUGIN, MAX_ERRORS, OutputFormat, Transcript};
+use crate::output;
+use crate::stream::Source;
+
+/// `pattern` made to match on any line of a run: `^` and `$` at each line's ends.
+pub(super) fn multi_line(pattern: &Regex) -> Option<Regex> {
+    Regex::new(&format!("(?m:{})", pattern.as_str())).ok()
+}
+
+/// The line of `text` around byte `at`: its start and the position of its line break (or the
+/// end of the text).
+fn line_around(text: &str, at: usize) -> (usize, usize) {
+    let bytes = text.as_bytes();
+    let start = memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |newline| newline + 1);
+    let end = memchr::memchr(b'\n', &bytes[at..]).map_or(text.len(), |newline| at + newline);
+    (start, end)
+}
+
+impl Transcript<'_> {
+    /// Whole lines (`text` starts a line and ends with `\n`).
+    pub(super) fn lines(&mut self, source: Source, text: &str, now: Instant) {
+        let plain = self.display.format == OutputFormat::Text || source == Source::Stderr;
+        let tools_searchable = self.agent.tool_pattern().is_none() || self.tool_lines.is_some();
+        if !plain
+            || self.anywhere
+            || !tools_searchable
+            || memchr::memchr2(0x1b, b'\r', text.as_bytes()).is_some()
+        {
+            crate::stream::each_line(source, text, now, self);
+            return;
+        }
+        let index = usize::from(source == Source::Stderr);
+        if let Some(log) = &mut self.log {
+            log.lines(source == Source::Stderr, text);
+        }
+        // The run holds the chunk's first segment, and starts a line.
+        self.chunk_first[index] = false;
+        self.hiding_line[index] = false;
+        if self.chunk_may_err[index] {
+            self.note_error_lines(text);
+        }
+        if self.agent.kind() == Some(AgentKind::OpenCode)
+            && text.contains("ralph-wiggum")
+            && LEGACY_PLUGIN.is_match(text)
+        {
+            self.findings.legacy_plugin = true;
+        }
+        if source == Source::Stdout
+            && let Some(line) = text
+                .split_terminator('\n')
+                .rev()
+                .find(|line| !line.trim().is_empty())
+        {
+            super::set_last_line(&mut self.last_plain_line, line);
+        }
+        self.show_tools_and_lines(source, text, now);
+    }
+
+    /// Counts the tool lines of the run and shows the rest (the tool lines too with
+    /// `--verbose-tools` or `--no-stream`), in order.
+    fn show_tools_and_lines(&mut self, source: Source, text: &str, now: Instant) {
+        let hide = !self.display.verbose_tools && self.buffered.is_none();
+        let mut shown = 0;
+        if let Some(finder) = self.tool_lines.clone() {
+            let mut from = 0;
+            while from < text.len()
+                && let Some(found) = finder.captures_at(text, from)
+            {
+                let whole = found.get(0).map_or(from..from, |whole| whole.range());
+                let (start, end) = line_around(text, whole.start);
+                from = end + 1;
+                // A match within its line is the line's own; one that runs into the next line
+                // is checked on its line alone.
+                let tool = match found.get(1) {
+                    Some(name) if whole.end <= end => Some(name.as_str().to_owned()),
+                    _ => self.agent.tool_in_line(&text[start..end]),
+                };
+                let Some(tool) = tool else {
+                    continue;
+                };
+                if hide {
+                    self.show_lines(source, &text[shown..start], now);
+                    shown = from.min(text.len());
+                }
+                self.count_tool(tool, now);
+            }
+        }
+        self.show_lines(source, &text[shown..], now);
+    }
+
+    /// Looks at the lines of the run that hold an error word (or "fail").
+    fn note_error_lines(&mut self, text: &str) {
+        let mut from = 0;
+        while self.findings.errors.len() < MAX_ERRORS
+            && from < text.len()
+            && let Some(found) = ERROR_HINT.find_at(text, from)
+        {
+            let (start, end) = line_around(text, found.start());
+            self.note_error(&text[start..end], false);
+            from = end + 1;
+        }
+    }
+
+    /// Shows whole lines in one write (or spills them in buffered mode).
+    fn show_lines(&mut self, source: Source, text: &str, now: Instant) {
+        if text.is_empty() {
+            return;
+        }
+        if let Some(file) = self.spill_file(source) {
+            let _ = std::io::Write::write_all(file, text.as_bytes());
+            return;
+        }
+        output::agent_lines(text, source == Source::Stderr);
+        self.last_printed = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::agents::{AgentKind, OutputFormat};
+    use crate::promise::{Promise, PromiseFormat};
+    use crate::stream::{OutputHandler as _, Source};
+    use crate::transcript::{DisplayOptions, Findings, Transcript};
+
+    /// `text` read by a transcript as one chunk: as a run of lines, or line by line.
+    fn read(kind: AgentKind, verbose_tools: bool, text: &str, as_run: bool) -> Findings {
+        let agent = kind.agent();
+        let complete = Promise::new("COMPLETE", PromiseFormat::Xml);
+        let display = DisplayOptions {
+            stream: false,
+            verbose_tools,
+            heartbeat: Duration::from_secs(3600),
+            tool_summary: Duration::from_secs(3600),
+            format: OutputFormat::Text,
+        };
+        let mut transcript =
+            Transcript::new(agent.as_ref(), display, vec![&complete], false).expect("a transcript");
+        let now = Instant::now();
+        for source in [Source::Stdout, Source::Stderr] {
+            transcript.on_chunk(source, text.as_bytes());
+            if as_run {
+                transcript.on_lines(source, text, now);
+            } else {
+                crate::stream::each_line(source, text, now, &mut transcript);
+            }
+            transcript.on_chunk_end();
+        }
+        transcript.finish()
+    }
+
+    #[test]
+    fn a_run_of_lines_is_read_as_its_lines_are() {
+        let output = "\
+|  Bash  ls -la
+plain line
+Using
+Using Read on a.rs
+|  Read  src/lib.rs
+✓ write_file hello.txt
+
+Error: the build broke
+3 tests FAILED
+tests pass, nothing failed here... wait: failed
+ralph-wiggum is not yet ready for use. This is a placeholder package.
+done <promise>COMPLETE</promise>
+  
+";
+        for kind in [
+            AgentKind::OpenCode,
+            AgentKind::ClaudeCode,
+            AgentKind::Gemini,
+        ] {
+            for verbose in [false, true] {
+                let run = read(kind, verbose, output, true);
+                let lines = read(kind, verbose, output, false);
+                assert_eq!(run.tools, lines.tools, "{kind:?}");
+                assert!(!run.tools.is_empty(), "{kind:?}");
+                assert_eq!(run.errors, lines.errors, "{kind:?}");
+                assert_eq!(run.errors.len(), 3, "{kind:?}: {:?}", run.errors);
+                assert_eq!(run.promises, [true], "{kind:?}");
+                assert_eq!(run.promises, lines.promises, "{kind:?}");
+                assert_eq!(run.final_text, lines.final_text, "{kind:?}");
+                assert_eq!(run.legacy_plugin, lines.legacy_plugin, "{kind:?}");
+            }
+        }
+        // A match that runs from a line into the next does not hide the next line's own tool.
+        let claude = read(AgentKind::ClaudeCode, false, "Using\nUsing Read\n", true);
+        assert_eq!(claude.tools.keys().collect::<Vec<_>>(), ["Read"]);
+    }
+}
