@@ -257,8 +257,17 @@ impl Watch {
         receiver: &Receiver<Event>,
         handler: &mut dyn OutputHandler,
     ) -> anyhow::Result<std::process::ExitStatus> {
+        let mut closed_at = None;
         loop {
-            self.absorb(receive(receiver, options.tick), handler);
+            if self.open_pipes > 0 {
+                self.absorb(receive(receiver, options.tick), handler);
+            } else {
+                // Both pipes are closed: only the exit is awaited, usually a moment away (the
+                // agent is exiting), so look often at first, then less (one that closed its
+                // output and runs on).
+                let closed: Instant = *closed_at.get_or_insert_with(Instant::now);
+                thread::sleep((closed.elapsed() / 2).clamp(Duration::from_millis(1), options.tick));
+            }
             let now = Instant::now();
             handler.on_tick(now, self.last_output);
             if self.exit.is_none() {

@@ -456,7 +456,7 @@ impl OutputHandler for Transcript<'_> {
     fn on_chunk(&mut self, source: Source, data: &[u8]) {
         let index = usize::from(source == Source::Stderr);
         // One search of the chunk spares one per line in the usual chunk without an error.
-        self.chunk_may_err[index] = may_hold_error(data, &mut self.scratch);
+        self.chunk_may_err[index] = runs::may_hold_error(data, &mut self.scratch);
         if let Some(log) = &mut self.log {
             // The chunk's lines arrived together: their records share its time.
             log.stamp_now();
@@ -568,19 +568,6 @@ static TEST_WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(TEST_PATTERN).expect("valid regex"));
 static FAIL_WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(FAIL_PATTERN).expect("valid regex"));
-/// What every error line holds, in any case: a chunk without one of these has no error line.
-static ERROR_STEMS: LazyLock<[memchr::memmem::Finder<'static>; 3]> = LazyLock::new(|| {
-    ["error", "fail", "exception"].map(|stem| memchr::memmem::Finder::new(stem.as_bytes()))
-});
-
-/// Whether `data` may hold an error line: one of [`ERROR_STEMS`] in its ASCII-lowercase copy
-/// (made in `scratch`; setting bit 5 lowers every letter and only ever adds a match).
-fn may_hold_error(data: &[u8], scratch: &mut Vec<u8>) -> bool {
-    scratch.clear();
-    scratch.extend(data.iter().map(|byte| byte | 0x20));
-    ERROR_STEMS.iter().any(|stem| stem.find(scratch).is_some())
-}
-
 /// What every error line holds (an error word, or "fail" beside "test"), searched in a run of
 /// whole lines to find the lines to look at.
 static ERROR_HINT: LazyLock<Regex> =

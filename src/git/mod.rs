@@ -14,6 +14,7 @@ use std::process::{Command, Output, Stdio};
 
 use crate::storage::{RALPH_DIR, RUNTIME_FILES};
 
+mod fingerprint;
 mod remote;
 mod scan;
 mod worktree;
@@ -63,7 +64,7 @@ impl Repo {
             root,
             prefix,
             git_dir,
-            keys: scan::keys(),
+            keys: fingerprint::keys(),
         })
     }
 

@@ -14,18 +14,16 @@
 //! ran itself (verification, hooks) or a retry's wait make the runner forget the scan. ralph's own
 //! commit updates the kept scan to what it committed.
 
-use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::{OsStr, OsString};
-use std::hash::{BuildHasher as _, Hasher as _};
-use std::io::Read as _;
-use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt as _;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::PathBuf;
 
 use crate::storage::{OWN_FILES, RALPH_DIR};
 
 use super::Repo;
+use super::fingerprint::Kept;
 
 /// Content fingerprints of the paths that differ from HEAD, and HEAD itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,6 +65,8 @@ pub(crate) struct Tree {
     seen: Option<(Snapshot, Stamp)>,
     /// ralph's last commit, and its own files' fingerprints as committed.
     committed: Option<(String, HashMap<String, String>)>,
+    /// The last scan's file fingerprints, kept to spare reading unchanged files again.
+    kept: Kept,
 }
 
 impl Tree {
@@ -86,7 +86,13 @@ struct Stamp {
 impl Repo {
     /// Takes a snapshot of the work tree; `None` if `git status` fails (then nothing can be
     /// said about what changed).
+    #[cfg(test)]
     pub(crate) fn snapshot(&self) -> Option<Snapshot> {
+        self.snapshot_keeping(&mut Kept::default())
+    }
+
+    /// [`Self::snapshot`], reusing (and updating) the fingerprints `kept` from the last scan.
+    fn snapshot_keeping(&self, kept: &mut Kept) -> Option<Snapshot> {
         let output = self
             .run(&[
                 "status",
@@ -101,7 +107,7 @@ impl Repo {
         let status = parse_status(&output.stdout);
         Some(Snapshot {
             head: status.head,
-            dirty: self.fingerprints(status.paths),
+            dirty: self.fingerprints(status.paths, kept),
             own: self.own_fingerprints(),
             entries: status.entries,
             submodules: status.submodules,
@@ -110,7 +116,7 @@ impl Repo {
 
     /// Scans the tree and keeps the scan in `tree`.
     pub(crate) fn scan(&self, tree: &mut Tree) -> Option<Snapshot> {
-        let snapshot = self.snapshot();
+        let snapshot = self.snapshot_keeping(&mut tree.kept);
         self.keep(tree, snapshot.clone());
         snapshot
     }
@@ -252,82 +258,6 @@ impl Repo {
             Err(_) => self.git_dir.clone(),
         }
     }
-
-    /// A fingerprint per path: a content hash for files, a marker for the rest.
-    fn fingerprints(&self, paths: Vec<OsString>) -> HashMap<String, String> {
-        let mut files = HashMap::with_capacity(paths.len());
-        let mut buffer = Vec::new();
-        for raw in paths {
-            let path = OsStr::from_bytes(raw.as_bytes())
-                .to_string_lossy()
-                .into_owned();
-            if self.is_runtime_file(&path) {
-                continue;
-            }
-            let fingerprint = self
-                .fingerprint(&self.root.join(&raw), &mut buffer)
-                .unwrap_or_else(|| "deleted".to_owned());
-            files.insert(path, fingerprint);
-        }
-        files
-    }
-
-    /// A path's fingerprint; `None` when it does not exist.
-    fn fingerprint(&self, full: &Path, buffer: &mut Vec<u8>) -> Option<String> {
-        let meta = std::fs::symlink_metadata(full).ok()?;
-        Some(if meta.is_dir() {
-            "directory".to_owned()
-        } else if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(full).unwrap_or_default();
-            format!("link:{}", target.display())
-        } else if meta.is_file() {
-            let executable = if meta.permissions().mode() & 0o111 != 0 {
-                "x"
-            } else {
-                "-"
-            };
-            match self.content_hash(full, buffer) {
-                Some(hash) => format!("file:{executable}:{hash}"),
-                // Unreadable (or vanished meanwhile): the path still counts as touched.
-                None => "unreadable".to_owned(),
-            }
-        } else {
-            // A FIFO or socket: never opened (a FIFO would block).
-            "special".to_owned()
-        })
-    }
-
-    /// Length and two independently keyed SipHash values of a file's content, read once.
-    fn content_hash(&self, path: &Path, buffer: &mut Vec<u8>) -> Option<String> {
-        const CHUNK: usize = 64 * 1024;
-        let mut file = std::fs::File::open(path).ok()?;
-        buffer.resize(CHUNK, 0);
-        let mut first = self.keys[0].build_hasher();
-        let mut second = self.keys[1].build_hasher();
-        let mut length: u64 = 0;
-        loop {
-            match file.read(buffer) {
-                Ok(0) => break,
-                Ok(n) => {
-                    first.write(&buffer[..n]);
-                    second.write(&buffer[..n]);
-                    length += n as u64;
-                }
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
-            }
-        }
-        Some(format!(
-            "{length}:{:016x}{:016x}",
-            first.finish(),
-            second.finish()
-        ))
-    }
-}
-
-/// New fingerprint keys, random per process (snapshots are compared only within one process).
-pub(super) fn keys() -> [RandomState; 2] {
-    [RandomState::new(), RandomState::new()]
 }
 
 fn is_oid(text: &str) -> bool {
@@ -401,6 +331,9 @@ pub(super) fn parse_status(bytes: &[u8]) -> Status {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::path::Path;
+
     use super::super::tests::repo;
     use super::*;
 

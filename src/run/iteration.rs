@@ -214,7 +214,7 @@ fn agent_run(
         let path = env.dir.state();
         move |group| {
             state.agent_group = Some(group);
-            let _ = state::save(&path, &state);
+            let _ = state::save_agent_group(&path, &state);
         }
     });
     let run_timeout = focus

@@ -356,6 +356,6 @@ pub(super) fn write_opencode_config(
         return Ok(None);
     };
     let path = dir.file(OPENCODE_CONFIG_FILE);
-    storage::write_json(&path, &value)?;
+    storage::write_json_if_changed(&path, &value)?;
     Ok(Some(std::path::absolute(&path)?))
 }

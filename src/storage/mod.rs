@@ -250,9 +250,29 @@ fn write_atomic_with(
 
 /// Writes `value` as pretty JSON (2-space indent) with a trailing newline.
 pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    write_atomic(path, &pretty_json(value)?)
+}
+
+/// [`write_json`] without the fsync: for a record that only matters while the machine stays up
+/// (after a power loss, the agent whose process group it names is gone anyway).
+pub(crate) fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    write_atomic_unsynced(path, &pretty_json(value)?)
+}
+
+/// [`write_json`], unless the file already holds exactly that (a file written every iteration
+/// with the same contents, like the agent's generated configuration).
+pub(crate) fn write_json_if_changed<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    let bytes = pretty_json(value)?;
+    if fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    write_atomic(path, &bytes)
+}
+
+fn pretty_json<T: Serialize>(value: &T) -> anyhow::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(value)?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    Ok(bytes)
 }
 
 /// What reading a ralph file found.

@@ -106,6 +106,13 @@ pub(crate) fn save(path: &Path, state: &LoopState) -> anyhow::Result<()> {
     write_json(path, state)
 }
 
+/// Writes the state with the running agent's process group (`agent_group`): atomically, but not
+/// synced to disk, since the record matters only while the machine stays up — a `--resume`
+/// after a kill finds it in the page cache, and after a power loss no agent runs.
+pub(crate) fn save_agent_group(path: &Path, state: &LoopState) -> anyhow::Result<()> {
+    super::write_json_unsynced(path, state)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,11 @@
-//! Runs of whole plain lines, taken at once: the usual output (text mode, or stderr) arrives in
-//! chunks of hundreds of lines, and looking at each line alone costs more than moving it. One
-//! search of the run finds the tool lines, one finds the lines that may be errors, the lines
-//! between hidden tool lines are written in one call, and the log takes the run in one pass.
-//! What the run path does not cover (escape codes, carriage returns, `--promise-anywhere`) goes
-//! line by line as before.
+//! Chunks and runs of whole plain lines, taken at once: the usual output (text mode, or stderr)
+//! arrives in chunks of hundreds of lines, and looking at each line alone costs more than moving
+//! it. A chunk is searched once for error stems; in a run of its whole lines one search finds
+//! the tool lines, one the lines that may be errors, the lines between hidden tool lines are
+//! written in one call, and the log takes the run in one pass. What the run path does not cover
+//! (escape codes, carriage returns, `--promise-anywhere`) goes line by line as before.
 
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use regex::Regex;
@@ -12,6 +13,19 @@ use regex::Regex;
 use super::{AgentKind, ERROR_HINT, LEGACY_PLUGIN, MAX_ERRORS, OutputFormat, Transcript};
 use crate::output;
 use crate::stream::Source;
+
+/// What every error line holds, in any case: a chunk without one of these has no error line.
+static ERROR_STEMS: LazyLock<[memchr::memmem::Finder<'static>; 3]> = LazyLock::new(|| {
+    ["error", "fail", "exception"].map(|stem| memchr::memmem::Finder::new(stem.as_bytes()))
+});
+
+/// Whether `data` may hold an error line: one of [`ERROR_STEMS`] in its ASCII-lowercase copy
+/// (made in `scratch`; setting bit 5 lowers every letter and only ever adds a match).
+pub(super) fn may_hold_error(data: &[u8], scratch: &mut Vec<u8>) -> bool {
+    scratch.clear();
+    scratch.extend(data.iter().map(|byte| byte | 0x20));
+    ERROR_STEMS.iter().any(|stem| stem.find(scratch).is_some())
+}
 
 /// `pattern` made to match on any line of a run: `^` and `$` at each line's ends.
 pub(super) fn multi_line(pattern: &Regex) -> Option<Regex> {
@@ -128,6 +142,7 @@ impl Transcript<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read as _, Seek as _, SeekFrom};
     use std::time::{Duration, Instant};
 
     use crate::agents::{AgentKind, OutputFormat};
@@ -135,13 +150,14 @@ mod tests {
     use crate::stream::{OutputHandler as _, Source};
     use crate::transcript::{DisplayOptions, Findings, Transcript};
 
-    /// `text` read by a transcript as one chunk: as a run of lines, or line by line.
-    fn read(kind: AgentKind, verbose_tools: bool, text: &str, as_run: bool) -> Findings {
+    /// `text` read by a transcript as one chunk, as a run of lines or line by line: what it
+    /// found, and what it would show on stdout (`--no-stream`, so nothing is printed here).
+    fn read(kind: AgentKind, text: &str, as_run: bool) -> (Findings, String) {
         let agent = kind.agent();
         let complete = Promise::new("COMPLETE", PromiseFormat::Xml);
         let display = DisplayOptions {
             stream: false,
-            verbose_tools,
+            verbose_tools: true,
             heartbeat: Duration::from_secs(3600),
             tool_summary: Duration::from_secs(3600),
             format: OutputFormat::Text,
@@ -158,7 +174,11 @@ mod tests {
             }
             transcript.on_chunk_end();
         }
-        transcript.finish()
+        let (mut shown, _) = transcript.buffered.take().expect("buffered output");
+        let mut text = String::new();
+        shown.seek(SeekFrom::Start(0)).expect("a spill file");
+        shown.read_to_string(&mut text).expect("a spill file");
+        (transcript.finish(), text)
     }
 
     #[test]
@@ -183,21 +203,21 @@ done <promise>COMPLETE</promise>
             AgentKind::ClaudeCode,
             AgentKind::Gemini,
         ] {
-            for verbose in [false, true] {
-                let run = read(kind, verbose, output, true);
-                let lines = read(kind, verbose, output, false);
-                assert_eq!(run.tools, lines.tools, "{kind:?}");
-                assert!(!run.tools.is_empty(), "{kind:?}");
-                assert_eq!(run.errors, lines.errors, "{kind:?}");
-                assert_eq!(run.errors.len(), 3, "{kind:?}: {:?}", run.errors);
-                assert_eq!(run.promises, [true], "{kind:?}");
-                assert_eq!(run.promises, lines.promises, "{kind:?}");
-                assert_eq!(run.final_text, lines.final_text, "{kind:?}");
-                assert_eq!(run.legacy_plugin, lines.legacy_plugin, "{kind:?}");
-            }
+            let (run, shown) = read(kind, output, true);
+            let (lines, shown_by_line) = read(kind, output, false);
+            assert_eq!(shown, output, "{kind:?}");
+            assert_eq!(shown, shown_by_line, "{kind:?}");
+            assert_eq!(run.tools, lines.tools, "{kind:?}");
+            assert!(!run.tools.is_empty(), "{kind:?}");
+            assert_eq!(run.errors, lines.errors, "{kind:?}");
+            assert_eq!(run.errors.len(), 3, "{kind:?}: {:?}", run.errors);
+            assert_eq!(run.promises, [true], "{kind:?}");
+            assert_eq!(run.promises, lines.promises, "{kind:?}");
+            assert_eq!(run.final_text, lines.final_text, "{kind:?}");
+            assert_eq!(run.legacy_plugin, lines.legacy_plugin, "{kind:?}");
         }
         // A match that runs from a line into the next does not hide the next line's own tool.
-        let claude = read(AgentKind::ClaudeCode, false, "Using\nUsing Read\n", true);
+        let (claude, _) = read(AgentKind::ClaudeCode, "Using\nUsing Read\n", true);
         assert_eq!(claude.tools.keys().collect::<Vec<_>>(), ["Read"]);
     }
 }
