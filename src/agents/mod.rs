@@ -229,7 +229,7 @@ impl AgentCommand {
 }
 
 /// One agent CLI.
-pub(crate) trait Agent {
+pub(crate) trait Agent: Send + Sync {
     /// The built-in agent this is, or `None` for a custom agent.
     fn kind(&self) -> Option<AgentKind>;
 

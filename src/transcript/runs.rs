@@ -11,8 +11,12 @@ use std::time::Instant;
 use regex::Regex;
 
 use super::{AgentKind, ERROR_HINT, LEGACY_PLUGIN, MAX_ERRORS, OutputFormat, Transcript};
+use crate::agents::AgentEvent;
 use crate::output;
-use crate::stream::Source;
+use crate::stream::{Segment, Source};
+
+/// A run of event lines this large is parsed in two halves at once.
+const PARALLEL_RUN_BYTES: usize = 64 * 1024;
 
 /// What every error line holds, in any case: a chunk without one of these has no error line.
 static ERROR_STEMS: LazyLock<[memchr::memmem::Finder<'static>; 3]> = LazyLock::new(|| {
@@ -45,6 +49,10 @@ impl Transcript<'_> {
     /// Whole lines (`text` starts a line and ends with `\n`).
     pub(super) fn lines(&mut self, source: Source, text: &str, now: Instant) {
         let plain = self.display.format == OutputFormat::Text || source == Source::Stderr;
+        if !plain && self.event_line.is_none() {
+            self.event_run(text, now);
+            return;
+        }
         let tools_searchable = self.agent.tool_pattern().is_none() || self.tool_lines.is_some();
         if !plain
             || self.anywhere
@@ -79,6 +87,60 @@ impl Transcript<'_> {
             super::set_last_line(&mut self.last_plain_line, line);
         }
         self.show_tools_and_lines(source, text, now);
+    }
+
+    /// A run of stdout lines in JSON mode: the event lines are parsed first (a large run's in two
+    /// halves at once, one on a helper thread: parsing is most of what ralph does with a fast
+    /// agent's events), then every line is handled in order.
+    fn event_run(&mut self, text: &str, now: Instant) {
+        if let Some(log) = &mut self.log {
+            log.lines(false, text);
+        }
+        self.chunk_first[0] = false;
+        self.segment_may_err = self.chunk_may_err[0];
+        let lines: Vec<&str> = text
+            .split_terminator('\n')
+            .map(|line| line.strip_suffix('\r').unwrap_or(line))
+            .collect();
+        let agent = self.agent;
+        let parse = |line: &&str| {
+            let event = line.trim_start().starts_with('{');
+            event.then(|| agent.parse_event(line))
+        };
+        let parsed: Vec<Option<Option<Vec<AgentEvent>>>> = if text.len() < PARALLEL_RUN_BYTES {
+            lines.iter().map(parse).collect()
+        } else {
+            let (first, second) = lines.split_at(lines.len() / 2);
+            std::thread::scope(|scope| {
+                let helper = scope.spawn(|| second.iter().map(parse).collect::<Vec<_>>());
+                let mut parsed: Vec<_> = first.iter().map(parse).collect();
+                match helper.join() {
+                    Ok(rest) => parsed.extend(rest),
+                    Err(_) => parsed.extend(second.iter().map(parse)),
+                }
+                parsed
+            })
+        };
+        for (line, parsed) in lines.iter().zip(parsed) {
+            match parsed {
+                Some(Some(events)) => {
+                    for event in events {
+                        self.event(event, now);
+                    }
+                }
+                // Not an event ralph knows, or not JSON: shown as text.
+                Some(None) | None => {
+                    let segment = Segment {
+                        source: Source::Stdout,
+                        text: line,
+                        starts_line: true,
+                        ends_line: true,
+                        received: now,
+                    };
+                    self.plain_segment(&segment, line);
+                }
+            }
+        }
     }
 
     /// Counts the tool lines of the run and shows the rest (the tool lines too with
@@ -153,6 +215,15 @@ mod tests {
     /// `text` read by a transcript as one chunk, as a run of lines or line by line: what it
     /// found, and what it would show on stdout (`--no-stream`, so nothing is printed here).
     fn read(kind: AgentKind, text: &str, as_run: bool) -> (Findings, String) {
+        read_as(kind, OutputFormat::Text, text, as_run)
+    }
+
+    fn read_as(
+        kind: AgentKind,
+        format: OutputFormat,
+        text: &str,
+        as_run: bool,
+    ) -> (Findings, String) {
         let agent = kind.agent();
         let complete = Promise::new("COMPLETE", PromiseFormat::Xml);
         let display = DisplayOptions {
@@ -160,7 +231,7 @@ mod tests {
             verbose_tools: true,
             heartbeat: Duration::from_secs(3600),
             tool_summary: Duration::from_secs(3600),
-            format: OutputFormat::Text,
+            format,
         };
         let mut transcript =
             Transcript::new(agent.as_ref(), display, vec![&complete], false).expect("a transcript");
@@ -219,5 +290,37 @@ done <promise>COMPLETE</promise>
         // A match that runs from a line into the next does not hide the next line's own tool.
         let (claude, _) = read(AgentKind::ClaudeCode, "Using\nUsing Read\n", true);
         assert_eq!(claude.tools.keys().collect::<Vec<_>>(), ["Read"]);
+    }
+
+    #[test]
+    fn a_run_of_events_is_read_as_its_lines_are_also_when_parsed_in_halves() {
+        let events = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/agents/opencode-tool-use.jsonl"
+        ))
+        .expect("the fixture");
+        let mut output = String::from("not an event\n{\"broken\": \n");
+        // Past the size that splits the parse between two threads, and small.
+        for text in [&events, &events.repeat(1 + 70 * 1024 / events.len())] {
+            output.truncate("not an event\n{\"broken\": \n".len());
+            output.push_str(text);
+            let (run, shown) = read_as(AgentKind::OpenCode, OutputFormat::Json, &output, true);
+            let (lines, by_line) = read_as(AgentKind::OpenCode, OutputFormat::Json, &output, false);
+            assert_eq!(shown, by_line);
+            assert!(
+                shown.starts_with("not an event\n{\"broken\": \n"),
+                "{shown}"
+            );
+            assert_eq!(run.tools, lines.tools);
+            assert!(!run.tools.is_empty());
+            assert_eq!(run.usage, lines.usage);
+            assert!(run.usage.is_some());
+            assert_eq!(run.cost, lines.cost);
+            assert_eq!(run.turns, lines.turns);
+            assert_eq!(run.session_id, lines.session_id);
+            assert_eq!(run.promises, [true]);
+            assert_eq!(run.promises, lines.promises);
+            assert_eq!(run.final_text, lines.final_text);
+        }
     }
 }
