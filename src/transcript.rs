@@ -384,6 +384,21 @@ impl<'a> Transcript<'a> {
         }
     }
 
+    /// A message of the agent: shown, and kept as its last text.
+    fn text(&mut self, text: &str, now: Instant) {
+        self.check_anywhere(text);
+        // Searched only when the chunk the event came in has error words (or, after the agent
+        // exited, line by line).
+        let may_err = self.segment_may_err;
+        for line in text.lines() {
+            if may_err {
+                self.note_error(line, false);
+            }
+            self.show(Source::Stdout, line, true, now);
+        }
+        keep_text_tail(&mut self.last_text, text);
+    }
+
     fn event(&mut self, event: AgentEvent, now: Instant) {
         if let AgentEvent::TextPiece(piece) = event {
             self.pieces.push_str(&piece);
@@ -392,18 +407,10 @@ impl<'a> Transcript<'a> {
         self.end_pieces(now);
         match event {
             AgentEvent::TextPiece(_) => {}
-            AgentEvent::Text(text) => {
-                self.check_anywhere(&text);
-                // Searched only when the chunk the event came in has error words (or, after
-                // the agent exited, line by line).
-                let may_err = self.segment_may_err;
-                for line in text.lines() {
-                    if may_err {
-                        self.note_error(line, false);
-                    }
-                    self.show(Source::Stdout, line, true, now);
-                }
-                keep_text_tail(&mut self.last_text, &text);
+            AgentEvent::Text(text) => self.text(&text, now),
+            AgentEvent::FinalText(text) => {
+                self.text(&text, now);
+                keep_text_tail(&mut self.final_text, &text);
             }
             AgentEvent::Final(text) => {
                 self.check_anywhere(&text);

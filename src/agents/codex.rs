@@ -108,7 +108,7 @@ fn item_events(item: &Value) -> Vec<AgentEvent> {
     match kind {
         "agent_message" => {
             let text = str_field(item, "text").unwrap_or("").to_owned();
-            vec![AgentEvent::Text(text.clone()), AgentEvent::Final(text)]
+            vec![AgentEvent::FinalText(text)]
         }
         "command_execution" => {
             let command = str_field(item, "command").unwrap_or("");

@@ -60,10 +60,9 @@ impl Agent for Copilot {
         let data = event.get("data").unwrap_or(&Value::Null);
         let events = match kind {
             "assistant.message" => match str_field(data, "content") {
-                Some(text) if !text.trim().is_empty() => vec![
-                    AgentEvent::Text(text.to_owned()),
-                    AgentEvent::Final(text.to_owned()),
-                ],
+                Some(text) if !text.trim().is_empty() => {
+                    vec![AgentEvent::FinalText(text.to_owned())]
+                }
                 _ => vec![AgentEvent::Quiet],
             },
             "tool.execution_start" => {

@@ -35,6 +35,9 @@ pub(crate) enum AgentEvent {
     Session(String),
     /// The final assistant message (the last one wins).
     Final(String),
+    /// A message shown like [`AgentEvent::Text`] that is also the final message so far (one
+    /// event, one copy of the text, for the agents whose every message may be the last).
+    FinalText(String),
     /// The run failed.
     Failure(Failure),
     /// Something worth a line (a retry, a warning).

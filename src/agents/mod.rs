@@ -575,7 +575,9 @@ mod tests {
             for event in &events {
                 match event {
                     AgentEvent::TextPiece(piece) => pieces.push_str(piece),
-                    AgentEvent::Final(text) => finals.push(text.clone()),
+                    AgentEvent::Final(text) | AgentEvent::FinalText(text) => {
+                        finals.push(text.clone());
+                    }
                     _ if !pieces.is_empty() => finals.push(std::mem::take(&mut pieces)),
                     _ => {}
                 }

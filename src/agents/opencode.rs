@@ -83,7 +83,7 @@ impl Agent for OpenCode {
         let events = match &*event.kind {
             "text" => {
                 let text = part.text?.into_owned();
-                vec![AgentEvent::Text(text.clone()), AgentEvent::Final(text)]
+                vec![AgentEvent::FinalText(text)]
             }
             "step_start" => match event.session {
                 Some(id) => vec![AgentEvent::Session(id.into_owned())],

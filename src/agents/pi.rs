@@ -117,7 +117,7 @@ fn message_end(message: &Value) -> Vec<AgentEvent> {
         .collect();
     if !texts.is_empty() {
         let text = texts.join("\n");
-        events.extend([AgentEvent::Text(text.clone()), AgentEvent::Final(text)]);
+        events.push(AgentEvent::FinalText(text));
     }
     if str_field(message, "stopReason") == Some("error") {
         let error = str_field(message, "errorMessage").unwrap_or("pi reported an error");

@@ -161,7 +161,9 @@ fn readable(tail: &Tail) -> Vec<String> {
 fn event_line(event: AgentEvent) -> Option<String> {
     match event {
         // The final message was streamed as text already.
-        AgentEvent::Text(text) => Some(text.trim_end().to_owned()).filter(|text| !text.is_empty()),
+        AgentEvent::Text(text) | AgentEvent::FinalText(text) => {
+            Some(text.trim_end().to_owned()).filter(|text| !text.is_empty())
+        }
         AgentEvent::Tool { name, detail } => Some(match detail {
             Some(detail) => format!("| {name} {detail}"),
             None => format!("| {name}"),
