@@ -66,8 +66,8 @@ pub(crate) trait OutputHandler {
         let _ = (source, data);
     }
     fn on_segment(&mut self, segment: &Segment<'_>);
-    /// Whole lines at once: `text` is valid UTF-8, starts a line and ends with `\n` (each line
-    /// shorter than [`MAX_SEGMENT`]). A handler that can take a run of lines in one go (one
+    /// Whole lines at once: `text` is valid UTF-8, starts a line and ends with `\n` (all of it
+    /// from one read, so at most 256 KiB). A handler that can take a run of lines in one go (one
     /// search, one write) does; by default each line is one segment.
     fn on_lines(&mut self, source: Source, text: &str, received: Instant) {
         each_line(source, text, received, self);
