@@ -354,23 +354,8 @@ impl<'a> Transcript<'a> {
             self.show(Source::Stdout, &notice, true, now);
             return;
         }
-        match self.agent.parse_event(line) {
-            Some(events) => {
-                for event in events {
-                    self.event(event, now);
-                }
-            }
-            None => {
-                let segment = Segment {
-                    source: Source::Stdout,
-                    text: line,
-                    starts_line: true,
-                    ends_line: true,
-                    received: now,
-                };
-                self.plain_segment(&segment, line);
-            }
-        }
+        let events = self.agent.parse_event(line);
+        self.parsed_line(line, events, now);
     }
 
     /// The streamed message is complete: it is shown and counts as the agent's last text.

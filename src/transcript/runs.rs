@@ -122,23 +122,33 @@ impl Transcript<'_> {
             })
         };
         for (line, parsed) in lines.iter().zip(parsed) {
-            match parsed {
-                Some(Some(events)) => {
-                    for event in events {
-                        self.event(event, now);
-                    }
+            self.parsed_line(line, parsed.flatten(), now);
+        }
+    }
+
+    /// A stdout line in JSON mode with what parsing it gave: its events, or `None` (not JSON,
+    /// or not an event ralph knows: shown as text).
+    pub(super) fn parsed_line(
+        &mut self,
+        line: &str,
+        events: Option<Vec<AgentEvent>>,
+        now: Instant,
+    ) {
+        match events {
+            Some(events) => {
+                for event in events {
+                    self.event(event, now);
                 }
-                // Not an event ralph knows, or not JSON: shown as text.
-                Some(None) | None => {
-                    let segment = Segment {
-                        source: Source::Stdout,
-                        text: line,
-                        starts_line: true,
-                        ends_line: true,
-                        received: now,
-                    };
-                    self.plain_segment(&segment, line);
-                }
+            }
+            None => {
+                let segment = Segment {
+                    source: Source::Stdout,
+                    text: line,
+                    starts_line: true,
+                    ends_line: true,
+                    received: now,
+                };
+                self.plain_segment(&segment, line);
             }
         }
     }
