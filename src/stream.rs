@@ -528,21 +528,28 @@ fn widen(pipe: &impl std::os::fd::AsFd) {
     let _ = pipe;
 }
 
-/// Gives `text` (whole lines, each ending with `\n`) to `handler` one line at a time, without
-/// the line breaks (and a `\r` before one).
+/// The lines of `text` (whole lines, each ending with `\n`), without the line breaks (and a
+/// `\r` before one), as the splitter gives them.
+pub(crate) fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', text.as_bytes()).map(move |newline| {
+        let line = &text[start..newline];
+        start = newline + 1;
+        line.strip_suffix('\r').unwrap_or(line)
+    })
+}
+
+/// Gives `text` (whole lines, each ending with `\n`) to `handler` one line at a time.
 pub(crate) fn each_line<H: OutputHandler + ?Sized>(
     source: Source,
     text: &str,
     received: Instant,
     handler: &mut H,
 ) {
-    let mut start = 0;
-    for newline in memchr::memchr_iter(b'\n', text.as_bytes()) {
-        let line = &text[start..newline];
-        start = newline + 1;
+    for line in lines_of(text) {
         handler.on_segment(&Segment {
             source,
-            text: line.strip_suffix('\r').unwrap_or(line),
+            text: line,
             starts_line: true,
             ends_line: true,
             received,

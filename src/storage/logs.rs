@@ -129,17 +129,14 @@ impl IterationLog {
         }
     }
 
-    /// Whole lines at once (`text` starts a line and ends with `\n`): a record each, with one
-    /// time stamp.
-    pub(crate) fn lines(&mut self, stderr: bool, text: &str) {
+    /// Whole lines at once (without their line breaks): a record each, with one time stamp.
+    pub(crate) fn lines<'t>(&mut self, stderr: bool, lines: impl Iterator<Item = &'t str>) {
         if self.cut {
             return;
         }
         let stream = stream_name(stderr);
-        let mut start = 0;
-        for newline in memchr::memchr_iter(b'\n', text.as_bytes()) {
-            self.line(stream, &text[start..newline]);
-            start = newline + 1;
+        for line in lines {
+            self.line(stream, line);
         }
     }
 
@@ -375,7 +372,7 @@ mod tests {
         log.segment(false, "hello ", false);
         log.segment(false, "world", true);
         log.segment(true, "oops", true);
-        log.lines(false, "a \"quoted\"\tline\n\nplain\n");
+        log.lines(false, ["a \"quoted\"\tline", "", "plain"].into_iter());
         log.segment(false, "unfinished", false);
         log.end(3);
         let records = read(&path(dir.path(), 7)).unwrap();

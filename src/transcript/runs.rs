@@ -64,7 +64,7 @@ impl Transcript<'_> {
         }
         let index = usize::from(source == Source::Stderr);
         if let Some(log) = &mut self.log {
-            log.lines(source == Source::Stderr, text);
+            log.lines(source == Source::Stderr, crate::stream::lines_of(text));
         }
         // The run holds the chunk's first segment, and starts a line.
         self.chunk_first[index] = false;
@@ -94,14 +94,11 @@ impl Transcript<'_> {
     /// agent's events), then every line is handled in order.
     fn event_run(&mut self, text: &str, now: Instant) {
         if let Some(log) = &mut self.log {
-            log.lines(false, text);
+            log.lines(false, crate::stream::lines_of(text));
         }
         self.chunk_first[0] = false;
         self.segment_may_err = self.chunk_may_err[0];
-        let lines: Vec<&str> = text
-            .split_terminator('\n')
-            .map(|line| line.strip_suffix('\r').unwrap_or(line))
-            .collect();
+        let lines: Vec<&str> = crate::stream::lines_of(text).collect();
         let agent = self.agent;
         let parse = |line: &&str| {
             let event = line.trim_start().starts_with('{');
