@@ -568,8 +568,9 @@ gap_notes() {
     echo "  line. Text mode takes a chunk's whole lines as one run (one UTF-8 check, one search for"
     echo "  tool lines, one for error stems, one write per run of plain lines, the log in one pass);"
     echo "  what is left is per tool line (its capture and count) and the log's records. JSON mode"
-    echo "  parses every event (a large run in two halves, one on a helper thread); a parser that"
-    echo "  skips the fields ralph does not read without scanning them is what would be left."
+    echo "  parses every event (half of each chunk's lines on the stdout reader thread, half on the"
+    echo "  main thread, which also handles them); a parser that skips the fields ralph does not"
+    echo "  read without scanning them is what would be left."
     if le "$t_verbose" "$t_compact"; then
       echo "  In this run compact mode was slower than \`--verbose-tools\`"
       echo "  ($(calc "$t_compact * 1000" 0) ms vs $(calc "$t_verbose * 1000" 0) ms): folding tool lines into the summary costs more"

@@ -6,10 +6,12 @@
 //!   output is still drained, then SIGKILL. A second Ctrl-C skips the grace period.
 //! - Stdin is null (or a pipe that carries a long prompt and is then closed). The agents run in
 //!   non-interactive modes, and some of them wait forever on an open stdin.
-//! - Two reader threads read raw bytes (never `lines()`, which fails on invalid UTF-8) in 64 KiB
-//!   chunks and send them over a bounded channel, so a fast agent is slowed down rather than
-//!   buffered in memory. The main thread owns the child, splits lines, and keeps the clock for the
-//!   heartbeat and the timeouts.
+//! - Two reader threads read raw bytes (never `lines()`, which fails on invalid UTF-8) in chunks
+//!   of up to 256 KiB and send them over a bounded channel, so a fast agent is slowed down rather
+//!   than buffered in memory. The main thread owns the child, splits lines, and keeps the clock
+//!   for the heartbeat and the timeouts. The stdout reader may also parse part of each chunk's
+//!   lines for the handler (JSON events, see [`LineParser`]), at the same time as the main thread
+//!   handles the chunk before.
 //! - A line longer than [`MAX_SEGMENT`] is delivered in pieces, so one huge line never grows
 //!   memory either.
 //! - After the agent exits, a grandchild that keeps the pipes open does not hang the loop: after a
@@ -30,13 +32,17 @@ use nix::unistd::Pid;
 use crate::agents::AgentCommand;
 use crate::signal::{StopFlag, set_agent_group};
 
+mod lines;
+
+use lines::LineSplitter;
+pub(crate) use lines::{LineParser, ParsedLines, each_line, lines_of, parse_run};
+
 /// Longest piece of a line delivered at once.
 pub(crate) const MAX_SEGMENT: usize = 64 * 1024;
 /// Most bytes read from a pipe at once; the pipes are made this large where the system allows.
 const READ_CHUNK: usize = 256 * 1024;
 /// Chunks in flight between a reader thread and the main thread.
 const CHANNEL_CHUNKS: usize = 4;
-
 /// Which pipe a piece of output came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
@@ -67,10 +73,22 @@ pub(crate) trait OutputHandler {
     }
     fn on_segment(&mut self, segment: &Segment<'_>);
     /// Whole lines at once: `text` is valid UTF-8, starts a line and ends with `\n` (all of it
-    /// from one read, so at most 256 KiB). A handler that can take a run of lines in one go (one
-    /// search, one write) does; by default each line is one segment.
-    fn on_lines(&mut self, source: Source, text: &str, received: Instant) {
+    /// from one read, so at most 256 KiB), with what the reader thread parsed of them (see
+    /// [`Self::line_parser`]). A handler that can take a run of lines in one go (one search,
+    /// one write) does; by default each line is one segment.
+    fn on_lines(
+        &mut self,
+        source: Source,
+        text: &str,
+        received: Instant,
+        parsed: Option<ParsedLines>,
+    ) {
+        let _ = parsed;
         each_line(source, text, received, self);
+    }
+    /// A parser for the stdout reader thread to run on most of each run of whole lines.
+    fn line_parser(&self) -> Option<LineParser> {
+        None
     }
     /// Every segment of the chunk was given.
     fn on_chunk_end(&mut self) {}
@@ -122,7 +140,7 @@ pub(crate) struct RunOutcome {
 }
 
 enum Event {
-    Data(Source, Vec<u8>),
+    Data(Source, Vec<u8>, Option<ParsedLines>),
     Closed,
 }
 
@@ -199,8 +217,15 @@ fn supervise(
         .context("agent stderr was not captured")?;
     widen(&stdout);
     widen(&stderr);
-    spawn_reader("ralph-agent-stdout", stdout, Source::Stdout, sender.clone())?;
-    spawn_reader("ralph-agent-stderr", stderr, Source::Stderr, sender)?;
+    let parser = handler.line_parser();
+    spawn_reader(
+        "ralph-agent-stdout",
+        stdout,
+        Source::Stdout,
+        sender.clone(),
+        parser,
+    )?;
+    spawn_reader("ralph-agent-stderr", stderr, Source::Stderr, sender, None)?;
     let mut watch = Watch::new();
     let status = watch.run(child, group, options, stop, &receiver, handler)?;
     for splitter in &mut watch.splitters {
@@ -305,7 +330,7 @@ impl Watch {
     /// Takes in what the readers sent: output to show, or a pipe closed.
     fn absorb(&mut self, received: Received, handler: &mut dyn OutputHandler) {
         match received {
-            Received::Data(source, bytes) => {
+            Received::Data(source, bytes, parsed) => {
                 self.last_output = Instant::now();
                 if self.exited_at.is_some() {
                     // Still draining: the leak timer measures silence, not time since exit.
@@ -313,7 +338,7 @@ impl Watch {
                 }
                 let index = usize::from(source == Source::Stderr);
                 handler.on_chunk(source, &bytes);
-                self.splitters[index].push(&bytes, self.last_output, handler);
+                self.splitters[index].push(&bytes, parsed, self.last_output, handler);
                 handler.on_chunk_end();
             }
             Received::Closed => self.open_pipes -= 1,
@@ -373,14 +398,14 @@ impl Watch {
 }
 
 enum Received {
-    Data(Source, Vec<u8>),
+    Data(Source, Vec<u8>, Option<ParsedLines>),
     Closed,
     Nothing,
 }
 
 fn receive(receiver: &Receiver<Event>, timeout: Duration) -> Received {
     match receiver.recv_timeout(timeout) {
-        Ok(Event::Data(source, bytes)) => Received::Data(source, bytes),
+        Ok(Event::Data(source, bytes, parsed)) => Received::Data(source, bytes, parsed),
         Ok(Event::Closed) => Received::Closed,
         Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
             if matches!(receiver.try_recv(), Err(mpsc::TryRecvError::Disconnected)) {
@@ -397,19 +422,22 @@ fn spawn_reader<R: Read + Send + 'static>(
     mut pipe: R,
     source: Source,
     sender: SyncSender<Event>,
+    parser: Option<LineParser>,
 ) -> anyhow::Result<()> {
     thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
             let mut buffer = vec![0_u8; READ_CHUNK];
+            let mut at_line_start = true;
             loop {
                 match pipe.read(&mut buffer) {
                     Ok(0) => break,
                     Ok(n) => {
-                        if sender
-                            .send(Event::Data(source, buffer[..n].to_vec()))
-                            .is_err()
-                        {
+                        let chunk = buffer[..n].to_vec();
+                        let parsed = parser
+                            .as_ref()
+                            .and_then(|parse| parse_run(&chunk, &mut at_line_start, parse));
+                        if sender.send(Event::Data(source, chunk, parsed)).is_err() {
                             return;
                         }
                     }
@@ -423,99 +451,6 @@ fn spawn_reader<R: Read + Send + 'static>(
     Ok(())
 }
 
-/// Splits a byte stream into line segments of at most [`MAX_SEGMENT`] bytes.
-struct LineSplitter {
-    source: Source,
-    pending: Vec<u8>,
-    at_line_start: bool,
-}
-
-impl LineSplitter {
-    fn new(source: Source) -> Self {
-        Self {
-            source,
-            pending: Vec::new(),
-            at_line_start: true,
-        }
-    }
-
-    fn push(&mut self, mut data: &[u8], received: Instant, handler: &mut dyn OutputHandler) {
-        if !self.at_line_start || !self.pending.is_empty() {
-            // The end of a line begun in an earlier chunk.
-            let Some(newline) = memchr::memchr(b'\n', data) else {
-                self.keep(data, received, handler);
-                return;
-            };
-            self.pending.extend_from_slice(&data[..newline]);
-            let pending = std::mem::take(&mut self.pending);
-            self.emit(&pending, true, received, handler);
-            self.pending = pending;
-            self.pending.clear();
-            data = &data[newline + 1..];
-        }
-        if let Some(last) = memchr::memrchr(b'\n', data) {
-            let (lines, rest) = data.split_at(last + 1);
-            // One UTF-8 check for the chunk's whole lines (the usual case), else line by line.
-            match std::str::from_utf8(lines) {
-                Ok(text) => handler.on_lines(self.source, text, received),
-                Err(_) => {
-                    for line in lines[..last].split(|byte| *byte == b'\n') {
-                        self.emit(line, true, received, handler);
-                    }
-                }
-            }
-            data = rest;
-        }
-        self.keep(data, received, handler);
-    }
-
-    /// Keeps the start of a line until its end arrives; a piece of [`MAX_SEGMENT`] is given
-    /// at once.
-    fn keep(&mut self, data: &[u8], received: Instant, handler: &mut dyn OutputHandler) {
-        self.pending.extend_from_slice(data);
-        if self.pending.len() >= MAX_SEGMENT {
-            let pending = std::mem::take(&mut self.pending);
-            self.emit(&pending, false, received, handler);
-            self.pending = pending;
-            self.pending.clear();
-        }
-    }
-
-    fn finish(&mut self, handler: &mut dyn OutputHandler) {
-        if !self.pending.is_empty() || !self.at_line_start {
-            let pending = std::mem::take(&mut self.pending);
-            self.emit(&pending, true, Instant::now(), handler);
-        }
-    }
-
-    fn emit(
-        &mut self,
-        bytes: &[u8],
-        ends_line: bool,
-        received: Instant,
-        handler: &mut dyn OutputHandler,
-    ) {
-        let bytes = if ends_line {
-            bytes.strip_suffix(b"\r").unwrap_or(bytes)
-        } else {
-            bytes
-        };
-        // Validating first is much faster than the lossy path when the text is valid UTF-8.
-        let text = match std::str::from_utf8(bytes) {
-            Ok(text) => std::borrow::Cow::Borrowed(text),
-            Err(_) => String::from_utf8_lossy(bytes),
-        };
-        handler.on_segment(&Segment {
-            source: self.source,
-            text: &text,
-            starts_line: self.at_line_start,
-            ends_line,
-            received,
-        });
-        self.at_line_start = ends_line;
-    }
-}
-
 /// Makes a pipe hold a whole read chunk: fewer, larger reads when the agent prints a lot (the
 /// system may refuse; then the pipe stays as it is).
 fn widen(pipe: &impl std::os::fd::AsFd) {
@@ -526,35 +461,6 @@ fn widen(pipe: &impl std::os::fd::AsFd) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = pipe;
-}
-
-/// The lines of `text` (whole lines, each ending with `\n`), without the line breaks (and a
-/// `\r` before one), as the splitter gives them.
-pub(crate) fn lines_of(text: &str) -> impl Iterator<Item = &str> {
-    let mut start = 0;
-    memchr::memchr_iter(b'\n', text.as_bytes()).map(move |newline| {
-        let line = &text[start..newline];
-        start = newline + 1;
-        line.strip_suffix('\r').unwrap_or(line)
-    })
-}
-
-/// Gives `text` (whole lines, each ending with `\n`) to `handler` one line at a time.
-pub(crate) fn each_line<H: OutputHandler + ?Sized>(
-    source: Source,
-    text: &str,
-    received: Instant,
-    handler: &mut H,
-) {
-    for line in lines_of(text) {
-        handler.on_segment(&Segment {
-            source,
-            text: line,
-            starts_line: true,
-            ends_line: true,
-            received,
-        });
-    }
 }
 
 /// Whether `program` names an executable file (looked up on PATH when it has no `/`).
@@ -582,60 +488,8 @@ fn signal_group(group: i32, signal: Signal) {
 
 #[cfg(test)]
 mod tests {
+    use super::lines::tests::Collect;
     use super::*;
-
-    #[derive(Default)]
-    struct Collect(Vec<(String, bool, bool)>);
-
-    impl OutputHandler for Collect {
-        fn on_segment(&mut self, segment: &Segment<'_>) {
-            self.0.push((
-                segment.text.to_owned(),
-                segment.starts_line,
-                segment.ends_line,
-            ));
-        }
-        fn on_tick(&mut self, _: Instant, _: Instant) {}
-    }
-
-    #[test]
-    fn splitter_handles_partial_lines_crlf_and_invalid_utf8() {
-        let mut handler = Collect::default();
-        let mut splitter = LineSplitter::new(Source::Stdout);
-        splitter.push(b"hel", Instant::now(), &mut handler);
-        splitter.push(
-            b"lo\r\nwor\xffld\nlone\rcr\ntail",
-            Instant::now(),
-            &mut handler,
-        );
-        splitter.finish(&mut handler);
-        let texts: Vec<_> = handler.0.iter().map(|(t, _, _)| t.as_str()).collect();
-        assert_eq!(texts, ["hello", "wor\u{fffd}ld", "lone\rcr", "tail"]);
-        // Whole lines of valid text come as one run, given line by line by default.
-        let mut handler = Collect::default();
-        splitter.push(b"one\r\n\ntwo\nthr", Instant::now(), &mut handler);
-        splitter.push(b"ee\n", Instant::now(), &mut handler);
-        let texts: Vec<_> = handler.0.iter().map(|(t, _, _)| t.as_str()).collect();
-        assert_eq!(texts, ["one", "", "two", "three"]);
-        assert!(handler.0.iter().all(|(_, starts, ends)| *starts && *ends));
-    }
-
-    #[test]
-    fn splitter_cuts_huge_lines_into_bounded_segments() {
-        let mut handler = Collect::default();
-        let mut splitter = LineSplitter::new(Source::Stdout);
-        let chunk = vec![b'a'; MAX_SEGMENT];
-        for _ in 0..3 {
-            splitter.push(&chunk, Instant::now(), &mut handler);
-        }
-        splitter.push(b"end\n", Instant::now(), &mut handler);
-        splitter.finish(&mut handler);
-        assert_eq!(handler.0.len(), 4);
-        assert!(handler.0.iter().all(|(t, _, _)| t.len() <= MAX_SEGMENT));
-        assert_eq!((handler.0[0].1, handler.0[0].2), (true, false));
-        assert_eq!((handler.0[1].1, handler.0[1].2), (false, false));
-        assert_eq!(handler.0[3], ("end".to_owned(), false, true));
-    }
 
     fn options() -> RunOptions {
         RunOptions {

@@ -355,7 +355,7 @@ impl<'a> Transcript<'a> {
             return;
         }
         let events = self.agent.parse_event(line);
-        self.parsed_line(line, events, now);
+        self.parsed_line(line, events.map(Vec::into_iter), now);
     }
 
     /// The streamed message is complete: it is shown and counts as the agent's last text.
@@ -465,8 +465,22 @@ impl OutputHandler for Transcript<'_> {
         }
     }
 
-    fn on_lines(&mut self, source: Source, text: &str, received: Instant) {
-        self.lines(source, text, received);
+    fn on_lines(
+        &mut self,
+        source: Source,
+        text: &str,
+        received: Instant,
+        parsed: Option<crate::stream::ParsedLines>,
+    ) {
+        self.lines(source, text, received, parsed);
+    }
+
+    fn line_parser(&self) -> Option<crate::stream::LineParser> {
+        if self.display.format != OutputFormat::Json {
+            return None;
+        }
+        let agent = self.agent.events_of()?.agent();
+        Some(Box::new(move |line| runs::events_in(agent.as_ref(), line)))
     }
 
     fn on_segment(&mut self, segment: &Segment<'_>) {

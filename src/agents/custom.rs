@@ -213,6 +213,10 @@ impl Agent for CustomAgentDef {
         self.events?.agent().parse_event(line)
     }
 
+    fn events_of(&self) -> Option<AgentKind> {
+        self.events
+    }
+
     fn reports_cost(&self) -> bool {
         self.events.is_some_and(|kind| kind.agent().reports_cost())
     }

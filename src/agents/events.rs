@@ -48,6 +48,19 @@ pub(crate) enum AgentEvent {
     Quiet,
 }
 
+impl AgentEvent {
+    /// The text this event carries, for the kinds that carry one (a message or a piece of one).
+    pub(crate) fn text_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Self::Text(text)
+            | Self::TextPiece(text)
+            | Self::Final(text)
+            | Self::FinalText(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
 /// A JSON value's field as a string.
 pub(crate) fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
     value.get(key).and_then(Value::as_str)

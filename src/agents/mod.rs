@@ -262,6 +262,11 @@ pub(crate) trait Agent: Send + Sync {
     /// (not JSON, or an unknown type), so it is shown as text.
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>>;
 
+    /// The built-in agent whose JSON events this agent prints (a custom agent names one).
+    fn events_of(&self) -> Option<AgentKind> {
+        self.kind()
+    }
+
     /// Whether the agent reports what a run cost.
     fn reports_cost(&self) -> bool {
         true

@@ -11,12 +11,9 @@ use std::time::Instant;
 use regex::Regex;
 
 use super::{AgentKind, ERROR_HINT, LEGACY_PLUGIN, MAX_ERRORS, OutputFormat, Transcript};
-use crate::agents::AgentEvent;
+use crate::agents::{Agent, AgentEvent};
 use crate::output;
-use crate::stream::{Segment, Source};
-
-/// A run of event lines this large is parsed in two halves at once.
-const PARALLEL_RUN_BYTES: usize = 64 * 1024;
+use crate::stream::{ParsedLines, Segment, Source};
 
 /// What every error line holds, in any case: a chunk without one of these has no error line.
 static ERROR_STEMS: LazyLock<[memchr::memmem::Finder<'static>; 3]> = LazyLock::new(|| {
@@ -29,6 +26,15 @@ pub(super) fn may_hold_error(data: &[u8], scratch: &mut Vec<u8>) -> bool {
     scratch.clear();
     scratch.extend(data.iter().map(|byte| byte | 0x20));
     ERROR_STEMS.iter().any(|stem| stem.find(scratch).is_some())
+}
+
+/// The events of a stdout line in JSON mode (`None`: it is not an event).
+pub(crate) fn events_in(agent: &dyn Agent, line: &str) -> Option<Vec<AgentEvent>> {
+    if line.trim_start().starts_with('{') {
+        agent.parse_event(line)
+    } else {
+        None
+    }
 }
 
 /// `pattern` made to match on any line of a run: `^` and `$` at each line's ends.
@@ -47,10 +53,16 @@ fn line_around(text: &str, at: usize) -> (usize, usize) {
 
 impl Transcript<'_> {
     /// Whole lines (`text` starts a line and ends with `\n`).
-    pub(super) fn lines(&mut self, source: Source, text: &str, now: Instant) {
+    pub(super) fn lines(
+        &mut self,
+        source: Source,
+        text: &str,
+        now: Instant,
+        parsed: Option<ParsedLines>,
+    ) {
         let plain = self.display.format == OutputFormat::Text || source == Source::Stderr;
         if !plain && self.event_line.is_none() {
-            self.event_run(text, now);
+            self.event_run(text, now, parsed);
             return;
         }
         let tools_searchable = self.agent.tool_pattern().is_none() || self.tool_lines.is_some();
@@ -89,37 +101,31 @@ impl Transcript<'_> {
         self.show_tools_and_lines(source, text, now);
     }
 
-    /// A run of stdout lines in JSON mode: the event lines are parsed first (a large run's in two
-    /// halves at once, one on a helper thread: parsing is most of what ralph does with a fast
-    /// agent's events), then every line is handled in order.
-    fn event_run(&mut self, text: &str, now: Instant) {
+    /// A run of stdout lines in JSON mode, handled line by line in order: the reader thread
+    /// parsed the last lines already (`parsed`, see [`crate::stream::LineParser`]), the first
+    /// are parsed here meanwhile.
+    fn event_run(&mut self, text: &str, now: Instant, parsed: Option<ParsedLines>) {
         if let Some(log) = &mut self.log {
             log.lines(false, crate::stream::lines_of(text));
         }
         self.chunk_first[0] = false;
         self.segment_may_err = self.chunk_may_err[0];
-        let lines: Vec<&str> = crate::stream::lines_of(text).collect();
+        // The reader thread's part, when it parsed the lines that end this run.
+        let count = memchr::memchr_iter(b'\n', text.as_bytes()).count();
+        let mut parsed = parsed.filter(|parsed| parsed.first + parsed.len() == count);
+        let first = parsed.as_ref().map_or(usize::MAX, |parsed| parsed.first);
         let agent = self.agent;
-        let parse = |line: &&str| {
-            let event = line.trim_start().starts_with('{');
-            event.then(|| agent.parse_event(line))
-        };
-        let parsed: Vec<Option<Option<Vec<AgentEvent>>>> = if text.len() < PARALLEL_RUN_BYTES {
-            lines.iter().map(parse).collect()
-        } else {
-            let (first, second) = lines.split_at(lines.len() / 2);
-            std::thread::scope(|scope| {
-                let helper = scope.spawn(|| second.iter().map(parse).collect::<Vec<_>>());
-                let mut parsed: Vec<_> = first.iter().map(parse).collect();
-                match helper.join() {
-                    Ok(rest) => parsed.extend(rest),
-                    Err(_) => parsed.extend(second.iter().map(parse)),
+        for (index, line) in crate::stream::lines_of(text).enumerate() {
+            match &mut parsed {
+                Some(parsed) if index >= first => {
+                    let events = parsed.next_line();
+                    self.parsed_line(line, events, now);
                 }
-                parsed
-            })
-        };
-        for (line, parsed) in lines.iter().zip(parsed) {
-            self.parsed_line(line, parsed.flatten(), now);
+                _ => {
+                    let events = events_in(agent, line).map(Vec::into_iter);
+                    self.parsed_line(line, events, now);
+                }
+            }
         }
     }
 
@@ -128,7 +134,7 @@ impl Transcript<'_> {
     pub(super) fn parsed_line(
         &mut self,
         line: &str,
-        events: Option<Vec<AgentEvent>>,
+        events: Option<impl Iterator<Item = AgentEvent>>,
         now: Instant,
     ) {
         match events {
@@ -246,7 +252,11 @@ mod tests {
         for source in [Source::Stdout, Source::Stderr] {
             transcript.on_chunk(source, text.as_bytes());
             if as_run {
-                transcript.on_lines(source, text, now);
+                let parser = transcript.line_parser();
+                let parsed = parser
+                    .as_ref()
+                    .and_then(|parse| crate::stream::parse_run(text.as_bytes(), &mut true, parse));
+                transcript.on_lines(source, text, now, parsed);
             } else {
                 crate::stream::each_line(source, text, now, &mut transcript);
             }
@@ -300,14 +310,14 @@ done <promise>COMPLETE</promise>
     }
 
     #[test]
-    fn a_run_of_events_is_read_as_its_lines_are_also_when_parsed_in_halves() {
+    fn a_run_of_events_is_read_as_its_lines_are_also_when_parsed_in_two_places() {
         let events = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/agents/opencode-tool-use.jsonl"
         ))
         .expect("the fixture");
         let mut output = String::from("not an event\n{\"broken\": \n");
-        // Past the size that splits the parse between two threads, and small.
+        // Small and large (parsed in part as the reader thread would).
         for text in [&events, &events.repeat(1 + 70 * 1024 / events.len())] {
             output.truncate("not an event\n{\"broken\": \n".len());
             output.push_str(text);
