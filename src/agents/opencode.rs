@@ -11,7 +11,7 @@ use regex::Regex;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::events::{Failure, capitalized, status_field, str_field, tool_detail, u64_field};
+use super::events::{Failure, capitalized, status_field, str_field, tool_detail};
 use super::{
     Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
     prompt_needs_stdin,
@@ -96,28 +96,26 @@ impl Agent for OpenCode {
                     name: capitalized(part.tool.as_deref()?),
                     detail: state.input.as_ref().and_then(tool_detail),
                 }];
-                if state.status.as_ref().and_then(Value::as_str) == Some("error") {
-                    let message = state.error.as_ref().and_then(Value::as_str);
-                    let message = message.unwrap_or("the tool call failed");
+                if parse_raw::<Cow<str>>(state.status).as_deref() == Some("error") {
+                    let message = parse_raw::<Cow<str>>(state.error);
+                    let message = message.as_deref().unwrap_or("the tool call failed");
                     events.push(AgentEvent::ToolError(message.to_owned()));
                 }
                 events
             }
             "step_finish" => {
-                let tokens = parse_raw::<Value>(part.tokens).unwrap_or_default();
-                let tokens = &tokens;
-                let cache = tokens.get("cache").unwrap_or(&Value::Null);
+                let tokens: Tokens = parse_raw(part.tokens).unwrap_or_default();
+                let cache: CacheTokens = parse_raw(tokens.cache).unwrap_or_default();
                 let mut events = vec![
                     AgentEvent::Usage(Usage {
-                        input: u64_field(tokens, "input"),
-                        output: u64_field(tokens, "output")
-                            .saturating_add(u64_field(tokens, "reasoning")),
-                        cache_read: u64_field(cache, "read"),
-                        cache_write: u64_field(cache, "write"),
+                        input: count(tokens.input),
+                        output: count(tokens.output).saturating_add(count(tokens.reasoning)),
+                        cache_read: count(cache.read),
+                        cache_write: count(cache.write),
                     }),
                     AgentEvent::Turns(1),
                 ];
-                if let Some(cost) = parse_raw::<Value>(part.cost).and_then(|cost| cost.as_f64()) {
+                if let Some(cost) = parse_raw::<f64>(part.cost) {
                     events.push(AgentEvent::Cost(cost));
                 }
                 events
@@ -179,13 +177,40 @@ struct Part<'a> {
 
 /// The fields of a tool call's `state` ralph reads (its output, often large, is skipped).
 #[derive(Default, serde::Deserialize)]
-struct ToolState {
-    #[serde(default)]
-    status: Option<Value>,
-    #[serde(default)]
-    error: Option<Value>,
+struct ToolState<'a> {
+    #[serde(default, borrow)]
+    status: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
     #[serde(default)]
     input: Option<Value>,
+}
+
+/// A step's token counts, read without building a map; see [`count`].
+#[derive(Default, serde::Deserialize)]
+struct Tokens<'a> {
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    output: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    reasoning: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    cache: Option<&'a RawValue>,
+}
+
+/// The cached tokens of a step.
+#[derive(Default, serde::Deserialize)]
+struct CacheTokens<'a> {
+    #[serde(default, borrow)]
+    read: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    write: Option<&'a RawValue>,
+}
+
+/// A token count: a whole number, or 0 for anything else (a fraction, a string, nothing).
+fn count(raw: Option<&RawValue>) -> u64 {
+    raw.and_then(|raw| raw.get().parse().ok()).unwrap_or(0)
 }
 
 /// Where OpenCode's own configuration files live, for the `--no-plugins` plugin filter.
@@ -335,6 +360,64 @@ mod tests {
             command.env,
             vec![("OPENCODE_CONFIG".to_owned(), path.into())]
         );
+    }
+
+    #[test]
+    fn steps_and_tool_calls_are_read_leniently() {
+        let step = |tokens: &str| {
+            let line = format!(
+                r#"{{"type":"step_finish","part":{{"type":"step-finish","tokens":{tokens},"cost":2}}}}"#
+            );
+            OpenCode.parse_event(&line).unwrap()
+        };
+        let usage = |input, output, cache_read, cache_write| Usage {
+            input,
+            output,
+            cache_read,
+            cache_write,
+        };
+        assert_eq!(
+            step(r#"{"input":100,"output":20,"reasoning":5,"cache":{"read":7,"write":3}}"#),
+            [
+                AgentEvent::Usage(usage(100, 25, 7, 3)),
+                AgentEvent::Turns(1),
+                AgentEvent::Cost(2.0)
+            ]
+        );
+        // What is not a whole number counts nothing; the rest still counts.
+        assert_eq!(
+            step(r#"{"input":1.5,"output":"20","reasoning":-1,"cache":null,"total":9}"#)[0],
+            AgentEvent::Usage(usage(0, 0, 0, 0))
+        );
+        assert_eq!(
+            step(r#"{"input":4,"cache":{"read":{"x":1},"write":2}}"#)[0],
+            AgentEvent::Usage(usage(4, 0, 0, 2))
+        );
+        assert_eq!(step(r#""many""#)[0], AgentEvent::Usage(usage(0, 0, 0, 0)));
+        let tool = |state: &str| {
+            let line = format!(
+                r#"{{"type":"tool_use","part":{{"type":"tool","tool":"bash","state":{state}}}}}"#
+            );
+            OpenCode.parse_event(&line).unwrap()
+        };
+        let failed = tool(r#"{"status":"error","error":"denied","input":{"command":"rm x"}}"#);
+        assert_eq!(
+            failed,
+            [
+                AgentEvent::Tool {
+                    name: "Bash".into(),
+                    detail: Some("rm x".into())
+                },
+                AgentEvent::ToolError("denied".into())
+            ]
+        );
+        let unexplained = tool(r#"{"status":"error","error":{"code":1}}"#);
+        assert_eq!(
+            unexplained[1],
+            AgentEvent::ToolError("the tool call failed".into())
+        );
+        assert_eq!(tool(r#"{"status":"completed","output":"ok"}"#).len(), 1);
+        assert_eq!(tool(r#""odd""#).len(), 1);
     }
 
     #[test]
