@@ -568,7 +568,7 @@ gap_notes() {
     echo "  line. Text mode takes a chunk's whole lines as one run (one UTF-8 check, one search for"
     echo "  tool lines, one for error stems, one write per run of plain lines, the log in one pass);"
     echo "  what is left is per tool line (its capture and count) and the log's records. JSON mode"
-    echo "  parses every event (half of each chunk's lines on the stdout reader thread, half on the"
+    echo "  parses every event (55% of each chunk's lines on the stdout reader thread, the rest on the"
     echo "  main thread, which also handles them); a parser that skips the fields ralph does not"
     echo "  read without scanning them is what would be left."
     if le "$t_verbose" "$t_compact"; then

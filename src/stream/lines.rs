@@ -6,9 +6,9 @@ use std::time::Instant;
 use super::{MAX_SEGMENT, OutputHandler, Segment, Source};
 use crate::agents::AgentEvent;
 
-/// The share of a run's lines a [`LineParser`] parses on the reader thread (half: the
-/// main thread parses the rest and then handles every line).
-const READER_SHARE: (usize, usize) = (1, 2);
+/// The share of a run's lines a [`LineParser`] parses on the reader thread (a little more than
+/// half: the main thread parses the rest and then handles every line).
+const READER_SHARE: (usize, usize) = (11, 20);
 
 /// Parses one line of stdout into events (`None`: not an event) on the stdout reader thread,
 /// while the main thread handles the chunks before.
@@ -20,8 +20,8 @@ pub(crate) type LineParser = Box<dyn Fn(&str) -> Option<Vec<AgentEvent>> + Send>
 /// the main thread: memory is best freed by the thread that took it, and the main thread frees
 /// the events once it has handled them.
 pub(crate) struct ParsedLines {
-    /// Where the run starts in its chunk.
-    start: usize,
+    /// Where the run lies in its chunk.
+    bytes: std::ops::Range<usize>,
     /// The first of the run's lines parsed (the ones before are left to the main thread).
     pub(crate) first: usize,
     /// Per line from `first` on: how many of `events` are its, or `None` (not an event).
@@ -34,11 +34,6 @@ pub(crate) struct ParsedLines {
 }
 
 impl ParsedLines {
-    /// How many lines were parsed.
-    pub(crate) fn len(&self) -> usize {
-        self.counts.len()
-    }
-
     /// The events of the next line parsed, or `None` when it is not an event.
     pub(crate) fn next_line(&mut self) -> Option<impl Iterator<Item = AgentEvent> + '_> {
         let count = self.counts.next()??;
@@ -93,7 +88,7 @@ pub(crate) fn parse_run(
         }
     }
     Some(ParsedLines {
-        start,
+        bytes: start..end,
         first,
         counts: counts.into_iter(),
         events: events.into_iter(),
@@ -145,7 +140,7 @@ impl LineSplitter {
             let (lines, rest) = data.split_at(last + 1);
             // One UTF-8 check for the chunk's whole lines (the usual case), else line by line.
             let start = chunk.len() - data.len();
-            let parsed = parsed.filter(|parsed| parsed.start == start);
+            let parsed = parsed.filter(|parsed| parsed.bytes == (start..start + lines.len()));
             match std::str::from_utf8(lines) {
                 Ok(text) => handler.on_lines(self.source, text, received, parsed),
                 Err(_) => {
@@ -292,12 +287,17 @@ pub(super) mod tests {
     impl OutputHandler for Runs {
         fn on_segment(&mut self, _: &Segment<'_>) {}
         fn on_lines(&mut self, _: Source, text: &str, _: Instant, parsed: Option<ParsedLines>) {
-            let lines = lines_of(text).map(str::to_owned).collect();
+            let lines: Vec<String> = lines_of(text).map(str::to_owned).collect();
             let mut parsed = parsed.expect("the reader parsed every run of valid lines");
             let first = parsed.first;
-            let events = (0..parsed.len())
+            let events = (first..lines.len())
                 .map(|_| parsed.next_line().map(Iterator::collect))
                 .collect();
+            assert_eq!(
+                parsed.counts.len(),
+                0,
+                "as many lines were parsed as the run ends with"
+            );
             self.runs.push((lines, first, events));
         }
         fn on_tick(&mut self, _: Instant, _: Instant) {}
@@ -335,7 +335,8 @@ pub(super) mod tests {
             // In small chunks no whole line may follow a line's end: then there is no run.
             assert!(cut < 37 || handler.runs.len() > 1, "cut {cut}");
             for (lines, first, events) in &handler.runs {
-                assert_eq!(*first, lines.len() - lines.len() / 2, "cut {cut}");
+                let (share, of) = READER_SHARE;
+                assert_eq!(*first, lines.len() - lines.len() * share / of, "cut {cut}");
                 assert_eq!(events.len(), lines.len() - first, "cut {cut}");
                 for (line, events) in lines[*first..].iter().zip(events) {
                     let expected = line.strip_prefix('{').map(|text| {

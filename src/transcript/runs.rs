@@ -104,15 +104,13 @@ impl Transcript<'_> {
     /// A run of stdout lines in JSON mode, handled line by line in order: the reader thread
     /// parsed the last lines already (`parsed`, see [`crate::stream::LineParser`]), the first
     /// are parsed here meanwhile.
-    fn event_run(&mut self, text: &str, now: Instant, parsed: Option<ParsedLines>) {
+    fn event_run(&mut self, text: &str, now: Instant, mut parsed: Option<ParsedLines>) {
         if let Some(log) = &mut self.log {
             log.lines(false, crate::stream::lines_of(text));
         }
         self.chunk_first[0] = false;
         self.segment_may_err = self.chunk_may_err[0];
-        // The reader thread's part, when it parsed the lines that end this run.
-        let count = memchr::memchr_iter(b'\n', text.as_bytes()).count();
-        let mut parsed = parsed.filter(|parsed| parsed.first + parsed.len() == count);
+        // The reader thread's part: the lines from `first` to the end of the run.
         let first = parsed.as_ref().map_or(usize::MAX, |parsed| parsed.first);
         let agent = self.agent;
         for (index, line) in crate::stream::lines_of(text).enumerate() {
