@@ -43,6 +43,7 @@ pub(crate) const MAX_SEGMENT: usize = 64 * 1024;
 const READ_CHUNK: usize = 256 * 1024;
 /// Chunks in flight between a reader thread and the main thread.
 const CHANNEL_CHUNKS: usize = 4;
+
 /// Which pipe a piece of output came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
