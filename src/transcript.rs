@@ -496,7 +496,7 @@ impl OutputHandler for Transcript<'_> {
             std::mem::take(&mut self.chunk_first[index]) || self.chunk_may_err[index];
         let structured =
             self.display.format == OutputFormat::Json && segment.source == Source::Stdout;
-        let event = structured && segment.starts_line && segment.text.trim_start().starts_with('{');
+        let event = structured && segment.starts_line && runs::opens_event(segment.text);
         if event && segment.ends_line {
             // A whole event line in one segment, the usual case: read in place.
             self.end_event_line(segment.text, segment.received);

@@ -28,9 +28,14 @@ pub(super) fn may_hold_error(data: &[u8], scratch: &mut Vec<u8>) -> bool {
     ERROR_STEMS.iter().any(|stem| stem.find(scratch).is_some())
 }
 
+/// Whether a stdout line in JSON mode (or its first piece) may be an event: it opens an object.
+pub(super) fn opens_event(text: &str) -> bool {
+    text.trim_start().starts_with('{')
+}
+
 /// The events of a stdout line in JSON mode (`None`: it is not an event).
 pub(crate) fn events_in(agent: &dyn Agent, line: &str) -> Option<Vec<AgentEvent>> {
-    if line.trim_start().starts_with('{') {
+    if opens_event(line) {
         agent.parse_event(line)
     } else {
         None
