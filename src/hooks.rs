@@ -13,6 +13,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::agents::AgentCommand;
+use crate::event::{LoopEvent, Reporter, Stamped};
+use crate::options::LoopOptions;
 use crate::output;
 use crate::signal::StopFlag;
 use crate::stream::{self, EndedBy, OutputHandler, RunOptions, Segment};
@@ -33,6 +35,64 @@ impl When {
             Self::Complete => "on_complete",
             Self::Stop => "on_stop",
         }
+    }
+}
+
+/// The hooks of a loop, as a reporter: `on_iteration` after each iteration, and (for the run
+/// itself, `ends`) `on_complete` or `on_stop` at its end.
+pub(crate) struct Hooks {
+    on_iteration: Option<String>,
+    on_complete: Option<String>,
+    on_stop: Option<String>,
+    /// Where they run: the repository's top.
+    dir: std::path::PathBuf,
+    timeout: Duration,
+    ends: bool,
+}
+
+impl Hooks {
+    /// The hooks `options` set, if any.
+    pub(crate) fn new(options: &LoopOptions, dir: &Path, ends: bool) -> Option<Self> {
+        let set = |command: &Option<String>| command.clone().filter(|c| !c.trim().is_empty());
+        let hooks = Self {
+            on_iteration: set(&options.on_iteration),
+            on_complete: set(&options.on_complete).filter(|_| ends),
+            on_stop: set(&options.on_stop).filter(|_| ends),
+            dir: dir.to_owned(),
+            timeout: options.hook_timeout,
+            ends,
+        };
+        let any =
+            hooks.on_iteration.is_some() || hooks.on_complete.is_some() || hooks.on_stop.is_some();
+        any.then_some(hooks)
+    }
+}
+
+impl Reporter for Hooks {
+    fn event(&mut self, stamped: &Stamped<'_>) {
+        let when = match stamped.event {
+            LoopEvent::IterationFinished(_) => When::Iteration,
+            LoopEvent::RunEnded(end) if self.ends => ended(end.exit_code),
+            LoopEvent::ParallelEnded(end) if self.ends => ended(end.exit_code),
+            _ => return,
+        };
+        let command = match when {
+            When::Iteration => &self.on_iteration,
+            When::Complete => &self.on_complete,
+            When::Stop => &self.on_stop,
+        };
+        if let Some(command) = command {
+            run(when, command, &stamped.to_value(), &self.dir, self.timeout);
+        }
+    }
+}
+
+/// The hook of a run's end: `on_complete` for exit code 0, else `on_stop`.
+fn ended(exit_code: u8) -> When {
+    if exit_code == 0 {
+        When::Complete
+    } else {
+        When::Stop
     }
 }
 

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::event::{LoopEvent, Reporter, Stamped};
+use crate::git::Repo;
+use crate::options::LoopOptions;
 use crate::output;
 
 /// How long one POST may take.
@@ -75,6 +78,92 @@ fn body(kind: Kind, note: &Note) -> (&'static str, String) {
             }
             ("application/json", fields.to_string())
         }
+    }
+}
+
+/// `--notify` as a reporter: a message at the run's end (`ends`), and with `--notify-each` after
+/// every iteration. Each names the repository and its branch.
+pub(crate) struct Notifier {
+    urls: Vec<String>,
+    format: String,
+    each: bool,
+    ends: bool,
+    /// The repository's top (its name is the repository's), and the repository for its branch.
+    top: std::path::PathBuf,
+    repo: Option<Repo>,
+}
+
+impl Notifier {
+    /// The notifier `options` ask for, if any URL is given.
+    pub(crate) fn new(
+        options: &LoopOptions,
+        top: &std::path::Path,
+        repo: Option<Repo>,
+        ends: bool,
+    ) -> Option<Self> {
+        (!options.notify.is_empty()).then(|| Self {
+            urls: options.notify.clone(),
+            format: options.notify_format.clone(),
+            each: options.notify_each,
+            ends,
+            top: top.to_owned(),
+            repo,
+        })
+    }
+
+    /// Sends `text` under `title`, with the event's facts, the repository and the branch.
+    fn send(&self, title: String, text: &str, mut fields: Value) {
+        let repository = self
+            .top
+            .file_name()
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+        let branch = self.repo.as_ref().and_then(Repo::current_branch);
+        if let Some(map) = fields.as_object_mut() {
+            map.insert("repository".to_owned(), repository.clone().into());
+            map.insert("branch".to_owned(), branch.clone().into());
+        }
+        let place = match &branch {
+            Some(branch) => format!("{repository} ({branch})"),
+            None => repository,
+        };
+        let note = Note {
+            title,
+            text: format!("{text} — {place}"),
+            fields,
+        };
+        send(&self.urls, &self.format, &note);
+    }
+}
+
+impl Reporter for Notifier {
+    fn event(&mut self, stamped: &Stamped<'_>) {
+        let ended = |exit_code: u8| {
+            if exit_code == 0 {
+                "ralph completed"
+            } else {
+                "ralph stopped"
+            }
+            .to_owned()
+        };
+        let (title, text) = match stamped.event {
+            LoopEvent::IterationFinished(record) if self.each => (
+                format!("ralph iteration {}", record.iteration),
+                format!(
+                    "iteration {}: exit code {}, {} changed",
+                    record.iteration,
+                    record.exit_code,
+                    output::format::plural(record.files_modified.len() as u64, "file")
+                ),
+            ),
+            LoopEvent::RunEnded(end) if self.ends => {
+                (ended(end.exit_code), output::run_summary(end))
+            }
+            LoopEvent::ParallelEnded(end) if self.ends => {
+                (ended(end.exit_code), output::parallel_summary(end))
+            }
+            _ => return,
+        };
+        self.send(title, &text, stamped.to_value());
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::event::{LoopEvent, Reporter, Stamped};
 use crate::git::Repo;
 use crate::output::html::{self, Page};
 use crate::storage::{self, RalphDir, history, state, tasks::TaskList};
@@ -17,6 +18,39 @@ const MAX_COMMITS: usize = 500;
 /// Where the report goes: `file`, or `.ralph/report.html`.
 pub(crate) fn destination(dir: &RalphDir, file: Option<&Path>) -> PathBuf {
     file.map_or_else(|| dir.file(REPORT_FILE), Path::to_owned)
+}
+
+/// `report = true`: the HTML report in `.ralph/` follows every iteration and the run's end.
+pub(crate) struct LiveReport {
+    dir: RalphDir,
+    repo: Option<Repo>,
+    prompt: String,
+}
+
+impl LiveReport {
+    pub(crate) fn new(dir: &RalphDir, repo: Option<Repo>, prompt: &str) -> Self {
+        Self {
+            dir: dir.clone(),
+            repo,
+            prompt: prompt.to_owned(),
+        }
+    }
+}
+
+impl Reporter for LiveReport {
+    fn event(&mut self, stamped: &Stamped<'_>) {
+        let ending = match stamped.event {
+            LoopEvent::IterationFinished(_) => None,
+            LoopEvent::RunEnded(end) => Some(end.reason.as_str()),
+            LoopEvent::ParallelEnded(end) => Some(end.reason.as_str()),
+            _ => return,
+        };
+        let to = destination(&self.dir, None);
+        let ending = ending.map(|reason| (reason, self.prompt.as_str()));
+        if let Err(err) = write(&self.dir, self.repo.as_ref(), &to, ending) {
+            crate::output::report_failed(&to, &format!("{err:#}"));
+        }
+    }
 }
 
 /// Writes the report of the loop in `dir` to `to`; `ending`: how the loop ended and its prompt,

@@ -68,6 +68,9 @@ pub(crate) struct Findings {
     pub(crate) stop_announced: bool,
 }
 
+/// Told the tools an agent used so far (name → calls).
+type ToolsHook<'a> = Box<dyn FnMut(&BTreeMap<String, u64>) + 'a>;
+
 /// The output handler for one agent run.
 pub(crate) struct Transcript<'a> {
     agent: &'a dyn Agent,
@@ -104,6 +107,8 @@ pub(crate) struct Transcript<'a> {
     findings: Findings,
     /// Told the agent's process group once it runs.
     spawn_hook: Option<Box<dyn FnMut(i32) + 'a>>,
+    /// Told the tools used so far, when the tool summary is due.
+    tools_hook: Option<ToolsHook<'a>>,
     /// The iteration's log, written as the output arrives.
     log: Option<IterationLog>,
     /// The agent's tool pattern, matched line by line in a whole run of lines (see `runs`).
@@ -149,6 +154,7 @@ impl<'a> Transcript<'a> {
             promises_seen_anywhere: vec![false; count],
             findings: Findings::default(),
             spawn_hook: None,
+            tools_hook: None,
             log: None,
             tool_lines: agent.tool_pattern().and_then(runs::multi_line),
             scratch: Vec::new(),
@@ -172,6 +178,18 @@ impl<'a> Transcript<'a> {
     pub(crate) fn on_spawn(mut self, hook: impl FnMut(i32) + 'a) -> Self {
         self.spawn_hook = Some(Box::new(hook));
         self
+    }
+
+    /// Tells `hook` the tools used so far whenever the summary line is due.
+    pub(crate) fn on_tools(mut self, hook: impl FnMut(&BTreeMap<String, u64>) + 'a) -> Self {
+        self.tools_hook = Some(Box::new(hook));
+        self
+    }
+
+    fn tools_shown(&mut self) {
+        if let Some(hook) = &mut self.tools_hook {
+            hook(&self.findings.tools);
+        }
     }
 
     /// What the agent's exit tells: the usage report it wrote, and a failure its exit code
@@ -205,7 +223,7 @@ impl<'a> Transcript<'a> {
                 }
             }
         } else if !self.findings.tools.is_empty() && !self.display.verbose_tools {
-            output::tool_progress(&self.findings.tools);
+            self.tools_shown();
         }
         output::flush();
         // The final message decides; without one, the last text; without any, plain stdout.
@@ -262,7 +280,7 @@ impl<'a> Transcript<'a> {
             .last_summary
             .is_none_or(|at| now.duration_since(at) >= self.display.tool_summary);
         if !self.display.verbose_tools && self.display.stream && due {
-            output::tool_progress(&self.findings.tools);
+            self.tools_shown();
             self.last_summary = Some(now);
             self.last_printed = now;
         }

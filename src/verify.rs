@@ -47,19 +47,20 @@ impl OutputHandler for Tail {
     }
 }
 
-/// Runs the commands in order and reports each; stops at the first failure.
+/// Runs the commands in order and tells `finished` each result; stops at the first failure.
 pub(crate) fn run_all(
     commands: &[String],
     dir: &Path,
     timeout: Duration,
     grace: Duration,
     stop: &StopFlag,
+    finished: &dyn Fn(&Verification),
 ) -> Vec<Verification> {
     let mut results = Vec::new();
     for command in commands {
         output::verify_started(command);
         let result = run_one(command, dir, timeout, grace, stop);
-        output::verify_finished(&result);
+        finished(&result);
         let passed = result.passed;
         results.push(result);
         if !passed || stop.is_stopping() {
@@ -153,6 +154,7 @@ mod tests {
             timeout,
             Duration::from_millis(200),
             &StopFlag::default(),
+            &|_| {},
         );
         results.into_iter().next().unwrap()
     }

@@ -33,10 +33,10 @@ pub(crate) fn agent_shares(agents: &BTreeMap<String, AgentShare>) -> Vec<String>
         .collect()
 }
 
-/// `--fallback`: an agent is out of quota (`until`: its reset time, if it gave one) and another
-/// takes the iteration.
-pub(crate) fn fallback_limited(from: &str, to: &str, until: Option<chrono::DateTime<chrono::Utc>>) {
-    let why = match until {
+/// `--fallback`: why another agent takes the iteration when `from` is out of quota (`until`: its
+/// reset time, if it gave one).
+pub(crate) fn fallback_limited(from: &str, until: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    match until {
         Some(until) => {
             let left = (until - crate::model::now()).to_std().unwrap_or_default();
             format!(
@@ -46,24 +46,17 @@ pub(crate) fn fallback_limited(from: &str, to: &str, until: Option<chrono::DateT
             )
         }
         None => format!("{from} is out of quota and gave no reset time"),
-    };
-    fallback_switch(from, to, &why);
+    }
 }
 
-/// `--fallback`: a fallback agent's credentials failed.
-pub(crate) fn fallback_auth_failed(from: &str, to: &str) {
-    let why = format!(
-        "{from}'s credentials failed; it is skipped as a fallback for the rest of this run"
-    );
-    fallback_switch(from, to, &why);
+/// `--fallback`: why another agent takes over when a fallback agent's credentials failed.
+pub(crate) fn fallback_auth_failed(from: &str) -> String {
+    format!("{from}'s credentials failed; it is skipped as a fallback for the rest of this run")
 }
 
-fn fallback_switch(from: &str, to: &str, why: &str) {
+/// Why a fallback agent takes over.
+pub(crate) fn fallback_switch(to: &str, why: &str) {
     warn(&[&format!("↪ {why}. {to} takes this iteration.")]);
-    super::event(
-        "fallback",
-        serde_json::json!({"from": from, "to": to, "reason": why}),
-    );
 }
 
 /// `--fallback`: every agent is out of quota.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::format::{boxed, long_duration_ms, plural, preview, rule, short_duration, tool_summary};
 use super::{say, warn};
+use crate::event::RunEnd;
 
 /// The opening box.
 pub(crate) fn banner(agent: &str) {
@@ -206,7 +207,6 @@ pub(crate) fn compact_number(n: u64) -> String {
 
 /// The compact tool line shown while the agent works.
 pub(crate) fn tool_progress(tools: &BTreeMap<String, u64>) {
-    super::event("tools", serde_json::json!({ "tools": tools }));
     say(&[&super::paint(
         super::Style::Dim,
         &format!("| Tools    {}", tool_summary(tools)),
@@ -365,50 +365,30 @@ pub(crate) fn stopping() {
     ]);
 }
 
-/// What the loop's last line reports.
-pub(crate) struct RunEnd<'a> {
-    pub(crate) reason: &'a str,
-    pub(crate) exit_code: u8,
-    pub(crate) iterations: u32,
-    pub(crate) total_ms: u64,
-    pub(crate) tokens: Option<crate::agents::Usage>,
-    pub(crate) cost: Option<f64>,
-    /// Each agent's share, shown when more than one agent ran.
-    pub(crate) agents: &'a BTreeMap<String, crate::storage::history::AgentShare>,
+/// The loop's last line: why it ended, and what it took; then each agent's share.
+pub(crate) fn run_ended(end: &RunEnd) {
+    let shown = format!("Loop ended: {}", run_summary(end));
+    say(&["", &super::paint(super::Style::Bold, &shown, false)]);
+    for share in super::agent_shares(&end.agents) {
+        say(&[&format!("   {share}")]);
+    }
 }
 
-/// The loop's last line: why it ended, and what it took.
-/// Returns the `run_ended` event object (for hooks and notifications) and the line's summary
-/// (what follows `Loop ended: `).
-pub(crate) fn run_ended(end: &RunEnd<'_>) -> (serde_json::Value, String) {
-    let fields = serde_json::json!({
-        "reason": end.reason,
-        "exit_code": end.exit_code,
-        "iterations": end.iterations,
-        "total_duration_ms": end.total_ms,
-        "tokens": end.tokens,
-        "cost_usd": end.cost,
-        "agents": end.agents,
-    });
-    super::event("run_ended", fields.clone());
+/// What follows `Loop ended: `: the reason, iterations, time, tokens and cost.
+pub(crate) fn run_summary(end: &RunEnd) -> String {
     let mut line = format!(
         "{} · {} · total time {}",
         end.reason,
         plural(u64::from(end.iterations), "iteration"),
-        long_duration_ms(end.total_ms)
+        long_duration_ms(end.total_duration_ms)
     );
     if let Some(tokens) = end.tokens {
         line.push_str(&format!(" · {} tokens", compact_number(tokens.total())));
     }
-    if let Some(cost) = end.cost {
+    if let Some(cost) = end.cost_usd {
         line.push_str(&format!(" · {}", cost_text(cost)));
     }
-    let shown = format!("Loop ended: {line}");
-    say(&["", &super::paint(super::Style::Bold, &shown, false)]);
-    for share in super::agent_shares(end.agents) {
-        say(&[&format!("   {share}")]);
-    }
-    (super::event_object("run_ended", fields), line)
+    line
 }
 
 /// How to pick up a loop that stopped before completing.
@@ -503,17 +483,6 @@ pub(crate) fn retry_countdown(wait: &RetryWait<'_>, left: Duration) {
         wait.max_attempts
     );
     if super::is_json() {
-        super::event(
-            "retry_wait",
-            serde_json::json!({
-                "iteration": wait.iteration,
-                "retry": wait.attempt,
-                "max_retries": wait.max_attempts,
-                "kind": wait.failure.kind.label(),
-                "status": wait.failure.status,
-                "seconds_left": left.as_secs(),
-            }),
-        );
         return;
     }
     if super::is_worker() {
@@ -589,7 +558,6 @@ pub(crate) fn verify_output(text: &str, starts_line: bool, ends_line: bool) {
 
 /// A verification command finished.
 pub(crate) fn verify_finished(result: &crate::model::Verification) {
-    super::event("verified", serde_json::to_value(result).unwrap_or_default());
     if result.passed {
         say(&[&format!("   ✅ passed: {}", result.command)]);
     } else {

@@ -21,6 +21,8 @@ use std::io::{self, BufWriter, IsTerminal as _, Stdout, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use crate::event::{LoopEvent, Reporter, Stamped};
+
 pub(crate) use agents::*;
 pub(crate) use commands::*;
 pub(crate) use logs::*;
@@ -138,33 +140,55 @@ pub(crate) fn paint(style: Style, text: &str, stderr: bool) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-/// Prints one JSON event line (JSON-lines mode only).
-pub(crate) fn event(kind: &str, fields: serde_json::Value) {
-    if !is_json() {
-        return;
+/// `--json`: every event as one line on stdout, its public object.
+pub(crate) struct JsonLines;
+
+impl Reporter for JsonLines {
+    fn event(&mut self, event: &Stamped<'_>) {
+        let mut out = stdout();
+        let _ = writeln!(out, "{}", event.to_value());
+        let _ = out.flush();
     }
-    let fields = event_object(kind, fields);
-    let mut out = stdout();
-    let _ = writeln!(out, "{fields}");
-    let _ = out.flush();
 }
 
-/// The object [`event`] prints: `fields` with the event's name, its task (in a parallel worker)
-/// and the time. Hooks get the same.
-pub(crate) fn event_object(kind: &str, mut fields: serde_json::Value) -> serde_json::Value {
-    if let Some(map) = fields.as_object_mut() {
-        map.insert("event".to_owned(), serde_json::Value::from(kind));
-        if let Some(id) = worker() {
-            map.insert("task".to_owned(), serde_json::Value::from(id));
+/// The terminal: the human lines of each event (nothing in JSON-lines mode but warnings).
+pub(crate) struct Human;
+
+impl Reporter for Human {
+    fn event(&mut self, stamped: &Stamped<'_>) {
+        match stamped.event {
+            LoopEvent::Tools { tools } => tool_progress(tools),
+            LoopEvent::Verified(result) => verify_finished(result),
+            LoopEvent::Fallback { to, reason, .. } => fallback_switch(to, reason),
+            LoopEvent::RunEnded(end) => run_ended(end),
+            LoopEvent::TaskStarted {
+                task,
+                description,
+                branch,
+            } => worker_started(task, description, branch),
+            LoopEvent::TaskMerged { task, into, commit } => task_merged(task, into, commit),
+            LoopEvent::MergeConflicted { task, files } => merge_conflicted(task, files),
+            LoopEvent::TaskFailed { task, reason } => task_given_up(task, reason),
+            LoopEvent::ParallelEnded(end) => parallel_ended(end),
+            LoopEvent::WorkerStarted {
+                worker,
+                remote,
+                base,
+            } => remote_worker_started(worker, remote, base),
+            LoopEvent::TaskClaimed {
+                task,
+                description,
+                taken_over_from,
+            } => task_claimed(task, description, taken_over_from.as_deref()),
+            LoopEvent::ClaimLost { task } => claim_lost(task),
+            LoopEvent::WorkerEnded { reason, exit_code } => remote_worker_ended(reason, *exit_code),
+            LoopEvent::RunStarted { .. }
+            | LoopEvent::IterationStarted { .. }
+            | LoopEvent::IterationFinished(_)
+            | LoopEvent::RetryWait { .. }
+            | LoopEvent::Completed { .. } => {}
         }
-        map.insert(
-            "time".to_owned(),
-            serde_json::Value::from(
-                crate::model::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            ),
-        );
     }
-    fields
 }
 
 static STDOUT: LazyLock<Mutex<BufWriter<Stdout>>> =

@@ -1,9 +1,8 @@
 //! Messages of a parallel run: one line per event, prefixed with the task.
 
-use serde_json::json;
-
 use super::format::{long_duration_ms, plural};
-use super::{event, say, warn};
+use super::{say, warn};
+use crate::event::ParallelEnd;
 
 /// A parallel run starts.
 pub(crate) fn parallel_started(workers: u32, base: &str) {
@@ -14,10 +13,6 @@ pub(crate) fn parallel_started(workers: u32, base: &str) {
 
 /// A parallel worker starts on its task.
 pub(crate) fn worker_started(id: &str, text: &str, branch: &str) {
-    event(
-        "task_started",
-        json!({"task": id, "description": text, "branch": branch}),
-    );
     say(&[&format!(
         "[{id}] ▶️  \"{text}\" in .ralph/worktrees/{id} (branch {branch})"
     )]);
@@ -25,10 +20,6 @@ pub(crate) fn worker_started(id: &str, text: &str, branch: &str) {
 
 /// A finished task was merged into the base.
 pub(crate) fn task_merged(id: &str, base: &str, hash: &str) {
-    event(
-        "task_merged",
-        json!({"task": id, "into": base, "commit": hash}),
-    );
     say(&[&format!(
         "[{id}] 🔀 Merged into {base} ({hash}); task marked [x]"
     )]);
@@ -36,7 +27,6 @@ pub(crate) fn task_merged(id: &str, base: &str, hash: &str) {
 
 /// A finished task's merge conflicted: its worker resolves it.
 pub(crate) fn merge_conflicted(id: &str, files: &[String]) {
-    event("merge_conflicted", json!({"task": id, "files": files}));
     warn(&[&format!(
         "[{id}] ⚠️  Merge conflict in {}; the agent resolves it in the task's worktree",
         files.join(", ")
@@ -45,16 +35,44 @@ pub(crate) fn merge_conflicted(id: &str, files: &[String]) {
 
 /// A task could not be done: it is marked failed.
 pub(crate) fn task_given_up(id: &str, why: &str) {
-    event("task_failed", json!({"task": id, "reason": why}));
     warn(&[&format!("[{id}] ❌ Task failed: {why}; marked [!]")]);
 }
 
-/// A parallel run ends; returns the `parallel_ended` event object (for hooks and notifications).
-pub(crate) fn parallel_ended(reason: &str, exit_code: u8) -> serde_json::Value {
-    let fields = json!({"reason": reason, "exit_code": exit_code});
-    event("parallel_ended", fields.clone());
-    say(&[&format!("Parallel run ended: {reason} (exit {exit_code})")]);
-    super::event_object("parallel_ended", fields)
+/// A parallel run ends: why, and what it took.
+pub(crate) fn parallel_ended(end: &ParallelEnd) {
+    let mut lines = vec![super::paint(
+        super::Style::Bold,
+        &format!(
+            "Parallel run ended: {} (exit {})",
+            parallel_summary(end),
+            end.exit_code
+        ),
+        false,
+    )];
+    lines.extend(
+        (end.not_started.iter()).map(|task| format!("   {} never ran: {}", task.task, task.why)),
+    );
+    say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// What a parallel run did: why it ended, its tasks, iterations, time and cost.
+pub(crate) fn parallel_summary(end: &ParallelEnd) -> String {
+    let mut line = format!(
+        "{} · {} done, {} failed, {} not started · {} · total time {}",
+        end.reason,
+        plural(u64::from(end.tasks_done), "task"),
+        end.tasks_failed,
+        end.tasks_not_started,
+        plural(u64::from(end.iterations), "iteration"),
+        long_duration_ms(end.total_duration_ms)
+    );
+    if end.tokens > 0 {
+        line.push_str(&format!(" · {} tokens", super::compact_number(end.tokens)));
+    }
+    if let Some(cost) = end.cost_usd {
+        line.push_str(&format!(" · {}", super::cost_text(cost)));
+    }
+    line
 }
 
 /// A parallel worker's task is done (and verified) in its branch.

@@ -1,17 +1,11 @@
 //! Messages of a `--worker` and of `--status --remote`.
 
-use chrono::{DateTime, Utc};
-use serde_json::json;
-
 use super::format::long_duration;
-use super::{event, say, warn};
+use super::{say, warn};
+use chrono::{DateTime, Utc};
 
 /// A worker starts.
 pub(crate) fn remote_worker_started(worker: &str, remote: &str, base: &str) {
-    event(
-        "worker_started",
-        json!({"worker": worker, "remote": remote, "base": base}),
-    );
     say(&[&format!(
         "🛰️  Worker {worker}: taking tasks from {remote}/{base}; each is merged there when done."
     )]);
@@ -19,7 +13,6 @@ pub(crate) fn remote_worker_started(worker: &str, remote: &str, base: &str) {
 
 /// The worker claimed a task (`from`: the worker whose stale claim it took over).
 pub(crate) fn task_claimed(id: &str, text: &str, from: Option<&str>) {
-    event("task_claimed", json!({"task": id, "taken_over_from": from}));
     let over = from.map_or_else(String::new, |from| {
         format!(" (taken over from {from}, whose claim went stale)")
     });
@@ -35,7 +28,6 @@ pub(crate) fn claim_race_lost(id: &str) {
 
 /// The worker's claim was taken over (it was stale): the task is left to the new owner.
 pub(crate) fn claim_lost(id: &str) {
-    event("claim_lost", json!({"task": id}));
     warn(&[&format!(
         "[{id}] ⚠️  This worker's claim was taken over by another worker (it went stale); leaving the task to it, nothing pushed to the base"
     )]);
@@ -64,10 +56,6 @@ pub(crate) fn worker_waiting(held: usize) {
 
 /// The worker stops.
 pub(crate) fn remote_worker_ended(reason: &str, exit_code: u8) {
-    event(
-        "worker_ended",
-        json!({"reason": reason, "exit_code": exit_code}),
-    );
     say(&[&format!("Worker ended: {reason} (exit {exit_code})")]);
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 
 use crate::agents::{AgentCommand, CommandRequest, Failure, FailureKind};
+use crate::event::LoopEvent;
 use crate::git::{Repo, Snapshot};
 use crate::model::Verification;
 use crate::output::{self, format};
@@ -81,10 +82,11 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
     let (chain, keys, ran) = chain_for(runner, step);
     let step = std::rc::Rc::clone(&chain[ran]);
     let command = command(runner, &step, &prompt)?;
-    output::event(
-        "iteration_started",
-        serde_json::json!({"iteration": iteration, "agent": step.spec.id(), "model": step.model}),
-    );
+    runner.env.sink.emit(LoopEvent::IterationStarted {
+        iteration,
+        agent: step.spec.id().to_owned(),
+        model: step.model.clone(),
+    });
     if runner.env.stop.is_stopping() {
         return Ok(Next::Stop(Stop::Interrupted));
     }
@@ -123,7 +125,6 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         (focus, &task_tag),
         planned.context,
     )?;
-    runner.update_report(None);
     Ok(decision.next)
 }
 
@@ -208,6 +209,11 @@ fn agent_run(
         options.promise_anywhere,
     )?
     .with_log(log)
+    .on_tools(|tools| {
+        env.sink.emit(LoopEvent::Tools {
+            tools: tools.clone(),
+        });
+    })
     .on_spawn({
         // Recorded so that `--resume` or `--reset` after a killed ralph can stop this agent.
         let mut state = runner.state.clone();
@@ -391,10 +397,15 @@ fn fallback(
                 chain[ran].spec.display_name(),
                 chain[to].spec.display_name(),
             );
-            match reason {
-                Switched::Limited(until) => output::fallback_limited(from, to, until),
-                Switched::AuthFailed => output::fallback_auth_failed(from, to),
-            }
+            let reason = match reason {
+                Switched::Limited(until) => output::fallback_limited(from, until),
+                Switched::AuthFailed => output::fallback_auth_failed(from),
+            };
+            runner.env.sink.emit(LoopEvent::Fallback {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                reason,
+            });
             facts.switch_agent = true;
         }
         AfterFailure::WaitUntil(until) => {
@@ -452,6 +463,7 @@ fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
         env.config.options.verify_timeout,
         env.knobs.grace,
         env.stop,
+        &|result| env.sink.emit(LoopEvent::Verified(result.clone())),
     )
 }
 

@@ -9,7 +9,6 @@
 //! - `start.rs`: the lock, the saved state, resume, reset, and the end of the loop.
 //! - `wait.rs`: the pause between iterations and the wait before a retry.
 
-mod announce;
 mod decision;
 mod fallback;
 mod iteration;
@@ -17,6 +16,7 @@ mod parallel;
 mod plan;
 mod record;
 mod remote;
+mod sink;
 mod start;
 mod wait;
 
@@ -91,6 +91,8 @@ struct Env<'a> {
     promises: Promises,
     /// Set when this loop is one worker of a parallel run.
     worker: Option<Worker>,
+    /// Where the loop's events go.
+    sink: sink::Sink,
 }
 
 /// A parallel worker's one task, and what it shares with the other workers.
@@ -118,6 +120,8 @@ pub(crate) struct Shared {
     cost_nanos: std::sync::atomic::AtomicU64,
     cost_seen: std::sync::atomic::AtomicBool,
     tokens: std::sync::atomic::AtomicU64,
+    /// Iterations of this session's task loops.
+    iterations: std::sync::atomic::AtomicU32,
 }
 
 impl Shared {
@@ -131,6 +135,7 @@ impl Shared {
             cost_nanos: 0.into(),
             cost_seen: false.into(),
             tokens: 0.into(),
+            iterations: 0.into(),
         };
         shared.add(state.spent_cost_usd, state.spent_tokens);
         shared
@@ -147,6 +152,7 @@ impl Shared {
     /// Adds what one iteration spent.
     fn add(&self, cost: Option<f64>, tokens: u64) {
         use std::sync::atomic::Ordering;
+        self.iterations.fetch_add(1, Ordering::SeqCst);
         if let Some(cost) = cost.filter(|c| c.is_finite() && *c > 0.0) {
             #[expect(
                 clippy::cast_possible_truncation,
@@ -168,6 +174,11 @@ impl Shared {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
                 Some(old.saturating_add(tokens))
             });
+    }
+
+    /// Iterations run so far in this session, by every worker.
+    fn iterations(&self) -> u32 {
+        self.iterations.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Everything spent so far, by every worker.

@@ -13,6 +13,7 @@ use std::sync::mpsc;
 
 use crate::config::RunConfig;
 use crate::error::fail;
+use crate::event::{LoopEvent, NotStarted, ParallelEnd};
 use crate::exit::ExitStatus;
 use crate::git::{Merge, Repo};
 use crate::output;
@@ -22,6 +23,7 @@ use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
 
 use super::decision::Stop;
+use super::sink::{Place, Scope, Sink};
 use super::{Knobs, Shared, Worker, start};
 
 /// Tries at resolving a merge conflict before a task is given up.
@@ -47,19 +49,29 @@ pub(crate) fn run(
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
     let (_lock, resumed) = start::claim(dir, start, knobs)?;
+    nothing_to_run(dir)?;
     let (repo, base) = prepare(cwd, dir, "--parallel")?;
     // The run's own state, so `--status` sees it and `--resume` can continue it.
     let mut state = start::new_state(config, resumed.as_ref());
     state::save(&dir.state(), &state)?;
     let shared = Arc::new(Shared::resumed(&state));
+    let place = Place {
+        cwd,
+        dir,
+        repo: Some(&repo),
+    };
+    let sink = Sink::for_run(config, &place, None, Scope::Run);
     let mut run = Coordinator {
         config,
         dir,
         repo,
         base,
         shared: Arc::clone(&shared),
+        sink,
         running: BTreeSet::new(),
+        started: BTreeSet::new(),
         merge_tries: BTreeMap::new(),
+        merged: Vec::new(),
         failed: Vec::new(),
         ended: None,
     };
@@ -115,6 +127,19 @@ pub(super) fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// A run needs a task list with a task in it: without one there is nothing to run in parallel.
+fn nothing_to_run(dir: &RalphDir) -> anyhow::Result<()> {
+    let content = storage::read_text(&dir.tasks())?.unwrap_or_default();
+    if TaskList::parse(&content).is_empty() {
+        return Err(fail(format!(
+            "there is no task in {}, so --parallel has nothing to run; add tasks with `ralph --add-task \"…\"` (or `--import FILE`), then run again",
+            dir.tasks().display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// Checks that the base can host workers: a git repository, a branch checked out, nothing
 /// uncommitted but ralph's own files (which are committed first, so the workers see them).
 fn prepare(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, String)> {
@@ -152,10 +177,16 @@ struct Coordinator<'a> {
     repo: Repo,
     base: String,
     shared: Arc<Shared>,
+    /// Where the run's own events go (each task loop has its own sink).
+    sink: Sink,
     /// Ids of the tasks whose worker runs.
     running: BTreeSet<String>,
+    /// Ids of the tasks started in this run.
+    started: BTreeSet<String>,
     /// Merge conflicts so far, per task.
     merge_tries: BTreeMap<String, u32>,
+    /// Ids of the tasks merged in this run.
+    merged: Vec<String>,
     /// Ids of the tasks that failed in this run.
     failed: Vec<String>,
     /// Why the run ended early, if it did.
@@ -268,8 +299,13 @@ impl<'a> Coordinator<'a> {
             publish: None,
             logs: self.dir.logs().join(id),
         };
-        output::worker_started(id, &task.text, &branch);
+        self.sink.emit(LoopEvent::TaskStarted {
+            task: id.to_owned(),
+            description: task.text.clone(),
+            branch,
+        });
         self.running.insert(id.to_owned());
+        self.started.insert(id.to_owned());
         let sender = spawner.sender.clone();
         let (stop, knobs) = (spawner.stop, spawner.knobs);
         let id = id.to_owned();
@@ -311,7 +347,12 @@ impl<'a> Coordinator<'a> {
             .merge_branch(&branch(id), &message, &own, &mut mark_done)
         {
             Ok(Merge::Done(hash)) => {
-                output::task_merged(id, &self.base, &hash);
+                self.sink.emit(LoopEvent::TaskMerged {
+                    task: id.to_owned(),
+                    into: self.base.clone(),
+                    commit: hash,
+                });
+                self.merged.push(id.to_owned());
                 self.remove(id, true);
             }
             Ok(Merge::Conflict(files)) => {
@@ -327,7 +368,10 @@ impl<'a> Coordinator<'a> {
                     self.give_up(id, &why);
                     return Ok(());
                 }
-                output::merge_conflicted(id, &files);
+                self.sink.emit(LoopEvent::MergeConflicted {
+                    task: id.to_owned(),
+                    files,
+                });
                 self.resolve(id, &task, spawner)?;
             }
             Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
@@ -362,7 +406,10 @@ impl<'a> Coordinator<'a> {
 
     /// Marks a task failed in the base (with why), and removes its worktree; its branch is kept.
     fn give_up(&mut self, id: &str, why: &str) {
-        output::task_given_up(id, why);
+        self.sink.emit(LoopEvent::TaskFailed {
+            task: id.to_owned(),
+            reason: why.to_owned(),
+        });
         let own = self.own_files();
         let own: Vec<&str> = own.iter().map(String::as_str).collect();
         let recorded = mark(self.dir, id, TaskStatus::Failed, Some(why)).and_then(|()| {
@@ -403,18 +450,17 @@ impl<'a> Coordinator<'a> {
         own_files(&self.repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE])
     }
 
-    /// The run's end: the exit status and why.
+    /// The run's end: the exit status and why; the `parallel_ended` event with its totals.
     fn finish(&self) -> (ExitStatus, String) {
         let list = self.base_list().unwrap_or_default();
-        let open: Vec<String> = list
+        let open = list
             .tasks
             .iter()
             .filter(|task| task.status != TaskStatus::Complete)
-            .map(|task| task.text.clone())
-            .collect();
+            .count();
         let status = match &self.ended {
             Some(stop) => stop.status(),
-            None if open.is_empty() => ExitStatus::Success,
+            None if open == 0 => ExitStatus::Success,
             None => ExitStatus::Stopped,
         };
         let reason = match &self.ended {
@@ -422,21 +468,55 @@ impl<'a> Coordinator<'a> {
                 "interrupted; `ralph --resume` goes on with every unfinished task".to_owned()
             }
             Some(stop) => stop.reason(0),
-            None if open.is_empty() => "every task is done and merged".to_owned(),
-            None => format!(
-                "{} not done ({} failed)",
-                output::format::plural(open.len() as u64, "task"),
-                self.failed.len()
+            None if open == 0 => "every task is done and merged".to_owned(),
+            None => format!("{} not done", output::format::plural(open as u64, "task")),
+        };
+        let spent = self.shared.spent();
+        let not_started = self.never_started(&list);
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        self.sink.emit(LoopEvent::ParallelEnded(ParallelEnd {
+            reason: reason.clone(),
+            exit_code: status.code(),
+            tasks_done: count(self.merged.len()),
+            // Failed in this run or an earlier one: each is marked `[!]` in the list.
+            tasks_failed: count(
+                (list.tasks.iter())
+                    .filter(|task| task.status == TaskStatus::Failed)
+                    .count(),
             ),
-        };
-        let event = output::parallel_ended(&reason, status.code());
-        let place = super::announce::Place {
-            config: self.config,
-            repo: Some(&self.repo),
-            cwd: self.repo.root(),
-        };
-        place.loop_ended(status == ExitStatus::Success, reason.clone(), event);
+            tasks_not_started: count(not_started.len()),
+            iterations: self.shared.iterations(),
+            total_duration_ms: crate::config::millis(spent.runtime),
+            tokens: spent.tokens,
+            cost_usd: spent.cost,
+            not_started,
+        }));
         (status, reason)
+    }
+
+    /// The open tasks this run never started, each with why: what it waits for, its failure,
+    /// or the stop that came first.
+    fn never_started(&self, list: &TaskList) -> Vec<NotStarted> {
+        let ids = tasks::task_ids(list);
+        list.tasks
+            .iter()
+            .zip(ids)
+            .filter(|(task, id)| {
+                matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
+                    && !self.started.contains(id)
+            })
+            .map(|(task, id)| {
+                let blockers = list.blockers(task);
+                let why = if !blockers.is_empty() {
+                    format!("waits for {}", blockers.join(", "))
+                } else if let Some(stop) = &self.ended {
+                    format!("the run stopped first ({})", stop.reason(0))
+                } else {
+                    "it was not ready when the run ended".to_owned()
+                };
+                NotStarted { task: id, why }
+            })
+            .collect()
     }
 }
 
@@ -494,7 +574,16 @@ pub(crate) fn in_worktree(
         .map_err(fail)?
     {
         Merge::Done(hash) => {
-            output::task_merged(name, &base, &hash);
+            let place = Place {
+                cwd,
+                dir,
+                repo: Some(&repo),
+            };
+            Sink::for_run(config, &place, None, Scope::Task).emit(LoopEvent::TaskMerged {
+                task: name.to_owned(),
+                into: base.clone(),
+                commit: hash,
+            });
             repo.remove_worktree(&path, &branch(name), true);
             Ok(status)
         }

@@ -2,6 +2,7 @@
 //! and what was refused goes into the next prompt.
 
 use crate::config::millis;
+use crate::event::LoopEvent;
 use crate::model::Verification;
 use crate::output;
 use crate::prompt::{self, Feedback};
@@ -67,9 +68,7 @@ pub(super) fn iteration(
         let tokens = record.tokens.map_or(0, |usage| usage.billable());
         worker.shared.add(record.cost_usd, tokens);
     }
-    let event = serde_json::to_value(&record).unwrap_or_default();
-    output::event("iteration_finished", event.clone());
-    let event = output::event_object("iteration_finished", event);
+    let event = LoopEvent::IterationFinished(Box::new(record.clone()));
     runner.history.record(record, struggle);
     history::save(&runner.env.dir.history(), &runner.history)?;
     progress::append(runner.env.dir, &entry.borrowed())?;
@@ -84,13 +83,8 @@ pub(super) fn iteration(
         output::nonzero_exit(step.spec.display_name(), facts.exit_code);
     }
     claim_messages(runner, facts, decision, task_tag);
-    let text = format!(
-        "iteration {}: exit code {}, {} changed",
-        facts.iteration,
-        facts.exit_code,
-        output::format::plural(run.files.len() as u64, "file")
-    );
-    runner.place().iteration_ended(facts.iteration, text, event);
+    // Heard once the history is saved: a hook that asks `ralph --status` sees this iteration.
+    runner.env.sink.emit(event);
     Ok(())
 }
 

@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::RunConfig;
 use crate::error::fail;
+use crate::event::LoopEvent;
 use crate::exit::ExitStatus;
 use crate::git::{Claim, Merge, Pushed, Repo, SeenClaim, Update, claim_ref};
 use crate::output;
@@ -28,6 +29,7 @@ use crate::storage::{self, RalphDir, progress};
 
 use super::decision::Stop;
 use super::parallel::{self, MERGE_TRIES, Outcome};
+use super::sink::{Place, Scope, Sink};
 use super::{Knobs, Shared, Worker, start};
 
 /// The worktree in which finished tasks are merged into a fresh copy of the base.
@@ -112,6 +114,8 @@ struct Session<'a> {
     stop: &'a StopFlag,
     knobs: &'a Knobs,
     shared: Arc<Shared>,
+    /// Where the worker's own events go (each task's loop has its own sink).
+    sink: Sink,
     /// `host-pid`, as claims name their worker.
     me: String,
     host: String,
@@ -140,9 +144,20 @@ pub(crate) fn worker(
         |h| h.to_string_lossy().into_owned(),
     );
     let me = format!("{host}-{}", std::process::id());
-    output::remote_worker_started(&me, &site.remote, &site.base);
+    let place = Place {
+        cwd,
+        dir,
+        repo: Some(&site.repo),
+    };
+    let sink = Sink::for_run(config, &place, None, Scope::Run);
+    sink.emit(LoopEvent::WorkerStarted {
+        worker: me.clone(),
+        remote: site.remote.clone(),
+        base: site.base.clone(),
+    });
     let mut session = Session {
         shared: Arc::new(Shared::resumed(&start::new_state(config, None))),
+        sink,
         site,
         config,
         dir,
@@ -155,7 +170,10 @@ pub(crate) fn worker(
     };
     let ended = session.run()?;
     let (status, reason) = session.outcome(ended.as_ref());
-    output::remote_worker_ended(&reason, status.code());
+    session.sink.emit(LoopEvent::WorkerEnded {
+        reason,
+        exit_code: status.code(),
+    });
     Ok(status)
 }
 
@@ -220,7 +238,11 @@ impl Session<'_> {
         let from = over
             .and_then(|seen| seen.claim.as_ref())
             .map(|c| c.worker.as_str());
-        output::task_claimed(id, &task.text, from);
+        self.sink.emit(LoopEvent::TaskClaimed {
+            task: id.to_owned(),
+            description: task.text.clone(),
+            taken_over_from: from.map(str::to_owned),
+        });
         let mut holder = Holder { claim, sha };
         let ended = self.run_task(&mut holder, task);
         if ended.is_err() {
@@ -273,7 +295,10 @@ impl Session<'_> {
                             );
                             return self.give_up(&id, &why, &holder.sha);
                         }
-                        output::merge_conflicted(&id, &files);
+                        self.sink.emit(LoopEvent::MergeConflicted {
+                            task: id.clone(),
+                            files,
+                        });
                         let left = self.merge_base_into(&cwd)?;
                         if !left.is_empty() {
                             break left;
@@ -383,7 +408,11 @@ impl Session<'_> {
             // The task's branch on the remote goes with the merge (when it was ever pushed).
             let published = self.site.repo.resolve(&self.site.task_branch(id)).is_some();
             if self.push_base(&tree, &base_sha, id, claim, published)? == Pushed::Done {
-                output::task_merged(id, &self.site.base_name(), &hash);
+                self.sink.emit(LoopEvent::TaskMerged {
+                    task: id.to_owned(),
+                    into: self.site.base_name(),
+                    commit: hash,
+                });
                 self.site
                     .repo
                     .remove_worktree(&self.dir.worktree(id), &branch, true);
@@ -487,7 +516,10 @@ impl Session<'_> {
             tree.commit_paths(&[own[0].as_str()], &format!("Ralph: task {id} failed"))
                 .map_err(fail)?;
             if self.push_base(&tree, &base_sha, id, claim, false)? == Pushed::Done {
-                output::task_given_up(id, why);
+                self.sink.emit(LoopEvent::TaskFailed {
+                    task: id.to_owned(),
+                    reason: why.to_owned(),
+                });
                 self.site.repo.remove_worktree(
                     &self.dir.worktree(id),
                     &parallel::branch(id),
@@ -508,7 +540,9 @@ impl Session<'_> {
 
     /// The claim was taken over: the task is left to its new owner.
     fn let_go(&mut self, id: &str) -> TaskEnd {
-        output::claim_lost(id);
+        self.sink.emit(LoopEvent::ClaimLost {
+            task: id.to_owned(),
+        });
         self.skip.insert(id.to_owned());
         self.site
             .repo

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::agents::AgentKind;
 use crate::config::{RotationStep, RunConfig};
 use crate::error::fail;
+use crate::event::{LoopEvent, RunEnd};
 use crate::exit::ExitStatus;
 use crate::git::{Repo, Tree};
 use crate::options::{self, Layer};
@@ -19,6 +20,7 @@ use crate::storage::state::{self, LoopState};
 use crate::storage::{self, Loaded, OPENCODE_CONFIG_FILE, RalphDir, lock, progress, tasks};
 
 use super::decision::{Counters, Rules, Stop};
+use super::sink::{Place, Scope, Sink};
 use super::{Env, Knobs, Promises, Runner, plan};
 
 /// Where the loop starts.
@@ -41,17 +43,25 @@ pub(crate) fn run(
     }
     let steps = plan::steps(config, cwd).map_err(fail)?;
     let (_lock, resumed) = claim(dir, start, knobs)?;
+    let repo = Repo::discover(cwd);
+    let place = Place {
+        cwd,
+        dir,
+        repo: repo.as_ref(),
+    };
+    let sink = Sink::for_run(config, &place, None, Scope::Run);
     let env = Env {
         config,
         cwd,
         dir,
         stop,
         knobs,
-        repo: Repo::discover(cwd),
+        repo,
         steps,
         rules: Rules::new(&config.options, knobs.error_pause, false),
         promises: Promises::new(&config.options),
         worker: None,
+        sink,
     };
     let mut runner = Runner::new(env, resumed)?;
     let result = runner.run();
@@ -147,17 +157,25 @@ pub(crate) fn run_worker(
     let (_lock, resumed) = claim(&dir, start, knobs)?;
     let mut rules = Rules::new(&config.options, knobs.error_pause, false);
     rules.worker = true;
+    let repo = Repo::discover(cwd);
+    let place = Place {
+        cwd,
+        dir: &dir,
+        repo: repo.as_ref(),
+    };
+    let sink = Sink::for_run(config, &place, Some(worker.task_id.clone()), Scope::Task);
     let env = Env {
         config,
         cwd,
         dir: &dir,
         stop,
         knobs,
-        repo: Repo::discover(cwd),
+        repo,
         steps,
         rules,
         promises: Promises::new(&config.options),
         worker: Some(worker),
+        sink,
     };
     let mut runner = Runner::new(env, resumed)?;
     let result = runner.run_loop();
@@ -398,23 +416,20 @@ impl<'a> Runner<'a> {
             git: self.env.repo.is_some(),
             resumed_at: self.resumed.then_some(self.state.iteration),
         });
-        let rotation: Vec<&str> = (self.env.steps.rotation.iter())
-            .map(|step| step.spec.id())
-            .collect();
-        output::event(
-            "run_started",
-            serde_json::json!({
-                "agent": config.agent.id(),
-                "model": o.model,
-                "rotation": rotation,
-                "fallback": (self.env.steps.fallback.iter()).map(|step| step.key()).collect::<Vec<_>>(),
-                "min_iterations": o.min_iterations,
-                "max_iterations": o.max_iterations,
-                "tasks": o.tasks,
-                "iteration": self.state.iteration,
-                "resumed": self.resumed,
-            }),
-        );
+        let steps = &self.env.steps;
+        self.env.sink.emit(LoopEvent::RunStarted {
+            agent: config.agent.id().to_owned(),
+            model: o.model.clone(),
+            rotation: (steps.rotation.iter())
+                .map(|step| step.spec.id().to_owned())
+                .collect(),
+            fallback: steps.fallback.iter().map(|step| step.key()).collect(),
+            min_iterations: o.min_iterations,
+            max_iterations: o.max_iterations,
+            tasks: o.tasks,
+            iteration: self.state.iteration,
+            resumed: self.resumed,
+        });
     }
 
     /// Ends the loop: completion removes the state, every other stop keeps it for `--resume`.
@@ -423,7 +438,9 @@ impl<'a> Runner<'a> {
         let total = self.history.total_duration_ms;
         let reason = stop.reason(self.state.iteration);
         if let Stop::Completed { iteration } = stop {
-            output::event("completed", serde_json::json!({ "iteration": iteration }));
+            self.env.sink.emit(LoopEvent::Completed {
+                iteration: *iteration,
+            });
             if self.env.worker.is_some() {
                 output::worker_done(*iteration, total);
             } else {
@@ -447,21 +464,16 @@ impl<'a> Runner<'a> {
             self.save_state()?;
             output::resume_hint(self.state.iteration, matches!(stop, Stop::MaxIterations(_)));
         }
-        self.update_report(Some(&reason));
-        let (event, summary) = output::run_ended(&output::RunEnd {
-            reason: &reason,
+        self.env.sink.emit(LoopEvent::RunEnded(RunEnd {
+            reason,
             exit_code: stop.status().code(),
             iterations: u32::try_from(self.history.iteration_count()).unwrap_or(u32::MAX),
             // Wall time over all sessions: agent runs, verification, waits and pauses.
-            total_ms: crate::config::millis(self.runtime()),
+            total_duration_ms: crate::config::millis(self.runtime()),
             tokens: (self.history.total_tokens.total() > 0).then_some(self.history.total_tokens),
-            cost: self.history.total_cost_usd,
-            agents: &self.history.agents,
-        });
-        if self.env.worker.is_none() {
-            let completed = matches!(stop, Stop::Completed { .. });
-            self.place().loop_ended(completed, summary, event);
-        }
+            cost_usd: self.history.total_cost_usd,
+            agents: self.history.agents.clone(),
+        }));
         Ok(stop.status())
     }
 
@@ -478,20 +490,6 @@ impl<'a> Runner<'a> {
             }
             Ok(None) => {}
             Err(reason) => output::commit_failed(&reason),
-        }
-    }
-
-    /// `report = true`: the HTML report follows every iteration and the end (`ending`: the
-    /// stop's reason).
-    pub(super) fn update_report(&self, ending: Option<&str>) {
-        if !self.env.config.options.report {
-            return;
-        }
-        let to = crate::report::destination(self.env.dir, None);
-        let ending = ending.map(|reason| (reason, self.env.config.prompt.as_str()));
-        let repo = self.env.repo.as_ref();
-        if let Err(err) = crate::report::write(self.env.dir, repo, &to, ending) {
-            output::report_failed(&to, &format!("{err:#}"));
         }
     }
 

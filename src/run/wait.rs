@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::event::LoopEvent;
 use crate::model::Failure;
 use crate::output;
 use crate::signal::StopFlag;
@@ -62,6 +63,14 @@ pub(super) fn before_retry(runner: &Runner<'_>, iteration: u32, failure: &Failur
             break;
         }
         if last_shown.is_none_or(|at| now.duration_since(at) >= every) {
+            env.sink.emit(LoopEvent::RetryWait {
+                iteration,
+                retry: retries,
+                max_retries: options.max_retries,
+                kind: failure.kind.label().to_owned(),
+                status: failure.status,
+                seconds_left: (deadline - now).as_secs(),
+            });
             output::retry_countdown(&wait, deadline - now);
             last_shown = Some(now);
         }

@@ -142,3 +142,33 @@ exit 1"#,
     assert_eq!(record["exit_code"], 1);
     assert!(record.get("cost_usd").is_none(), "Codex reports no cost");
 }
+
+/// `--json` lines of a single loop, byte for byte with times and durations masked: the public
+/// schema that scripts, hooks and notifications read.
+#[test]
+fn a_loops_json_lines_are_pinned_byte_for_byte() {
+    let env = TestEnv::new();
+    env.agent_script(None, &claude_events("Done.\n<promise>COMPLETE</promise>"));
+    let run = env.run_loop(&["task", "--agent", "claude-code", "--json"]);
+    run.assert_code(0);
+    let mask = regex::Regex::new(
+        r#""(time|started_at|ended_at)":"[^"]*"|"(duration_ms|total_duration_ms)":\d+"#,
+    )
+    .unwrap();
+    let stdout = run.stdout();
+    let masked = mask.replace_all(&stdout, |found: &regex::Captures<'_>| {
+        let key = found.get(1).or_else(|| found.get(2)).unwrap().as_str();
+        format!("\"{key}\":_")
+    });
+    let expected = [
+        r#"{"agent":"claude-code","event":"run_started","fallback":[],"iteration":1,"max_iterations":0,"min_iterations":1,"model":null,"resumed":false,"rotation":["claude-code"],"tasks":false,"time":_}"#,
+        r#"{"agent":"claude-code","event":"iteration_started","iteration":1,"model":null,"time":_}"#,
+        r#"{"event":"tools","time":_,"tools":{"Write":1}}"#,
+        r#"{"event":"tools","time":_,"tools":{"Write":1}}"#,
+        r#"{"agent":"claude-code","completion_detected":true,"cost_usd":0.002,"duration_ms":_,"ended_at":_,"errors":[],"event":"iteration_finished","exit_code":0,"files_modified":[],"iteration":1,"log":"logs/0001.jsonl","session_id":"s","started_at":_,"time":_,"tokens":{"cache_read":7,"cache_write":5,"input":200,"output":40},"tools_used":{"Write":1},"turns":2}"#,
+        r#"{"event":"completed","iteration":1,"time":_}"#,
+        r#"{"agents":{"claude-code":{"cost_usd":0.002,"iterations":1,"last_iteration":1,"tokens":{"cache_read":7,"cache_write":5,"input":200,"output":40}}},"cost_usd":0.002,"event":"run_ended","exit_code":0,"iterations":1,"reason":"completed in 1 iteration","time":_,"tokens":{"cache_read":7,"cache_write":5,"input":200,"output":40},"total_duration_ms":_}"#,
+    ];
+    let expected: String = expected.iter().map(|line| format!("{line}\n")).collect();
+    assert_eq!(masked, expected);
+}

@@ -1,0 +1,344 @@
+//! What a run tells the world: every happening of every loop of a run, as one typed value.
+//!
+//! A [`LoopEvent`] is what leaves ralph as a `--json` line, as a hook's stdin and as a
+//! notification's fields; its serialisation is that public schema (the `event` field names the
+//! kind, the other fields are the variant's). A [`Reporter`] hears the events of a run; the
+//! run's sink (`run/sink.rs`) stamps each with its time and its task and hands it to every
+//! reporter it built: the terminal, JSON lines, hooks, notifications, the live report.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::agents::Usage;
+use crate::model::Verification;
+use crate::storage::history::{AgentShare, IterationRecord};
+
+/// Every happening of a run that leaves ralph. Names and fields are the public schema:
+/// `specs/output.md` (a loop), `specs/parallel.md` (a `--parallel` run) and `specs/workers.md`
+/// (a `--worker`) name every one; new fields may be added, none renamed.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub(crate) enum LoopEvent {
+    /// A loop starts (or resumes).
+    RunStarted {
+        agent: String,
+        model: Option<String>,
+        rotation: Vec<String>,
+        fallback: Vec<String>,
+        min_iterations: u32,
+        max_iterations: u32,
+        tasks: bool,
+        iteration: u32,
+        resumed: bool,
+    },
+    /// The agent is about to run.
+    IterationStarted {
+        iteration: u32,
+        agent: String,
+        model: Option<String>,
+    },
+    /// The tools the agent used so far in this iteration.
+    Tools { tools: BTreeMap<String, u64> },
+    /// An iteration ended: its history record.
+    IterationFinished(Box<IterationRecord>),
+    /// A verification command finished.
+    Verified(Verification),
+    /// The loop waits before retrying an iteration the provider failed.
+    RetryWait {
+        iteration: u32,
+        retry: u32,
+        max_retries: u32,
+        kind: String,
+        status: Option<u16>,
+        seconds_left: u64,
+    },
+    /// A fallback agent takes the iteration over.
+    Fallback {
+        from: String,
+        to: String,
+        reason: String,
+    },
+    /// The agent's completion promise was accepted.
+    Completed { iteration: u32 },
+    /// The loop ended.
+    RunEnded(RunEnd),
+    /// `--parallel`: a task's loop starts in its worktree.
+    TaskStarted {
+        task: String,
+        description: String,
+        branch: String,
+    },
+    /// `--parallel`: a done task was merged into the base.
+    TaskMerged {
+        task: String,
+        into: String,
+        commit: String,
+    },
+    /// `--parallel`: a done task's merge conflicted; its loop resolves it.
+    MergeConflicted { task: String, files: Vec<String> },
+    /// `--parallel` and `--worker`: a task failed and is marked `[!]`.
+    TaskFailed { task: String, reason: String },
+    /// `--parallel`: the run ended.
+    ParallelEnded(ParallelEnd),
+    /// `--worker`: the worker starts.
+    WorkerStarted {
+        worker: String,
+        remote: String,
+        base: String,
+    },
+    /// `--worker`: the worker claimed a task.
+    TaskClaimed {
+        task: String,
+        description: String,
+        taken_over_from: Option<String>,
+    },
+    /// `--worker`: the worker's claim was taken over by another worker.
+    ClaimLost { task: String },
+    /// `--worker`: the worker stopped.
+    WorkerEnded { reason: String, exit_code: u8 },
+}
+
+impl LoopEvent {
+    /// The event's name, as its `event` field says it.
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::RunStarted { .. } => "run_started",
+            Self::IterationStarted { .. } => "iteration_started",
+            Self::Tools { .. } => "tools",
+            Self::IterationFinished(_) => "iteration_finished",
+            Self::Verified(_) => "verified",
+            Self::RetryWait { .. } => "retry_wait",
+            Self::Fallback { .. } => "fallback",
+            Self::Completed { .. } => "completed",
+            Self::RunEnded(_) => "run_ended",
+            Self::TaskStarted { .. } => "task_started",
+            Self::TaskMerged { .. } => "task_merged",
+            Self::MergeConflicted { .. } => "merge_conflicted",
+            Self::TaskFailed { .. } => "task_failed",
+            Self::ParallelEnded(_) => "parallel_ended",
+            Self::WorkerStarted { .. } => "worker_started",
+            Self::TaskClaimed { .. } => "task_claimed",
+            Self::ClaimLost { .. } => "claim_lost",
+            Self::WorkerEnded { .. } => "worker_ended",
+        }
+    }
+}
+
+/// How a loop ended, and what it took.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct RunEnd {
+    pub(crate) reason: String,
+    pub(crate) exit_code: u8,
+    pub(crate) iterations: u32,
+    /// Wall time over all sessions: agent runs, verification, waits and pauses.
+    pub(crate) total_duration_ms: u64,
+    pub(crate) tokens: Option<Usage>,
+    pub(crate) cost_usd: Option<f64>,
+    /// Each agent's share.
+    pub(crate) agents: BTreeMap<String, AgentShare>,
+}
+
+/// How a `--parallel` run ended, with its totals.
+#[derive(Clone, Debug, Default, Serialize)]
+pub(crate) struct ParallelEnd {
+    pub(crate) reason: String,
+    pub(crate) exit_code: u8,
+    /// Tasks merged, failed, and never started in this run.
+    pub(crate) tasks_done: u32,
+    pub(crate) tasks_failed: u32,
+    pub(crate) tasks_not_started: u32,
+    /// Iterations of every task loop of this run.
+    pub(crate) iterations: u32,
+    pub(crate) total_duration_ms: u64,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: Option<f64>,
+    /// Each task that never ran, and why.
+    pub(crate) not_started: Vec<NotStarted>,
+}
+
+/// A task a run never started, and why.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct NotStarted {
+    pub(crate) task: String,
+    pub(crate) why: String,
+}
+
+/// An event as it leaves the loop: when, and for which task of a run (`None` for the run itself).
+pub(crate) struct Stamped<'a> {
+    pub(crate) time: DateTime<Utc>,
+    pub(crate) task: Option<&'a str>,
+    pub(crate) event: &'a LoopEvent,
+}
+
+impl Stamped<'_> {
+    /// The event's public object: its fields, `event`, `time`, and `task` in a task's loop.
+    pub(crate) fn to_value(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self.event).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            if let Some(task) = self.task {
+                map.insert("task".to_owned(), task.into());
+            }
+            map.insert(
+                "time".to_owned(),
+                self.time
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    .into(),
+            );
+        }
+        value
+    }
+}
+
+/// What hears a run's events.
+pub(crate) trait Reporter: Send {
+    fn event(&mut self, event: &Stamped<'_>);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One of every event, with its fields filled.
+    fn every_event() -> Vec<LoopEvent> {
+        let text = || "x".to_owned();
+        vec![
+            LoopEvent::RunStarted {
+                agent: text(),
+                model: None,
+                rotation: vec![],
+                fallback: vec![],
+                min_iterations: 1,
+                max_iterations: 0,
+                tasks: false,
+                iteration: 1,
+                resumed: false,
+            },
+            LoopEvent::IterationStarted {
+                iteration: 1,
+                agent: text(),
+                model: None,
+            },
+            LoopEvent::Tools {
+                tools: BTreeMap::new(),
+            },
+            LoopEvent::IterationFinished(Box::default()),
+            LoopEvent::Verified(Verification {
+                command: text(),
+                passed: true,
+                exit_code: Some(0),
+                timed_out: false,
+                output_tail: String::new(),
+            }),
+            LoopEvent::RetryWait {
+                iteration: 1,
+                retry: 1,
+                max_retries: 3,
+                kind: text(),
+                status: None,
+                seconds_left: 5,
+            },
+            LoopEvent::Fallback {
+                from: text(),
+                to: text(),
+                reason: text(),
+            },
+            LoopEvent::Completed { iteration: 1 },
+            LoopEvent::RunEnded(RunEnd {
+                reason: text(),
+                exit_code: 0,
+                iterations: 1,
+                total_duration_ms: 1,
+                tokens: None,
+                cost_usd: None,
+                agents: BTreeMap::new(),
+            }),
+            LoopEvent::TaskStarted {
+                task: text(),
+                description: text(),
+                branch: text(),
+            },
+            LoopEvent::TaskMerged {
+                task: text(),
+                into: text(),
+                commit: text(),
+            },
+            LoopEvent::MergeConflicted {
+                task: text(),
+                files: vec![],
+            },
+            LoopEvent::TaskFailed {
+                task: text(),
+                reason: text(),
+            },
+            LoopEvent::ParallelEnded(ParallelEnd::default()),
+            LoopEvent::WorkerStarted {
+                worker: text(),
+                remote: text(),
+                base: text(),
+            },
+            LoopEvent::TaskClaimed {
+                task: text(),
+                description: text(),
+                taken_over_from: None,
+            },
+            LoopEvent::ClaimLost { task: text() },
+            LoopEvent::WorkerEnded {
+                reason: text(),
+                exit_code: 0,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_event_serialises_with_its_name() {
+        for event in every_event() {
+            let stamped = Stamped {
+                time: crate::model::now(),
+                task: Some("t1"),
+                event: &event,
+            };
+            let value = stamped.to_value();
+            assert_eq!(value["event"], event.name(), "{value}");
+            assert_eq!(value["task"], "t1");
+            assert!(value["time"].is_string());
+        }
+    }
+
+    #[test]
+    fn every_event_is_named_in_the_specs() {
+        let specs: String = ["output.md", "parallel.md", "workers.md"]
+            .iter()
+            .map(|name| {
+                let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("specs")
+                    .join(name);
+                std::fs::read_to_string(path).unwrap()
+            })
+            .collect();
+        for event in every_event() {
+            let name = format!("`{}`", event.name());
+            assert!(specs.contains(&name), "no spec names the event {name}");
+        }
+    }
+
+    #[test]
+    fn a_loop_event_has_no_task_field_of_its_own() {
+        let event = LoopEvent::Completed { iteration: 3 };
+        let stamped = Stamped {
+            time: crate::model::now(),
+            task: None,
+            event: &event,
+        };
+        let value = stamped.to_value();
+        let keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["event", "iteration", "time"]);
+    }
+}

@@ -1,0 +1,141 @@
+//! Where a loop's events go: the reporters a run's options ask for, each event stamped with its
+//! time and its task.
+//!
+//! Every loop of a run has its own sink: the run itself (`task: None`), and each task loop of a
+//! `--parallel` run or a `--worker` (`task: Some(id)`), so every event says which loop it is of.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use crate::config::RunConfig;
+use crate::event::{LoopEvent, Reporter, Stamped};
+use crate::git::Repo;
+use crate::hooks::Hooks;
+use crate::notify::Notifier;
+use crate::report::LiveReport;
+use crate::storage::RalphDir;
+
+/// Which loop of a run a sink serves: what its reporters do differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The run itself: a single loop, a `--parallel` coordinator, a `--worker`. Its end runs
+    /// `on_complete`/`on_stop` and sends `--notify`; with `report = true` the HTML report follows it.
+    Run,
+    /// One task's loop inside a run: its iterations are heard, its end belongs to the run.
+    Task,
+}
+
+/// Where a loop runs: its working directory, its `.ralph/`, its repository.
+#[derive(Clone, Copy)]
+pub(crate) struct Place<'a> {
+    pub(crate) cwd: &'a Path,
+    pub(crate) dir: &'a RalphDir,
+    pub(crate) repo: Option<&'a Repo>,
+}
+
+/// The reporters of one loop, and the task it works on.
+pub(crate) struct Sink {
+    task: Option<String>,
+    reporters: Vec<Mutex<Box<dyn Reporter>>>,
+}
+
+impl Sink {
+    /// The reporters `config` asks for: the terminal (or JSON lines), hooks, notifications and
+    /// the live report. The loop runs in `cwd`, keeps its files in `dir` and commits to `repo`.
+    pub(crate) fn for_run(
+        config: &RunConfig,
+        place: &Place<'_>,
+        task: Option<String>,
+        scope: Scope,
+    ) -> Self {
+        let Place { cwd, dir, repo } = *place;
+        let o = &config.options;
+        let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(crate::output::Human)];
+        if crate::output::is_json() {
+            reporters.push(Box::new(crate::output::JsonLines));
+        }
+        // Hooks run, and notifications name, the repository's top (the directory outside one).
+        let top = repo.map_or(cwd, Repo::root);
+        let ends = scope == Scope::Run;
+        if let Some(hooks) = Hooks::new(o, top, ends) {
+            reporters.push(Box::new(hooks));
+        }
+        if let Some(notifier) = Notifier::new(o, top, repo.cloned(), ends) {
+            reporters.push(Box::new(notifier));
+        }
+        if o.report && ends {
+            reporters.push(Box::new(LiveReport::new(
+                dir,
+                repo.cloned(),
+                &config.prompt,
+            )));
+        }
+        Self::with(task, reporters)
+    }
+
+    /// A sink with these reporters.
+    pub(crate) fn with(task: Option<String>, reporters: Vec<Box<dyn Reporter>>) -> Self {
+        Self {
+            task,
+            reporters: reporters.into_iter().map(Mutex::new).collect(),
+        }
+    }
+
+    /// Stamps `event` with the time and the task, and hands it to every reporter in turn.
+    pub(crate) fn emit(&self, event: LoopEvent) {
+        let stamped = Stamped {
+            time: crate::model::now(),
+            task: self.task.as_deref(),
+            event: &event,
+        };
+        for reporter in &self.reporters {
+            let mut reporter = reporter
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            reporter.event(&stamped);
+        }
+    }
+}
+
+/// A reporter that keeps every event's public object, for tests of what a loop tells.
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(crate) struct Collected(pub(crate) std::sync::Arc<Mutex<Vec<serde_json::Value>>>);
+
+#[cfg(test)]
+impl Collected {
+    /// The names of the events heard so far, in order.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|event| event["event"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+impl Reporter for Collected {
+    fn event(&mut self, event: &Stamped<'_>) {
+        self.0.lock().unwrap().push(event.to_value());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_sink_stamps_its_task_on_every_event() {
+        let heard = Collected::default();
+        let sink = Sink::with(Some("t2".to_owned()), vec![Box::new(heard.clone())]);
+        sink.emit(LoopEvent::Completed { iteration: 2 });
+        sink.emit(LoopEvent::ClaimLost {
+            task: "t2".to_owned(),
+        });
+        assert_eq!(heard.names(), ["completed", "claim_lost"]);
+        let events = heard.0.lock().unwrap();
+        assert!(events.iter().all(|event| event["task"] == "t2"));
+    }
+}
