@@ -103,3 +103,34 @@ pub(crate) fn worktree_kept(id: &str, paths: &[String]) {
         if paths.len() > 3 { ", …" } else { "" }
     )]);
 }
+
+/// At a task's merge, what its agent added to ralph's own files on its branch joined the base
+/// (`into`); what could not is said in one line, with the branch that keeps it.
+pub(crate) fn notes_carried(
+    id: &str,
+    into: &str,
+    branch: &str,
+    carried: &crate::storage::carry::Carried,
+) {
+    if carried == &crate::storage::carry::Carried::default() {
+        return;
+    }
+    event(
+        "notes_carried",
+        json!({"task": id, "into": into, "notes": carried.notes, "tasks": carried.tasks, "problems": carried.problems}),
+    );
+    if !carried.tasks.is_empty() {
+        let texts: Vec<String> = carried.tasks.iter().map(|t| format!("\"{t}\"")).collect();
+        say(&[&format!(
+            "[{id}] 📝 {} it added joined the task list of {into}: {}",
+            plural(carried.tasks.len() as u64, "task"),
+            texts.join(", ")
+        )]);
+    }
+    if !carried.problems.is_empty() {
+        warn(&[&format!(
+            "[{id}] ⚠️  Not carried into {into}: {}; branch {branch} keeps them",
+            carried.problems.join("; ")
+        )]);
+    }
+}

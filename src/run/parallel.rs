@@ -304,15 +304,21 @@ impl<'a> Coordinator<'a> {
         self.repo
             .commit_paths(&own, "Ralph: task list")
             .map_err(fail)?;
-        let dir = self.dir;
-        let mut mark_done = || mark(dir, id, TaskStatus::Complete, None);
+        let (dir, repo) = (self.dir, &self.repo);
+        // What the agent added to the progress log and the task list joins the base's.
+        let mut carried = crate::storage::carry::Carried::default();
+        let mut finish = || {
+            carried = super::carry::into_base(repo, dir, &branch(id), id);
+            mark(dir, id, TaskStatus::Complete, None)
+        };
         match self
             .repo
-            .merge_branch(&branch(id), &message, &own, &mut mark_done)
+            .merge_branch(&branch(id), &message, &own, &mut finish)
         {
             Ok(Merge::Done(hash)) => {
                 output::task_merged(id, &self.base, &hash);
-                self.remove(id, true);
+                output::notes_carried(id, &self.base, &branch(id), &carried);
+                self.remove(id, carried.problems.is_empty());
             }
             Ok(Merge::Conflict(files)) => {
                 let tries = self.merge_tries.entry(id.to_owned()).or_default();
