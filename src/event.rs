@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::agents::Usage;
 use crate::model::Verification;
+use crate::storage::carry::Carried;
 use crate::storage::history::{AgentShare, IterationRecord};
 
 /// Every happening of a run that leaves ralph. Names and fields are the public schema:
@@ -76,6 +77,17 @@ pub(crate) enum LoopEvent {
         into: String,
         commit: String,
     },
+    /// `--parallel` and `--worker`: at a task's merge, what its agent added to ralph's own files
+    /// joined the base (`notes`: progress notes; `tasks`: tasks it added), or could not
+    /// (`problems`; its branch keeps them).
+    NotesCarried {
+        task: String,
+        into: String,
+        branch: String,
+        notes: bool,
+        tasks: Vec<String>,
+        problems: Vec<String>,
+    },
     /// `--parallel`: a done task's merge conflicted; its loop resolves it.
     MergeConflicted { task: String, files: Vec<String> },
     /// `--parallel` and `--worker`: a task failed and is marked `[!]`.
@@ -116,6 +128,7 @@ impl LoopEvent {
             Self::RunEnded(_) => "run_ended",
             Self::TaskStarted { .. } => "task_started",
             Self::TaskMerged { .. } => "task_merged",
+            Self::NotesCarried { .. } => "notes_carried",
             Self::MergeConflicted { .. } => "merge_conflicted",
             Self::TaskFailed { .. } => "task_failed",
             Self::ParallelEnded(_) => "parallel_ended",
@@ -124,6 +137,26 @@ impl LoopEvent {
             Self::ClaimLost { .. } => "claim_lost",
             Self::WorkerEnded { .. } => "worker_ended",
         }
+    }
+}
+
+impl LoopEvent {
+    /// `notes_carried` for task `task` merged into `into` from `branch`, unless nothing was
+    /// carried and nothing failed to be.
+    pub(crate) fn notes_carried(
+        task: &str,
+        into: &str,
+        branch: &str,
+        carried: Carried,
+    ) -> Option<Self> {
+        (carried != Carried::default()).then(|| Self::NotesCarried {
+            task: task.to_owned(),
+            into: into.to_owned(),
+            branch: branch.to_owned(),
+            notes: carried.notes,
+            tasks: carried.tasks,
+            problems: carried.problems,
+        })
     }
 }
 
@@ -157,6 +190,9 @@ pub(crate) struct ParallelEnd {
     pub(crate) cost_usd: Option<f64>,
     /// Each task that never ran, and why.
     pub(crate) not_started: Vec<NotStarted>,
+    /// Merged tasks whose notes or added tasks could not be carried into the base (their
+    /// branches keep them).
+    pub(crate) not_carried: Vec<String>,
 }
 
 /// A task a run never started, and why.
@@ -268,6 +304,14 @@ mod tests {
             LoopEvent::MergeConflicted {
                 task: text(),
                 files: vec![],
+            },
+            LoopEvent::NotesCarried {
+                task: text(),
+                into: text(),
+                branch: text(),
+                notes: true,
+                tasks: vec![],
+                problems: vec![],
             },
             LoopEvent::TaskFailed {
                 task: text(),

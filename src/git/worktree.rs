@@ -213,6 +213,56 @@ impl Repo {
         Ok(real)
     }
 
+    /// The best common ancestor of commits `a` and `b` (`None` when they have none).
+    pub(crate) fn merge_base(&self, a: &str, b: &str) -> Option<String> {
+        let output = self.run(&["merge-base", a, b]).ok()?;
+        let sha = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        (output.status.success() && !sha.is_empty()).then_some(sha)
+    }
+
+    /// The contents of files at revisions (`(rev, repository-relative path)`), read by one git
+    /// process: `None` for a file (or revision) that does not exist. A path that names something
+    /// other than a file (a folder) is an error, as is git failing.
+    pub(crate) fn files_at(&self, wanted: &[(&str, &str)]) -> Result<Vec<Option<Vec<u8>>>, String> {
+        let mut input = Vec::new();
+        for (rev, path) in wanted {
+            input.extend_from_slice(format!("{rev}:{path}\n").as_bytes());
+        }
+        let output = check(
+            self.run_with_input(&["cat-file", "--batch"], &input),
+            "git cat-file",
+        )?;
+        let mut rest = output.stdout.as_slice();
+        let mut files = Vec::with_capacity(wanted.len());
+        for (rev, _) in wanted {
+            let end = memchr::memchr(b'\n', rest).ok_or("git cat-file stopped short")?;
+            let header = String::from_utf8_lossy(&rest[..end]).into_owned();
+            rest = &rest[end + 1..];
+            // A found object is `<name> <type> <size>`; anything else (`… missing`) is not.
+            let mut fields = header.rsplitn(3, ' ');
+            let (size, kind) = (fields.next(), fields.next());
+            let found = fields
+                .next()
+                .is_some_and(|name| name.bytes().all(|b| b.is_ascii_hexdigit()));
+            let Some(size) = size
+                .and_then(|size| size.parse::<usize>().ok())
+                .filter(|_| found)
+            else {
+                files.push(None);
+                continue;
+            };
+            if rest.len() < size + 1 {
+                return Err("git cat-file stopped short".to_owned());
+            }
+            if kind != Some("blob") {
+                return Err(format!("not a file at {rev}"));
+            }
+            files.push(Some(rest[..size].to_vec()));
+            rest = &rest[size + 1..];
+        }
+        Ok(files)
+    }
+
     /// The repository-relative `paths` that exist in the work tree.
     pub(super) fn existing<'p>(&self, paths: &[&'p str]) -> Vec<&'p str> {
         paths

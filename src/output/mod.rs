@@ -168,6 +168,14 @@ impl Reporter for Human {
             } => worker_started(task, description, branch),
             LoopEvent::TaskMerged { task, into, commit } => task_merged(task, into, commit),
             LoopEvent::MergeConflicted { task, files } => merge_conflicted(task, files),
+            LoopEvent::NotesCarried {
+                task,
+                into,
+                branch,
+                tasks,
+                problems,
+                ..
+            } => notes_carried(task, into, branch, tasks, problems),
             LoopEvent::TaskFailed { task, reason } => task_given_up(task, reason),
             LoopEvent::ParallelEnded(end) => parallel_ended(end),
             LoopEvent::WorkerStarted {

@@ -52,6 +52,9 @@ pub(crate) fn parallel_ended(end: &ParallelEnd) {
     lines.extend(
         (end.not_started.iter()).map(|task| format!("   {} never ran: {}", task.task, task.why)),
     );
+    lines.extend(end.not_carried.iter().map(|task| {
+        format!("   {task}: its notes or added tasks are not in the base; its branch ralph/{task} keeps them")
+    }));
     say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
@@ -120,4 +123,29 @@ pub(crate) fn worktree_kept(id: &str, paths: &[String]) {
         shown.join(", "),
         if paths.len() > 3 { ", …" } else { "" }
     )]);
+}
+
+/// At a task's merge, what its agent added to ralph's own files on its branch joined the base
+/// (`into`); what could not is said in one line, with the branch that keeps it.
+pub(crate) fn notes_carried(
+    id: &str,
+    into: &str,
+    branch: &str,
+    tasks: &[String],
+    problems: &[String],
+) {
+    if !tasks.is_empty() {
+        let texts: Vec<String> = tasks.iter().map(|t| format!("\"{t}\"")).collect();
+        say(&[&format!(
+            "[{id}] 📝 {} it added joined the task list of {into}: {}",
+            plural(tasks.len() as u64, "task"),
+            texts.join(", ")
+        )]);
+    }
+    if !problems.is_empty() {
+        warn(&[&format!(
+            "[{id}] ⚠️  Not carried into {into}: {}; branch {branch} keeps them",
+            problems.join("; ")
+        )]);
+    }
 }

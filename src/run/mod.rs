@@ -8,7 +8,9 @@
 //! - `record.rs`: the history, the progress log and the events.
 //! - `start.rs`: the lock, the saved state, resume, reset, and the end of the loop.
 //! - `wait.rs`: the pause between iterations and the wait before a retry.
+//! - `carry.rs`: at a task's merge, the notes and tasks its agent added join the base.
 
+mod carry;
 mod decision;
 mod fallback;
 mod iteration;

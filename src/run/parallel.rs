@@ -72,6 +72,7 @@ pub(crate) fn run(
         started: BTreeSet::new(),
         merge_tries: BTreeMap::new(),
         merged: Vec::new(),
+        not_carried: Vec::new(),
         failed: Vec::new(),
         ended: None,
     };
@@ -187,6 +188,8 @@ struct Coordinator<'a> {
     merge_tries: BTreeMap<String, u32>,
     /// Ids of the tasks merged in this run.
     merged: Vec<String>,
+    /// Ids of the merged tasks whose notes or added tasks could not be carried into the base.
+    not_carried: Vec<String>,
     /// Ids of the tasks that failed in this run.
     failed: Vec<String>,
     /// Why the run ended early, if it did.
@@ -340,11 +343,16 @@ impl<'a> Coordinator<'a> {
         self.repo
             .commit_paths(&own, "Ralph: task list")
             .map_err(fail)?;
-        let dir = self.dir;
-        let mut mark_done = || mark(dir, id, TaskStatus::Complete, None);
+        let (dir, repo) = (self.dir, &self.repo);
+        // What the agent added to the progress log and the task list joins the base's.
+        let mut carried = crate::storage::carry::Carried::default();
+        let mut finish = || {
+            carried = super::carry::into_base(repo, dir, &branch(id), id);
+            mark(dir, id, TaskStatus::Complete, None)
+        };
         match self
             .repo
-            .merge_branch(&branch(id), &message, &own, &mut mark_done)
+            .merge_branch(&branch(id), &message, &own, &mut finish)
         {
             Ok(Merge::Done(hash)) => {
                 self.sink.emit(LoopEvent::TaskMerged {
@@ -352,8 +360,16 @@ impl<'a> Coordinator<'a> {
                     into: self.base.clone(),
                     commit: hash,
                 });
+                let kept = !carried.problems.is_empty();
+                if kept {
+                    self.not_carried.push(id.to_owned());
+                }
+                if let Some(event) = LoopEvent::notes_carried(id, &self.base, &branch(id), carried)
+                {
+                    self.sink.emit(event);
+                }
                 self.merged.push(id.to_owned());
-                self.remove(id, true);
+                self.remove(id, !kept);
             }
             Ok(Merge::Conflict(files)) => {
                 let tries = self.merge_tries.entry(id.to_owned()).or_default();
@@ -490,6 +506,7 @@ impl<'a> Coordinator<'a> {
             tokens: spent.tokens,
             cost_usd: spent.cost,
             not_started,
+            not_carried: self.not_carried.clone(),
         }));
         (status, reason)
     }

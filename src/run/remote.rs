@@ -399,23 +399,34 @@ impl Session<'_> {
             };
             let own = self.own_files(&tree);
             let own: Vec<&str> = own.iter().map(String::as_str).collect();
-            let mut mark_done = || parallel::mark(&tree_dir, id, TaskStatus::Complete, None);
-            let hash = match tree.merge_branch(&branch, &message, &own, &mut mark_done) {
+            // What the agent added to the progress log and the task list joins the base's.
+            let mut carried = crate::storage::carry::Carried::default();
+            let mut finish = || {
+                carried = super::carry::into_base(&tree, &tree_dir, &branch, id);
+                parallel::mark(&tree_dir, id, TaskStatus::Complete, None)
+            };
+            let hash = match tree.merge_branch(&branch, &message, &own, &mut finish) {
                 Ok(Merge::Done(hash)) => hash,
                 Ok(Merge::Conflict(files)) => return Ok(Integrated::Conflict(files)),
                 Err(why) => return Err(fail(format!("merging task {id} failed: {why}")).into()),
             };
-            // The task's branch on the remote goes with the merge (when it was ever pushed).
-            let published = self.site.repo.resolve(&self.site.task_branch(id)).is_some();
+            // The task's branch goes with the merge (on the remote when it was ever pushed),
+            // unless it keeps notes or tasks that could not be carried.
+            let delete = carried.problems.is_empty();
+            let published = delete && self.site.repo.resolve(&self.site.task_branch(id)).is_some();
             if self.push_base(&tree, &base_sha, id, claim, published)? == Pushed::Done {
                 self.sink.emit(LoopEvent::TaskMerged {
                     task: id.to_owned(),
                     into: self.site.base_name(),
                     commit: hash,
                 });
+                let into = self.site.base_name();
+                if let Some(event) = LoopEvent::notes_carried(id, &into, &branch, carried) {
+                    self.sink.emit(event);
+                }
                 self.site
                     .repo
-                    .remove_worktree(&self.dir.worktree(id), &branch, true);
+                    .remove_worktree(&self.dir.worktree(id), &branch, delete);
                 return Ok(Integrated::Merged);
             }
             if !self.site.still_ours(id, claim)? {

@@ -4,10 +4,12 @@
 //! fsync, rename), so a reader — another terminal running `ralph --status`, or ralph after a crash —
 //! sees either the old or the new file, never half of one. The one exception is the progress log,
 //! which is only ever appended to, with one `O_APPEND` write per section, so the agent's own notes
-//! in it are never overwritten. Reads never fail on a missing, empty or
+//! in it are never overwritten (at a task's merge the base's log is written whole, with the
+//! branch's notes after what it had: see [`carry`]). Reads never fail on a missing, empty or
 //! corrupt file: they report what they found and let the caller decide (warn, keep a copy aside,
 //! or treat the file as absent). Nothing here prints.
 
+pub(crate) mod carry;
 pub(crate) mod context;
 pub(crate) mod history;
 pub(crate) mod import;

@@ -3,6 +3,8 @@
 //! Append-only: ralph adds a section after every iteration, and the agent is asked to read it
 //! first and to append its own notes. It survives completion (like the history) and is removed by
 //! `--reset`. Sections are appended with one `O_APPEND` write, so text the agent added stays.
+//! When a task's branch is merged, what the branch added to its log is appended to the base's
+//! (see `carry`).
 
 use std::io::Write as _;
 
@@ -14,7 +16,8 @@ use super::RalphDir;
 /// The file name.
 pub(crate) const PROGRESS_FILE: &str = "progress.md";
 
-const HEADER: &str = "# Ralph Progress Log\n\nralph adds a section after every iteration. Agents: read this first, and add your own notes at the end (what you did, what you learned, what is next).\n";
+/// The first lines of a log ralph creates.
+pub(super) const HEADER: &str = "# Ralph Progress Log\n\nralph adds a section after every iteration. Agents: read this first, and add your own notes at the end (what you did, what you learned, what is next).\n";
 
 /// The facts of one iteration.
 #[derive(Debug, Default)]

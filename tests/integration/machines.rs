@@ -372,3 +372,30 @@ fn worker_options_that_cannot_work_are_usage_errors() {
     }
     assert!(!env.agent_dir().join("events").exists(), "no agent ran");
 }
+
+#[test]
+fn the_agents_notes_and_follow_up_tasks_join_the_remote_base() {
+    let env = machines(
+        "- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n",
+        &["m1", "m2"],
+    );
+    fs::write(
+        env.agent_dir().join("script"),
+        crate::parallel::NOTES_AND_FOLLOW_UPS,
+    )
+    .unwrap();
+    all_succeed(&env, &["m1", "m2"]);
+    let log = env.git(&["-C", &remote(&env), "show", "main:.ralph/progress.md"]);
+    for task in ["alpha", "beta"] {
+        let note = format!("LEARNED: the API needs header X-Key (Write {task})");
+        assert_eq!(log.matches(&note).count(), 1, "{log}");
+    }
+    let list = remote_tasks(&env);
+    for task in ["alpha", "beta"] {
+        let follow_up = format!("- [x] Follow-up found by Write {task}\n");
+        assert_eq!(list.matches(&follow_up).count(), 1, "{list}");
+    }
+    assert_eq!(list.matches("- [x]").count(), 4, "{list}");
+    assert_eq!(remote_claims(&env), "");
+    assert_base_never_rewritten(&env);
+}

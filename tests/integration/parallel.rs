@@ -444,3 +444,48 @@ fn json_events_of_a_parallel_run_name_their_task() {
     }
     assert_eq!(kinds.last(), Some(&"parallel_ended"));
 }
+
+/// Each agent appends a note to its copy of the progress log and a follow-up task to its copy of
+/// the task list (the follow-ups, run in turn, add nothing).
+pub(crate) const NOTES_AND_FOLLOW_UPS: &str = r#"
+case "$task" in
+  Follow-up*) ;;
+  *) printf '\nLEARNED: the API needs header X-Key (%s)\n' "$task" >> .ralph/progress.md
+     printf -- '- [ ] Follow-up found by %s\n' "$task" >> .ralph/ralph-tasks.md ;;
+esac
+"#;
+
+#[test]
+fn the_agents_notes_and_follow_up_tasks_join_the_base_at_merge() {
+    let env = setup("- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n");
+    // Both branches start from the same base, so the second merge meets the first one's notes.
+    env.agent_script(None, &format!("{}\n{NOTES_AND_FOLLOW_UPS}", barrier(2)));
+    let run = env.run_loop(&["x", "--parallel", "2"]);
+    run.assert_code(0);
+    let log = fs::read_to_string(env.ralph_file("progress.md")).unwrap();
+    assert!(log.starts_with("# Ralph Progress Log\n"), "{log}");
+    for task in ["alpha", "beta"] {
+        let note = format!("LEARNED: the API needs header X-Key (Write {task})");
+        assert_eq!(log.matches(&note).count(), 1, "{log}");
+        assert!(
+            log.contains(&format!("## Task {task} — notes from its branch")),
+            "{log}"
+        );
+    }
+    let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    for task in ["alpha", "beta"] {
+        let follow_up = format!("- [x] Follow-up found by Write {task}\n");
+        assert_eq!(tasks.matches(&follow_up).count(), 1, "{tasks}");
+        assert!(
+            run.stdout().contains(&format!(
+                "[{task}] 📝 1 task it added joined the task list of main: \"Follow-up found by Write {task}\""
+            )),
+            "{}",
+            run.stdout()
+        );
+    }
+    assert_eq!(tasks.matches("- [x]").count(), 4, "{tasks}");
+    assert!(!tasks.contains("- [ ]"), "{tasks}");
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    assert_eq!(env.git(&["branch", "--list", "ralph/*"]), "");
+}

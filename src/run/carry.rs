@@ -1,0 +1,176 @@
+//! At a task's merge, the notes and tasks its agent added on its branch join the base, for
+//! `--parallel` and `--worker` alike (the rule: `storage::carry`).
+
+use crate::git::Repo;
+use crate::storage::carry::{self, Carried};
+use crate::storage::{self, RalphDir, progress, tasks};
+
+/// Run in the base's work tree while `branch` is merged into it, once the base's versions of
+/// ralph's own files are back: appends what the branch added to the progress log (under task
+/// `id`) and to the task list. Never fails: what could not be carried is in `problems`.
+pub(super) fn into_base(repo: &Repo, dir: &RalphDir, branch: &str, id: &str) -> Carried {
+    let paths = super::parallel::own_files(repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE]);
+    let merge_base = repo.merge_base("HEAD", branch);
+    let from = (merge_base.as_deref(), branch);
+    let mut carried = Carried::default();
+    match notes(repo, dir, from, (&paths[1], id)) {
+        Ok(wrote) => carried.notes = wrote,
+        Err(why) => carried
+            .problems
+            .push(format!("its notes in {} ({why})", paths[1])),
+    }
+    match added_tasks(repo, dir, from, &paths[0]) {
+        Ok(texts) => carried.tasks = texts,
+        Err(why) => carried
+            .problems
+            .push(format!("the tasks it added to {} ({why})", paths[0])),
+    }
+    carried
+}
+
+/// Appends the notes the branch added to `path` to the base's log: `true` when there were any.
+fn notes(
+    repo: &Repo,
+    dir: &RalphDir,
+    (merge_base, branch): (Option<&str>, &str),
+    (path, id): (&str, &str),
+) -> Result<bool, String> {
+    let mut wanted = vec![(branch, path), ("HEAD", path)];
+    wanted.extend(merge_base.map(|rev| (rev, path)));
+    let mut files = repo.files_at(&wanted)?.into_iter();
+    let (Some(ours), base, before) = (
+        files.next().flatten(),
+        files.next().flatten(),
+        files.next().flatten(),
+    ) else {
+        return Ok(false);
+    };
+    let Some(log) = carry::notes(before.as_deref(), &ours, base.as_deref(), id) else {
+        return Ok(false);
+    };
+    storage::write_atomic_shared(&dir.file(progress::PROGRESS_FILE), &log)
+        .map_err(|err| format!("{err:#}"))?;
+    Ok(true)
+}
+
+/// Appends the tasks the branch added to `path` to the base's list, under its lock: their
+/// descriptions.
+fn added_tasks(
+    repo: &Repo,
+    dir: &RalphDir,
+    (merge_base, branch): (Option<&str>, &str),
+    path: &str,
+) -> Result<Vec<String>, String> {
+    let mut wanted = vec![(branch, path)];
+    wanted.extend(merge_base.map(|rev| (rev, path)));
+    let mut files = repo.files_at(&wanted)?.into_iter();
+    let (Some(ours), before) = (files.next().flatten(), files.next().flatten()) else {
+        return Ok(Vec::new());
+    };
+    tasks::edit(dir, |current| {
+        match carry::tasks(before.as_deref(), &ours, current) {
+            Some((list, texts)) => (Some(list), texts),
+            None => (None, Vec::new()),
+        }
+    })
+    .map_err(|err| format!("{err:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::process::Command;
+
+    use super::*;
+
+    /// A repository on `main` with a task list and a progress log, and a branch `ralph/t` from
+    /// it on which `change` ran (then committed); `None` without git.
+    fn branched(change: impl FnOnce(&std::path::Path)) -> Option<(tempfile::TempDir, Repo)> {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let git = |args: &[&str]| {
+            Command::new("git")
+                .args(args)
+                .current_dir(root)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .is_ok_and(|output| output.status.success())
+        };
+        if !git(&["init", "-q", "-b", "main"]) {
+            return None;
+        }
+        for (key, value) in [
+            ("user.name", "t"),
+            ("user.email", "t@example.invalid"),
+            ("commit.gpgSign", "false"),
+            ("core.hooksPath", "/dev/null"),
+        ] {
+            assert!(git(&["config", key, value]));
+        }
+        fs::create_dir(root.join(".ralph")).unwrap();
+        fs::write(root.join(".ralph/ralph-tasks.md"), "- [ ] Old\n").unwrap();
+        fs::write(root.join(".ralph/progress.md"), "# Log\n").unwrap();
+        assert!(git(&["add", "-A"]) && git(&["commit", "-q", "-m", "base"]));
+        assert!(git(&["checkout", "-q", "-b", "ralph/t"]));
+        change(root);
+        assert!(git(&["add", "-A"]) && git(&["commit", "-q", "-m", "work"]));
+        assert!(git(&["checkout", "-q", "main"]));
+        let repo = Repo::discover(root).unwrap();
+        Some((tmp, repo))
+    }
+
+    #[test]
+    fn notes_and_tasks_of_the_branch_join_the_base() {
+        let Some((tmp, repo)) = branched(|root| {
+            fs::write(root.join(".ralph/progress.md"), "# Log\nLEARNED\n").unwrap();
+            fs::write(root.join(".ralph/ralph-tasks.md"), "- [x] Old\n- [ ] New\n").unwrap();
+        }) else {
+            return;
+        };
+        let dir = RalphDir::new(tmp.path());
+        let carried = into_base(&repo, &dir, "ralph/t", "t");
+        assert_eq!(
+            carried,
+            Carried {
+                notes: true,
+                tasks: vec!["New".to_owned()],
+                problems: Vec::new()
+            }
+        );
+        let log = fs::read_to_string(dir.file(progress::PROGRESS_FILE)).unwrap();
+        assert_eq!(
+            log,
+            "# Log\n\n## Task t — notes from its branch\n\nLEARNED\n"
+        );
+        let list = fs::read_to_string(dir.tasks()).unwrap();
+        assert_eq!(list, "- [ ] Old\n- [ ] New\n");
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_a_problem_and_the_rest_is_carried() {
+        let Some((tmp, repo)) = branched(|root| {
+            let log = root.join(".ralph/progress.md");
+            fs::remove_file(&log).unwrap();
+            fs::create_dir(&log).unwrap();
+            fs::write(log.join("notes"), "x\n").unwrap();
+            fs::write(root.join(".ralph/ralph-tasks.md"), "- [ ] Old\n- [ ] New\n").unwrap();
+        }) else {
+            return;
+        };
+        let dir = RalphDir::new(tmp.path());
+        let carried = into_base(&repo, &dir, "ralph/t", "t");
+        assert!(!carried.notes);
+        assert_eq!(carried.tasks, ["New"]);
+        assert_eq!(carried.problems.len(), 1, "{:?}", carried.problems);
+        assert!(
+            carried.problems[0].starts_with("its notes in .ralph/progress.md ("),
+            "{:?}",
+            carried.problems
+        );
+        assert_eq!(
+            fs::read_to_string(dir.file(progress::PROGRESS_FILE)).unwrap(),
+            "# Log\n"
+        );
+    }
+}
