@@ -109,8 +109,13 @@ pub(crate) fn status_report(dir: &RalphDir) -> report::StatusReport {
 fn report_of(gathered: Gathered) -> report::StatusReport {
     report::StatusReport {
         schema: report::SCHEMA,
-        loop_state: (gathered.state.as_ref())
-            .map(|s| report::loop_report(s, gathered.running, crate::model::now())),
+        loop_state: gathered.state.as_ref().map(|s| {
+            let last = gathered
+                .history
+                .as_ref()
+                .and_then(history::History::last_iteration);
+            report::loop_report(s, gathered.running, last, crate::model::now())
+        }),
         pending_context: gathered.context,
         tasks: tasks_of(&gathered.tasks),
         history: report::history_report(gathered.history.as_ref(), gathered.history_count),
@@ -167,14 +172,17 @@ fn worker(id: &str, dir: &RalphDir, now: chrono::DateTime<chrono::Utc>) -> repor
         .and_then(|meta| meta.modified())
         .ok()
         .map(chrono::DateTime::<chrono::Utc>::from);
-    let loop_report = state
-        .as_ref()
-        .map(|s| report::loop_report(s, s.active && storage::lock::loop_is_running(dir), now));
+    let last = history.as_ref().and_then(history::History::last_iteration);
+    let loop_report = state.as_ref().map(|s| {
+        let running = s.active && storage::lock::loop_is_running(dir);
+        report::loop_report(s, running, last, now)
+    });
     report::WorkerReport {
         task: id.to_owned(),
         branch: format!("ralph/{id}"),
         state: loop_report.as_ref().map_or("done", |r| r.state),
         iteration: loop_report.as_ref().map(|r| r.iteration),
+        shown_iteration: loop_report.as_ref().map(|r| r.shown_iteration),
         max_iterations: loop_report.as_ref().map(|r| r.max_iterations),
         elapsed_ms: loop_report.as_ref().map(|r| r.elapsed_ms),
         last_activity,

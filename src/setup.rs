@@ -381,25 +381,30 @@ fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
     if let Loaded::Corrupt(reason) = &saved {
         checks.push(corrupt(&dir.state(), reason));
     }
-    if let Loaded::Corrupt(reason) = crate::storage::history::load(&dir.history()) {
-        checks.push(corrupt(&dir.history(), &reason));
+    let history = crate::storage::history::load(&dir.history());
+    if let Loaded::Corrupt(reason) = &history {
+        checks.push(corrupt(&dir.history(), reason));
     }
     if let Loaded::Found(saved) = saved {
+        let iteration = saved.shown_iteration(history.ok().and_then(|h| h.last_iteration()));
         let running = crate::storage::lock::loop_is_running(dir);
         if saved.active && running {
             checks.push(Check::pass(format!(
-                "a loop is running here (iteration {})",
-                saved.iteration
+                "a loop is running here (iteration {iteration})"
             )));
         } else if saved.active {
             checks.push(Check::fail(format!(
-                "a loop stopped unexpectedly at iteration {} (stale lock): run `ralph --resume` to continue or `ralph --reset` to discard it",
-                saved.iteration
+                "a loop stopped unexpectedly at iteration {iteration} (stale lock): run `ralph --resume` to continue or `ralph --reset` to discard it"
+            )));
+        } else if saved.stopped_after_iteration() {
+            checks.push(Check::note(format!(
+                "a loop stopped {} ({}) and can be resumed (`ralph --resume`)",
+                format::stop_point(iteration),
+                saved.stop_reason.as_deref().unwrap_or_default()
             )));
         } else {
             checks.push(Check::note(format!(
-                "a stopped loop can be resumed at iteration {} (`ralph --resume`)",
-                saved.iteration
+                "a loop interrupted at iteration {iteration} can be resumed (`ralph --resume`)"
             )));
         }
     }

@@ -189,14 +189,10 @@ pub(crate) fn command_detail(command: &str) -> String {
     one_line(&folded, 120)
 }
 
-/// The first line of `text`, cut to `max` characters.
-pub(crate) fn one_line(text: &str, max: usize) -> String {
+/// The first line of `text`, cut to `columns` terminal columns.
+pub(crate) fn one_line(text: &str, columns: usize) -> String {
     let first = text.trim().lines().next().unwrap_or("");
-    if first.chars().count() > max {
-        format!("{}…", first.chars().take(max).collect::<String>())
-    } else {
-        first.to_owned()
-    }
+    crate::output::format::fit(first, columns)
 }
 
 #[cfg(test)]

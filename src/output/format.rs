@@ -83,13 +83,76 @@ pub(crate) fn tool_summary(tools: &BTreeMap<String, u64>) -> String {
     parts.join(" • ")
 }
 
-/// The prompt collapsed to one line and cut to `max` characters (with `...` when cut).
-pub(crate) fn preview(text: &str, max: usize) -> String {
+/// `text` collapsed to one line and cut to `columns` terminal columns (see [`fit`]).
+pub(crate) fn preview(text: &str, columns: usize) -> String {
     let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if collapsed.chars().count() > max {
-        format!("{}...", collapsed.chars().take(max).collect::<String>())
+    fit(&collapsed, columns)
+}
+
+/// `text` cut to at most `columns` terminal columns, ending with `…` when cut. The cut falls
+/// between characters, and never splits a character from the marks, joiners, variation
+/// selectors or skin tones that belong to it.
+pub(crate) fn fit(text: &str, columns: usize) -> String {
+    if display_width(text) <= columns {
+        return text.to_owned();
+    }
+    if columns == 0 {
+        return String::new();
+    }
+    let room = columns - display_width(ELLIPSIS);
+    let mut end = 0;
+    let mut used = 0;
+    for cluster in clusters(text) {
+        used += display_width(cluster);
+        if used > room {
+            break;
+        }
+        end += cluster.len();
+    }
+    format!("{}{ELLIPSIS}", text[..end].trim_end())
+}
+
+/// `text` followed by spaces up to `columns` terminal columns (unchanged when wider; [`fit`]
+/// it first for a column of fixed width).
+pub(crate) fn pad(text: &str, columns: usize) -> String {
+    let fill = columns.saturating_sub(display_width(text));
+    format!("{text}{}", " ".repeat(fill))
+}
+
+const ELLIPSIS: &str = "…";
+
+/// `text` in pieces that are shown together: a character with the zero-width characters after
+/// it (combining marks, variation selectors, joiners), the emoji a joiner joins, and skin-tone
+/// modifiers.
+fn clusters(text: &str) -> impl Iterator<Item = &str> {
+    const JOINER: char = '\u{200D}';
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let mut chars = rest.char_indices();
+        let (_, first) = chars.next()?;
+        let mut previous = first;
+        let end = chars
+            .find(|&(_, c)| {
+                let attached = previous == JOINER
+                    || ('\u{1F3FB}'..='\u{1F3FF}').contains(&c)
+                    || unicode_width::UnicodeWidthChar::width(c).unwrap_or(0) == 0;
+                previous = c;
+                !attached
+            })
+            .map_or(rest.len(), |(at, _)| at);
+        let (cluster, after) = rest.split_at(end);
+        rest = after;
+        Some(cluster)
+    })
+}
+
+/// Where a loop stopped that ended after an iteration (`last`: the last that ran, 0 for none):
+/// `after iteration 3`, or `before iteration 1`.
+pub(crate) fn stop_point(last: u32) -> String {
+    if last == 0 {
+        "before iteration 1".to_owned()
     } else {
-        collapsed
+        format!("after iteration {last}")
     }
 }
 
@@ -152,9 +215,90 @@ mod tests {
     #[test]
     fn preview_collapses_and_cuts() {
         assert_eq!(preview("a\n\n b", 80), "a b");
+        assert_eq!(preview(&"x".repeat(80), 80), "x".repeat(80));
+        assert_eq!(preview(&"x".repeat(81), 80), format!("{}…", "x".repeat(79)));
+        assert_eq!(preview("任务\n说明 很长", 8), "任务 说…");
+    }
+
+    #[test]
+    fn fit_keeps_text_that_fits_exactly() {
+        assert_eq!(fit("abcde", 5), "abcde");
+        assert_eq!(fit("漢字漢字", 8), "漢字漢字");
+        assert_eq!(fit("✅ done", 7), "✅ done");
+        assert_eq!(fit("", 0), "");
+        assert_eq!(fit("abc", 0), "");
+        assert_eq!(fit("abc", 1), "…");
+    }
+
+    #[test]
+    fn fit_cuts_ascii_by_columns() {
+        assert_eq!(fit("abcdef", 5), "abcd…");
+        // No space before the ellipsis.
+        assert_eq!(fit("ab cdef", 4), "ab…");
+    }
+
+    #[test]
+    fn fit_cuts_cjk_between_characters() {
+        assert_eq!(fit("漢字漢字", 7), "漢字漢…");
+        // A wide character that does not fit whole is left out: one column stays empty.
+        assert_eq!(fit("漢字漢字", 6), "漢字…");
+        assert_eq!(display_width(&fit("漢字漢字", 6)), 5);
+        assert_eq!(fit("漢字", 2), "…");
+    }
+
+    #[test]
+    fn fit_keeps_emoji_whole() {
+        assert_eq!(fit("✅ done", 3), "✅…");
+        // A joined family, a skin tone and an emoji variation selector are one emoji each.
+        let family = "👨\u{200D}👩\u{200D}👧";
+        assert_eq!(display_width(family), 2);
+        assert_eq!(fit(&format!("{family}{family}"), 3), format!("{family}…"));
+        assert_eq!(fit("👍🏽👍🏽", 3), "👍🏽…");
+        assert_eq!(fit("⏸️⏸️", 3), "⏸️…");
+        // A combining accent stays on its letter.
         assert_eq!(
-            preview(&"x".repeat(81), 80),
-            format!("{}...", "x".repeat(80))
+            fit("e\u{301}e\u{301}e\u{301}", 3),
+            "e\u{301}e\u{301}e\u{301}"
         );
+        assert_eq!(fit("e\u{301}e\u{301}e\u{301}", 2), "e\u{301}…");
+    }
+
+    #[test]
+    fn fit_cuts_mixed_text() {
+        assert_eq!(fit("任务 task 一", 12), "任务 task 一");
+        assert_eq!(fit("任务 task 一", 11), "任务 task…");
+        assert_eq!(fit("任务 task 一", 9), "任务 tas…");
+        assert_eq!(fit("a漢b字", 4), "a漢…");
+        assert_eq!(fit("a漢b字", 3), "a…");
+    }
+
+    #[test]
+    fn pad_fills_to_display_width() {
+        assert_eq!(pad("漢字", 6), "漢字  ");
+        assert_eq!(pad("ab", 4), "ab  ");
+        assert_eq!(pad("✅", 3), "✅ ");
+        assert_eq!(pad("漢字", 4), "漢字");
+        assert_eq!(pad("漢字", 3), "漢字", "wider text is left as it is");
+    }
+
+    #[test]
+    fn fitted_and_padded_text_is_exactly_as_wide_as_its_column() {
+        let texts = [
+            "plain ascii text",
+            "构建一个接口并写测试",
+            "Fix 登录 bug 🐛 now",
+            "👨\u{200D}👩\u{200D}👧 family ⏸️ paused",
+        ];
+        for text in texts {
+            for columns in 0..=24 {
+                let cell = pad(&fit(text, columns), columns);
+                assert_eq!(
+                    display_width(&cell),
+                    columns,
+                    "{text:?} in {columns}: {cell:?}"
+                );
+                assert!(text.starts_with(cell.trim_end().trim_end_matches('…')));
+            }
+        }
     }
 }

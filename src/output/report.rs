@@ -39,6 +39,9 @@ pub(crate) struct WorkerReport {
     /// `running`, `crashed`, `stopped`, or `done` (its loop completed; merged or waiting to be).
     pub(crate) state: &'static str,
     pub(crate) iteration: Option<u32>,
+    /// The iteration its row names ([`LoopReport::shown_iteration`]; not in the JSON).
+    #[serde(skip)]
+    pub(crate) shown_iteration: Option<u32>,
     pub(crate) max_iterations: Option<u32>,
     pub(crate) elapsed_ms: Option<u64>,
     /// When its history last changed.
@@ -54,6 +57,10 @@ pub(crate) struct LoopReport {
     /// `running`, `crashed` (active but nothing holds its lock), `stopped` (interrupted or a limit).
     pub(crate) state: &'static str,
     pub(crate) iteration: u32,
+    /// The iteration the dashboards name: [`LoopState::shown_iteration`]. Not in the JSON, whose
+    /// `iteration` is the state's (between iterations, the next one).
+    #[serde(skip)]
+    pub(crate) shown_iteration: u32,
     pub(crate) min_iterations: u32,
     pub(crate) max_iterations: u32,
     pub(crate) started_at: DateTime<Utc>,
@@ -179,8 +186,13 @@ pub(crate) fn tasks_report(file: &'static str, list: &TaskList) -> TasksReport {
     }
 }
 
-/// The loop report of a saved state.
-pub(crate) fn loop_report(state: &LoopState, running: bool, now: DateTime<Utc>) -> LoopReport {
+/// The loop report of a saved state (`last_recorded`: the last iteration its history records).
+pub(crate) fn loop_report(
+    state: &LoopState,
+    running: bool,
+    last_recorded: Option<u32>,
+    now: DateTime<Utc>,
+) -> LoopReport {
     let until = if state.active {
         now
     } else {
@@ -193,6 +205,7 @@ pub(crate) fn loop_report(state: &LoopState, running: bool, now: DateTime<Utc>) 
             (false, _) => "stopped",
         },
         iteration: state.iteration,
+        shown_iteration: state.shown_iteration(last_recorded),
         min_iterations: state.min_iterations,
         max_iterations: state.max_iterations,
         started_at: state.started_at,

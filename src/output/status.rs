@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::format::{boxed, long_duration, long_duration_ms, plural, ranked_tools};
+use super::format::{
+    boxed, display_width, long_duration, long_duration_ms, pad, plural, preview, ranked_tools,
+    stop_point,
+};
 use crate::agents::AgentKind;
 use crate::storage::history::History;
 use crate::storage::state::LoopState;
@@ -71,7 +74,11 @@ fn workers_block(
     }
     lines.push(String::new());
     lines.push(format!("👷 WORKTREES ({})", workers.len()));
-    let width = workers.iter().map(|w| w.task.len()).max().unwrap_or(0);
+    let width = workers
+        .iter()
+        .map(|w| display_width(&w.task))
+        .max()
+        .unwrap_or(0);
     for worker in workers {
         let icon = match worker.state {
             "running" => "🔄",
@@ -80,7 +87,7 @@ fn workers_block(
             _ => "⏸️",
         };
         let mut parts = Vec::new();
-        if let Some(iteration) = worker.iteration {
+        if let Some(iteration) = worker.shown_iteration {
             let max = worker
                 .max_iterations
                 .filter(|max| *max > 0)
@@ -104,16 +111,16 @@ fn workers_block(
             parts.push(reason.clone());
         }
         lines.push(format!(
-            "   {:<width$}  {icon} {:<8} {}",
-            worker.task,
-            worker.state,
+            "   {}  {icon} {} {}",
+            pad(&worker.task, width),
+            pad(worker.state, 8),
             parts.join(" · ")
         ));
     }
 }
 
 fn field(label: &str, value: impl std::fmt::Display) -> String {
-    format!("   {:<14}{value}", format!("{label}:"))
+    format!("   {}{value}", pad(&format!("{label}:"), 14))
 }
 
 fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
@@ -126,29 +133,25 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
     } else {
         " (unlimited)".to_owned()
     };
+    let iteration = state.shown_iteration(data.history.as_ref().and_then(History::last_iteration));
     if state.active && data.running {
         lines.push("🔄 ACTIVE LOOP".to_owned());
     } else if state.active {
         lines.push(format!(
-            "💥 STOPPED UNEXPECTEDLY at iteration {} (resume with `ralph --resume`)",
-            state.iteration
+            "💥 STOPPED UNEXPECTEDLY at iteration {iteration} (resume with `ralph --resume`)"
         ));
-    } else if let Some(reason) = state
-        .stop_reason
-        .as_deref()
-        .filter(|reason| !reason.starts_with("interrupted"))
-    {
+    } else if state.stopped_after_iteration() {
+        let reason = state.stop_reason.as_deref().unwrap_or_default();
         lines.push(format!(
-            "⏸️  STOPPED before iteration {}: {reason} (resume with `ralph --resume`)",
-            state.iteration
+            "⏸️  STOPPED {}: {reason} (resume with `ralph --resume`)",
+            stop_point(iteration)
         ));
     } else {
         lines.push(format!(
-            "⏸️  INTERRUPTED at iteration {} (resume with `ralph --resume`)",
-            state.iteration
+            "⏸️  INTERRUPTED at iteration {iteration} (resume with `ralph --resume`)"
         ));
     }
-    lines.push(field("Iteration", format!("{}{max}", state.iteration)));
+    lines.push(field("Iteration", format!("{iteration}{max}")));
     lines.push(field(
         "Started",
         state
@@ -173,18 +176,9 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
         lines.push(field("Tasks Mode", "ENABLED"));
         lines.push(field("Task Promise", &state.task_promise));
     }
-    let prompt: String = state.prompt.chars().take(60).collect();
-    let more = if state.prompt.chars().count() > 60 {
-        "..."
-    } else {
-        ""
-    };
-    lines.push(field(
-        "Prompt",
-        format!("{}{more}", prompt.replace('\n', " ")),
-    ));
+    lines.push(field("Prompt", preview(&state.prompt, 60)));
     if let Some(line) = &data.last_line {
-        lines.push(field("Agent said", super::format::preview(line, 80)));
+        lines.push(field("Agent said", preview(line, 80)));
     }
 }
 
@@ -309,8 +303,10 @@ fn struggle_block(struggle: &crate::storage::history::StruggleIndicators, lines:
             .collect();
         repeated.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         for (error, count) in repeated.into_iter().take(3) {
-            let short: String = error.chars().take(50).collect();
-            lines.push(format!("   - Same error {count}x: \"{short}...\""));
+            lines.push(format!(
+                "   - Same error {count}x: \"{}\"",
+                preview(error, 50)
+            ));
         }
         lines.push(String::new());
         lines.push("   💡 Consider using: ralph --add-context \"your hint here\"".to_owned());
@@ -363,25 +359,30 @@ fn task_details(task: &crate::storage::tasks::Task) -> Option<String> {
 }
 
 /// `N. <icon> text (blocked by: …)` per task and `   <icon> text` per subtask, after `indent`.
+/// The numbers are padded to one width, so every task's icon and text start in one column, and
+/// its settings and subtasks start under its icon.
 fn numbered_tasks(list: &TaskList, indent: &str) -> Vec<String> {
+    let column = list
+        .tasks
+        .iter()
+        .map(|task| display_width(&format!("{}. ", task.number)))
+        .max()
+        .unwrap_or(0);
+    let under = format!("{indent}{}", pad("", column));
     let mut lines = Vec::new();
     for task in &list.tasks {
         lines.push(format!(
-            "{indent}{}. {} {}{}",
-            task.number,
+            "{indent}{}{} {}{}",
+            pad(&format!("{}.", task.number), column),
             task.status.icon(),
             task.text,
             blocked_note(list, task)
         ));
         if let Some(details) = task_details(task) {
-            lines.push(format!("{indent}   {details}"));
+            lines.push(format!("{under}{details}"));
         }
         for subtask in &task.subtasks {
-            lines.push(format!(
-                "{indent}   {} {}",
-                subtask.status.icon(),
-                subtask.text
-            ));
+            lines.push(format!("{under}{} {}", subtask.status.icon(), subtask.text));
         }
     }
     lines

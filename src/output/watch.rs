@@ -8,7 +8,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Sparkline, Wrap};
 
-use super::format::{long_duration_ms, preview};
+use super::format::{fit, long_duration_ms, pad, preview};
 use super::messages::{compact_number, cost_text};
 use super::report::{StatusReport, TasksReport, WorkerReport};
 
@@ -116,7 +116,7 @@ fn header_lines(view: &WatchView, paint: Paint) -> Vec<Line<'static>> {
             };
             first.push(Span::raw(format!(
                 "   iteration {}{max}   {}{}   elapsed {}",
-                state.iteration,
+                state.shown_iteration,
                 state.agent,
                 state
                     .model
@@ -280,7 +280,7 @@ fn workers_widget(workers: &[WorkerReport], now: DateTime<Utc>) -> Paragraph<'st
         "task", "state", "iteration", "tokens", "cost", "active"
     ))];
     for worker in workers {
-        let iteration = match (worker.iteration, worker.max_iterations) {
+        let iteration = match (worker.shown_iteration, worker.max_iterations) {
             (Some(i), Some(max)) if max > 0 => format!("{i}/{max}"),
             (Some(i), _) => i.to_string(),
             _ => "-".to_owned(),
@@ -290,8 +290,8 @@ fn workers_widget(workers: &[WorkerReport], now: DateTime<Utc>) -> Paragraph<'st
             .last_activity
             .map_or_else(|| "-".to_owned(), |at| format!("{} ago", ago(now, at)));
         lines.push(Line::raw(format!(
-            "{:<20} {:<9} {:>9} {:>10} {:>8} {:>10}",
-            preview(&worker.task, 20),
+            "{} {:<9} {:>9} {:>10} {:>8} {:>10}",
+            pad(&fit(&worker.task, 20), 20),
             worker.state,
             iteration,
             compact_number(worker.tokens),

@@ -195,6 +195,18 @@ pub(crate) enum Struggle {
 }
 
 impl History {
+    /// The number of the last iteration recorded: from the records built, or from the agents'
+    /// shares when none are (a history loaded for its totals only).
+    pub(crate) fn last_iteration(&self) -> Option<u32> {
+        let shares = self.agents.values().map(|share| share.last_iteration);
+        self.iterations
+            .last()
+            .map(|r| r.iteration)
+            .into_iter()
+            .chain(shares)
+            .max()
+    }
+
     /// How many iterations ran: retries share their iteration's number, so numbers are
     /// counted, not records.
     pub(crate) fn iteration_count(&self) -> usize {

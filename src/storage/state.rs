@@ -76,6 +76,30 @@ pub(crate) struct LoopState {
     pub(crate) options: Option<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 
+impl LoopState {
+    /// The loop stopped for a reason other than an interrupt (a limit, a failure, the agent
+    /// giving up): after an iteration had ended, not in one.
+    pub(crate) fn stopped_after_iteration(&self) -> bool {
+        !self.active
+            && (self.stop_reason.as_deref())
+                .is_some_and(|reason| !reason.starts_with("interrupted"))
+    }
+
+    /// The iteration `--status`, `--watch` and `--doctor` name for this loop: the one it runs,
+    /// crashed or was interrupted in. Between iterations the state holds the next one, so a
+    /// loop that stopped after an iteration, or that is past its maximum, names the last one
+    /// that ran instead (`last_recorded`, from the history; else the one before): after
+    /// `--max-iterations 3` it is at 3 / 3, never 4 / 3.
+    pub(crate) fn shown_iteration(&self, last_recorded: Option<u32>) -> u32 {
+        let past_limit = self.max_iterations > 0 && self.iteration > self.max_iterations;
+        if past_limit || self.stopped_after_iteration() {
+            last_recorded.unwrap_or_else(|| self.iteration.saturating_sub(1))
+        } else {
+            self.iteration
+        }
+    }
+}
+
 fn is_zero_u64(count: &u64) -> bool {
     *count == 0
 }
@@ -129,8 +153,55 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_names_the_last_iteration_that_ran_once_it_stopped_after_it() {
+        let mut state = state(4, 3);
+        assert_eq!(state.shown_iteration(Some(3)), 3, "running, past the limit");
+        state.active = false;
+        state.stop_reason = Some("max iterations (3) reached".into());
+        assert_eq!(state.shown_iteration(Some(3)), 3);
+        assert_eq!(state.shown_iteration(None), 3, "without a history");
+        // A stop decided after the iteration ran: the state still holds that iteration.
+        let mut stalled = self::state(3, 10);
+        stalled.active = false;
+        stalled.stop_reason = Some("no file changes in 3 iterations in a row".into());
+        assert_eq!(stalled.shown_iteration(Some(3)), 3);
+        // Nothing ran.
+        let mut budget = self::state(1, 10);
+        budget.active = false;
+        budget.stop_reason = Some("max cost ($0.00) reached".into());
+        assert_eq!(budget.shown_iteration(None), 0);
+    }
+
+    #[test]
+    fn a_running_or_interrupted_loop_names_its_iteration() {
+        let mut state = state(2, 3);
+        assert_eq!(state.shown_iteration(Some(1)), 2);
+        state.active = false;
+        state.stop_reason = Some("interrupted at iteration 2".into());
+        assert_eq!(state.shown_iteration(Some(1)), 2);
+        let unlimited = self::state(7, 0);
+        assert_eq!(unlimited.shown_iteration(Some(6)), 7);
+    }
+
+    fn state(iteration: u32, max_iterations: u32) -> LoopState {
+        LoopState {
+            iteration,
+            max_iterations,
+            ..example()
+        }
+    }
+
+    #[test]
     fn writes_camel_case_keys() {
-        let state = LoopState {
+        let state = example();
+        let text = serde_json::to_string(&state).unwrap();
+        assert!(text.contains("\"maxIterations\":5"));
+        assert!(text.contains("\"startedAt\":\"2026-01-24T12:34:56Z\""));
+        assert!(!text.contains("host"));
+    }
+
+    fn example() -> LoopState {
+        LoopState {
             active: true,
             iteration: 1,
             min_iterations: 1,
@@ -154,10 +225,6 @@ mod tests {
             stop_reason: None,
             prompt_file: None,
             options: None,
-        };
-        let text = serde_json::to_string(&state).unwrap();
-        assert!(text.contains("\"maxIterations\":5"));
-        assert!(text.contains("\"startedAt\":\"2026-01-24T12:34:56Z\""));
-        assert!(!text.contains("host"));
+        }
     }
 }

@@ -5,6 +5,7 @@ mod support;
 
 mod audit;
 mod cli;
+mod columns;
 mod commands;
 mod gates;
 mod git_commit;
