@@ -180,10 +180,11 @@ pub(crate) struct CommandArgs {
     #[arg(long, requires = "worktree", help_heading = "Commands")]
     pub(crate) merge: bool,
 
-    /// Print what the agent printed in iteration N (default: the last), as it was shown.
+    /// Print what the agent printed in iteration N (default: the last), as it was shown; in a
+    /// parallel run, TASK for a task's last iteration, TASK/N for its N-th.
     #[arg(
         long,
-        value_name = "N",
+        value_name = "N|TASK[/N]",
         num_args = 0..=1,
         default_missing_value = "last",
         help_heading = "Commands"

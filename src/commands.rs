@@ -7,7 +7,7 @@
 mod log;
 mod watch;
 
-pub(crate) use log::{LogStyle, show as show_log};
+pub(crate) use log::{LogStyle, LogTarget, show as show_log};
 pub(crate) use watch::watch;
 
 use crate::error::fail;
@@ -134,8 +134,77 @@ fn tasks_of(tasks: &status::TasksStatus) -> Option<report::TasksReport> {
     }
 }
 
-/// The loops in `.ralph/worktrees/`: each worktree's own `.ralph/` state and history.
+/// The task loops of a run: each loop in `.ralph/worktrees/` (its own `.ralph/` state and
+/// history), then each task the base's history records whose worktree is gone (merged, failed
+/// or stopped), from its records there.
 fn workers(dir: &RalphDir) -> Vec<report::WorkerReport> {
+    let mut workers = worktree_loops(dir);
+    let Some(history) = history::load(&dir.history()).ok() else {
+        return workers;
+    };
+    let list = storage::read_text(&dir.tasks())
+        .ok()
+        .flatten()
+        .map(|content| TaskList::parse(&content))
+        .unwrap_or_default();
+    let ids = tasks::task_ids(&list);
+    let mut recorded: Vec<&str> = Vec::new();
+    for record in &history.iterations {
+        if let Some(id) = record.task_id.as_deref()
+            && !recorded.contains(&id)
+            && !workers.iter().any(|worker| worker.task == id)
+        {
+            recorded.push(id);
+        }
+    }
+    for id in recorded {
+        let status = (ids.iter().position(|each| each == id)).map(|index| list.tasks[index].status);
+        workers.push(task_from_history(id, &history, status));
+    }
+    workers.sort_by(|a, b| a.task.cmp(&b.task));
+    workers
+}
+
+/// A task of a run whose worktree is gone, as the base's history records it.
+fn task_from_history(
+    id: &str,
+    history: &history::History,
+    status: Option<tasks::TaskStatus>,
+) -> report::WorkerReport {
+    let records: Vec<&history::IterationRecord> = (history.iterations.iter())
+        .filter(|record| record.task_id.as_deref() == Some(id))
+        .collect();
+    let last = records.last();
+    let cost: Vec<f64> = records.iter().filter_map(|r| r.cost_usd).collect();
+    report::WorkerReport {
+        task: id.to_owned(),
+        branch: last
+            .and_then(|r| r.branch.clone())
+            .unwrap_or_else(|| format!("ralph/{id}")),
+        state: match status {
+            Some(tasks::TaskStatus::Complete) => "done",
+            Some(tasks::TaskStatus::Failed) => "failed",
+            _ => "stopped",
+        },
+        iteration: last.map(|r| r.iteration),
+        shown_iteration: last.map(|r| r.iteration),
+        max_iterations: None,
+        elapsed_ms: Some(records.iter().map(|r| r.duration_ms).sum()),
+        last_activity: last.map(|r| r.ended_at),
+        tokens: records
+            .iter()
+            .filter_map(|r| r.tokens)
+            .map(|usage| usage.total())
+            .sum(),
+        cost_usd: (!cost.is_empty()).then(|| cost.iter().sum()),
+        stop_reason: None,
+        iterations: u32::try_from(records.len()).unwrap_or(u32::MAX),
+        agent: last.and_then(|r| r.agent.clone()),
+    }
+}
+
+/// The loops in `.ralph/worktrees/`: each worktree's own `.ralph/` state and history.
+fn worktree_loops(dir: &RalphDir) -> Vec<report::WorkerReport> {
     let Ok(entries) = std::fs::read_dir(dir.root().join(storage::WORKTREES_DIR)) else {
         return Vec::new();
     };
@@ -165,9 +234,9 @@ fn workers(dir: &RalphDir) -> Vec<report::WorkerReport> {
 
 fn worker(id: &str, dir: &RalphDir, now: chrono::DateTime<chrono::Utc>) -> report::WorkerReport {
     let state = state::load(&dir.state()).ok();
-    let history = history::load_recent(&dir.history(), 0)
+    let (history, count) = history::load_recent(&dir.history(), 1)
         .ok()
-        .map(|(history, _)| history);
+        .map_or((None, 0), |(history, count)| (Some(history), count));
     let last_activity = std::fs::metadata(dir.history())
         .and_then(|meta| meta.modified())
         .ok()
@@ -187,7 +256,12 @@ fn worker(id: &str, dir: &RalphDir, now: chrono::DateTime<chrono::Utc>) -> repor
         elapsed_ms: loop_report.as_ref().map(|r| r.elapsed_ms),
         last_activity,
         tokens: history.as_ref().map_or(0, |h| h.total_tokens.total()),
-        cost_usd: history.and_then(|h| h.total_cost_usd),
+        cost_usd: history.as_ref().and_then(|h| h.total_cost_usd),
+        iterations: u32::try_from(count).unwrap_or(u32::MAX),
+        agent: loop_report
+            .as_ref()
+            .map(|r| r.agent.clone())
+            .or_else(|| history.as_ref()?.iterations.last()?.agent.clone()),
         stop_reason: loop_report.and_then(|r| r.stop_reason),
     }
 }

@@ -48,9 +48,9 @@ pub(crate) enum Mode {
     Watch,
     /// `--report [FILE]`: the HTML report (`.ralph/report.html` when `None`).
     Report(Option<std::path::PathBuf>),
-    /// `--log [N]`: iteration N's log (the newest when `None`).
+    /// `--log [N|TASK[/N]]`: which iteration's log.
     Log {
-        iteration: Option<u32>,
+        which: crate::commands::LogTarget,
         raw: bool,
         follow: bool,
     },
@@ -237,16 +237,8 @@ impl CommandArgs {
         } else if let Some(file) = self.report {
             Mode::Report(file)
         } else if let Some(which) = self.log {
-            let iteration = match which.as_str() {
-                "last" => None,
-                number => Some(number.trim().parse::<u32>().map_err(|_| {
-                    usage(format!(
-                        "--log needs an iteration number (1, 2, …), not '{number}'; see ralph --status"
-                    ))
-                })?),
-            };
             Mode::Log {
-                iteration,
+                which: crate::commands::LogTarget::parse(&which).map_err(usage)?,
                 raw: self.raw,
                 follow: self.follow,
             }

@@ -115,13 +115,9 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         },
         Mode::Watch => commands::watch(&ralph_dir, output::colour_on_stdout()),
         Mode::Report(file) => commands::report(&ralph_dir, &cwd, file.as_deref()),
-        Mode::Log {
-            iteration,
-            raw,
-            follow,
-        } => {
+        Mode::Log { which, raw, follow } => {
             let style = log_style(json, raw, &settings, &cli_layer);
-            commands::show_log(&ralph_dir, iteration, style, follow)
+            commands::show_log(&ralph_dir, &which, style, follow)
         }
         Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
         Mode::ClearContext => commands::clear_context(&ralph_dir),

@@ -1,7 +1,7 @@
 //! `ralph --log [N] [--raw | --json] [--follow]`: what the agent printed in one iteration.
 
 use std::io::{BufRead as _, BufReader, Seek as _, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::agents::{Agent, AgentKind, OutputFormat};
@@ -24,15 +24,54 @@ pub(crate) enum LogStyle {
     Json,
 }
 
-/// Prints iteration `iteration`'s log (the newest when `None`); with `follow`, keeps printing
-/// while it grows, until the iteration ends.
+/// Which iteration `--log` shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LogTarget {
+    /// The run's last iteration (of any of its task loops).
+    Last,
+    /// Iteration N of the loop.
+    Iteration(u32),
+    /// A task loop's last iteration (`None`) or its N-th, in a run of several loops.
+    Task(String, Option<u32>),
+}
+
+impl LogTarget {
+    /// `last`, `N`, `TASK` or `TASK/N`.
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text == "last" {
+            return Ok(Self::Last);
+        }
+        if let Ok(number) = text.parse::<u32>() {
+            return Ok(Self::Iteration(number));
+        }
+        let (task, number) = match text.rsplit_once('/') {
+            Some((task, number)) => {
+                let number = number.parse::<u32>().map_err(|_| {
+                    format!("--log {text}: after the task's id and `/` comes an iteration number (1, 2, …), not '{number}'")
+                })?;
+                (task, Some(number))
+            }
+            None => (text, None),
+        };
+        if task.is_empty() || task.chars().any(char::is_whitespace) {
+            return Err(format!(
+                "--log needs an iteration number (1, 2, …), a task's id or TASK/N, not '{text}'; see ralph --status"
+            ));
+        }
+        Ok(Self::Task(task.to_owned(), number))
+    }
+}
+
+/// Prints the log `which` names; with `follow`, keeps printing while it grows, until the
+/// iteration ends.
 pub(crate) fn show(
     dir: &RalphDir,
-    iteration: Option<u32>,
+    which: &LogTarget,
     style: LogStyle,
     follow: bool,
 ) -> anyhow::Result<ExitStatus> {
-    let path = find(dir, iteration)?;
+    let path = find(dir, which)?;
     let file = std::fs::File::open(&path)
         .map_err(|err| fail(format!("cannot read {}: {err}", path.display())))?;
     let mut reader = BufReader::new(file);
@@ -77,35 +116,90 @@ fn gone_quiet(dir: &RalphDir, since: Instant) -> bool {
     since.elapsed() > Duration::from_secs(2) && !storage::lock::loop_is_running(dir)
 }
 
-/// The log of `iteration` (the newest when `None`): in `.ralph/logs/`, or where the history
-/// record of that iteration says (a parallel task's folder).
-fn find(dir: &RalphDir, iteration: Option<u32>) -> anyhow::Result<PathBuf> {
-    let found = match iteration {
-        None => logs::latest(&dir.logs()).map(|(_, path)| path),
-        Some(n) => Some(logs::path(&dir.logs(), n))
+/// The log `which` names: in `.ralph/logs/`, or where the history record of that iteration says
+/// (a parallel task's folder, `.ralph/logs/<task>/`).
+fn find(dir: &RalphDir, which: &LogTarget) -> anyhow::Result<PathBuf> {
+    let history = history::load(&dir.history()).ok();
+    let records = history
+        .as_ref()
+        .map_or(&[][..], |h| h.iterations.as_slice());
+    let logged = |record: &&history::IterationRecord| {
+        (record.log.as_deref())
+            .map(|log| dir.root().join(log))
             .filter(|path| path.exists())
-            .or_else(|| recorded(dir, n)),
     };
-    found.ok_or_else(|| {
-        let which = iteration.map_or_else(|| "no iteration".to_owned(), |n| format!("iteration {n}"));
-        fail(format!(
-            "{which} has no log in {}; logs are written from this version of ralph on, and only the last `keep_logs` are kept (see ralph --status for the iterations)",
-            dir.logs().display()
-        ))
-        .into()
-    })
+    let found = match which {
+        // The newest log written: the run's last iteration, whichever loop ran it.
+        LogTarget::Last => newest(dir),
+        LogTarget::Iteration(n) => Some(logs::path(&dir.logs(), *n))
+            .filter(|path| path.exists())
+            .or_else(|| {
+                (records.iter().rev())
+                    .filter(|record| record.iteration == *n)
+                    .find_map(|record| logged(&record))
+            }),
+        LogTarget::Task(task, n) => {
+            let mine = (records.iter().rev())
+                .filter(|record| record.task_id.as_deref() == Some(task.as_str()))
+                .filter(|record| n.is_none_or(|n| record.iteration == n));
+            let recorded = mine.clone().find_map(|record| logged(&record));
+            // A running task's newest log is written before its record.
+            recorded.or_else(|| match n {
+                Some(n) => Some(logs::path(&dir.logs().join(task), *n)).filter(|p| p.exists()),
+                None => logs::latest(&dir.logs().join(task)).map(|(_, path)| path),
+            })
+        }
+    };
+    found.ok_or_else(|| fail(missing_log(dir, which, records)).into())
 }
 
-fn recorded(dir: &RalphDir, iteration: u32) -> Option<PathBuf> {
-    let history = history::load(&dir.history()).ok()?;
-    history
-        .iterations
-        .iter()
-        .rev()
-        .find(|record| record.iteration == iteration)
-        .and_then(|record| record.log.as_deref())
-        .map(|log| dir.root().join(log))
-        .filter(|path: &PathBuf| Path::exists(path))
+/// The newest iteration log: the one written last, in `.ralph/logs/` or in a task's folder there
+/// (`--parallel`, `--worker`).
+fn newest(dir: &RalphDir) -> Option<PathBuf> {
+    let folders = std::fs::read_dir(dir.logs())
+        .into_iter()
+        .flatten()
+        .flatten();
+    let task_logs = folders
+        .filter(|entry| entry.path().is_dir())
+        .filter_map(|entry| logs::latest(&entry.path()).map(|(_, path)| path));
+    (logs::latest(&dir.logs()).map(|(_, path)| path).into_iter())
+        .chain(task_logs)
+        .max_by_key(|path| {
+            std::fs::metadata(path)
+                .and_then(|meta| meta.modified())
+                .ok()
+        })
+}
+
+/// Why there is no such log, and what to do.
+fn missing_log(dir: &RalphDir, which: &LogTarget, records: &[history::IterationRecord]) -> String {
+    let place = dir.logs().display().to_string();
+    match which {
+        LogTarget::Last => format!(
+            "no iteration has a log in {place} yet; start a loop with ralph \"<prompt>\", or see ralph --status"
+        ),
+        LogTarget::Iteration(n) => format!(
+            "iteration {n} has no log in {place}: only the last `keep_logs` logs are kept, and iterations of ralph before logs existed have none (see ralph --status for the iterations)"
+        ),
+        LogTarget::Task(task, n) => {
+            let mut tasks: Vec<&str> = records
+                .iter()
+                .filter_map(|r| r.task_id.as_deref())
+                .collect();
+            tasks.dedup();
+            let known = if tasks.is_empty() {
+                "no task loop has run here".to_owned()
+            } else {
+                format!("tasks with logs: {}", tasks.join(", "))
+            };
+            let what = n.map_or_else(
+                || format!("task {task}"),
+                |n| format!("iteration {n} of task {task}"),
+            );
+            format!("{what} has no log in {place} ({known}); use --log TASK or --log TASK/N")
+        }
+    }
 }
 
 /// Prints records in one style.

@@ -108,10 +108,10 @@ pub(crate) fn unfinished_merge_undone() {
     ]);
 }
 
-/// A failed task's `[!]` could not be written or committed.
-pub(crate) fn task_not_recorded(id: &str, why: &str) {
+/// A task's new box (`[/]`, `[!]`) could not be written or committed.
+pub(crate) fn task_not_recorded(id: &str, status: &str, why: &str) {
     warn(&[&format!(
-        "[{id}] ⚠️  Could not record the failure in the task file ({why}); mark it yourself"
+        "[{id}] ⚠️  Could not mark the task {status} in the task file ({why}); mark it yourself"
     )]);
 }
 

@@ -36,7 +36,8 @@ pub(crate) struct WorkerReport {
     /// The task id (or the `--worktree` name): the worktree's directory name.
     pub(crate) task: String,
     pub(crate) branch: String,
-    /// `running`, `crashed`, `stopped`, or `done` (its loop completed; merged or waiting to be).
+    /// `running`, `crashed`, `stopped`, or `done` (its loop completed; merged or waiting to be);
+    /// a task whose worktree is gone: `done` (merged), `failed` or `stopped`.
     pub(crate) state: &'static str,
     pub(crate) iteration: Option<u32>,
     /// The iteration its row names ([`LoopReport::shown_iteration`]; not in the JSON).
@@ -49,6 +50,10 @@ pub(crate) struct WorkerReport {
     pub(crate) tokens: u64,
     pub(crate) cost_usd: Option<f64>,
     pub(crate) stop_reason: Option<String>,
+    /// Iterations its loop ran (retries of one iteration count once each run).
+    pub(crate) iterations: u32,
+    /// The agent of its running or last iteration.
+    pub(crate) agent: Option<String>,
 }
 
 /// The loop in `.ralph/`.
@@ -73,6 +78,10 @@ pub(crate) struct LoopReport {
     pub(crate) prompt: String,
     pub(crate) stop_reason: Option<String>,
     pub(crate) pid: Option<u32>,
+    /// With `--parallel N`: N, the tasks run at once (each task loop is in `workers`); absent
+    /// for a single loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) parallel: Option<u32>,
 }
 
 /// The task file.
@@ -219,6 +228,7 @@ pub(crate) fn loop_report(
         prompt: state.prompt.clone(),
         stop_reason: state.stop_reason.clone(),
         pid: state.pid,
+        parallel: Some(state.parallel()).filter(|n| *n > 0),
     }
 }
 

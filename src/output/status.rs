@@ -73,7 +73,7 @@ fn workers_block(
         return;
     }
     lines.push(String::new());
-    lines.push(format!("👷 WORKTREES ({})", workers.len()));
+    lines.push(format!("👷 TASK LOOPS ({})", workers.len()));
     let width = workers
         .iter()
         .map(|w| display_width(&w.task))
@@ -84,15 +84,31 @@ fn workers_block(
             "running" => "🔄",
             "done" => "✅",
             "crashed" => "💥",
+            "failed" => "❌",
             _ => "⏸️",
         };
         let mut parts = Vec::new();
+        if worker.iterations > 0 || worker.state != "running" {
+            parts.push(plural(u64::from(worker.iterations), "iteration"));
+        }
         if let Some(iteration) = worker.shown_iteration {
             let max = worker
                 .max_iterations
                 .filter(|max| *max > 0)
                 .map_or_else(String::new, |max| format!(" / {max}"));
-            parts.push(format!("iteration {iteration}{max}"));
+            let agent = (worker.agent.as_deref())
+                .filter(|_| worker.state == "running")
+                .map_or_else(String::new, |agent| {
+                    format!(" ({})", AgentKind::display_name_for(agent))
+                });
+            parts.push(format!(
+                "{} iteration {iteration}{max}{agent}",
+                if worker.state == "running" {
+                    "in"
+                } else {
+                    "last"
+                }
+            ));
         }
         if let Some(ms) = worker.elapsed_ms {
             parts.push(long_duration_ms(ms));
@@ -128,6 +144,10 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
         lines.push("⏹️  No active loop".to_owned());
         return;
     };
+    if state.parallel() > 0 {
+        parallel_block(data, state, lines);
+        return;
+    }
     let max = if state.max_iterations > 0 {
         format!(" / {}", state.max_iterations)
     } else {
@@ -180,6 +200,45 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
     if let Some(line) = &data.last_line {
         lines.push(field("Agent said", preview(line, 80)));
     }
+}
+
+/// A `--parallel` run: its own state (each task loop's is in the task loops' block).
+fn parallel_block(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
+    let at_once = state.parallel();
+    lines.push(if state.active && data.running {
+        format!("🔄 PARALLEL RUN: up to {at_once} tasks at once")
+    } else if state.active {
+        "💥 PARALLEL RUN STOPPED UNEXPECTEDLY (resume with `ralph --resume`)".to_owned()
+    } else {
+        let reason = state.stop_reason.as_deref().unwrap_or("stopped");
+        format!("⏸️  PARALLEL RUN STOPPED: {reason} (resume with `ralph --resume`)")
+    });
+    lines.push(field(
+        "Started",
+        state
+            .started_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    ));
+    let until = if state.active {
+        data.now
+    } else {
+        state.stopped_at.unwrap_or(data.now)
+    };
+    let elapsed = (until - state.started_at)
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    lines.push(field("Elapsed", long_duration(elapsed)));
+    lines.push(field("Agent", AgentKind::display_name_for(&state.agent)));
+    if state.max_iterations > 0 {
+        lines.push(field(
+            "Per task",
+            format!(
+                "at most {}",
+                plural(u64::from(state.max_iterations), "iteration")
+            ),
+        ));
+    }
+    lines.push(field("Prompt", preview(&state.prompt, 60)));
 }
 
 fn tasks_block(tasks: &TasksStatus, lines: &mut Vec<String>) {

@@ -114,9 +114,12 @@ fn header_lines(view: &WatchView, paint: Paint) -> Vec<Line<'static>> {
                 0 => String::new(),
                 max => format!(" / {max}"),
             };
+            let place = match state.parallel {
+                Some(at_once) => format!("parallel run, up to {at_once} tasks at once"),
+                None => format!("iteration {}{max}", state.shown_iteration),
+            };
             first.push(Span::raw(format!(
-                "   iteration {}{max}   {}{}   elapsed {}",
-                state.shown_iteration,
+                "   {place}   {}{}   elapsed {}",
                 state.agent,
                 state
                     .model

@@ -276,7 +276,7 @@ fn open_log(
     let iteration = runner.state.iteration;
     let (dir, name) = match &env.worker {
         Some(worker) => (
-            worker.logs.clone(),
+            worker.logs(),
             format!("{LOGS_DIR}/{}/{iteration:04}.jsonl", worker.task_id),
         ),
         None => (env.dir.logs(), format!("{LOGS_DIR}/{iteration:04}.jsonl")),

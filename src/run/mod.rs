@@ -30,9 +30,9 @@ use crate::exit::ExitStatus;
 use crate::git::{Repo, Tree};
 use crate::promise::Promise;
 use crate::signal::StopFlag;
-use crate::storage::RalphDir;
-use crate::storage::history::History;
+use crate::storage::history::{self, History, IterationRecord};
 use crate::storage::state::{self, LoopState};
+use crate::storage::{Loaded, RalphDir};
 
 pub(crate) use parallel::in_worktree;
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
@@ -110,8 +110,43 @@ pub(crate) struct Worker {
     /// A `--worker`'s remote: the task's branch is pushed there after every commit, so no work
     /// is lost if the machine dies.
     pub(crate) publish: Option<String>,
+    /// The base's `.ralph/`: the task's iteration logs go to its `logs/<task-id>/`, and every
+    /// iteration is recorded in its history too (with the task's id), so `--status`, `--report`,
+    /// `--watch` and `--log` see the whole run.
+    pub(crate) home: RalphDir,
+}
+
+impl Worker {
     /// Where the task's iteration logs go: `.ralph/logs/<task-id>/` of the base.
-    pub(crate) logs: std::path::PathBuf,
+    pub(crate) fn logs(&self) -> std::path::PathBuf {
+        self.home.logs().join(&self.task_id)
+    }
+
+    /// The task's branch.
+    pub(crate) fn branch(&self) -> String {
+        parallel::branch(&self.task_id)
+    }
+
+    /// Adds an iteration of this task's loop to the base's history (the run's record of every
+    /// task), under the run's lock: the task loops of a run write it one at a time.
+    fn record_in_base(&self, record: &IterationRecord) -> anyhow::Result<()> {
+        let _turn = self
+            .shared
+            .history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let path = self.home.history();
+        let mut history = match history::load(&path) {
+            Loaded::Found(history) => history,
+            Loaded::Missing => History::default(),
+            Loaded::Corrupt(_) => {
+                crate::storage::keep_corrupt_copy(&path)?;
+                History::default()
+            }
+        };
+        history.record(record.clone(), history::Struggle::Skip);
+        history::save(&path, &history)
+    }
 }
 
 /// What every worker of a parallel run spends, counted together for the global budgets.
@@ -124,6 +159,8 @@ pub(crate) struct Shared {
     tokens: std::sync::atomic::AtomicU64,
     /// Iterations of this session's task loops.
     iterations: std::sync::atomic::AtomicU32,
+    /// Held while a task loop writes the base's history.
+    history: std::sync::Mutex<()>,
 }
 
 impl Shared {
@@ -138,6 +175,7 @@ impl Shared {
             cost_seen: false.into(),
             tokens: 0.into(),
             iterations: 0.into(),
+            history: std::sync::Mutex::new(()),
         };
         shared.add(state.spent_cost_usd, state.spent_tokens);
         shared
@@ -151,10 +189,16 @@ impl Shared {
         state.spent_tokens = spent.tokens;
     }
 
-    /// Adds what one iteration spent.
+    /// Counts one iteration of a task loop, and what it spent.
+    fn add_iteration(&self, cost: Option<f64>, tokens: u64) {
+        self.iterations
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.add(cost, tokens);
+    }
+
+    /// Adds what was spent.
     fn add(&self, cost: Option<f64>, tokens: u64) {
         use std::sync::atomic::Ordering;
-        self.iterations.fetch_add(1, Ordering::SeqCst);
         if let Some(cost) = cost.filter(|c| c.is_finite() && *c > 0.0) {
             #[expect(
                 clippy::cast_possible_truncation,

@@ -18,6 +18,7 @@ use crate::exit::ExitStatus;
 use crate::git::{Merge, Repo};
 use crate::output;
 use crate::signal::StopFlag;
+use crate::storage::history::{self, History};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
@@ -54,6 +55,10 @@ pub(crate) fn run(
     // The run's own state, so `--status` sees it and `--resume` can continue it.
     let mut state = start::new_state(config, resumed.as_ref());
     state::save(&dir.state(), &state)?;
+    if resumed.is_none() {
+        // The run's history: every iteration of every task loop (a resumed run adds to it).
+        history::save(&dir.history(), &History::default())?;
+    }
     let shared = Arc::new(Shared::resumed(&state));
     let place = Place {
         cwd,
@@ -300,7 +305,7 @@ impl<'a> Coordinator<'a> {
             base: self.base.clone(),
             conflicts,
             publish: None,
-            logs: self.dir.logs().join(id),
+            home: self.dir.clone(),
         };
         self.sink.emit(LoopEvent::TaskStarted {
             task: id.to_owned(),
@@ -309,6 +314,10 @@ impl<'a> Coordinator<'a> {
         });
         self.running.insert(id.to_owned());
         self.started.insert(id.to_owned());
+        // The base's list shows the task in progress while its loop runs (`--status`).
+        if let Err(why) = mark(self.dir, id, TaskStatus::InProgress, None) {
+            output::task_not_recorded(id, "in progress [/]", &why);
+        }
         let sender = spawner.sender.clone();
         let (stop, knobs) = (spawner.stop, spawner.knobs);
         let id = id.to_owned();
@@ -434,7 +443,7 @@ impl<'a> Coordinator<'a> {
                 .map(drop)
         });
         if let Err(why) = recorded {
-            output::task_not_recorded(id, &why);
+            output::task_not_recorded(id, "failed [!]", &why);
         }
         self.failed.push(id.to_owned());
         self.remove(id, false);

@@ -55,6 +55,12 @@ pub(super) fn iteration(
             .filter(|refusal| !matches!(refusal, Refusal::TaskVerification { .. }))
             .map(Refusal::reason),
         log: run.log.clone(),
+        task_id: runner
+            .env
+            .worker
+            .as_ref()
+            .map(|worker| worker.task_id.clone()),
+        branch: runner.env.worker.as_ref().map(super::Worker::branch),
     };
     let struggle = if decision.agent_side {
         Struggle::Update {
@@ -66,9 +72,12 @@ pub(super) fn iteration(
     let entry = progress_entry(&record, decision);
     if let Some(worker) = &runner.env.worker {
         let tokens = record.tokens.map_or(0, |usage| usage.billable());
-        worker.shared.add(record.cost_usd, tokens);
+        worker.shared.add_iteration(record.cost_usd, tokens);
     }
     let event = LoopEvent::IterationFinished(Box::new(record.clone()));
+    if let Some(worker) = &runner.env.worker {
+        worker.record_in_base(&record)?;
+    }
     runner.history.record(record, struggle);
     history::save(&runner.env.dir.history(), &runner.history)?;
     progress::append(runner.env.dir, &entry.borrowed())?;

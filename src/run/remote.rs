@@ -339,7 +339,7 @@ impl Session<'_> {
             base: self.site.base_name(),
             conflicts,
             publish: Some(self.site.remote.clone()),
-            logs: self.dir.logs().join(&holder.claim.task),
+            home: self.dir.clone(),
         };
         let config = parallel::worker_config(self.config, task);
         let task_stop = StopFlag::default();

@@ -53,8 +53,9 @@ pub(crate) struct AgentShare {
 }
 
 impl AgentShare {
-    fn add(&mut self, record: &IterationRecord) {
-        if self.iterations == 0 || self.last_iteration != record.iteration {
+    /// Adds a record; `repeat`: it is a retry of an iteration this agent already ran.
+    fn add(&mut self, record: &IterationRecord, repeat: bool) {
+        if !repeat {
             self.iterations = self.iterations.saturating_add(1);
         }
         self.last_iteration = record.iteration;
@@ -70,11 +71,20 @@ impl AgentShare {
 /// The shares of the agents of `records`.
 fn shares(records: &[IterationRecord]) -> BTreeMap<String, AgentShare> {
     let mut agents: BTreeMap<String, AgentShare> = BTreeMap::new();
-    for record in records {
+    for (at, record) in records.iter().enumerate() {
         let agent = record.agent.clone().unwrap_or_default();
-        agents.entry(agent).or_default().add(record);
+        let repeat = repeats(&records[..at], record);
+        agents.entry(agent).or_default().add(record, repeat);
     }
     agents
+}
+
+/// Whether `record` retries an iteration its loop's agent already ran: the last earlier record of
+/// the same loop (the same task's, in a run of several loops) and agent has its number.
+fn repeats(earlier: &[IterationRecord], record: &IterationRecord) -> bool {
+    (earlier.iter().rev())
+        .find(|other| other.task_id == record.task_id && other.agent == record.agent)
+        .is_some_and(|other| other.iteration == record.iteration)
 }
 
 fn no_tokens(usage: &Usage) -> bool {
@@ -125,6 +135,12 @@ pub(crate) struct IterationRecord {
     /// The task the iteration worked on (tasks mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) task: Option<String>,
+    /// In a run of several loops (`--parallel`, `--worker`): the id of the task whose loop ran
+    /// the iteration, and that loop's branch (its worktree is `.ralph/worktrees/<task_id>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) branch: Option<String>,
     /// Verification commands run after the agent's claim.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) verification: Vec<Verification>,
@@ -208,10 +224,11 @@ impl History {
     }
 
     /// How many iterations ran: retries share their iteration's number, so numbers are
-    /// counted, not records.
+    /// counted, not records (each task loop's own, in a run of several loops).
     pub(crate) fn iteration_count(&self) -> usize {
-        let mut numbers: Vec<u32> = self.iterations.iter().map(|r| r.iteration).collect();
-        numbers.dedup();
+        let numbers: std::collections::BTreeSet<(Option<&str>, u32)> = (self.iterations.iter())
+            .map(|r| (r.task_id.as_deref(), r.iteration))
+            .collect();
         numbers.len()
     }
 
@@ -231,7 +248,8 @@ impl History {
             self.struggle_indicators.update(&record, files_tracked);
         }
         let agent = record.agent.clone().unwrap_or_default();
-        self.agents.entry(agent).or_default().add(&record);
+        let repeat = repeats(&self.iterations, &record);
+        self.agents.entry(agent).or_default().add(&record, repeat);
         self.iterations.push(record);
     }
 }

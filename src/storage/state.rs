@@ -85,6 +85,15 @@ impl LoopState {
                 .is_some_and(|reason| !reason.starts_with("interrupted"))
     }
 
+    /// With `--parallel N`, the state is the run's (its coordinator's): up to N task loops, each
+    /// with its own iterations. 0 for a single loop.
+    pub(crate) fn parallel(&self) -> u32 {
+        (self.options.as_ref())
+            .and_then(|options| options.get("parallel"))
+            .and_then(serde_json::Value::as_u64)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
     /// The iteration `--status`, `--watch` and `--doctor` name for this loop: the one it runs,
     /// crashed or was interrupted in. Between iterations the state holds the next one, so a
     /// loop that stopped after an iteration, or that is past its maximum, names the last one

@@ -16,6 +16,7 @@ mod machines;
 mod mock_model;
 mod observe;
 mod parallel;
+mod parallel_runs;
 mod real_agents;
 mod real_agents_support;
 mod report;

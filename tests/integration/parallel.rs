@@ -24,7 +24,7 @@ echo "end $id" >> "$dir/events"
 echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
 
-fn setup(tasks: &str) -> TestEnv {
+pub(crate) fn setup(tasks: &str) -> TestEnv {
     let env = TestEnv::new();
     env.write_executable("opencode", PARALLEL_AGENT);
     fs::create_dir_all(env.work().join(".ralph")).unwrap();

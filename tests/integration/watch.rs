@@ -162,3 +162,63 @@ fn watch_without_a_loop_says_there_is_nothing_to_watch() {
     );
     assert!(!env.work().join(".ralph").exists(), "nothing was created");
 }
+
+#[test]
+fn watch_follows_a_parallel_run_one_row_per_running_task() {
+    let env = crate::parallel::setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
+    let Some(tmux) = Tmux::new(&env) else { return };
+    let go = env.path().join("go");
+    // Each agent waits (10 s at most) for the test's go.
+    env.agent_script(
+        None,
+        &format!(
+            "i=0; while [ ! -f '{}' ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done",
+            go.display()
+        ),
+    );
+    let mut run = env
+        .ralph()
+        .args(["Build", "--tasks", "--parallel", "2", "--pause", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let events = env.agent_dir().join("events");
+    wait_until(Duration::from_secs(20), "both agents to start", || {
+        std::fs::read_to_string(&events).is_ok_and(|text| text.matches("start").count() >= 2)
+    });
+    let status = env.run(&["--status"]).stdout();
+    assert!(
+        status.contains("PARALLEL RUN: up to 2 tasks at once"),
+        "{status}"
+    );
+    assert!(
+        status.contains("Progress: 0/2 complete, 2 in progress"),
+        "{status}"
+    );
+    let ralph = assert_cmd::cargo::cargo_bin!("ralph").display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "watch",
+        "-x",
+        "110",
+        "-y",
+        "32",
+        "sh",
+        "-c",
+        &format!("'{ralph}' --watch; echo \"watch exited $?\"; sleep 60"),
+    ]);
+    let screen = tmux.wait_for(&["parallel run, up to 2 tasks at once", "alpha", "beta"]);
+    let rows: Vec<&str> = screen
+        .lines()
+        .filter(|line| line.contains("alpha") || line.contains("beta"))
+        .filter(|line| line.contains("running"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{screen}");
+    std::fs::write(&go, "").unwrap();
+    tmux.run(&["send-keys", "-t", "watch", "q"]);
+    tmux.wait_for(&["watch exited 0"]);
+    wait_output(&mut run, Duration::from_secs(20));
+}

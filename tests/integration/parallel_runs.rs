@@ -1,0 +1,128 @@
+//! A `--parallel` run seen and steered like a single loop: its iterations in the base's history
+//! (`--status`, `--report`, `--log`), its end line's totals and the tasks that never ran.
+
+use std::fs;
+
+use crate::parallel::setup;
+
+/// Each task takes two iterations: the first leaves a mark in its worktree and stops short of
+/// the task's promise, the second keeps it.
+const TWO_PASSES: &str = r#"
+if [ ! -f ".pass_$id" ]; then
+  echo "first pass of $id" > ".pass_$id"
+  echo "first pass of $id"
+  exit 0
+fi
+echo "second pass of $id"
+"#;
+
+#[test]
+fn a_finished_parallel_run_shows_every_task_in_status_report_and_log() {
+    let env =
+        setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n- [ ] Gamma\n  - id: gamma\n");
+    env.agent_script(None, TWO_PASSES);
+    env.run_loop(&["Build", "--tasks", "--parallel", "3"])
+        .assert_code(0);
+
+    let status = env.run(&["--status"]);
+    status.assert_code(0);
+    let out = status.stdout();
+    assert!(out.contains("TASK LOOPS (3)"), "{out}");
+    for id in ["alpha", "beta", "gamma"] {
+        let row = out
+            .lines()
+            .find(|line| line.trim_start().starts_with(id))
+            .unwrap_or_else(|| panic!("no row for {id}: {out}"));
+        assert!(
+            row.contains("done") && row.contains("2 iterations"),
+            "{row}"
+        );
+        assert!(row.contains("last iteration 2"), "{row}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&env.run(&["--status", "--json"]).stdout()).unwrap();
+    assert_eq!(json["history"]["iterations"], 6, "{json}");
+    let workers = json["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 3, "{json}");
+    assert!(
+        workers
+            .iter()
+            .all(|w| w["iterations"] == 2 && w["state"] == "done")
+    );
+
+    env.run(&["--report"]).assert_code(0);
+    let html = fs::read_to_string(env.ralph_file("report.html")).unwrap();
+    assert!(
+        html.contains("6 recorded"),
+        "the report counts every task's iterations"
+    );
+
+    let last = env.run(&["--log"]);
+    last.assert_code(0);
+    assert!(
+        last.stdout().contains("second pass of"),
+        "{}",
+        last.stdout()
+    );
+    let alpha = env.run(&["--log", "alpha"]);
+    alpha.assert_code(0);
+    assert!(
+        alpha.stdout().contains("second pass of Alpha"),
+        "{}",
+        alpha.stdout()
+    );
+    let first = env.run(&["--log", "beta/1"]);
+    first.assert_code(0);
+    assert!(
+        first.stdout().contains("first pass of Beta"),
+        "{}",
+        first.stdout()
+    );
+    let missing = env.run(&["--log", "delta"]);
+    missing.assert_code(1);
+    assert!(
+        missing.stderr().contains("alpha, beta, gamma")
+            || missing.stderr().contains("tasks with logs"),
+        "{}",
+        missing.stderr()
+    );
+}
+
+#[test]
+fn the_end_line_says_why_tasks_never_ran_and_counts_failed_ones() {
+    let env = setup(
+        "- [ ] A\n  - id: a\n  - blocked_by: b\n- [ ] B\n  - id: b\n  - blocked_by: a\n\
+         - [ ] C\n  - id: c\n  - blocked_by: zzz\n- [!] D\n  - id: d\n- [ ] E\n  - id: e\n",
+    );
+    let run = env.run_loop(&["Build", "--tasks", "--parallel", "2"]);
+    run.assert_code(3);
+    let out = run.stdout();
+    let end = out
+        .lines()
+        .find(|line| line.starts_with("Parallel run ended:"))
+        .unwrap_or_else(|| panic!("no end line: {out}"));
+    assert!(
+        end.contains("1 task done, 1 failed, 3 not started"),
+        "{end}"
+    );
+    assert!(end.contains("1 iteration"), "{end}");
+    assert!(out.contains("a never ran: waits for b"), "{out}");
+    assert!(
+        out.contains("c never ran: waits for zzz (unknown id)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_parallel_run_without_tasks_is_refused_and_commits_nothing() {
+    let env = setup("");
+    fs::remove_file(env.ralph_file("ralph-tasks.md")).unwrap();
+    let commits = env.commit_count();
+    let run = env.run_loop(&["Build", "--parallel", "2"]);
+    run.assert_code(1);
+    assert!(run.stderr().contains("no task in"), "{}", run.stderr());
+    assert!(run.stderr().contains("--add-task"), "{}", run.stderr());
+    assert_eq!(env.commit_count(), commits, "nothing committed");
+    fs::write(env.ralph_file("ralph-tasks.md"), "# Tasks\n").unwrap();
+    env.run_loop(&["Build", "--parallel", "2"]).assert_code(1);
+}
