@@ -72,6 +72,12 @@ pub(crate) enum Mode {
     Reset,
     Resume,
     DryRun(Box<RunConfig>),
+    /// `--dry-run --worker`: what the worker would take and its first task's loop.
+    WorkerDryRun {
+        config: Box<RunConfig>,
+        remote: String,
+        base: Option<String>,
+    },
     Run(Box<RunConfig>),
     /// `--worker`: tasks taken from `remote`'s `base` branch (default: its default branch).
     Worker {
@@ -189,7 +195,9 @@ impl Config {
                 let stack = settings.stack(&[&cli_layer]);
                 let run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
                 match worker {
-                    Some((remote, base)) => worker_mode(run, remote, base, worktree.is_some())?,
+                    Some((remote, base)) => {
+                        worker_mode(run, (remote, base), (worktree.is_some(), dry_run))?
+                    }
                     None => loop_mode(run, dry_run, worktree, merge)?,
                 }
             }
@@ -280,12 +288,12 @@ impl CommandArgs {
 /// The goal a `--worker` gives its agents when none is given: each works on its task.
 const WORKER_PROMPT: &str = "Complete the tasks of this project's task list.";
 
-/// `--worker`: checked against the options it cannot go with.
+/// `--worker` (or, with `--dry-run`, what it would do): checked against the options it cannot
+/// go with.
 fn worker_mode(
     mut run: Box<RunConfig>,
-    remote: Option<String>,
-    base: Option<String>,
-    worktree: bool,
+    (remote, base): (Option<String>, Option<String>),
+    (worktree, dry_run): (bool, bool),
 ) -> Result<Mode, Error> {
     if worktree || run.options.parallel > 0 {
         return Err(usage(
@@ -303,10 +311,19 @@ fn worker_mode(
         ));
     }
     run.options.tasks = true;
-    Ok(Mode::Worker {
-        config: run,
-        remote: remote.unwrap_or_else(|| "origin".to_owned()),
-        base,
+    let remote = remote.unwrap_or_else(|| "origin".to_owned());
+    Ok(if dry_run {
+        Mode::WorkerDryRun {
+            config: run,
+            remote,
+            base,
+        }
+    } else {
+        Mode::Worker {
+            config: run,
+            remote,
+            base,
+        }
     })
 }
 

@@ -138,6 +138,16 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Export => commands::list_tasks(&ralph_dir, true),
         Mode::Reset => run::reset(&ralph_dir, &knobs),
         Mode::DryRun(config) => Ok(setup::dry_run(&config, &ralph_dir, &cwd)),
+        Mode::WorkerDryRun {
+            config,
+            remote,
+            base,
+        } => Ok(setup::worker_dry_run(
+            &config,
+            &ralph_dir,
+            &cwd,
+            (&remote, base.as_deref()),
+        )),
         Mode::Resume => {
             let stop = signal::StopFlag::install()?;
             run::resume(&cli_layer, &settings, &cwd, &ralph_dir, &stop, &knobs)

@@ -1,7 +1,7 @@
 //! Builds the prompt the agent receives on every iteration. Pure: no I/O.
 
 use crate::model::Verification;
-use crate::storage::tasks::{Task, TaskList};
+use crate::storage::tasks::{self, Task, TaskList};
 
 /// The state of the task file for the tasks-mode prompt.
 #[derive(Debug)]
@@ -35,8 +35,20 @@ pub(crate) struct PromptInput<'a> {
     pub(crate) tasks: Option<TasksView<'a>>,
     /// Sections explaining why the agent's last claim was refused (each with its heading).
     pub(crate) feedback: &'a [String],
-    /// A parallel worker's one task (its text): the prompt names it and leaves the rest to others.
-    pub(crate) worker_task: Option<&'a str>,
+    /// Set when the loop is one task of a `--parallel` run or of a `--worker`: the prompt is
+    /// written for that one task, its worktree and its merge.
+    pub(crate) task_loop: Option<TaskLoop<'a>>,
+}
+
+/// A task loop: one task worked on in its own git worktree, on its own branch, while other
+/// agents work on other tasks; ralph merges the branch into the base when the task is done and
+/// keeps the statuses of the task list itself.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskLoop<'a> {
+    /// The task's id (as `storage::tasks::task_ids` gives it); its branch is `ralph/<id>`.
+    pub(crate) id: &'a str,
+    /// The branch the task's branch is merged into.
+    pub(crate) base: &'a str,
 }
 
 /// The full prompt for one iteration.
@@ -46,14 +58,21 @@ pub(crate) fn build(input: &PromptInput<'_>) -> String {
         "# Ralph Wiggum Loop - Iteration {}",
         input.iteration
     ));
-    match &input.tasks {
-        None => sections.push(
+    match (&input.tasks, input.task_loop) {
+        (_, Some(task_loop)) => sections.push(format!(
+            "You are working in an iterative development loop on ONE task of a task list, in \
+             your own git worktree on branch `{}`. Other agents work on the other tasks at the \
+             same time, each in its own worktree. Your previous work on this task is in the \
+             files.",
+            tasks::branch_of(task_loop.id)
+        )),
+        (None, None) => sections.push(
             "You are working in an iterative development loop. The same task is given to you on \
              every iteration; your previous work is in the files. Keep working on the task below \
              until it is genuinely complete."
                 .to_owned(),
         ),
-        Some(_) => sections.push(
+        (Some(_), None) => sections.push(
             "You are working in an iterative development loop that works through a task list, \
              one task at a time. Your previous work is in the files."
                 .to_owned(),
@@ -72,9 +91,10 @@ pub(crate) fn build(input: &PromptInput<'_>) -> String {
          did, what you learned, what is next)."
             .to_owned(),
     );
-    match &input.tasks {
-        None => normal_sections(input, &mut sections),
-        Some(view) => tasks_sections(input, view, &mut sections),
+    match (&input.tasks, input.task_loop) {
+        (_, Some(task_loop)) => task_loop_sections(input, task_loop, &mut sections),
+        (None, None) => normal_sections(input, &mut sections),
+        (Some(view), None) => tasks_sections(input, view, &mut sections),
     }
     if let Some(abort) = input.abort_promise {
         let at = sections.len().saturating_sub(1);
@@ -142,7 +162,7 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
                 .to_owned(),
         ),
         TasksView::Found { content, list } => {
-            let instruction = task_instruction(input, list, &next, &done);
+            let instruction = task_instruction(list, &next, &done);
             sections.push(format!(
                 "## TASKS MODE: Working through task list\n\n\
                  Current tasks from .ralph/ralph-tasks.md:\n\n```markdown\n{}\n```\n\n{instruction}\n\n\
@@ -175,23 +195,10 @@ fn tasks_sections(input: &PromptInput<'_>, view: &TasksView<'_>, sections: &mut 
     sections.push("Now work on the current task. Good luck!".to_owned());
 }
 
-/// The instruction of the tasks section: the worker's task, the task in progress, the next
-/// one, or what to do when there is none.
-fn task_instruction(input: &PromptInput<'_>, list: &TaskList, next: &str, done: &str) -> String {
-    let worker_task = input
-        .worker_task
-        .and_then(|text| list.tasks.iter().find(|task| task.text == text));
-    if let Some(task) = worker_task {
-        format!(
-            "🔄 CURRENT TASK: \"{}\"\n\nThis is your task, and only this one: other agents are \
-             doing the other tasks of the list at the same time, in their own copies of the \
-             project. Do not work on them or change their lines. When your task is done and \
-             verified, end your message with {}.{}",
-            task.text,
-            task_promise(task, next),
-            task_notes(task)
-        )
-    } else if let Some(task) = list.current() {
+/// The instruction of the tasks section: the task in progress, the next one, or what to do when
+/// there is none.
+fn task_instruction(list: &TaskList, next: &str, done: &str) -> String {
+    if let Some(task) = list.current() {
         format!(
             "🔄 CURRENT TASK: \"{}\"\n\nFocus on this task. When it is done and verified, \
              mark it [x] in .ralph/ralph-tasks.md and end your message with {}.{}",
@@ -221,6 +228,86 @@ fn task_instruction(input: &PromptInput<'_>, list: &TaskList, next: &str, done: 
          Review .ralph/ralph-tasks.md."
             .to_owned()
     }
+}
+
+/// The sections of a task loop's prompt: its one task, the shared goal, how the task ends (its
+/// promise, then ralph's merge), and what it must leave to ralph.
+fn task_loop_sections(
+    input: &PromptInput<'_>,
+    task_loop: TaskLoop<'_>,
+    sections: &mut Vec<String>,
+) {
+    let branch = tasks::branch_of(task_loop.id);
+    let base = task_loop.base;
+    let loop_promise = format!("<promise>{}</promise>", input.task_promise);
+    let found = match &input.tasks {
+        Some(TasksView::Found { content, list }) => tasks::task_ids(list)
+            .iter()
+            .position(|id| id == task_loop.id)
+            .map(|index| {
+                (
+                    &list.tasks[index],
+                    tasks::block_text(content, &list.tasks[index]),
+                )
+            }),
+        _ => None,
+    };
+    let Some((task, block)) = found else {
+        sections.push(format!(
+            "## Your Task\n\nYour task `{}` is not in .ralph/ralph-tasks.md. Do not start \
+             other work: say so in your final message, and print no promise.",
+            task_loop.id
+        ));
+        sections.push(format!("## Current Iteration: {}", iteration_label(input)));
+        return;
+    };
+    let promise = task_promise(task, &loop_promise);
+    sections.push(format!(
+        "## Your Task\n\n🔄 CURRENT TASK: \"{}\"\n\nIts entry in .ralph/ralph-tasks.md (id `{}`):\n\n\
+         ```markdown\n{}\n```{}",
+        task.text,
+        task_loop.id,
+        block.trim_end(),
+        task_notes(task)
+    ));
+    sections.push(format!(
+        "## The Goal of the Whole Task List\n\n{}\n\nEvery agent shares this goal; your part of \
+         it is the task above.",
+        input.task
+    ));
+    sections.push(format!(
+        "## Instructions\n\n\
+         1. Look at the current files to see what earlier iterations already did on this task.\n\
+         2. Do the work of your task only: the other tasks are other agents' work.\n\
+         3. Run the tests or other checks, where the project has any.\n\
+         4. When your task is done and verified, end your final message with this line, on its own:\n\n   {promise}\n\n\
+         ralph then merges your branch `{branch}` into `{base}` and marks the task [x]."
+    ));
+    let mut rules = vec![
+        "- Do not change the status of any task ([ ], [/], [x], [!]) in .ralph/ralph-tasks.md: \
+         ralph keeps them, and marks your task [x] when it merges your branch."
+            .to_owned(),
+        format!(
+            "- Found more work? Add it as a new `- [ ] …` line at the end of \
+             .ralph/ralph-tasks.md, and notes at the end of .ralph/progress.md: both are carried \
+             into `{base}` when your branch is merged."
+        ),
+    ];
+    let completion = format!("<promise>{}</promise>", input.completion_promise);
+    if completion != promise {
+        rules.push(format!(
+            "- Do not print {completion}: it ends a whole task list, not a task loop. Your task \
+             ends with {promise}."
+        ));
+    }
+    rules.push(format!(
+        "- Print {promise} only when your task is truly done; never print a promise to get out \
+         of the loop."
+    ));
+    rules.push("- If you are stuck, try a different approach.".to_owned());
+    sections.push(format!("## Critical Rules\n\n{}", rules.join("\n")));
+    sections.push(format!("## Current Iteration: {}", iteration_label(input)));
+    sections.push("Now work on your task. Good luck!".to_owned());
 }
 
 /// The prompt section for a parallel worker whose branch did not merge cleanly: merging the base
@@ -269,9 +356,12 @@ pub(crate) enum Feedback<'a> {
         promise: &'a str,
         open: &'a [String],
     },
-    /// Completion was claimed but `--verify` failed.
+    /// A claim was made but a check that must pass first failed (`--verify`, a task's own
+    /// `verify` in a task loop, conflict markers left after a merge).
     Verification {
-        promise: &'a str,
+        /// The promise the agent printed (the whole tag): the completion promise, or in a task
+        /// loop its task's promise.
+        printed: &'a str,
         failed: &'a [Verification],
     },
     /// A task was said done but its own verify command failed.
@@ -294,10 +384,10 @@ pub(crate) fn feedback(feedback: Feedback<'_>) -> String {
                 list.join("\n")
             )
         }
-        Feedback::Verification { promise, failed } => format!(
-            "## Completion was refused\n\nIn the previous iteration you printed <promise>{promise}</promise>, \
-             but the verification that must pass first did not:\n\n{}\n\nFix the cause, then claim \
-             completion again.",
+        Feedback::Verification { printed, failed } => format!(
+            "## Completion was refused\n\nIn the previous iteration you printed {printed}, \
+             but the verification that must pass first did not:\n\n{}\n\nFix the cause, then end \
+             your message with {printed} again.",
             verification_text(failed)
         ),
         Feedback::TaskVerification {
@@ -349,38 +439,104 @@ mod tests {
             context,
             tasks,
             feedback: &[],
-            worker_task: None,
+            task_loop: None,
         }
     }
 
-    #[test]
-    fn a_workers_prompt_names_its_one_task_and_leaves_the_rest_to_others() {
-        let content = "- [ ] **api**: Build the API\n  - success: GET /todos works\n  - promise: API_DONE\n- [ ] Write docs\n";
-        let list = TaskList::parse(content);
+    const TWO_TASKS: &str = "# Ralph Tasks\n\n- [/] **api**: Build the API\n  - [ ] GET /todos\n  - success: GET /todos works\n  - promise: API_DONE\n\n- [ ] Write docs\n";
+
+    fn task_loop_prompt(id: &str) -> String {
+        let list = TaskList::parse(TWO_TASKS);
         let mut input = input(
             Some(TasksView::Found {
-                content,
+                content: TWO_TASKS,
                 list: &list,
             }),
             None,
         );
-        input.worker_task = Some("Write docs");
-        let prompt = build(&input);
+        input.task_loop = Some(TaskLoop { id, base: "main" });
+        build(&input)
+    }
+
+    #[test]
+    fn a_task_loop_prompt_is_about_its_one_task_its_branch_and_its_merge() {
+        let prompt = task_loop_prompt("write-docs");
         assert!(
             prompt.contains("🔄 CURRENT TASK: \"Write docs\""),
             "{prompt}"
         );
+        assert_eq!(prompt.matches("CURRENT TASK").count(), 1, "{prompt}");
+        assert!(prompt.contains("branch `ralph/write-docs`"), "{prompt}");
         assert!(
-            prompt.contains("other agents are doing the other tasks"),
+            prompt.contains("\n   <promise>READY_FOR_NEXT_TASK</promise>\n"),
             "{prompt}"
         );
-        input.worker_task = Some("**api**: Build the API");
-        let prompt = build(&input);
+        assert!(
+            prompt.contains("merges your branch `ralph/write-docs` into `main`"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("Do not change the status of any task"));
+        assert!(prompt.contains("at the end of .ralph/ralph-tasks.md"));
+        assert!(prompt.contains("Do not print <promise>COMPLETE</promise>"));
+        assert!(prompt.contains("## The Goal of the Whole Task List\n\nBuild a REST API"));
+        // Nothing of the sequential workflow, and the other task is not shown.
+        for sequential in [
+            "Only when ALL tasks",
+            "Task Workflow",
+            "Mark it [/]",
+            "mark it [x]",
+            "NEXT TASK",
+            "TASKS MODE",
+            "Build the API",
+            "then end your message with <promise>COMPLETE</promise>",
+        ] {
+            assert!(!prompt.contains(sequential), "{sequential}: {prompt}");
+        }
+    }
+
+    #[test]
+    fn a_task_loop_prompt_shows_the_tasks_entry_and_its_own_promise() {
+        let prompt = task_loop_prompt("api");
+        assert!(
+            prompt.contains("🔄 CURRENT TASK: \"**api**: Build the API\""),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains(
+                "(id `api`):\n\n```markdown\n- [/] **api**: Build the API\n  - [ ] GET /todos\n  - success: GET /todos works\n  - promise: API_DONE\n```"
+            ),
+            "{prompt}"
+        );
         assert!(prompt.contains("Done means: GET /todos works"), "{prompt}");
         assert!(
-            prompt.contains("end your message with <promise>API_DONE</promise>"),
+            prompt.contains("\n   <promise>API_DONE</promise>\n"),
             "{prompt}"
         );
+        assert!(!prompt.contains("READY_FOR_NEXT_TASK"), "{prompt}");
+        assert!(!prompt.contains("Write docs"), "{prompt}");
+        let missing = task_loop_prompt("gone");
+        assert!(missing.contains("Your task `gone` is not in"), "{missing}");
+        assert!(!missing.contains("<promise>"), "{missing}");
+    }
+
+    #[test]
+    fn a_refusal_names_the_promise_that_was_printed_and_a_conflict_its_files() {
+        let failed = [Verification {
+            command: "no conflict markers in src/lib.rs".to_owned(),
+            passed: false,
+            exit_code: Some(1),
+            timed_out: false,
+            output_tail: "src/lib.rs still has conflict markers".to_owned(),
+        }];
+        let text = feedback(Feedback::Verification {
+            printed: "<promise>READY_FOR_NEXT_TASK</promise>",
+            failed: &failed,
+        });
+        assert!(
+            text.contains("you printed <promise>READY_FOR_NEXT_TASK</promise>, but"),
+            "{text}"
+        );
+        assert!(!text.contains("COMPLETE"), "{text}");
         let conflicts = merge_conflicts("main", &["src/lib.rs".to_owned()]);
         assert!(conflicts.contains("- src/lib.rs") && conflicts.contains("`main`"));
     }

@@ -63,12 +63,7 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         &runner.feedback,
         (
             planned.tasks.as_ref(),
-            runner
-                .env
-                .worker
-                .as_ref()
-                .and(planned.focus.as_ref())
-                .map(|focus| focus.text.as_str()),
+            runner.env.worker.as_ref().map(plan::task_loop),
         ),
     );
     runner.feedback.clear();

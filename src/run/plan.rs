@@ -7,7 +7,7 @@ use std::rc::Rc;
 use crate::agents::{self, Agent, AgentKind, AgentSpec};
 use crate::config::{RotationStep, RunConfig};
 use crate::output;
-use crate::prompt::{self, PromptInput, TasksView};
+use crate::prompt::{self, PromptInput, TaskLoop, TasksView};
 use crate::storage::tasks::{self, TaskList, TaskStatus};
 use crate::storage::{self, OPENCODE_CONFIG_FILE, RalphDir};
 
@@ -262,14 +262,25 @@ pub(super) fn reopen_task(dir: &RalphDir, focus: &Focus) -> anyhow::Result<()> {
     tasks::edit(dir, |current| (current.and_then(reopened), ()))
 }
 
-/// The prompt of iteration `iteration` as `--dry-run` shows it (reads the task file).
+/// The prompt of iteration `iteration` as `--dry-run` shows it (reads the task file). With
+/// `task_loop`, the prompt of that task's loop, from the task file it would find in its worktree.
 pub(crate) fn iteration_prompt(
     config: &RunConfig,
     dir: &RalphDir,
     iteration: u32,
-    context: Option<&str>,
-    feedback: &[String],
+    (context, feedback): (Option<&str>, &[String]),
+    task_loop: Option<(TaskLoop<'_>, &str)>,
 ) -> String {
+    if let Some((task_loop, content)) = task_loop {
+        let content = Ok(Some(content.to_owned()));
+        return prompt_for(
+            config,
+            iteration,
+            context,
+            feedback,
+            (Some(&content), Some(task_loop)),
+        );
+    }
     let content = config.options.tasks.then(|| {
         storage::read_text(&dir.tasks()).map_err(|err| {
             output::tasks_file_unreadable(&dir.tasks(), &err.to_string());
@@ -285,13 +296,25 @@ pub(crate) fn iteration_prompt(
     )
 }
 
-/// The prompt of an iteration, from the task file's content as read for it.
+/// A worker's task loop, as its prompt describes it.
+pub(super) fn task_loop(worker: &super::Worker) -> TaskLoop<'_> {
+    TaskLoop {
+        id: &worker.task_id,
+        base: &worker.base,
+    }
+}
+
+/// The prompt of an iteration, from the task file's content as read for it; a task loop's
+/// (`--parallel`, `--worker`) is written for its one task.
 pub(super) fn prompt_for(
     config: &RunConfig,
     iteration: u32,
     context: Option<&str>,
     feedback: &[String],
-    (tasks, worker_task): (Option<&Result<Option<String>, String>>, Option<&str>),
+    (tasks, task_loop): (
+        Option<&Result<Option<String>, String>>,
+        Option<TaskLoop<'_>>,
+    ),
 ) -> String {
     let list = match tasks {
         Some(Ok(Some(content))) => TaskList::parse(content),
@@ -317,7 +340,7 @@ pub(super) fn prompt_for(
         context,
         tasks: view,
         feedback,
-        worker_task,
+        task_loop,
     })
 }
 

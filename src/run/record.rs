@@ -167,8 +167,14 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
         }
         Refusal::Verification(failed) => {
             output::completion_refused_by_verification(facts.iteration);
+            // A task loop's claim is its task's promise, unless the agent printed completion.
+            let printed = if rules.worker && !facts.completion {
+                task_tag.to_owned()
+            } else {
+                format!("<promise>{}</promise>", options.completion_promise)
+            };
             prompt::feedback(Feedback::Verification {
-                promise: &options.completion_promise,
+                printed: &printed,
                 failed,
             })
         }

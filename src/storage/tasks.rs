@@ -307,6 +307,22 @@ pub(super) fn block_end<L: AsRef<[u8]>>(lines: &[L], task_line: usize) -> usize 
     end
 }
 
+/// The lines of `task`'s block in `content`, the text it was parsed from: its line, then the
+/// indented lines under it (subtasks, properties, notes).
+pub(crate) fn block_text(content: &str, task: &Task) -> String {
+    let lines: Vec<&str> = content.lines().collect();
+    let end = block_end(&lines, task.line).min(lines.len());
+    lines
+        .get(task.line..end)
+        .map(|block| block.join("\n"))
+        .unwrap_or_default()
+}
+
+/// The branch a task with id `id` is worked on in its own worktree (`--parallel`, `--worker`).
+pub(crate) fn branch_of(id: &str) -> String {
+    format!("ralph/{id}")
+}
+
 /// A stable, filesystem- and ref-safe id for every task, in file order: its own id when that is
 /// safe, else one derived from it or from the description (`Write the parser` → `write-the-parser`),
 /// made unique with `-2`, `-3`…

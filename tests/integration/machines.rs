@@ -374,6 +374,31 @@ fn worker_options_that_cannot_work_are_usage_errors() {
 }
 
 #[test]
+fn a_workers_dry_run_names_its_first_task_and_shows_that_tasks_loop() {
+    let env = machines(
+        "- [x] Done already\n  - id: done\n- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n",
+        &["m1"],
+    );
+    let run = env.run_with(&["--worker", "--dry-run"], |c| {
+        c.current_dir(env.path().join("m1"));
+    });
+    run.assert_code(0);
+    let text = run.stdout();
+    for line in [
+        "Worker:       takes the tasks of origin/main one at a time",
+        "First task:   alpha \"Write alpha\" in .ralph/worktrees/alpha on branch ralph/alpha",
+        "🔄 CURRENT TASK: \"Write alpha\"",
+        "merges your branch `ralph/alpha` into `main`",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    assert!(!text.contains("Only when ALL tasks"), "{text}");
+    assert!(!env.agent_dir().join("events").exists(), "no agent ran");
+    assert_eq!(remote_claims(&env), "", "nothing was claimed");
+    assert!(!env.path().join("m1/.ralph/worktrees").exists());
+}
+
+#[test]
 fn the_agents_notes_and_follow_up_tasks_join_the_remote_base() {
     let env = machines(
         "- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n",

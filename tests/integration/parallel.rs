@@ -164,6 +164,9 @@ fn a_diamond_runs_the_middle_side_by_side_and_the_end_after_both() {
 const SAME_LINE: &str = "- [ ] First edit\n  - id: first\n- [ ] Second edit\n  - id: second\n";
 const EDIT_SHARED: &str = r#"
 case "$last" in
+  *"Completion was refused"*) printf '%s' "$last" > "$dir/refused.$id" ;;
+esac
+case "$last" in
   *"Merge conflicts to resolve first"*)
     touch "$dir/conflicted.$id"
     if [ -f "$dir/resolves" ]; then echo "first and second" > shared.txt; fi ;;
@@ -224,6 +227,58 @@ fn a_conflict_the_agent_never_resolves_fails_the_task_and_keeps_its_branch() {
     assert_eq!(tasks.matches("- [!]").count(), 1, "{tasks}");
     assert_eq!(env.git(&["branch", "--list", "ralph/*"]).lines().count(), 1);
     assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    // The markers left refused the task's promise, and the next prompt names that promise.
+    let refused = fs::read_dir(env.agent_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.to_string_lossy().contains("refused."))
+        .expect("a prompt with the refusal");
+    let prompt = fs::read_to_string(refused).unwrap();
+    assert!(
+        prompt.contains("you printed <promise>READY_FOR_NEXT_TASK</promise>, but"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("no conflict markers in shared.txt"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("printed <promise>COMPLETE"), "{prompt}");
+}
+
+#[test]
+fn a_parallel_dry_run_shows_the_worktrees_the_merges_and_a_task_loops_prompt() {
+    let env = setup("# Tasks\n\n- [ ] Write alpha\n- [ ] Write beta\n- [ ] Write gamma\n");
+    let before = env.commit_count();
+    let run = env.run(&["x", "--parallel", "2", "--dry-run"]);
+    run.assert_code(0);
+    let text = run.stdout();
+    for line in [
+        "Parallel:     up to 2 tasks at once, each in its own git worktree on its own branch; when a task's loop completes, its branch is merged into main",
+        "Would start:  write-alpha \"Write alpha\" in .ralph/worktrees/write-alpha on branch ralph/write-alpha\n",
+        "              write-beta \"Write beta\" in .ralph/worktrees/write-beta on branch ralph/write-beta\n",
+        "Then:         write-gamma\n",
+        "----- PROMPT of task write-alpha, iteration 1 (",
+        "own git worktree on branch `ralph/write-alpha`",
+        "🔄 CURRENT TASK: \"Write alpha\"",
+        "   <promise>READY_FOR_NEXT_TASK</promise>",
+        "merges your branch `ralph/write-alpha` into `main`",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    assert!(
+        text.contains(&format!(
+            "Directory:    {}",
+            env.work().join(".ralph/worktrees/write-alpha").display()
+        )),
+        "{text}"
+    );
+    for sequential in ["📍 NEXT TASK", "Only when ALL tasks", "Task Workflow"] {
+        assert!(!text.contains(sequential), "{sequential}\n{text}");
+    }
+    assert_eq!(env.agent_calls(), 0);
+    assert_eq!(env.commit_count(), before, "nothing is committed");
+    assert!(!env.work().join(".ralph/worktrees").exists());
+    assert!(!env.ralph_file("ralph-loop.state.json").exists());
 }
 
 #[test]
@@ -383,6 +438,14 @@ fn a_workers_task_settings_reach_its_agent_and_verbose_shows_its_output() {
         prompt.contains("🔄 CURRENT TASK: \"**only**: The only task\""),
         "{prompt}"
     );
+    // A task loop's prompt: its one task, its branch, its promise; not the sequential workflow.
+    assert!(prompt.contains("on branch `ralph/only`"), "{prompt}");
+    assert!(
+        prompt.contains("\n   <promise>READY_FOR_NEXT_TASK</promise>\n"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("Only when ALL tasks"), "{prompt}");
+    assert!(!prompt.contains("Task Workflow"), "{prompt}");
     assert!(
         run.stdout().contains("[only] fake agent call 1"),
         "{}",
