@@ -5,9 +5,11 @@
 //! safe to run in another terminal while a loop works.
 
 mod log;
+mod reset;
 mod watch;
 
 pub(crate) use log::{LogStyle, LogTarget, show as show_log};
+pub(crate) use reset::reset;
 pub(crate) use watch::watch;
 
 use crate::error::fail;
@@ -272,7 +274,7 @@ fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>, warn: bool) -> 
             if !warn {
                 return None;
             }
-            output::corrupt_file(path, &reason, None);
+            output::corrupt_file(&output::Voice::plain(), path, &reason, None);
             None
         }
         other => other.ok(),

@@ -124,6 +124,8 @@ pub(crate) struct RunConfig {
     pub(crate) options: LoopOptions,
     /// The custom agents the config files define (a task may name one).
     pub(crate) custom_agents: BTreeMap<String, CustomAgentDef>,
+    /// `--json`: stdout carries the run's events as JSON lines, and nothing else.
+    pub(crate) json: bool,
 }
 
 /// Where the prompt text can come from besides the command line.
@@ -418,6 +420,7 @@ impl RunConfig {
             fallback,
             options,
             custom_agents: agents.clone(),
+            json: false,
         };
         config.validate()?;
         Ok(config)

@@ -7,6 +7,8 @@
 //! reporter it built: the terminal, JSON lines, hooks, notifications, the live report.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -54,6 +56,8 @@ pub(crate) enum LoopEvent {
         kind: String,
         status: Option<u16>,
         seconds_left: u64,
+        /// Waiting for the provider's limit to reset (not backing off).
+        until_reset: bool,
     },
     /// A fallback agent takes the iteration over.
     Fallback {
@@ -202,6 +206,197 @@ pub(crate) struct NotStarted {
     pub(crate) why: String,
 }
 
+/// What the loop is about to do.
+#[derive(Debug)]
+pub(crate) struct Summary<'a> {
+    pub(crate) prompt: &'a str,
+    pub(crate) prompt_file: Option<&'a Path>,
+    pub(crate) completion_promise: &'a str,
+    pub(crate) task_promise: Option<&'a str>,
+    pub(crate) min_iterations: u32,
+    pub(crate) max_iterations: u32,
+    pub(crate) agent: &'a str,
+    pub(crate) model: Option<&'a str>,
+    /// `--fallback`'s agents, as `Name` or `Name (model)`.
+    pub(crate) fallback: Vec<String>,
+    pub(crate) opencode_plugins_disabled: bool,
+    pub(crate) allow_all: bool,
+    pub(crate) commit: bool,
+    /// Whether the working directory is in a git repository (changes tracked, commits made).
+    pub(crate) git: bool,
+    pub(crate) resumed_at: Option<u32>,
+}
+
+/// What the iteration summary shows.
+#[derive(Debug)]
+pub(crate) struct IterationSummary<'a> {
+    pub(crate) iteration: u32,
+    pub(crate) elapsed: Duration,
+    pub(crate) tools: &'a BTreeMap<String, u64>,
+    pub(crate) exit_code: i32,
+    pub(crate) completion_detected: bool,
+    pub(crate) usage: Option<Usage>,
+    pub(crate) cost: Option<f64>,
+    pub(crate) failure: Option<&'a crate::model::Failure>,
+}
+
+/// What only a person reads: the banner, the summaries, commit lines, warnings, advice. The
+/// terminal reporter renders each (a task loop's voice leaves out what belongs to the run: the
+/// banner, boxes, summaries and `--resume` advice); nothing else hears them.
+#[derive(Debug)]
+pub(crate) enum Notice<'a> {
+    Banner {
+        agent: &'a str,
+    },
+    ConfigSummary(&'a Summary<'a>),
+    /// `--resume` with options given now over the saved ones (`--flag: old → new`).
+    ResumeOverrides(&'a [String]),
+    TasksFileCreated(&'a Path),
+    TasksFileUnreadable {
+        path: &'a Path,
+        reason: &'a str,
+    },
+    /// An agent a killed ralph left running was stopped (its process group).
+    LeftoverAgentStopped(i32),
+    CorruptFile {
+        path: &'a Path,
+        reason: &'a str,
+        copy: Option<&'a Path>,
+    },
+    NoPluginsIgnored {
+        agent: &'a str,
+    },
+    MaxCostUnavailable {
+        agent: &'a str,
+    },
+    MaxStalledUnavailable,
+    LogUnavailable {
+        dir: &'a Path,
+        error: &'a std::io::Error,
+    },
+    IterationHeader {
+        iteration: u32,
+        min: u32,
+        max: u32,
+    },
+    IterationSummary(&'a IterationSummary<'a>),
+    IterationError {
+        iteration: u32,
+        error: &'a str,
+    },
+    IterationTimedOut {
+        iteration: u32,
+        why: &'a str,
+    },
+    /// The first stop request arrived.
+    Stopping,
+    Struggle {
+        no_progress: u32,
+        short: u32,
+    },
+    NonzeroExit {
+        agent: &'a str,
+        code: i32,
+    },
+    TaskCompleted {
+        tag: &'a str,
+        next_iteration: u32,
+    },
+    CompletionDeferred {
+        min: u32,
+        next_iteration: u32,
+    },
+    CompletionRefusedOpenTasks(&'a [String]),
+    /// The completion claim was refused by these failed checks.
+    CompletionRefusedByChecks {
+        iteration: u32,
+        failed: &'a [String],
+    },
+    TaskVerificationFailed {
+        task: &'a str,
+    },
+    TaskFailed {
+        task: &'a str,
+        attempts: u32,
+    },
+    ContextConsumed {
+        newer_kept: bool,
+        edited: bool,
+    },
+    Committed {
+        iteration: u32,
+        hash: &'a str,
+    },
+    CommitFailed(&'a str),
+    ProgressCommitted(&'a str),
+    PushFailed(&'a str),
+    FallbackAllLimited(DateTime<Utc>),
+    /// A wait before a retry ended (an in-place countdown line is closed).
+    RetryWaitOver,
+    Ended(Ending<'a>),
+    /// How to go on with a loop that stopped before completing.
+    ResumeHint {
+        iteration: u32,
+        limit_reached: bool,
+    },
+    ParallelStarted {
+        at_once: u32,
+        base: &'a str,
+    },
+    WorktreeLoop {
+        name: &'a str,
+        branch: &'a str,
+    },
+    WorktreeLeft {
+        name: &'a str,
+        branch: &'a str,
+        base: &'a str,
+    },
+    UnfinishedMergeUndone,
+    TaskNotRecorded {
+        task: &'a str,
+        status: &'a str,
+        why: &'a str,
+    },
+    WorktreeKept {
+        task: &'a str,
+        paths: &'a [String],
+    },
+    ClaimRaceLost {
+        task: &'a str,
+    },
+    BaseMoved {
+        task: &'a str,
+        base: &'a str,
+    },
+    WorkerWaiting {
+        held: usize,
+    },
+}
+
+/// How a loop ended, as a person is told (the `run_ended` event follows).
+#[derive(Debug)]
+pub(crate) enum Ending<'a> {
+    /// The promise was kept: `tag` in `iterations` (a task loop's task is done, to be merged).
+    Completed {
+        tag: &'a str,
+        iterations: u32,
+        total_ms: u64,
+    },
+    MaxIterations {
+        max: u32,
+        total_ms: u64,
+    },
+    Aborted {
+        message: &'a str,
+    },
+    AgentFailed(&'a crate::model::Failure),
+    LegacyPlugin,
+    Blocked(&'a [String]),
+    /// Any other stop (an interrupt was told as it came): the end line says it.
+    Other,
+}
+
 /// An event as it leaves the loop: when, and for which task of a run (`None` for the run itself).
 pub(crate) struct Stamped<'a> {
     pub(crate) time: DateTime<Utc>,
@@ -231,6 +426,9 @@ impl Stamped<'_> {
 /// What hears a run's events.
 pub(crate) trait Reporter: Send {
     fn event(&mut self, event: &Stamped<'_>);
+
+    /// What only a person reads; only the terminal renders it.
+    fn notice(&mut self, _notice: &Notice<'_>) {}
 }
 
 #[cfg(test)]
@@ -275,6 +473,7 @@ mod tests {
                 kind: text(),
                 status: None,
                 seconds_left: 5,
+                until_reset: false,
             },
             LoopEvent::Fallback {
                 from: text(),

@@ -48,11 +48,18 @@ pub(crate) struct Hooks {
     dir: std::path::PathBuf,
     timeout: Duration,
     ends: bool,
+    /// The loop's voice: a hook's output is shown in it (a task loop's too).
+    voice: output::Voice,
 }
 
 impl Hooks {
     /// The hooks `options` set, if any.
-    pub(crate) fn new(options: &LoopOptions, dir: &Path, ends: bool) -> Option<Self> {
+    pub(crate) fn new(
+        options: &LoopOptions,
+        dir: &Path,
+        ends: bool,
+        voice: output::Voice,
+    ) -> Option<Self> {
         let set = |command: &Option<String>| command.clone().filter(|c| !c.trim().is_empty());
         let hooks = Self {
             on_iteration: set(&options.on_iteration),
@@ -61,6 +68,7 @@ impl Hooks {
             dir: dir.to_owned(),
             timeout: options.hook_timeout,
             ends,
+            voice,
         };
         let any =
             hooks.on_iteration.is_some() || hooks.on_complete.is_some() || hooks.on_stop.is_some();
@@ -82,7 +90,14 @@ impl Reporter for Hooks {
             When::Stop => &self.on_stop,
         };
         if let Some(command) = command {
-            run(when, command, &stamped.to_value(), &self.dir, self.timeout);
+            let event = stamped.to_value();
+            run(
+                when,
+                command,
+                &event,
+                &self.dir,
+                (self.timeout, &self.voice),
+            );
         }
     }
 }
@@ -102,7 +117,7 @@ pub(crate) fn run(
     command: &str,
     event: &serde_json::Value,
     dir: &Path,
-    timeout: Duration,
+    (timeout, voice): (Duration, &output::Voice),
 ) {
     let field = |name: &str| -> OsString {
         match event.get(name) {
@@ -134,25 +149,35 @@ pub(crate) fn run(
     };
     // A hook is not stopped by the user's Ctrl+C (it may be the one telling them about it);
     // its time limit ends it.
-    let outcome = stream::run(&shell, dir, &options, &StopFlag::default(), &mut Shown);
+    let outcome = stream::run(
+        &shell,
+        dir,
+        &options,
+        &StopFlag::default(),
+        &mut Shown(voice),
+    );
     match outcome {
         Ok(outcome) if outcome.ended_by == Some(EndedBy::RunTimeout) => {
-            output::hook_failed(when.key(), &format!("stopped after {timeout:?}"));
+            output::hook_failed(voice, when.key(), &format!("stopped after {timeout:?}"));
         }
         Ok(outcome) if outcome.exit_code != 0 => {
-            output::hook_failed(when.key(), &format!("exit code {}", outcome.exit_code));
+            output::hook_failed(
+                voice,
+                when.key(),
+                &format!("exit code {}", outcome.exit_code),
+            );
         }
         Ok(_) => {}
-        Err(err) => output::hook_failed(when.key(), &format!("{err:#}")),
+        Err(err) => output::hook_failed(voice, when.key(), &format!("{err:#}")),
     }
 }
 
-/// Shows a hook's output with a margin.
-struct Shown;
+/// Shows a hook's output with a margin, in the loop's voice.
+struct Shown<'a>(&'a output::Voice);
 
-impl OutputHandler for Shown {
+impl OutputHandler for Shown<'_> {
     fn on_segment(&mut self, segment: &Segment<'_>) {
-        output::hook_output(segment.text, segment.starts_line, segment.ends_line);
+        output::hook_output(self.0, segment.text, segment.starts_line, segment.ends_line);
     }
 
     fn on_tick(&mut self, _: Instant, _: Instant) {

@@ -110,7 +110,17 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::ShowConfig => setup::show_config(&settings, &cli_layer),
         Mode::Doctor => Ok(setup::doctor(&settings, &cli_layer, &ralph_dir, &cwd)),
         Mode::Status { tasks, remote } => match remote {
-            Some(remote) => run::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?),
+            Some(remote) => {
+                let seen = run::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?)?;
+                output::remote_status(
+                    &seen.remote,
+                    &seen.base,
+                    &seen.claims,
+                    seen.now,
+                    &seen.board,
+                );
+                Ok(ExitStatus::Success)
+            }
             None => Ok(commands::status(&ralph_dir, tasks, json)),
         },
         Mode::Watch => commands::watch(&ralph_dir, output::colour_on_stdout()),
@@ -136,7 +146,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::RemoveTask(number) => commands::remove_task(&ralph_dir, number),
         Mode::Import(file) => commands::import(&ralph_dir, &file),
         Mode::Export => commands::list_tasks(&ralph_dir, true),
-        Mode::Reset => run::reset(&ralph_dir, &knobs),
+        Mode::Reset => commands::reset(&ralph_dir, &knobs),
         Mode::DryRun(config) => Ok(setup::dry_run(&config, &ralph_dir, &cwd)),
         Mode::WorkerDryRun {
             config,
@@ -150,26 +160,29 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         )),
         Mode::Resume => {
             let stop = signal::StopFlag::install()?;
-            run::resume(&cli_layer, &settings, &cwd, &ralph_dir, &stop, &knobs)
+            run::resume(&cli_layer, &settings, &cwd, &ralph_dir, &stop, &knobs, json)
         }
         Mode::RunInWorktree {
-            config,
+            mut config,
             name,
             merge,
         } => {
+            config.json = json;
             let stop = signal::StopFlag::install()?;
             run::in_worktree(&config, &cwd, &ralph_dir, (&name, merge), &stop, &knobs)
         }
         Mode::Worker {
-            config,
+            mut config,
             remote,
             base,
         } => {
+            config.json = json;
             let stop = signal::StopFlag::install()?;
             let place = (remote.as_str(), base.as_deref());
             run::worker(&config, &cwd, &ralph_dir, place, &stop, &knobs)
         }
-        Mode::Run(config) => {
+        Mode::Run(mut config) => {
+            config.json = json;
             let stop = signal::StopFlag::install()?;
             run::run(&config, &cwd, &ralph_dir, run::Start::Fresh, &stop, &knobs)
         }

@@ -184,7 +184,7 @@ pub(crate) fn send(urls: &[String], format: &str, note: &Note) {
             request = request.header("Title", &note.title);
         }
         if let Err(err) = request.send(payload.as_str()) {
-            output::notify_failed(url, &err.to_string());
+            output::notify_failed(&output::Voice::plain(), url, &err.to_string());
         }
     }
 }

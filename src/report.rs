@@ -48,7 +48,7 @@ impl Reporter for LiveReport {
         let to = destination(&self.dir, None);
         let ending = ending.map(|reason| (reason, self.prompt.as_str()));
         if let Err(err) = write(&self.dir, self.repo.as_ref(), &to, ending) {
-            crate::output::report_failed(&to, &format!("{err:#}"));
+            crate::output::report_failed(&crate::output::Voice::plain(), &to, &format!("{err:#}"));
         }
     }
 }

@@ -178,7 +178,7 @@ fn parallel_lines(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> Vec<String>
     }
     let base = base.unwrap_or_else(|| "HEAD".to_owned());
     let content = storage::read_text(&dir.tasks()).unwrap_or_else(|err| {
-        output::tasks_file_unreadable(&dir.tasks(), &err.to_string());
+        output::tasks_file_unreadable(&output::Voice::plain(), &dir.tasks(), &err.to_string());
         None
     });
     let content = content.unwrap_or_default();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 use crate::agents::{Agent, AgentEvent, AgentKind, Failure, OutputFormat, Usage};
-use crate::output;
+use crate::output::{self, Voice};
 use crate::promise::Promise;
 use crate::storage::logs::IterationLog;
 use crate::stream::{EndedBy, OutputHandler, Segment, Source};
@@ -109,6 +109,8 @@ pub(crate) struct Transcript<'a> {
     spawn_hook: Option<Box<dyn FnMut(i32) + 'a>>,
     /// Told the tools used so far, when the tool summary is due.
     tools_hook: Option<ToolsHook<'a>>,
+    /// How the agent's output and ralph's lines about it are shown.
+    voice: Voice,
     /// The iteration's log, written as the output arrives.
     log: Option<IterationLog>,
     /// The agent's tool pattern, matched line by line in a whole run of lines (see `runs`).
@@ -155,6 +157,7 @@ impl<'a> Transcript<'a> {
             findings: Findings::default(),
             spawn_hook: None,
             tools_hook: None,
+            voice: Voice::plain(),
             log: None,
             tool_lines: agent.tool_pattern().and_then(runs::multi_line),
             scratch: Vec::new(),
@@ -180,15 +183,23 @@ impl<'a> Transcript<'a> {
         self
     }
 
+    /// Shows the agent's output in `voice` (a task loop's, `--json`'s), not on the plain terminal.
+    pub(crate) fn with_voice(mut self, voice: Voice) -> Self {
+        self.voice = voice;
+        self
+    }
+
     /// Tells `hook` the tools used so far whenever the summary line is due.
     pub(crate) fn on_tools(mut self, hook: impl FnMut(&BTreeMap<String, u64>) + 'a) -> Self {
         self.tools_hook = Some(Box::new(hook));
         self
     }
 
+    /// The tool summary is due: the loop hears it (as its `tools` event), or it is shown.
     fn tools_shown(&mut self) {
-        if let Some(hook) = &mut self.tools_hook {
-            hook(&self.findings.tools);
+        match &mut self.tools_hook {
+            Some(hook) => hook(&self.findings.tools),
+            None => output::tool_progress(&self.voice, &self.findings.tools),
         }
     }
 
@@ -219,7 +230,7 @@ impl<'a> Transcript<'a> {
         if let Some((mut stdout, mut stderr)) = self.buffered.take() {
             for (file, to_stderr) in [(&mut stderr, true), (&mut stdout, false)] {
                 if file.seek(SeekFrom::Start(0)).is_ok() {
-                    output::copy_to(file, to_stderr);
+                    self.voice.copy_to(file, to_stderr);
                 }
             }
         } else if !self.findings.tools.is_empty() && !self.display.verbose_tools {
@@ -257,9 +268,9 @@ impl<'a> Transcript<'a> {
             return;
         }
         if source == Source::Stdout {
-            output::agent_stdout(text, ends_line);
+            self.voice.agent_stdout(text, ends_line);
         } else {
-            output::agent_stderr(text, ends_line);
+            self.voice.agent_stderr(text, ends_line);
         }
         self.last_printed = now;
     }
@@ -550,7 +561,7 @@ impl OutputHandler for Transcript<'_> {
 
     fn on_stopping(&mut self, reason: EndedBy) {
         if reason == EndedBy::User {
-            output::stopping();
+            output::stopping(&self.voice);
             self.findings.stop_announced = true;
         }
     }
@@ -562,6 +573,7 @@ impl OutputHandler for Transcript<'_> {
         output::flush();
         if now.duration_since(self.last_printed) >= self.display.heartbeat {
             output::heartbeat(
+                &self.voice,
                 now.duration_since(self.started),
                 now.duration_since(last_output),
             );

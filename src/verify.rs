@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::agents::AgentCommand;
 pub(crate) use crate::model::Verification;
-use crate::output;
+use crate::output::{self, Voice};
 use crate::signal::StopFlag;
 use crate::stream::{self, EndedBy, OutputHandler, RunOptions, Segment};
 
@@ -20,12 +20,13 @@ const TAIL_LINES: usize = 40;
 const LINE_CHARS: usize = 300;
 
 /// Keeps the last lines of a command's output and shows them as they come.
-struct Tail {
+struct Tail<'a> {
     lines: std::collections::VecDeque<String>,
     current: String,
+    voice: &'a Voice,
 }
 
-impl OutputHandler for Tail {
+impl OutputHandler for Tail<'_> {
     fn on_segment(&mut self, segment: &Segment<'_>) {
         if segment.starts_line {
             self.current.clear();
@@ -33,7 +34,12 @@ impl OutputHandler for Tail {
         if self.current.chars().count() < LINE_CHARS {
             self.current.extend(segment.text.chars().take(LINE_CHARS));
         }
-        output::verify_output(segment.text, segment.starts_line, segment.ends_line);
+        output::verify_output(
+            self.voice,
+            segment.text,
+            segment.starts_line,
+            segment.ends_line,
+        );
         if segment.ends_line {
             if self.lines.len() == TAIL_LINES {
                 self.lines.pop_front();
@@ -54,12 +60,13 @@ pub(crate) fn run_all(
     timeout: Duration,
     grace: Duration,
     stop: &StopFlag,
+    voice: &Voice,
     finished: &dyn Fn(&Verification),
 ) -> Vec<Verification> {
     let mut results = Vec::new();
     for command in commands {
-        output::verify_started(command);
-        let result = run_one(command, dir, timeout, grace, stop);
+        output::verify_started(voice, command);
+        let result = run_one(command, dir, (timeout, grace), stop, voice);
         finished(&result);
         let passed = result.passed;
         results.push(result);
@@ -73,9 +80,9 @@ pub(crate) fn run_all(
 fn run_one(
     command: &str,
     dir: &Path,
-    timeout: Duration,
-    grace: Duration,
+    (timeout, grace): (Duration, Duration),
     stop: &StopFlag,
+    voice: &Voice,
 ) -> Verification {
     let shell = AgentCommand {
         program: "sh".into(),
@@ -94,6 +101,7 @@ fn run_one(
     let mut tail = Tail {
         lines: std::collections::VecDeque::new(),
         current: String::new(),
+        voice,
     };
     let outcome = stream::run(&shell, dir, &options, stop, &mut tail);
     let output_tail = tail.lines.into_iter().collect::<Vec<_>>().join("\n");
@@ -154,6 +162,7 @@ mod tests {
             timeout,
             Duration::from_millis(200),
             &StopFlag::default(),
+            &Voice::plain(),
             &|_| {},
         );
         results.into_iter().next().unwrap()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::agents::{Agent, AgentKind, OutputFormat};
 use crate::error::fail;
 use crate::exit::ExitStatus;
-use crate::output;
+use crate::output::{self, Voice};
 use crate::storage::logs::{self, Record};
 use crate::storage::{self, RalphDir, history};
 use crate::stream::{OutputHandler, Segment, Source};
@@ -262,8 +262,8 @@ impl<'a> View<'a> {
                     received: Instant::now(),
                 });
             }
-            _ if stderr => output::agent_stderr(line, true),
-            _ => output::agent_stdout(line, true),
+            _ if stderr => Voice::plain().agent_stderr(line, true),
+            _ => Voice::plain().agent_stdout(line, true),
         }
         false
     }

@@ -3,84 +3,36 @@
 
 use std::path::Path;
 
-use super::{say, warn};
+use super::{Voice, say, warn};
 
 /// A ralph file could not be parsed.
-pub(crate) fn corrupt_file(path: &Path, reason: &str, copy: Option<&Path>) {
+pub(crate) fn corrupt_file(out: &Voice, path: &Path, reason: &str, copy: Option<&Path>) {
     let kept = copy.map_or_else(String::new, |copy| {
         format!(" A copy was kept at {}.", copy.display())
     });
-    warn(&[&format!(
+    out.warn(&[&format!(
         "⚠️  Ignoring {}: {reason}. Treating it as absent.{kept}",
         path.display()
     )]);
 }
 
 /// Tasks mode created the task file.
-pub(crate) fn tasks_file_created(path: &Path) {
-    say(&[&format!("📋 Created tasks file: {}", path.display())]);
+pub(crate) fn tasks_file_created(out: &Voice, path: &Path) {
+    out.say(&[&format!("📋 Created tasks file: {}", path.display())]);
 }
 
 /// A task file that could not be read.
-pub(crate) fn tasks_file_unreadable(path: &Path, reason: &str) {
-    warn(&[&format!(
+pub(crate) fn tasks_file_unreadable(out: &Voice, path: &Path, reason: &str) {
+    out.warn(&[&format!(
         "⚠️  Cannot read {}: {reason}. The agent is told so in its prompt.",
         path.display()
     )]);
 }
 
-/// The error when another ralph holds this directory's loop lock.
-pub(crate) fn loop_already_running(
-    state: Option<&crate::storage::state::LoopState>,
-    state_path: &Path,
-) -> String {
-    let detail = state.map_or_else(
-        || "its state is not written yet".to_owned(),
-        |state| {
-            let pid = state
-                .pid
-                .map_or_else(String::new, |pid| format!(", pid {pid}"));
-            format!(
-                "iteration {}, started {}{pid}",
-                state.iteration,
-                state
-                    .started_at
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            )
-        },
-    );
-    format!(
-        "a Ralph loop is already running in this directory ({detail}).\n       \
-         Stop it with Ctrl+C in its terminal, or wait for it to finish; see it with `ralph --status`.\n       \
-         State file: {}",
-        state_path.display()
-    )
-}
-
-/// The error when the state says a loop is active but nothing holds its lock: it crashed or was
-/// killed.
-pub(crate) fn crashed_loop(state: &crate::storage::state::LoopState, state_path: &Path) -> String {
-    let owner = match (&state.host, state.pid) {
-        (Some(host), Some(pid)) => format!(" (pid {pid} on {host})"),
-        (None, Some(pid)) => format!(" (pid {pid})"),
-        _ => String::new(),
-    };
-    format!(
-        "a previous Ralph loop here stopped unexpectedly at iteration {}{owner}, started {}.\n       \
-         Continue it with `ralph --resume`, or discard it with `ralph --reset` and start again.\n       \
-         State file: {}",
-        state.iteration,
-        state
-            .started_at
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        state_path.display()
-    )
-}
-
 /// `--resume` flags that replace saved options.
-pub(crate) fn resume_overrides(changes: &[String]) {
+pub(crate) fn resume_overrides(out: &Voice, changes: &[String]) {
     for change in changes {
-        say(&[&format!("↪ Overriding the saved option {change}")]);
+        out.say(&[&format!("↪ Overriding the saved option {change}")]);
     }
 }
 
@@ -175,8 +127,8 @@ pub(crate) fn task_removed(number: usize) {
 }
 
 /// `--resume` found the previous run's agent still running and stopped it.
-pub(crate) fn leftover_agent_stopped(group: i32) {
-    warn(&[&format!(
+pub(crate) fn leftover_agent_stopped(out: &Voice, group: i32) {
+    out.warn(&[&format!(
         "⚠️  The agent started by the previous ralph (process group {group}) was still running; stopping it before resuming."
     )]);
 }

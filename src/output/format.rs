@@ -165,6 +165,28 @@ pub(crate) fn plural(count: u64, word: &str) -> String {
     }
 }
 
+/// `$0.0123`, `$1.23`.
+pub(crate) fn cost_text(cost: f64) -> String {
+    if cost < 1.0 {
+        format!("${cost:.4}")
+    } else {
+        format!("${cost:.2}")
+    }
+}
+
+/// `950`, `15.5k`, `1.2M`.
+pub(crate) fn compact_number(n: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display only")]
+    let value = n as f64;
+    if n >= 1_000_000 {
+        format!("{:.1}M", value / 1_000_000.0)
+    } else if n >= 1_000 {
+        format!("{:.1}k", value / 1_000.0)
+    } else {
+        n.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

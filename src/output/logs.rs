@@ -3,31 +3,37 @@
 
 use std::path::Path;
 
-use super::{say, warn};
+use super::{Voice, say};
 
 /// An iteration's log could not be created; the iteration runs anyway.
-pub(crate) fn log_unavailable(dir: &Path, err: &std::io::Error) {
-    warn(&[&format!(
+pub(crate) fn log_unavailable(out: &Voice, dir: &Path, err: &std::io::Error) {
+    out.warn(&[&format!(
         "⚠️  Cannot write this iteration's log in {} ({err}); the iteration runs without one",
         dir.display()
     )]);
 }
 
 /// A hook failed or ran out of time; the loop goes on.
-pub(crate) fn hook_failed(key: &str, why: &str) {
-    warn(&[&format!(
-        "⚠️  The {key} hook failed ({why}); the loop goes on. Check the command in your settings (ralph --config)"
+pub(crate) fn hook_failed(out: &Voice, key: &str, why: &str) {
+    // `on_complete` and `on_stop` run once the loop has ended.
+    let after = if key == "on_iteration" {
+        "the loop goes on"
+    } else {
+        "the loop's outcome is unchanged"
+    };
+    out.warn(&[&format!(
+        "⚠️  The {key} hook failed ({why}); {after}. Check the command in your settings (ralph --config)"
     )]);
 }
 
 /// A piece of a hook's output, with a `hook │ ` margin at the start of each line.
-pub(crate) fn hook_output(text: &str, starts_line: bool, ends_line: bool) {
-    super::command_output("   hook │ ", text, (starts_line, ends_line));
+pub(crate) fn hook_output(out: &Voice, text: &str, starts_line: bool, ends_line: bool) {
+    out.command_output("   hook │ ", text, (starts_line, ends_line), true);
 }
 
 /// A notification could not be sent; the loop's outcome is unchanged.
-pub(crate) fn notify_failed(url: &str, why: &str) {
-    warn(&[&format!(
+pub(crate) fn notify_failed(out: &Voice, url: &str, why: &str) {
+    out.warn(&[&format!(
         "⚠️  Could not notify {url} ({why}); check the URL (ralph --config shows it)"
     )]);
 }
@@ -38,8 +44,8 @@ pub(crate) fn report_written(path: &Path) {
 }
 
 /// `report = true`: the page could not be written after an iteration; the loop goes on.
-pub(crate) fn report_failed(path: &Path, why: &str) {
-    warn(&[&format!(
+pub(crate) fn report_failed(out: &Voice, path: &Path, why: &str) {
+    out.warn(&[&format!(
         "⚠️  Cannot update the report {} ({why}); the loop goes on",
         path.display()
     )]);

@@ -15,13 +15,14 @@ mod parallel;
 mod remote;
 pub(crate) mod report;
 pub(crate) mod status;
+mod voice;
 pub(crate) mod watch;
 
 use std::io::{self, BufWriter, IsTerminal as _, Stdout, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use crate::event::{LoopEvent, Reporter, Stamped};
+use crate::event::{Ending, LoopEvent, Notice, Reporter, Stamped};
 
 pub(crate) use agents::*;
 pub(crate) use commands::*;
@@ -29,6 +30,7 @@ pub(crate) use logs::*;
 pub(crate) use messages::*;
 pub(crate) use parallel::*;
 pub(crate) use remote::*;
+pub(crate) use voice::Voice;
 
 /// When ralph colours its own messages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -42,9 +44,9 @@ pub(crate) enum ColorChoice {
 
 static COLOR_STDOUT: AtomicBool = AtomicBool::new(false);
 static COLOR_STDERR: AtomicBool = AtomicBool::new(false);
-static JSON: AtomicBool = AtomicBool::new(false);
 
-/// Sets the colour choice and JSON-lines mode for the rest of the run.
+/// Sets the colour choice for the rest of the run (`json`: stdout carries JSON lines, never
+/// coloured).
 pub(crate) fn configure(color: ColorChoice, no_color: bool, json: bool) {
     let decide = |is_terminal: bool| match color {
         ColorChoice::Always => true,
@@ -56,62 +58,11 @@ pub(crate) fn configure(color: ColorChoice, no_color: bool, json: bool) {
         Ordering::Relaxed,
     );
     COLOR_STDERR.store(decide(io::stderr().is_terminal()), Ordering::Relaxed);
-    JSON.store(json, Ordering::Relaxed);
 }
 
-thread_local! {
-    /// The task a parallel worker thread works on: its messages carry `[id] `, and its agent's
-    /// own output is shown only with `--verbose` (then prefixed too, line by line).
-    static WORKER: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-    /// `--verbose`, and whether the agent's output is at the start of a line.
-    static WORKER_ECHO: std::cell::Cell<(bool, bool)> = const { std::cell::Cell::new((false, true)) };
-}
-
-/// Marks this thread as the worker of task `id` (or, with `None`, as no worker); `verbose`:
-/// its agent's output is shown.
-pub(crate) fn set_worker(id: Option<&str>, verbose: bool) {
-    WORKER.with(|worker| *worker.borrow_mut() = id.map(str::to_owned));
-    WORKER_ECHO.with(|echo| echo.set((verbose, true)));
-}
-
-/// For a worker's agent output: `None` to hide it, else the prefix to write first (empty in
-/// the middle of a line).
-fn worker_echo(ends_line: bool) -> Option<Option<String>> {
-    let id = worker()?;
-    let (verbose, at_start) = WORKER_ECHO.with(std::cell::Cell::get);
-    if !verbose {
-        return None;
-    }
-    WORKER_ECHO.with(|echo| echo.set((true, ends_line)));
-    Some(at_start.then(|| format!("[{id}] ")))
-}
-
-/// The task of this thread's worker, if it is one.
-fn worker() -> Option<String> {
-    WORKER.with(|worker| worker.borrow().clone())
-}
-
-/// Lines as this thread shows them: a worker's prefixed with its task, without blank lines.
-fn for_thread<'a>(lines: &'a [&'a str]) -> Vec<std::borrow::Cow<'a, str>> {
-    match worker() {
-        None => lines.iter().map(|line| (*line).into()).collect(),
-        Some(id) => lines
-            .iter()
-            .flat_map(|line| line.lines())
-            .filter(|line| !line.trim().is_empty())
-            .map(|line| format!("[{id}] {line}").into())
-            .collect(),
-    }
-}
-
-/// Whether a run prints JSON events instead of human output.
 /// Whether ralph's own messages on stdout are coloured (`--color`, `NO_COLOR`, a terminal).
 pub(crate) fn colour_on_stdout() -> bool {
     COLOR_STDOUT.load(Ordering::Relaxed)
-}
-
-pub(crate) fn is_json() -> bool {
-    JSON.load(Ordering::Relaxed)
 }
 
 /// How a message is coloured.
@@ -151,23 +102,51 @@ impl Reporter for JsonLines {
     }
 }
 
-/// The terminal: the human lines of each event (nothing in JSON-lines mode but warnings).
-pub(crate) struct Human;
+/// The terminal: the human lines of each event and notice, in the loop's voice.
+pub(crate) struct Human {
+    voice: Voice,
+}
+
+impl Human {
+    pub(crate) fn new(voice: Voice) -> Self {
+        Self { voice }
+    }
+}
 
 impl Reporter for Human {
     fn event(&mut self, stamped: &Stamped<'_>) {
+        let out = &self.voice;
         match stamped.event {
-            LoopEvent::Tools { tools } => tool_progress(tools),
-            LoopEvent::Verified(result) => verify_finished(result),
-            LoopEvent::Fallback { to, reason, .. } => fallback_switch(to, reason),
-            LoopEvent::RunEnded(end) => run_ended(end),
+            LoopEvent::Tools { tools } => tool_progress(out, tools),
+            LoopEvent::Verified(result) => verify_finished(out, result),
+            LoopEvent::RetryWait {
+                iteration,
+                retry,
+                max_retries,
+                kind,
+                status,
+                seconds_left,
+                until_reset,
+            } => {
+                let wait = RetryWait {
+                    iteration: *iteration,
+                    attempt: *retry,
+                    max_attempts: *max_retries,
+                    kind,
+                    status: *status,
+                    until_reset: *until_reset,
+                };
+                retry_countdown(out, &wait, std::time::Duration::from_secs(*seconds_left));
+            }
+            LoopEvent::Fallback { to, reason, .. } => fallback_switch(out, to, reason),
+            LoopEvent::RunEnded(end) => run_ended(out, end),
             LoopEvent::TaskStarted {
                 task,
                 description,
                 branch,
-            } => worker_started(task, description, branch),
-            LoopEvent::TaskMerged { task, into, commit } => task_merged(task, into, commit),
-            LoopEvent::MergeConflicted { task, files } => merge_conflicted(task, files),
+            } => worker_started(out, task, description, branch),
+            LoopEvent::TaskMerged { task, into, commit } => task_merged(out, task, into, commit),
+            LoopEvent::MergeConflicted { task, files } => merge_conflicted(out, task, files),
             LoopEvent::NotesCarried {
                 task,
                 into,
@@ -175,27 +154,131 @@ impl Reporter for Human {
                 tasks,
                 problems,
                 ..
-            } => notes_carried(task, into, branch, tasks, problems),
-            LoopEvent::TaskFailed { task, reason } => task_given_up(task, reason),
-            LoopEvent::ParallelEnded(end) => parallel_ended(end),
+            } => notes_carried(out, task, into, branch, tasks, problems),
+            LoopEvent::TaskFailed { task, reason } => task_given_up(out, task, reason),
+            LoopEvent::ParallelEnded(end) => parallel_ended(out, end),
             LoopEvent::WorkerStarted {
                 worker,
                 remote,
                 base,
-            } => remote_worker_started(worker, remote, base),
+            } => remote_worker_started(out, worker, remote, base),
             LoopEvent::TaskClaimed {
                 task,
                 description,
                 taken_over_from,
-            } => task_claimed(task, description, taken_over_from.as_deref()),
-            LoopEvent::ClaimLost { task } => claim_lost(task),
-            LoopEvent::WorkerEnded { reason, exit_code } => remote_worker_ended(reason, *exit_code),
+            } => task_claimed(out, task, description, taken_over_from.as_deref()),
+            LoopEvent::ClaimLost { task } => claim_lost(out, task),
+            LoopEvent::WorkerEnded { reason, exit_code } => {
+                remote_worker_ended(out, reason, *exit_code);
+            }
             LoopEvent::RunStarted { .. }
             | LoopEvent::IterationStarted { .. }
             | LoopEvent::IterationFinished(_)
-            | LoopEvent::RetryWait { .. }
             | LoopEvent::Completed { .. } => {}
         }
+    }
+
+    fn notice(&mut self, notice: &Notice<'_>) {
+        let out = &self.voice;
+        // A task loop's lines are one per event: what belongs to the run (the banner, boxes,
+        // summaries, `--resume` advice) is the run's to say.
+        let run_only = out.is_task_loop();
+        match notice {
+            Notice::Banner { .. } | Notice::ConfigSummary(_) | Notice::IterationSummary(_)
+                if run_only => {}
+            Notice::ResumeHint { .. } if run_only => {}
+            Notice::Banner { agent } => banner(out, agent),
+            Notice::ConfigSummary(summary) => config_summary(out, summary),
+            Notice::ResumeOverrides(changes) => resume_overrides(out, changes),
+            Notice::TasksFileCreated(path) => tasks_file_created(out, path),
+            Notice::TasksFileUnreadable { path, reason } => {
+                tasks_file_unreadable(out, path, reason);
+            }
+            Notice::LeftoverAgentStopped(group) => leftover_agent_stopped(out, *group),
+            Notice::CorruptFile { path, reason, copy } => corrupt_file(out, path, reason, *copy),
+            Notice::NoPluginsIgnored { agent } => no_plugins_ignored(out, agent),
+            Notice::MaxCostUnavailable { agent } => max_cost_unavailable(out, agent),
+            Notice::MaxStalledUnavailable => max_stalled_unavailable(out),
+            Notice::LogUnavailable { dir, error } => log_unavailable(out, dir, error),
+            Notice::IterationHeader {
+                iteration,
+                min,
+                max,
+            } => iteration_header(out, *iteration, *min, *max),
+            Notice::IterationSummary(summary) => iteration_summary(out, summary),
+            Notice::IterationError { iteration, error } => iteration_error(out, *iteration, error),
+            Notice::IterationTimedOut { iteration, why } => {
+                iteration_timed_out(out, *iteration, why);
+            }
+            Notice::Stopping => stopping(out),
+            Notice::Struggle { no_progress, short } => {
+                struggle_warning(out, *no_progress, *short);
+            }
+            Notice::NonzeroExit { agent, code } => nonzero_exit(out, agent, *code),
+            Notice::TaskCompleted {
+                tag,
+                next_iteration,
+            } => task_completed(out, tag, *next_iteration),
+            Notice::CompletionDeferred {
+                min,
+                next_iteration,
+            } => completion_deferred(out, *min, *next_iteration),
+            Notice::CompletionRefusedOpenTasks(open) => completion_refused_open_tasks(out, open),
+            Notice::CompletionRefusedByChecks { iteration, failed } => {
+                completion_refused_by_checks(out, *iteration, failed);
+            }
+            Notice::TaskVerificationFailed { task } => task_verification_failed(out, task),
+            Notice::TaskFailed { task, attempts } => task_failed(out, task, *attempts),
+            Notice::ContextConsumed { newer_kept, edited } => {
+                context_consumed(out, *newer_kept, *edited);
+            }
+            Notice::Committed { iteration, hash } => committed(out, *iteration, hash),
+            Notice::CommitFailed(reason) => commit_failed(out, reason),
+            Notice::ProgressCommitted(hash) => progress_committed(out, hash),
+            Notice::PushFailed(reason) => push_failed(out, reason),
+            Notice::FallbackAllLimited(until) => fallback_all_limited(out, *until),
+            Notice::RetryWaitOver => retry_wait_done(out),
+            Notice::Ended(ending) => ended(out, ending),
+            Notice::ResumeHint {
+                iteration,
+                limit_reached,
+            } => resume_hint(out, *iteration, *limit_reached),
+            Notice::ParallelStarted { at_once, base } => parallel_started(out, *at_once, base),
+            Notice::WorktreeLoop { name, branch } => worktree_loop(out, name, branch),
+            Notice::WorktreeLeft { name, branch, base } => worktree_left(out, name, branch, base),
+            Notice::UnfinishedMergeUndone => unfinished_merge_undone(out),
+            Notice::TaskNotRecorded { task, status, why } => {
+                task_not_recorded(out, task, status, why);
+            }
+            Notice::WorktreeKept { task, paths } => worktree_kept(out, task, paths),
+            Notice::ClaimRaceLost { task } => claim_race_lost(out, task),
+            Notice::BaseMoved { task, base } => base_moved(out, task, base),
+            Notice::WorkerWaiting { held } => worker_waiting(out, *held),
+        }
+    }
+}
+
+/// How a loop's end is told: a box for the run's own loop, one line for a task loop's.
+fn ended(out: &Voice, ending: &Ending<'_>) {
+    match ending {
+        Ending::Completed {
+            iterations,
+            total_ms,
+            ..
+        } if out.is_task_loop() => worker_done(out, *iterations, *total_ms),
+        Ending::Completed {
+            tag,
+            iterations,
+            total_ms,
+        } => completion_box(out, tag, *iterations, *total_ms),
+        // A task loop's limit is its task's failure: the run says so.
+        Ending::MaxIterations { .. } if out.is_task_loop() => {}
+        Ending::MaxIterations { max, total_ms } => max_iterations_box(out, *max, *total_ms),
+        Ending::Aborted { message } => agent_aborted(out, message),
+        Ending::AgentFailed(failure) => agent_failed(out, failure),
+        Ending::LegacyPlugin => legacy_plugin_detected(out),
+        Ending::Blocked(tasks) => tasks_blocked(out, tasks),
+        Ending::Other => {}
     }
 }
 
@@ -208,136 +291,14 @@ pub(crate) fn stdout() -> MutexGuard<'static, BufWriter<Stdout>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Writes lines to stdout and flushes (nothing in JSON-lines mode).
+/// Writes lines to stdout and flushes, as a command does.
 pub(crate) fn say(lines: &[&str]) {
-    if is_json() {
-        return;
-    }
-    let mut out = stdout();
-    for line in for_thread(lines) {
-        let _ = writeln!(out, "{line}");
-    }
-    let _ = out.flush();
+    Voice::plain().say(lines);
 }
 
-/// Writes lines to stderr (after flushing stdout, to keep the order).
+/// Writes lines to stderr (after flushing stdout, to keep the order), as a command does.
 pub(crate) fn warn(lines: &[&str]) {
-    let _ = stdout().flush();
-    let mut err = io::stderr().lock();
-    for line in for_thread(lines) {
-        let line = line.as_ref();
-        // A worker's line starts with `[id] `: the icon after it sets the style.
-        let bare = match worker() {
-            Some(_) => line.split_once("] ").map_or(line, |(_, rest)| rest),
-            None => line,
-        };
-        let style = if bare.starts_with("⚠️") {
-            Some(Style::Warn)
-        } else if bare.starts_with("❌") {
-            Some(Style::Bad)
-        } else {
-            None
-        };
-        let line = style.map_or_else(|| line.to_owned(), |style| paint(style, line, true));
-        let _ = writeln!(err, "{line}");
-    }
-}
-
-/// Writes a piece of the agent's stdout without flushing.
-pub(crate) fn agent_stdout(text: &str, ends_line: bool) {
-    if is_json() {
-        return;
-    }
-    let mut out = stdout();
-    if worker().is_some() {
-        let Some(prefix) = worker_echo(ends_line) else {
-            return;
-        };
-        let _ = out.write_all(prefix.unwrap_or_default().as_bytes());
-    }
-    let _ = out.write_all(text.as_bytes());
-    if ends_line {
-        let _ = out.write_all(b"\n");
-    }
-}
-
-/// Whole lines of the agent's output (`text` ends with a line break), in one write.
-pub(crate) fn agent_lines(text: &str, to_stderr: bool) {
-    if is_json() {
-        return;
-    }
-    if worker().is_some() {
-        // A worker's lines each carry its task.
-        for line in text.split_terminator('\n') {
-            if to_stderr {
-                agent_stderr(line, true);
-            } else {
-                agent_stdout(line, true);
-            }
-        }
-        return;
-    }
-    if to_stderr {
-        let _ = stdout().flush();
-        let _ = io::stderr().lock().write_all(text.as_bytes());
-    } else {
-        let _ = stdout().write_all(text.as_bytes());
-    }
-}
-
-/// A piece of a command's output (a verification, a hook), with `margin` at the start of each
-/// line. Not in JSON mode (stdout carries only events) or in a parallel worker.
-pub(crate) fn command_output(margin: &str, text: &str, (starts_line, ends_line): (bool, bool)) {
-    if is_json() || is_worker() {
-        return;
-    }
-    let mut out = stdout();
-    if starts_line {
-        let _ = out.write_all(margin.as_bytes());
-    }
-    let _ = out.write_all(text.as_bytes());
-    if ends_line {
-        let _ = out.write_all(b"\n");
-    }
-}
-
-/// Writes a piece of the agent's stderr.
-pub(crate) fn agent_stderr(text: &str, ends_line: bool) {
-    if is_json() {
-        return;
-    }
-    let _ = stdout().flush();
-    let mut err = io::stderr().lock();
-    if worker().is_some() {
-        let Some(prefix) = worker_echo(ends_line) else {
-            return;
-        };
-        let _ = err.write_all(prefix.unwrap_or_default().as_bytes());
-    }
-    let _ = err.write_all(text.as_bytes());
-    if ends_line {
-        let _ = err.write_all(b"\n");
-    }
-}
-
-/// Copies a reader (buffered agent output) to stdout or stderr.
-pub(crate) fn copy_to(reader: &mut dyn io::Read, to_stderr: bool) {
-    if is_json() || worker().is_some() {
-        return;
-    }
-    let mut out = stdout();
-    if to_stderr {
-        let _ = out.flush();
-        let _ = io::copy(reader, &mut io::stderr().lock());
-    } else {
-        let _ = io::copy(reader, &mut *out);
-        let _ = out.flush();
-    }
-}
-
-/// Whether this thread's agent output is hidden (a parallel worker's).
-pub(crate) fn is_worker() -> bool {
-    worker().is_some()
+    Voice::plain().warn(lines);
 }
 
 /// Flushes buffered agent output.

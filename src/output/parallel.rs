@@ -1,45 +1,45 @@
 //! Messages of a parallel run: one line per event, prefixed with the task.
 
+use super::Voice;
 use super::format::{long_duration_ms, plural};
-use super::{say, warn};
 use crate::event::ParallelEnd;
 
 /// A parallel run starts.
-pub(crate) fn parallel_started(workers: u32, base: &str) {
-    say(&[&format!(
+pub(crate) fn parallel_started(out: &Voice, workers: u32, base: &str) {
+    out.say(&[&format!(
         "🚀 Running the task list with up to {workers} agents at once; finished tasks are merged into {base}."
     )]);
 }
 
 /// A parallel worker starts on its task.
-pub(crate) fn worker_started(id: &str, text: &str, branch: &str) {
-    say(&[&format!(
+pub(crate) fn worker_started(out: &Voice, id: &str, text: &str, branch: &str) {
+    out.say(&[&format!(
         "[{id}] ▶️  \"{text}\" in .ralph/worktrees/{id} (branch {branch})"
     )]);
 }
 
 /// A finished task was merged into the base.
-pub(crate) fn task_merged(id: &str, base: &str, hash: &str) {
-    say(&[&format!(
+pub(crate) fn task_merged(out: &Voice, id: &str, base: &str, hash: &str) {
+    out.say(&[&format!(
         "[{id}] 🔀 Merged into {base} ({hash}); task marked [x]"
     )]);
 }
 
 /// A finished task's merge conflicted: its worker resolves it.
-pub(crate) fn merge_conflicted(id: &str, files: &[String]) {
-    warn(&[&format!(
+pub(crate) fn merge_conflicted(out: &Voice, id: &str, files: &[String]) {
+    out.warn(&[&format!(
         "[{id}] ⚠️  Merge conflict in {}; the agent resolves it in the task's worktree",
         files.join(", ")
     )]);
 }
 
 /// A task could not be done: it is marked failed.
-pub(crate) fn task_given_up(id: &str, why: &str) {
-    warn(&[&format!("[{id}] ❌ Task failed: {why}; marked [!]")]);
+pub(crate) fn task_given_up(out: &Voice, id: &str, why: &str) {
+    out.warn(&[&format!("[{id}] ❌ Task failed: {why}; marked [!]")]);
 }
 
 /// A parallel run ends: why, and what it took.
-pub(crate) fn parallel_ended(end: &ParallelEnd) {
+pub(crate) fn parallel_ended(out: &Voice, end: &ParallelEnd) {
     let mut lines = vec![super::paint(
         super::Style::Bold,
         &format!(
@@ -55,7 +55,7 @@ pub(crate) fn parallel_ended(end: &ParallelEnd) {
     lines.extend(end.not_carried.iter().map(|task| {
         format!("   {task}: its notes or added tasks are not in the base; its branch ralph/{task} keeps them")
     }));
-    say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    out.say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
 /// What a parallel run did: why it ended, its tasks, iterations, time and cost.
@@ -79,8 +79,8 @@ pub(crate) fn parallel_summary(end: &ParallelEnd) -> String {
 }
 
 /// A parallel worker's task is done (and verified) in its branch.
-pub(crate) fn worker_done(iterations: u32, total_ms: u64) {
-    say(&[&format!(
+pub(crate) fn worker_done(out: &Voice, iterations: u32, total_ms: u64) {
+    out.say(&[&format!(
         "✅ Task done in {} ({}); merging",
         plural(u64::from(iterations), "iteration"),
         long_duration_ms(total_ms)
@@ -88,37 +88,37 @@ pub(crate) fn worker_done(iterations: u32, total_ms: u64) {
 }
 
 /// A `--worktree` loop starts.
-pub(crate) fn worktree_loop(name: &str, branch: &str) {
-    say(&[&format!(
+pub(crate) fn worktree_loop(out: &Voice, name: &str, branch: &str) {
+    out.say(&[&format!(
         "🌿 Running in .ralph/worktrees/{name} on branch {branch}"
     )]);
 }
 
 /// A `--worktree` loop completed without `--merge`: its branch waits for review.
-pub(crate) fn worktree_left(name: &str, branch: &str, base: &str) {
-    say(&[&format!(
+pub(crate) fn worktree_left(out: &Voice, name: &str, branch: &str, base: &str) {
+    out.say(&[&format!(
         "🌿 The work of {name} is on branch {branch}. Review it, then merge it into {base}: git merge {branch} (or run with --merge next time)"
     )]);
 }
 
 /// A merge cut off by a kill was undone; the task is merged again when it is done.
-pub(crate) fn unfinished_merge_undone() {
-    warn(&[
+pub(crate) fn unfinished_merge_undone(out: &Voice) {
+    out.warn(&[
         "⚠️  A merge of a task was cut off (ralph was stopped while it merged); it is undone and will be redone.",
     ]);
 }
 
 /// A task's new box (`[/]`, `[!]`) could not be written or committed.
-pub(crate) fn task_not_recorded(id: &str, status: &str, why: &str) {
-    warn(&[&format!(
+pub(crate) fn task_not_recorded(out: &Voice, id: &str, status: &str, why: &str) {
+    out.warn(&[&format!(
         "[{id}] ⚠️  Could not mark the task {status} in the task file ({why}); mark it yourself"
     )]);
 }
 
 /// A task's worktree has uncommitted work, so it is kept.
-pub(crate) fn worktree_kept(id: &str, paths: &[String]) {
+pub(crate) fn worktree_kept(out: &Voice, id: &str, paths: &[String]) {
     let shown: Vec<&str> = paths.iter().take(3).map(String::as_str).collect();
-    warn(&[&format!(
+    out.warn(&[&format!(
         "[{id}] ⚠️  .ralph/worktrees/{id} has uncommitted changes ({}{}), so it is kept; look at them, then remove it with git worktree remove",
         shown.join(", "),
         if paths.len() > 3 { ", …" } else { "" }
@@ -128,6 +128,7 @@ pub(crate) fn worktree_kept(id: &str, paths: &[String]) {
 /// At a task's merge, what its agent added to ralph's own files on its branch joined the base
 /// (`into`); what could not is said in one line, with the branch that keeps it.
 pub(crate) fn notes_carried(
+    out: &Voice,
     id: &str,
     into: &str,
     branch: &str,
@@ -136,14 +137,14 @@ pub(crate) fn notes_carried(
 ) {
     if !tasks.is_empty() {
         let texts: Vec<String> = tasks.iter().map(|t| format!("\"{t}\"")).collect();
-        say(&[&format!(
+        out.say(&[&format!(
             "[{id}] 📝 {} it added joined the task list of {into}: {}",
             plural(tasks.len() as u64, "task"),
             texts.join(", ")
         )]);
     }
     if !problems.is_empty() {
-        warn(&[&format!(
+        out.warn(&[&format!(
             "[{id}] ⚠️  Not carried into {into}: {}; branch {branch} keeps them",
             problems.join("; ")
         )]);

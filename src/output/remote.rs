@@ -1,62 +1,62 @@
 //! Messages of a `--worker` and of `--status --remote`.
 
 use super::format::long_duration;
-use super::{say, warn};
+use super::{Voice, say};
 use chrono::{DateTime, Utc};
 
 /// A worker starts.
-pub(crate) fn remote_worker_started(worker: &str, remote: &str, base: &str) {
-    say(&[&format!(
+pub(crate) fn remote_worker_started(out: &Voice, worker: &str, remote: &str, base: &str) {
+    out.say(&[&format!(
         "🛰️  Worker {worker}: taking tasks from {remote}/{base}; each is merged there when done."
     )]);
 }
 
 /// The worker claimed a task (`from`: the worker whose stale claim it took over).
-pub(crate) fn task_claimed(id: &str, text: &str, from: Option<&str>) {
+pub(crate) fn task_claimed(out: &Voice, id: &str, text: &str, from: Option<&str>) {
     let over = from.map_or_else(String::new, |from| {
         format!(" (taken over from {from}, whose claim went stale)")
     });
-    say(&[&format!("[{id}] 📌 Claimed \"{text}\"{over}")]);
+    out.say(&[&format!("[{id}] 📌 Claimed \"{text}\"{over}")]);
 }
 
 /// Another worker claimed the same task first.
-pub(crate) fn claim_race_lost(id: &str) {
-    say(&[&format!(
+pub(crate) fn claim_race_lost(out: &Voice, id: &str) {
+    out.say(&[&format!(
         "[{id}] Another worker claimed it first; picking again"
     )]);
 }
 
 /// The worker's claim was taken over (it was stale): the task is left to the new owner.
-pub(crate) fn claim_lost(id: &str) {
-    warn(&[&format!(
+pub(crate) fn claim_lost(out: &Voice, id: &str) {
+    out.warn(&[&format!(
         "[{id}] ⚠️  This worker's claim was taken over by another worker (it went stale); leaving the task to it, nothing pushed to the base"
     )]);
 }
 
 /// The task's branch could not be pushed after a commit; the next commit tries again.
-pub(crate) fn push_failed(reason: &str) {
-    warn(&[&format!(
+pub(crate) fn push_failed(out: &Voice, reason: &str) {
+    out.warn(&[&format!(
         "⚠️  Could not push the task's branch ({reason}); the next commit tries again"
     )]);
 }
 
 /// The base moved while the worker merged: it fetches and merges again.
-pub(crate) fn base_moved(id: &str, base: &str) {
-    say(&[&format!(
+pub(crate) fn base_moved(out: &Voice, id: &str, base: &str) {
+    out.say(&[&format!(
         "[{id}] {base} moved meanwhile (another worker merged first); merging again"
     )]);
 }
 
 /// The worker waits for tasks other workers hold.
-pub(crate) fn worker_waiting(held: usize) {
-    say(&[&format!(
+pub(crate) fn worker_waiting(out: &Voice, held: usize) {
+    out.say(&[&format!(
         "⏳ No task is free now; {held} held by other workers. Waiting for one to finish or go stale."
     )]);
 }
 
 /// The worker stops.
-pub(crate) fn remote_worker_ended(reason: &str, exit_code: u8) {
-    say(&[&format!("Worker ended: {reason} (exit {exit_code})")]);
+pub(crate) fn remote_worker_ended(out: &Voice, reason: &str, exit_code: u8) {
+    out.say(&[&format!("Worker ended: {reason} (exit {exit_code})")]);
 }
 
 /// One claim, as `--status --remote` shows it.

@@ -498,7 +498,7 @@ impl Stop {
 
     /// The reason the end line and the state give; `iteration` is the one the loop stopped at.
     pub(crate) fn reason(&self, iteration: u32) -> String {
-        use crate::output::{self, format};
+        use crate::output::format;
         match self {
             Self::Completed { iteration } => {
                 format!(
@@ -510,9 +510,9 @@ impl Stop {
             Self::MaxRuntime(limit) => {
                 format!("max runtime ({}) reached", format::long_duration(*limit))
             }
-            Self::MaxCost(limit) => format!("max cost ({}) reached", output::cost_text(*limit)),
+            Self::MaxCost(limit) => format!("max cost ({}) reached", format::cost_text(*limit)),
             Self::MaxTokens(limit) => {
-                format!("max tokens ({}) reached", output::compact_number(*limit))
+                format!("max tokens ({}) reached", format::compact_number(*limit))
             }
             Self::Aborted { .. } => format!("the agent gave up at iteration {iteration}"),
             Self::Stalled(count) => format!("no file changes in {count} iterations in a row"),

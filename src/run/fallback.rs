@@ -112,6 +112,26 @@ impl Limits {
     }
 }
 
+impl Switched {
+    /// Why another agent takes the iteration from `from`, as the `fallback` event says it.
+    pub(super) fn reason(&self, from: &str) -> String {
+        match self {
+            Self::Limited(Some(until)) => {
+                let left = (*until - crate::model::now()).to_std().unwrap_or_default();
+                format!(
+                    "{from} is out of quota until {} UTC (in {})",
+                    until.format("%H:%M"),
+                    crate::output::format::short_duration(left)
+                )
+            }
+            Self::Limited(None) => format!("{from} is out of quota and gave no reset time"),
+            Self::AuthFailed => format!(
+                "{from}'s credentials failed; it is skipped as a fallback for the rest of this run"
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

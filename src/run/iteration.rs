@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 
 use crate::agents::{AgentCommand, CommandRequest, Failure, FailureKind};
-use crate::event::LoopEvent;
+use crate::event::{IterationSummary, LoopEvent, Notice};
 use crate::git::{Repo, Snapshot};
 use crate::model::Verification;
-use crate::output::{self, format};
+use crate::output::format;
 use crate::promise::Promise;
 use crate::storage::context::{self, Pending};
 use crate::storage::logs::{self, IterationLog, LOGS_DIR};
@@ -21,7 +21,7 @@ use crate::transcript::{DisplayOptions, Findings, Transcript};
 
 use super::Runner;
 use super::decision::{self, Decision, Facts, Next, Stop};
-use super::fallback::{AfterFailure, Switched};
+use super::fallback::AfterFailure;
 use super::plan::{self, Focus, Step};
 use super::record;
 
@@ -54,7 +54,11 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         Err(stop) => return Ok(Next::Stop(stop)),
     };
     let rules = &runner.env.rules;
-    output::iteration_header(iteration, rules.min_iterations, rules.max_iterations);
+    runner.env.sink.notice(Notice::IterationHeader {
+        iteration,
+        min: rules.min_iterations,
+        max: rules.max_iterations,
+    });
     let context_text = planned.context.as_ref().map(Pending::text);
     let prompt = plan::prompt_for(
         runner.env.config,
@@ -130,7 +134,7 @@ fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
         let plan = plan::worker_task(env.dir, &worker.task_id)?;
         (plan.focus, Some(plan.content))
     } else if env.rules.tasks {
-        match plan::tasks(env.dir, &runner.state.task_attempts)? {
+        match plan::tasks(env.dir, &runner.state.task_attempts, &env.sink)? {
             Ok(plan) => (plan.focus, Some(plan.content)),
             Err(stop) => return Ok(Err(stop)),
         }
@@ -204,6 +208,7 @@ fn agent_run(
         options.promise_anywhere,
     )?
     .with_log(log)
+    .with_voice(env.sink.voice().clone())
     .on_tools(|tools| {
         env.sink.emit(LoopEvent::Tools {
             tools: tools.clone(),
@@ -289,7 +294,10 @@ fn open_log(
             (Some(log), Some(name))
         }
         Err(err) => {
-            output::log_unavailable(&dir, &err);
+            env.sink.notice(Notice::LogUnavailable {
+                dir: &dir,
+                error: &err,
+            });
             (None, None)
         }
     }
@@ -320,7 +328,7 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
     if facts.interrupted {
         return facts;
     }
-    output::iteration_summary(&output::IterationSummary {
+    env.sink.notice(Notice::IterationSummary(&IterationSummary {
         iteration,
         elapsed: run.elapsed,
         tools: &run.findings.tools,
@@ -329,7 +337,7 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         usage: run.findings.usage,
         cost: run.findings.cost,
         failure: facts.failure.as_ref(),
-    });
+    }));
     if facts.completion && env.rules.tasks {
         match open_tasks(env.dir) {
             Ok(open) => facts.open_tasks = open,
@@ -392,19 +400,15 @@ fn fallback(
                 chain[ran].spec.display_name(),
                 chain[to].spec.display_name(),
             );
-            let reason = match reason {
-                Switched::Limited(until) => output::fallback_limited(from, until),
-                Switched::AuthFailed => output::fallback_auth_failed(from),
-            };
             runner.env.sink.emit(LoopEvent::Fallback {
                 from: from.to_owned(),
                 to: to.to_owned(),
-                reason,
+                reason: reason.reason(from),
             });
             facts.switch_agent = true;
         }
         AfterFailure::WaitUntil(until) => {
-            output::fallback_all_limited(until);
+            runner.env.sink.notice(Notice::FallbackAllLimited(until));
             failure.retry_at = Some(until);
         }
     }
@@ -424,7 +428,10 @@ fn timeout_failure(runner: &Runner<'_>, iteration: u32, run: &AgentRun) -> Optio
         ),
         EndedBy::User => return None,
     };
-    output::iteration_timed_out(iteration, &message);
+    runner.env.sink.notice(Notice::IterationTimedOut {
+        iteration,
+        why: &message,
+    });
     Some(Failure {
         kind: FailureKind::Timeout,
         status: None,
@@ -458,6 +465,7 @@ fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
         env.config.options.verify_timeout,
         env.knobs.grace,
         env.stop,
+        env.sink.voice(),
         &|result| env.sink.emit(LoopEvent::Verified(result.clone())),
     )
 }
@@ -480,19 +488,25 @@ fn apply(
         (&decision.refusal, focus)
     {
         plan::reopen_task(runner.env.dir, focus)?;
-        output::task_verification_failed(task);
+        runner
+            .env
+            .sink
+            .notice(Notice::TaskVerificationFailed { task });
     }
     if facts.task_done && !facts.completion && !runner.env.rules.worker {
-        output::task_completed(task_tag, facts.iteration + 1);
+        runner.env.sink.notice(Notice::TaskCompleted {
+            tag: task_tag,
+            next_iteration: facts.iteration + 1,
+        });
     }
     if decision.consume_context
         && let Some(injected) = context
     {
         let consumed = context::consume(runner.env.dir, &injected)?;
-        output::context_consumed(
-            consumed == context::Consumed::NewerKept,
-            consumed == context::Consumed::EditedKept,
-        );
+        runner.env.sink.notice(Notice::ContextConsumed {
+            newer_kept: consumed == context::Consumed::NewerKept,
+            edited: consumed == context::Consumed::EditedKept,
+        });
     }
     if decision.commit {
         runner.commit(facts.iteration);

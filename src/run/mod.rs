@@ -11,6 +11,7 @@
 //! - `carry.rs`: at a task's merge, the notes and tasks its agent added join the base.
 
 mod carry;
+mod claim;
 mod decision;
 mod fallback;
 mod iteration;
@@ -34,10 +35,11 @@ use crate::storage::history::{self, History, IterationRecord};
 use crate::storage::state::{self, LoopState};
 use crate::storage::{Loaded, RalphDir};
 
+pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
 pub(crate) use parallel::in_worktree;
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
 pub(crate) use remote::{remote_status, worker};
-pub(crate) use start::{Start, reset, resume, run};
+pub(crate) use start::{resume, run};
 
 use decision::{Counters, Next, Rules, Spent};
 
@@ -343,7 +345,10 @@ impl Runner<'_> {
     /// keeps happening.
     fn own_failure(&mut self, iteration: u32, err: &anyhow::Error) -> anyhow::Result<Next> {
         let message = format!("{err:#}");
-        crate::output::iteration_error(iteration, &message);
+        self.env.sink.notice(crate::event::Notice::IterationError {
+            iteration,
+            error: &message,
+        });
         if let Some(stop) = decision::after_own_failure(&mut self.counters, &message) {
             return Ok(Next::Stop(stop));
         }
@@ -356,7 +361,7 @@ impl Runner<'_> {
     fn announce_stop(&mut self) {
         if !self.announced_stop {
             self.announced_stop = true;
-            crate::output::stopping();
+            self.env.sink.notice(crate::event::Notice::Stopping);
         }
     }
 }

@@ -13,16 +13,17 @@ use std::sync::mpsc;
 
 use crate::config::RunConfig;
 use crate::error::fail;
-use crate::event::{LoopEvent, NotStarted, ParallelEnd};
+use crate::event::{LoopEvent, NotStarted, Notice, ParallelEnd};
 use crate::exit::ExitStatus;
 use crate::git::{Merge, Repo};
-use crate::output;
+use crate::output::format;
 use crate::signal::StopFlag;
 use crate::storage::history::{self, History};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
 
+use super::claim::claim;
 use super::decision::Stop;
 use super::sink::{Place, Scope, Sink};
 use super::{Knobs, Shared, Worker, start};
@@ -45,13 +46,20 @@ pub(crate) fn run(
     config: &RunConfig,
     cwd: &Path,
     dir: &RalphDir,
-    start: start::Start,
+    start: super::Start,
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
-    let (_lock, resumed) = start::claim(dir, start, knobs)?;
+    let found = Repo::discover(cwd);
+    let place = Place {
+        cwd,
+        dir,
+        repo: found.as_ref(),
+    };
+    let sink = Sink::for_run(config, &place, None, Scope::Run);
+    let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
     nothing_to_run(dir)?;
-    let (repo, base) = prepare(cwd, dir, "--parallel")?;
+    let (repo, base) = prepare(cwd, dir, "--parallel", &sink)?;
     // The run's own state, so `--status` sees it and `--resume` can continue it.
     let mut state = start::new_state(config, resumed.as_ref());
     state::save(&dir.state(), &state)?;
@@ -60,12 +68,6 @@ pub(crate) fn run(
         history::save(&dir.history(), &History::default())?;
     }
     let shared = Arc::new(Shared::resumed(&state));
-    let place = Place {
-        cwd,
-        dir,
-        repo: Some(&repo),
-    };
-    let sink = Sink::for_run(config, &place, None, Scope::Run);
     let mut run = Coordinator {
         config,
         dir,
@@ -81,7 +83,10 @@ pub(crate) fn run(
         failed: Vec::new(),
         ended: None,
     };
-    output::parallel_started(config.options.parallel, &run.base);
+    run.sink.notice(Notice::ParallelStarted {
+        at_once: config.options.parallel,
+        base: &run.base,
+    });
     std::thread::scope(|scope| {
         let (sender, receiver) = mpsc::channel();
         let spawner = Spawner {
@@ -148,11 +153,11 @@ fn nothing_to_run(dir: &RalphDir) -> anyhow::Result<()> {
 
 /// Checks that the base can host workers: a git repository, a branch checked out, nothing
 /// uncommitted but ralph's own files (which are committed first, so the workers see them).
-fn prepare(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, String)> {
+fn prepare(cwd: &Path, dir: &RalphDir, flag: &str, sink: &Sink) -> anyhow::Result<(Repo, String)> {
     let (repo, base) = base_branch(cwd, dir, flag)?;
     // A merge a killed ralph left half done is undone; its task's branch is kept and merged again.
     if repo.abort_unfinished_merge("ralph/") {
-        output::unfinished_merge_undone();
+        sink.notice(Notice::UnfinishedMergeUndone);
     }
     let own = own_files(
         &repo,
@@ -316,18 +321,20 @@ impl<'a> Coordinator<'a> {
         self.started.insert(id.to_owned());
         // The base's list shows the task in progress while its loop runs (`--status`).
         if let Err(why) = mark(self.dir, id, TaskStatus::InProgress, None) {
-            output::task_not_recorded(id, "in progress [/]", &why);
+            self.sink.notice(Notice::TaskNotRecorded {
+                task: id,
+                status: "in progress [/]",
+                why: &why,
+            });
         }
         let sender = spawner.sender.clone();
         let (stop, knobs) = (spawner.stop, spawner.knobs);
         let id = id.to_owned();
         spawner.scope.spawn(move || {
-            output::set_worker(Some(&id), config.options.verbose);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 run_worker(&config, &cwd, worker, stop, knobs)
             }))
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the worker stopped on an internal error")));
-            output::set_worker(None, false);
             let _ = sender.send((id, result));
         });
         Ok(())
@@ -443,7 +450,11 @@ impl<'a> Coordinator<'a> {
                 .map(drop)
         });
         if let Err(why) = recorded {
-            output::task_not_recorded(id, "failed [!]", &why);
+            self.sink.notice(Notice::TaskNotRecorded {
+                task: id,
+                status: "failed [!]",
+                why: &why,
+            });
         }
         self.failed.push(id.to_owned());
         self.remove(id, false);
@@ -464,7 +475,10 @@ impl<'a> Coordinator<'a> {
             .and_then(|worktree| worktree.dirty_paths(&own).ok())
             .unwrap_or_default();
         if !dirty.is_empty() {
-            output::worktree_kept(id, &dirty);
+            self.sink.notice(Notice::WorktreeKept {
+                task: id,
+                paths: &dirty,
+            });
             return;
         }
         self.repo.remove_worktree(&path, &branch(id), delete_branch);
@@ -494,7 +508,7 @@ impl<'a> Coordinator<'a> {
             }
             Some(stop) => stop.reason(0),
             None if open == 0 => "every task is done and merged".to_owned(),
-            None => format!("{} not done", output::format::plural(open as u64, "task")),
+            None => format!("{} not done", format::plural(open as u64, "task")),
         };
         let spent = self.shared.spent();
         let not_started = self.never_started(&list);
@@ -563,12 +577,22 @@ pub(crate) fn in_worktree(
         .map_err(fail)?;
     let worktree_cwd = path.join(repo.prefix());
     let worktree_dir = RalphDir::new(&worktree_cwd);
-    output::worktree_loop(name, &branch(name));
+    let place = Place {
+        cwd,
+        dir,
+        repo: Some(&repo),
+    };
+    // The loop in the worktree has its own sink; this one tells what happens around it.
+    let sink = Sink::for_run(config, &place, None, Scope::Task);
+    sink.notice(Notice::WorktreeLoop {
+        name,
+        branch: &branch(name),
+    });
     let status = start::run(
         config,
         &worktree_cwd,
         &worktree_dir,
-        start::Start::Fresh,
+        super::Start::Fresh,
         stop,
         knobs,
     )?;
@@ -576,12 +600,16 @@ pub(crate) fn in_worktree(
         return Ok(status);
     }
     if !merge {
-        output::worktree_left(name, &branch(name), &base);
+        sink.notice(Notice::WorktreeLeft {
+            name,
+            branch: &branch(name),
+            base: &base,
+        });
         return Ok(status);
     }
     let message = format!(
         "Ralph: merge worktree {name} — {}",
-        output::format::preview(&config.prompt, 60)
+        format::preview(&config.prompt, 60)
     );
     // ralph's own files in the base are committed first, or the merge would overwrite them.
     let mine = own_files(
@@ -600,12 +628,7 @@ pub(crate) fn in_worktree(
         .map_err(fail)?
     {
         Merge::Done(hash) => {
-            let place = Place {
-                cwd,
-                dir,
-                repo: Some(&repo),
-            };
-            Sink::for_run(config, &place, None, Scope::Task).emit(LoopEvent::TaskMerged {
+            sink.emit(LoopEvent::TaskMerged {
                 task: name.to_owned(),
                 into: base.clone(),
                 commit: hash,

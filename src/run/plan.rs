@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use crate::agents::{self, Agent, AgentKind, AgentSpec};
 use crate::config::{RotationStep, RunConfig};
-use crate::output;
+use crate::event::Notice;
 use crate::prompt::{self, PromptInput, TaskLoop, TasksView};
 use crate::storage::tasks::{self, TaskList, TaskStatus};
 use crate::storage::{self, OPENCODE_CONFIG_FILE, RalphDir};
@@ -164,6 +164,7 @@ pub(super) struct TaskPlan {
 pub(super) fn tasks(
     dir: &RalphDir,
     attempts: &BTreeMap<String, u32>,
+    sink: &super::sink::Sink,
 ) -> anyhow::Result<Result<TaskPlan, Stop>> {
     let chosen = tasks::edit(dir, |current| {
         let Some(content) = current else {
@@ -187,15 +188,21 @@ pub(super) fn tasks(
         Ok(chosen) => chosen,
         Err(err) => {
             let why = format!("{err:#}");
-            output::tasks_file_unreadable(&dir.tasks(), &why);
+            sink.notice(Notice::TasksFileUnreadable {
+                path: &dir.tasks(),
+                reason: &why,
+            });
             return Ok(Ok(TaskPlan {
                 focus: None,
                 content: Err(why),
             }));
         }
     };
-    for (text, used) in failed {
-        output::task_failed(&text, used);
+    for (task, attempts) in failed {
+        sink.notice(Notice::TaskFailed {
+            task: &task,
+            attempts,
+        });
     }
     Ok(plan.map(|(focus, content)| TaskPlan {
         focus,
@@ -281,12 +288,9 @@ pub(crate) fn iteration_prompt(
             (Some(&content), Some(task_loop)),
         );
     }
-    let content = config.options.tasks.then(|| {
-        storage::read_text(&dir.tasks()).map_err(|err| {
-            output::tasks_file_unreadable(&dir.tasks(), &err.to_string());
-            err.to_string()
-        })
-    });
+    // A file that cannot be read is said in the prompt itself.
+    let content = (config.options.tasks)
+        .then(|| storage::read_text(&dir.tasks()).map_err(|err| err.to_string()));
     prompt_for(
         config,
         iteration,

@@ -2,9 +2,8 @@
 //! and what was refused goes into the next prompt.
 
 use crate::config::millis;
-use crate::event::LoopEvent;
+use crate::event::{LoopEvent, Notice};
 use crate::model::Verification;
-use crate::output;
 use crate::prompt::{self, Feedback};
 use crate::storage::history::{self, IterationRecord, Struggle};
 use crate::storage::progress;
@@ -83,13 +82,16 @@ pub(super) fn iteration(
     progress::append(runner.env.dir, &entry.borrowed())?;
     let indicators = &runner.history.struggle_indicators;
     if decision.agent_side && indicators.should_warn(facts.iteration) {
-        output::struggle_warning(
-            indicators.no_progress_iterations,
-            indicators.short_iterations,
-        );
+        runner.env.sink.notice(Notice::Struggle {
+            no_progress: indicators.no_progress_iterations,
+            short: indicators.short_iterations,
+        });
     }
     if facts.exit_code != 0 && facts.failure.is_none() && !facts.legacy_plugin {
-        output::nonzero_exit(step.spec.display_name(), facts.exit_code);
+        runner.env.sink.notice(Notice::NonzeroExit {
+            agent: step.spec.display_name(),
+            code: facts.exit_code,
+        });
     }
     claim_messages(runner, facts, decision, task_tag);
     // Heard once the history is saved: a hook that asks `ralph --status` sees this iteration.
@@ -152,21 +154,31 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
     let rules = &runner.env.rules;
     let options = &runner.env.config.options;
     if decision::claim(rules, facts) == Claim::Deferred {
-        output::completion_deferred(rules.min_iterations, facts.iteration + 1);
+        runner.env.sink.notice(Notice::CompletionDeferred {
+            min: rules.min_iterations,
+            next_iteration: facts.iteration + 1,
+        });
     }
     let Some(refusal) = &decision.refusal else {
         return;
     };
     let section = match refusal {
         Refusal::OpenTasks(open) => {
-            output::completion_refused_open_tasks(open);
+            runner
+                .env
+                .sink
+                .notice(Notice::CompletionRefusedOpenTasks(open));
             prompt::feedback(Feedback::OpenTasks {
                 promise: &options.completion_promise,
                 open,
             })
         }
         Refusal::Verification(failed) => {
-            output::completion_refused_by_verification(facts.iteration);
+            let checks: Vec<String> = failed.iter().map(|v| format!("`{}`", v.command)).collect();
+            runner.env.sink.notice(Notice::CompletionRefusedByChecks {
+                iteration: facts.iteration,
+                failed: &checks,
+            });
             // A task loop's claim is its task's promise, unless the agent printed completion.
             let printed = if rules.worker && !facts.completion {
                 task_tag.to_owned()

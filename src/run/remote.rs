@@ -19,10 +19,10 @@ use chrono::{DateTime, Utc};
 
 use crate::config::RunConfig;
 use crate::error::fail;
-use crate::event::LoopEvent;
+use crate::event::{LoopEvent, Notice};
 use crate::exit::ExitStatus;
 use crate::git::{Claim, Merge, Pushed, Repo, SeenClaim, Update, claim_ref};
-use crate::output;
+use crate::output::format;
 use crate::signal::StopFlag;
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir, progress};
@@ -199,7 +199,7 @@ impl Session<'_> {
                 }
                 Pick::Wait { held } => {
                     if !told_waiting {
-                        output::worker_waiting(held);
+                        self.sink.notice(Notice::WorkerWaiting { held });
                         told_waiting = true;
                     }
                     super::wait::pause(self.stop, self.knobs.worker_poll);
@@ -232,7 +232,7 @@ impl Session<'_> {
             .push_claim(&self.site.remote, &claim, expect)
             .map_err(|why| unreachable_remote(&self.site.remote, &why))?;
         let Some(sha) = pushed else {
-            output::claim_race_lost(id);
+            self.sink.notice(Notice::ClaimRaceLost { task: id });
             return Ok(None);
         };
         let from = over
@@ -392,7 +392,10 @@ impl Session<'_> {
         let message = format!("Ralph: merge task {id} — {}", task.text);
         for attempt in 0..PUSH_TRIES {
             if attempt > 0 {
-                output::base_moved(id, &self.site.base_name());
+                self.sink.notice(Notice::BaseMoved {
+                    task: id,
+                    base: &self.site.base_name(),
+                });
             }
             let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim)? else {
                 return Ok(Integrated::LetGo);
@@ -601,7 +604,7 @@ impl Session<'_> {
             ExitStatus::Stopped,
             format!(
                 "{} not done on {} ({} failed here); none is left that this worker could take",
-                output::format::plural(open as u64, "task"),
+                format::plural(open as u64, "task"),
                 self.site.base_name(),
                 self.failed
             ),

@@ -8,10 +8,11 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::config::RunConfig;
-use crate::event::{LoopEvent, Reporter, Stamped};
+use crate::event::{LoopEvent, Notice, Reporter, Stamped};
 use crate::git::Repo;
 use crate::hooks::Hooks;
 use crate::notify::Notifier;
+use crate::output::{Human, JsonLines, Voice};
 use crate::report::LiveReport;
 use crate::storage::RalphDir;
 
@@ -37,6 +38,8 @@ pub(crate) struct Place<'a> {
 pub(crate) struct Sink {
     task: Option<String>,
     reporters: Vec<Mutex<Box<dyn Reporter>>>,
+    /// How the loop's own display (its agent's output, verification output) is shown.
+    voice: Voice,
 }
 
 impl Sink {
@@ -50,14 +53,15 @@ impl Sink {
     ) -> Self {
         let Place { cwd, dir, repo } = *place;
         let o = &config.options;
-        let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(crate::output::Human)];
-        if crate::output::is_json() {
-            reporters.push(Box::new(crate::output::JsonLines));
+        let voice = Voice::for_loop(config.json, task.clone(), o.verbose);
+        let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(Human::new(voice.clone()))];
+        if config.json {
+            reporters.push(Box::new(JsonLines));
         }
         // Hooks run, and notifications name, the repository's top (the directory outside one).
         let top = repo.map_or(cwd, Repo::root);
         let ends = scope == Scope::Run;
-        if let Some(hooks) = Hooks::new(o, top, ends) {
+        if let Some(hooks) = Hooks::new(o, top, ends, voice.clone()) {
             reporters.push(Box::new(hooks));
         }
         if let Some(notifier) = Notifier::new(o, top, repo.cloned(), ends) {
@@ -70,14 +74,34 @@ impl Sink {
                 &config.prompt,
             )));
         }
-        Self::with(task, reporters)
+        Self::with(task, reporters, voice)
     }
 
     /// A sink with these reporters.
-    pub(crate) fn with(task: Option<String>, reporters: Vec<Box<dyn Reporter>>) -> Self {
+    pub(crate) fn with(
+        task: Option<String>,
+        reporters: Vec<Box<dyn Reporter>>,
+        voice: Voice,
+    ) -> Self {
         Self {
             task,
             reporters: reporters.into_iter().map(Mutex::new).collect(),
+            voice,
+        }
+    }
+
+    /// The loop's voice, for what it shows as it happens (its agent's output).
+    pub(crate) fn voice(&self) -> &Voice {
+        &self.voice
+    }
+
+    /// Hands `notice` to every reporter in turn (the terminal renders it).
+    pub(crate) fn notice(&self, notice: Notice<'_>) {
+        for reporter in &self.reporters {
+            let mut reporter = reporter
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            reporter.notice(&notice);
         }
     }
 
@@ -129,7 +153,11 @@ mod tests {
     #[test]
     fn a_task_sink_stamps_its_task_on_every_event() {
         let heard = Collected::default();
-        let sink = Sink::with(Some("t2".to_owned()), vec![Box::new(heard.clone())]);
+        let sink = Sink::with(
+            Some("t2".to_owned()),
+            vec![Box::new(heard.clone())],
+            Voice::plain(),
+        );
         sink.emit(LoopEvent::Completed { iteration: 2 });
         sink.emit(LoopEvent::ClaimLost {
             task: "t2".to_owned(),

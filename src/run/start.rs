@@ -7,27 +7,21 @@ use std::time::{Duration, Instant};
 use crate::agents::AgentKind;
 use crate::config::{RotationStep, RunConfig};
 use crate::error::fail;
-use crate::event::{LoopEvent, RunEnd};
+use crate::event::{Ending, LoopEvent, Notice, RunEnd, Summary};
 use crate::exit::ExitStatus;
 use crate::git::{Repo, Tree};
 use crate::options::{self, Layer};
-use crate::output;
 use crate::promise::Promise;
 use crate::settings::Settings;
 use crate::signal::StopFlag;
 use crate::storage::history::{self, History};
 use crate::storage::state::{self, LoopState};
-use crate::storage::{self, Loaded, OPENCODE_CONFIG_FILE, RalphDir, lock, progress, tasks};
+use crate::storage::{self, Loaded, RalphDir, progress, tasks};
 
+use super::claim::{Start, claim, load_keeping_corrupt, stop_leftover_agent};
 use super::decision::{Counters, Rules, Stop};
 use super::sink::{Place, Scope, Sink};
 use super::{Env, Knobs, Promises, Runner, plan};
-
-/// Where the loop starts.
-pub(crate) enum Start {
-    Fresh,
-    Resume(Box<LoopState>),
-}
 
 /// Starts a new loop, or resumes the saved one.
 pub(crate) fn run(
@@ -42,7 +36,6 @@ pub(crate) fn run(
         return super::parallel::run(config, cwd, dir, start, stop, knobs);
     }
     let steps = plan::steps(config, cwd).map_err(fail)?;
-    let (_lock, resumed) = claim(dir, start, knobs)?;
     let repo = Repo::discover(cwd);
     let place = Place {
         cwd,
@@ -50,6 +43,7 @@ pub(crate) fn run(
         repo: repo.as_ref(),
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
+    let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
     let env = Env {
         config,
         cwd,
@@ -69,36 +63,6 @@ pub(crate) fn run(
         runner.record_own_failure(err);
     }
     result
-}
-
-/// Takes the directory's loop lock and decides where the loop starts: a fresh loop is refused
-/// when the saved state says one crashed here (it is for `--resume` or `--reset`).
-pub(super) fn claim(
-    dir: &RalphDir,
-    start: Start,
-    knobs: &Knobs,
-) -> anyhow::Result<(std::fs::File, Option<LoopState>)> {
-    dir.ensure()?;
-    let lock = take_lock(dir, knobs)?;
-    let previous = load_keeping_corrupt(&dir.state(), state::load(&dir.state()))?;
-    let resumed = match start {
-        Start::Resume(saved) => Some(*saved),
-        Start::Fresh => {
-            if let Some(previous) = previous.filter(|state| state.active) {
-                return Err(fail(output::crashed_loop(&previous, &dir.state())).into());
-            }
-            None
-        }
-    };
-    Ok((lock, resumed))
-}
-
-/// The directory's loop lock, or the error that says which loop holds it.
-fn take_lock(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<std::fs::File> {
-    lock::loop_lock(dir, knobs.lock_wait)?.ok_or_else(|| {
-        let running = state::load(&dir.state()).ok();
-        fail(output::loop_already_running(running.as_ref(), &dir.state())).into()
-    })
 }
 
 /// The state a loop saves as it starts (or resumes).
@@ -151,12 +115,12 @@ pub(crate) fn run_worker(
     let steps = plan::steps(config, cwd).map_err(fail)?;
     // A worker of an interrupted run goes on where it stopped, in the same worktree.
     let start = match state::load(&dir.state()) {
-        Loaded::Found(saved) => Start::Resume(Box::new(saved)),
+        Loaded::Found(saved) => Start::Resume {
+            saved: Box::new(saved),
+            overrides: Vec::new(),
+        },
         _ => Start::Fresh,
     };
-    let (_lock, resumed) = claim(&dir, start, knobs)?;
-    let mut rules = Rules::new(&config.options, knobs.error_pause, false);
-    rules.worker = true;
     let repo = Repo::discover(cwd);
     let place = Place {
         cwd,
@@ -164,6 +128,9 @@ pub(crate) fn run_worker(
         repo: repo.as_ref(),
     };
     let sink = Sink::for_run(config, &place, Some(worker.task_id.clone()), Scope::Task);
+    let (_lock, resumed) = claim(&dir, start, knobs, &sink)?;
+    let mut rules = Rules::new(&config.options, knobs.error_pause, false);
+    rules.worker = true;
     let env = Env {
         config,
         cwd,
@@ -205,20 +172,6 @@ impl Promises {
     }
 }
 
-/// A corrupt file is reported and copied aside; if the copy fails, ralph stops rather than
-/// overwrite the only copy.
-fn load_keeping_corrupt<T>(path: &Path, loaded: Loaded<T>) -> anyhow::Result<Option<T>> {
-    match loaded {
-        Loaded::Found(value) => Ok(Some(value)),
-        Loaded::Missing => Ok(None),
-        Loaded::Corrupt(reason) => {
-            let copy = storage::keep_corrupt_copy(path)?;
-            output::corrupt_file(path, &reason, Some(&copy));
-            Ok(None)
-        }
-    }
-}
-
 /// Runs `--resume`: the saved loop, with options given now over its saved ones.
 pub(crate) fn resume(
     cli_layer: &Layer,
@@ -227,6 +180,7 @@ pub(crate) fn resume(
     dir: &RalphDir,
     stop: &StopFlag,
     knobs: &Knobs,
+    json: bool,
 ) -> anyhow::Result<ExitStatus> {
     let saved = match state::load(&dir.state()) {
         Loaded::Found(saved) => saved,
@@ -255,56 +209,16 @@ pub(crate) fn resume(
             &settings.agents,
         )
     };
-    let config = resolve(&[cli_layer, &saved_layer])?;
-    if let Ok(before) = resolve(&[&saved_layer]) {
-        output::resume_overrides(&options::changes(&before.options, &config.options));
-    }
-    let start = Start::Resume(Box::new(saved));
+    let mut config = resolve(&[cli_layer, &saved_layer])?;
+    config.json = json;
+    let overrides = resolve(&[&saved_layer])
+        .map(|before| options::changes(&before.options, &config.options))
+        .unwrap_or_default();
+    let start = Start::Resume {
+        saved: Box::new(saved),
+        overrides,
+    };
     run(&config, cwd, dir, start, stop, knobs)
-}
-
-/// Removes the loop's state, history and context (never the task file), and ends an agent a
-/// killed ralph left running.
-pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus> {
-    if !dir.root().exists() {
-        output::reset_done(&[]);
-        return Ok(ExitStatus::Success);
-    }
-    let _lock = take_lock(dir, knobs)?;
-    if let Some(group) = state::load(&dir.state()).ok().and_then(|s| s.agent_group) {
-        stop_leftover_agent(group, knobs.leftover_grace);
-    }
-    let mut removed = Vec::new();
-    for path in [
-        dir.state(),
-        dir.history(),
-        crate::storage::summary::path_for(&dir.history()),
-        dir.context(),
-        dir.file(OPENCODE_CONFIG_FILE),
-        dir.file(progress::PROGRESS_FILE),
-    ] {
-        if storage::remove_file(&path)? {
-            removed.push(path);
-        }
-    }
-    output::reset_done(&removed);
-    Ok(ExitStatus::Success)
-}
-
-/// Stops an agent that outlived a killed ralph (its process group still exists).
-fn stop_leftover_agent(group: i32, grace: Duration) {
-    use nix::sys::signal::{Signal, killpg};
-    let pid = nix::unistd::Pid::from_raw(group);
-    if group <= 0 || killpg(pid, None).is_err() {
-        return;
-    }
-    output::leftover_agent_stopped(group);
-    let _ = killpg(pid, Signal::SIGTERM);
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && killpg(pid, None).is_ok() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = killpg(pid, Signal::SIGKILL);
 }
 
 impl<'a> Runner<'a> {
@@ -312,13 +226,19 @@ impl<'a> Runner<'a> {
         let config = env.config;
         env.rules.files_tracked = env.repo.is_some();
         if let Some(group) = resumed.as_ref().and_then(|saved| saved.agent_group) {
-            stop_leftover_agent(group, env.knobs.leftover_grace);
+            stop_leftover_agent(group, env.knobs.leftover_grace, || {
+                env.sink.notice(Notice::LeftoverAgentStopped(group));
+            });
         }
         let state = new_state(config, resumed.as_ref());
         let earlier_runtime_ms = state.runtime_ms;
         // Read the old history even for a fresh loop, so a corrupt one is kept aside before the
         // new loop replaces it.
-        let previous = load_keeping_corrupt(&env.dir.history(), history::load(&env.dir.history()))?;
+        let previous = load_keeping_corrupt(
+            &env.dir.history(),
+            history::load(&env.dir.history()),
+            &env.sink,
+        )?;
         let history = if resumed.is_some() {
             previous.unwrap_or_default()
         } else {
@@ -360,19 +280,21 @@ impl<'a> Runner<'a> {
             .iter()
             .chain(&self.env.steps.fallback)
         {
-            let name = step.spec.display_name();
+            let agent = step.spec.display_name();
             if o.no_plugins && step.spec.kind() != Some(AgentKind::OpenCode) {
-                output::no_plugins_ignored(name);
+                self.env.sink.notice(Notice::NoPluginsIgnored { agent });
             }
             if o.max_cost.is_some() && !step.agent.reports_cost() {
-                output::max_cost_unavailable(name);
+                self.env.sink.notice(Notice::MaxCostUnavailable { agent });
             }
         }
         if o.max_stalled.is_some() && self.env.repo.is_none() {
-            output::max_stalled_unavailable();
+            self.env.sink.notice(Notice::MaxStalledUnavailable);
         }
+        self.env.sink.notice(Notice::Banner {
+            agent: config.agent.display_name(),
+        });
         if self.env.worker.is_none() {
-            output::banner(config.agent.display_name());
             // The iteration logs are never committed (a `.gitignore` of an older ralph lacks it).
             self.env.dir.ignore_own_dirs()?;
         }
@@ -386,20 +308,20 @@ impl<'a> Runner<'a> {
                 None => (Some(tasks::new_file_content().into_bytes()), true),
             })?;
             if created {
-                output::tasks_file_created(&self.env.dir.tasks());
+                self.env
+                    .sink
+                    .notice(Notice::TasksFileCreated(&self.env.dir.tasks()));
             }
         }
         history::save(&self.env.dir.history(), &self.history)?;
-        if self.env.worker.is_none() {
-            self.announce_start();
-        }
+        self.announce_start();
         Ok(())
     }
 
     fn announce_start(&self) {
         let config = self.env.config;
         let o = &config.options;
-        output::config_summary(&output::Summary {
+        self.env.sink.notice(Notice::ConfigSummary(&Summary {
             prompt: &config.prompt,
             prompt_file: config.prompt_file.as_deref(),
             completion_promise: &o.completion_promise,
@@ -415,7 +337,7 @@ impl<'a> Runner<'a> {
             commit: o.commit,
             git: self.env.repo.is_some(),
             resumed_at: self.resumed.then_some(self.state.iteration),
-        });
+        }));
         let steps = &self.env.steps;
         self.env.sink.emit(LoopEvent::RunStarted {
             agent: config.agent.id().to_owned(),
@@ -441,28 +363,26 @@ impl<'a> Runner<'a> {
             self.env.sink.emit(LoopEvent::Completed {
                 iteration: *iteration,
             });
-            if self.env.worker.is_some() {
-                output::worker_done(*iteration, total);
-            } else {
-                output::completion_box(&self.env.promises.completion.tag(), *iteration, total);
-            }
+            self.env.sink.notice(Notice::Ended(Ending::Completed {
+                tag: &self.env.promises.completion.tag(),
+                iterations: *iteration,
+                total_ms: total,
+            }));
             storage::remove_file(&self.env.dir.state())?;
             storage::remove_file(&self.env.dir.context())?;
         } else {
-            match stop {
-                Stop::MaxIterations(max) => output::max_iterations_box(*max, total),
-                Stop::Interrupted => self.announce_stop(),
-                Stop::Aborted { message } => output::agent_aborted(message),
-                Stop::AgentFailed { failure, .. } => output::agent_failed(failure),
-                Stop::LegacyPlugin => output::legacy_plugin_detected(),
-                Stop::Blocked(tasks) => output::tasks_blocked(tasks),
-                _ => {}
+            if matches!(stop, Stop::Interrupted) {
+                self.announce_stop();
             }
+            self.env.sink.notice(Notice::Ended(ending(stop, total)));
             self.state.active = false;
             self.state.stopped_at = Some(crate::model::now());
             self.state.stop_reason = Some(reason.clone());
             self.save_state()?;
-            output::resume_hint(self.state.iteration, matches!(stop, Stop::MaxIterations(_)));
+            self.env.sink.notice(Notice::ResumeHint {
+                iteration: self.state.iteration,
+                limit_reached: matches!(stop, Stop::MaxIterations(_)),
+            });
         }
         self.env.sink.emit(LoopEvent::RunEnded(RunEnd {
             reason,
@@ -485,11 +405,14 @@ impl<'a> Runner<'a> {
         let Some(repo) = &self.env.repo else { return };
         match repo.commit_all(&iteration_commit_message(iteration), &mut self.tree) {
             Ok(Some(hash)) => {
-                output::committed(iteration, &hash);
+                self.env.sink.notice(Notice::Committed {
+                    iteration,
+                    hash: &hash,
+                });
                 self.publish(repo);
             }
             Ok(None) => {}
-            Err(reason) => output::commit_failed(&reason),
+            Err(reason) => self.env.sink.notice(Notice::CommitFailed(&reason)),
         }
     }
 
@@ -501,7 +424,7 @@ impl<'a> Runner<'a> {
         if let Some(remote) = &worker.publish
             && let Err(reason) = repo.push_branch(remote, &super::parallel::branch(&worker.task_id))
         {
-            output::push_failed(&reason);
+            self.env.sink.notice(Notice::PushFailed(&reason));
         }
     }
 
@@ -521,9 +444,9 @@ impl<'a> Runner<'a> {
             storage::GITIGNORE_FILE,
         ];
         match repo.commit_own_files(&names, OWN_FILES_COMMIT) {
-            Ok(Some(hash)) => output::progress_committed(&hash),
+            Ok(Some(hash)) => self.env.sink.notice(Notice::ProgressCommitted(&hash)),
             Ok(None) => {}
-            Err(reason) => output::commit_failed(&reason),
+            Err(reason) => self.env.sink.notice(Notice::CommitFailed(&reason)),
         }
     }
 
@@ -566,6 +489,21 @@ impl<'a> Runner<'a> {
         self.state.stopped_at = Some(crate::model::now());
         self.state.stop_reason = Some(format!("ralph failed: {err:#}"));
         let _ = self.save_state();
+    }
+}
+
+/// How a stop other than completion is told.
+fn ending(stop: &Stop, total_ms: u64) -> Ending<'_> {
+    match stop {
+        Stop::MaxIterations(max) => Ending::MaxIterations {
+            max: *max,
+            total_ms,
+        },
+        Stop::Aborted { message } => Ending::Aborted { message },
+        Stop::AgentFailed { failure, .. } => Ending::AgentFailed(failure),
+        Stop::LegacyPlugin => Ending::LegacyPlugin,
+        Stop::Blocked(tasks) => Ending::Blocked(tasks),
+        _ => Ending::Other,
     }
 }
 

@@ -2,9 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::event::LoopEvent;
+use crate::event::{LoopEvent, Notice};
 use crate::model::Failure;
-use crate::output;
 use crate::signal::StopFlag;
 
 use super::Runner;
@@ -39,15 +38,8 @@ pub(super) fn before_retry(runner: &Runner<'_>, iteration: u32, failure: &Failur
             Ok(delay) => delay,
             Err(stop) => return Some(stop),
         };
-    let wait = output::RetryWait {
-        iteration,
-        attempt: retries,
-        max_attempts: options.max_retries,
-        failure,
-        until_reset: failure.retry_at.is_some(),
-    };
     let deadline = Instant::now() + delay;
-    let every = if output::is_terminal() && !output::is_worker() {
+    let every = if env.sink.voice().in_place() {
         Duration::from_secs(1)
     } else {
         Duration::from_secs(60)
@@ -55,7 +47,7 @@ pub(super) fn before_retry(runner: &Runner<'_>, iteration: u32, failure: &Failur
     let mut last_shown: Option<Instant> = None;
     loop {
         if env.stop.is_stopping() {
-            output::retry_wait_done();
+            env.sink.notice(Notice::RetryWaitOver);
             return Some(Stop::Interrupted);
         }
         let now = Instant::now();
@@ -70,13 +62,13 @@ pub(super) fn before_retry(runner: &Runner<'_>, iteration: u32, failure: &Failur
                 kind: failure.kind.label().to_owned(),
                 status: failure.status,
                 seconds_left: (deadline - now).as_secs(),
+                until_reset: failure.retry_at.is_some(),
             });
-            output::retry_countdown(&wait, deadline - now);
             last_shown = Some(now);
         }
         std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
     }
-    output::retry_wait_done();
+    env.sink.notice(Notice::RetryWaitOver);
     None
 }
 

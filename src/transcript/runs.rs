@@ -12,7 +12,6 @@ use regex::Regex;
 
 use super::{AgentKind, ERROR_HINT, LEGACY_PLUGIN, MAX_ERRORS, OutputFormat, Transcript};
 use crate::agents::{Agent, AgentEvent};
-use crate::output;
 use crate::stream::{ParsedLines, Segment, Source};
 
 /// What every error line holds, in any case: a chunk without one of these has no error line.
@@ -213,7 +212,7 @@ impl Transcript<'_> {
             let _ = std::io::Write::write_all(file, text.as_bytes());
             return;
         }
-        output::agent_lines(text, source == Source::Stderr);
+        self.voice.agent_lines(text, source == Source::Stderr);
         self.last_printed = now;
     }
 }

@@ -39,7 +39,7 @@ fn a_failing_verify_refuses_completion_and_tells_the_agent_why() {
     );
     assert!(
         run.stdout()
-            .contains("⛔ Completion refused: verification failed after iteration 1.")
+            .contains("⛔ Completion refused after iteration 1: `sh check.sh` failed.")
     );
     let prompt = env.agent_prompt(2);
     assert!(prompt.contains("## Completion was refused"), "{prompt}");

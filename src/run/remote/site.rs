@@ -5,9 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::fail;
-use crate::exit::ExitStatus;
 use crate::git::Repo;
-use crate::output;
+use crate::output::ClaimLine;
 use crate::storage;
 use crate::storage::tasks::{self, TaskList};
 
@@ -109,16 +108,20 @@ pub(super) fn unreachable_remote(remote: &str, why: &str) -> crate::error::Error
 
 /// `ralph --status --remote NAME`: every claim on the remote, and the base's task board.
 /// `ttl`: the `--claim-ttl` after which a claim shows as stale.
-pub(crate) fn remote_status(cwd: &Path, remote: &str, ttl: Duration) -> anyhow::Result<ExitStatus> {
+pub(crate) fn remote_status(
+    cwd: &Path,
+    remote: &str,
+    ttl: Duration,
+) -> anyhow::Result<RemoteBoard> {
     let site = Site::connect(cwd, remote, None)?;
     site.fetch()?;
     let list = site.list()?;
     let now = crate::model::now();
-    let claims: Vec<output::ClaimLine> = site
+    let claims: Vec<ClaimLine> = site
         .repo
         .seen_claims(remote)
         .into_iter()
-        .map(|seen| output::ClaimLine {
+        .map(|seen| ClaimLine {
             stale: is_stale(&seen, now, ttl),
             worker: seen.claim.as_ref().map(|c| c.worker.clone()),
             host: seen.claim.as_ref().map(|c| c.host.clone()),
@@ -133,6 +136,21 @@ pub(crate) fn remote_status(cwd: &Path, remote: &str, ttl: Duration) -> anyhow::
         .zip(tasks::task_ids(&list))
         .map(|(task, id)| format!("{} {id}  {}", task.status.icon(), task.text))
         .collect();
-    output::remote_status(remote, &site.base, &claims, now, &board);
-    Ok(ExitStatus::Success)
+    Ok(RemoteBoard {
+        remote: remote.to_owned(),
+        base: site.base.clone(),
+        claims,
+        now,
+        board,
+    })
+}
+
+/// What `--status --remote` shows: the claims on the remote, then the base's tasks.
+pub(crate) struct RemoteBoard {
+    pub(crate) remote: String,
+    pub(crate) base: String,
+    pub(crate) claims: Vec<ClaimLine>,
+    pub(crate) now: chrono::DateTime<chrono::Utc>,
+    /// One line per task: its box, id and description.
+    pub(crate) board: Vec<String>,
 }

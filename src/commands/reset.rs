@@ -1,0 +1,37 @@
+//! `ralph --reset`: the loop's state, history and context removed (never the task file), and an
+//! agent a killed ralph left running stopped.
+
+use crate::exit::ExitStatus;
+use crate::output::{self, Voice};
+use crate::run::{Knobs, stop_leftover_agent, take_lock};
+use crate::storage::state;
+use crate::storage::{self, OPENCODE_CONFIG_FILE, RalphDir, progress};
+
+/// Runs `--reset`.
+pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus> {
+    if !dir.root().exists() {
+        output::reset_done(&[]);
+        return Ok(ExitStatus::Success);
+    }
+    let _lock = take_lock(dir, knobs)?;
+    if let Some(group) = state::load(&dir.state()).ok().and_then(|s| s.agent_group) {
+        stop_leftover_agent(group, knobs.leftover_grace, || {
+            output::leftover_agent_stopped(&Voice::plain(), group);
+        });
+    }
+    let mut removed = Vec::new();
+    for path in [
+        dir.state(),
+        dir.history(),
+        storage::summary::path_for(&dir.history()),
+        dir.context(),
+        dir.file(OPENCODE_CONFIG_FILE),
+        dir.file(progress::PROGRESS_FILE),
+    ] {
+        if storage::remove_file(&path)? {
+            removed.push(path);
+        }
+    }
+    output::reset_done(&removed);
+    Ok(ExitStatus::Success)
+}
