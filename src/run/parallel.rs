@@ -24,6 +24,7 @@ use crate::storage::{progress, state};
 
 use super::decision::Stop;
 use super::sink::{Place, Scope, Sink};
+use super::steer::Relay;
 use super::{Knobs, Shared, Worker, start};
 
 /// Tries at resolving a merge conflict before a task is given up.
@@ -64,6 +65,7 @@ pub(crate) fn run(
     let mut run = Coordinator {
         config,
         dir,
+        relay: Relay::new(dir, repo.prefix()),
         repo,
         base,
         shared: Arc::clone(&shared),
@@ -175,6 +177,8 @@ fn prepare(cwd: &Path, dir: &RalphDir, flag: &str) -> anyhow::Result<(Repo, Stri
 struct Coordinator<'a> {
     config: &'a RunConfig,
     dir: &'a RalphDir,
+    /// Passes context added in the base on to the running tasks' loops.
+    relay: Relay,
     repo: Repo,
     base: String,
     shared: Arc<Shared>,
@@ -234,7 +238,7 @@ impl<'a> Coordinator<'a> {
             if self.running.is_empty() {
                 return Ok(());
             }
-            let Ok((id, result)) = receiver.recv() else {
+            let Some((id, result)) = self.relay.wait(receiver, &self.running) else {
                 return Ok(());
             };
             self.running.remove(&id);
@@ -308,6 +312,7 @@ impl<'a> Coordinator<'a> {
             branch,
         });
         self.running.insert(id.to_owned());
+        self.relay.pass_on(&self.running);
         self.started.insert(id.to_owned());
         let sender = spawner.sender.clone();
         let (stop, knobs) = (spawner.stop, spawner.knobs);
