@@ -2,6 +2,7 @@
 //!
 //! Nothing here decides anything: `config` turns a parsed [`Cli`] into a validated `Config`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{ArgAction, Parser};
@@ -110,7 +111,8 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) watch: bool,
 
-    /// Add a hint for the next iteration (works while a loop runs), then exit.
+    /// Add a hint for the next iteration (works while a loop runs; in a --parallel run or a
+    /// --worker, every running task's loop gets it), then exit.
     #[arg(
         long,
         value_name = "TEXT",
@@ -118,6 +120,16 @@ pub(crate) struct CommandArgs {
         help_heading = "Commands"
     )]
     pub(crate) add_context: Option<String>,
+
+    /// With --add-context: the hint is for this task's loop only, in a --parallel run or a
+    /// --worker (a single loop gets every hint).
+    #[arg(
+        long,
+        value_name = "ID",
+        requires = "add_context",
+        help_heading = "Commands"
+    )]
+    pub(crate) task: Option<String>,
 
     /// Remove the pending context, then exit.
     #[arg(long, help_heading = "Commands")]
@@ -251,10 +263,73 @@ pub(crate) struct CommandArgs {
     pub(crate) man: bool,
 }
 
+/// The command line with `--add-context --task ID TEXT` read as `--task ID --add-context TEXT`:
+/// `--add-context` takes text that starts with `-` (`--add-context "--verbose is broken"`), so
+/// clap alone would take `--task` for the hint. Nothing after `--` (the agent's) is touched.
+pub(crate) fn task_before_context(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    let mut at = 0;
+    while at + 1 < args.len() && args[at] != "--" {
+        let next = args[at + 1].to_string_lossy();
+        let taken = if next == "--task" {
+            2.min(args.len() - at - 1)
+        } else if next.starts_with("--task=") {
+            1
+        } else {
+            0
+        };
+        if args[at] == "--add-context" && taken > 0 {
+            // `--add-context`, then the task's tokens → the task's tokens, then `--add-context`.
+            args[at..=at + taken].rotate_left(1);
+            at += taken;
+        }
+        at += 1;
+    }
+    args
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory as _;
+
+    fn reordered(args: &[&str]) -> Vec<String> {
+        task_before_context(args.iter().map(OsString::from))
+            .into_iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_task_of_added_context_may_come_before_the_text() {
+        assert_eq!(
+            reordered(&["ralph", "--add-context", "--task", "alpha", "USE SQLITE"]),
+            ["ralph", "--task", "alpha", "--add-context", "USE SQLITE"]
+        );
+        assert_eq!(
+            reordered(&["ralph", "--add-context", "--task=alpha", "hint"]),
+            ["ralph", "--task=alpha", "--add-context", "hint"]
+        );
+        for unchanged in [
+            &["ralph", "--add-context", "hint", "--task", "alpha"][..],
+            &["ralph", "--add-context", "--verbose is broken"],
+            &["ralph", "x", "--", "--add-context", "--task", "a"],
+            &["ralph", "--add-context"],
+        ] {
+            assert_eq!(reordered(unchanged), unchanged);
+        }
+        // A task id that is missing is clap's to report.
+        assert_eq!(
+            reordered(&["ralph", "--add-context", "--task"]),
+            ["ralph", "--task", "--add-context"]
+        );
+        let cli = Cli::try_parse_from(task_before_context(
+            ["ralph", "--add-context", "--task", "alpha", "hint"].map(OsString::from),
+        ))
+        .unwrap();
+        assert_eq!(cli.commands.add_context.as_deref(), Some("hint"));
+        assert_eq!(cli.commands.task.as_deref(), Some("alpha"));
+    }
 
     #[test]
     fn the_command_definition_is_valid() {

@@ -281,14 +281,57 @@ fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>, warn: bool) -> 
     }
 }
 
-/// `--add-context TEXT`.
-pub(crate) fn add_context(dir: &RalphDir, text: &str) -> anyhow::Result<ExitStatus> {
-    context::append(dir, text.trim_end(), crate::model::now())?;
-    let running: Option<LoopState> = state::load(&dir.state())
-        .ok()
-        .filter(|s| s.active && storage::lock::loop_is_running(dir));
-    output::context_added(&dir.context(), running.map(|s| s.iteration));
+/// `--add-context TEXT` (`--task ID`: for that task's loop alone, an id of the task list).
+pub(crate) fn add_context(
+    dir: &RalphDir,
+    text: &str,
+    task: Option<&str>,
+) -> anyhow::Result<ExitStatus> {
+    let task = task.map(|id| known_task(dir, id.trim())).transpose()?;
+    context::append(dir, text.trim_end(), task, crate::model::now())?;
+    output::context_added(&dir.context(), context_readers(dir), task);
     Ok(ExitStatus::Success)
+}
+
+/// `id` when the task list has a task with that id; else the refusal, naming the known ids.
+fn known_task<'a>(dir: &RalphDir, id: &'a str) -> anyhow::Result<&'a str> {
+    let content = storage::read_text(&dir.tasks())?.unwrap_or_default();
+    let ids = tasks::task_ids(&TaskList::parse(&content));
+    if ids.iter().any(|each| each == id) {
+        return Ok(id);
+    }
+    let known = if ids.is_empty() {
+        "it has no tasks".to_owned()
+    } else {
+        format!("its tasks: {}", ids.join(", "))
+    };
+    Err(fail(format!(
+        "--task {id}: there is no task '{id}' in {} ({known})",
+        dir.tasks().display()
+    ))
+    .into())
+}
+
+/// Who reads the context added now: a loop running here (a single one, or a run of several
+/// whose task loops each get it: `--parallel`, `--worker`), or the next loop to start.
+fn context_readers(dir: &RalphDir) -> output::ContextReaders {
+    if !storage::lock::loop_is_running(dir) {
+        return output::ContextReaders::NextLoop;
+    }
+    let single = state::load(&dir.state()).ok().is_some_and(|s| {
+        s.active
+            && s.options
+                .as_ref()
+                .and_then(|options| options.get("parallel"))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+                == 0
+    });
+    if single {
+        output::ContextReaders::OneLoop
+    } else {
+        output::ContextReaders::TaskLoops
+    }
 }
 
 /// `--clear-context`.

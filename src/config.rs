@@ -54,7 +54,11 @@ pub(crate) enum Mode {
         raw: bool,
         follow: bool,
     },
-    AddContext(String),
+    /// `--add-context TEXT [--task ID]`.
+    AddContext {
+        text: String,
+        task: Option<String>,
+    },
     ClearContext,
     ListTasks,
     AddTask {
@@ -258,7 +262,10 @@ impl CommandArgs {
                     "--add-context needs some text: ralph --add-context \"your hint\"",
                 ));
             }
-            Mode::AddContext(text)
+            Mode::AddContext {
+                text,
+                task: self.task,
+            }
         } else if self.clear_context {
             Mode::ClearContext
         } else if self.list_tasks {
@@ -659,6 +666,7 @@ mod tests {
             &["--status", "--json"][..],
             &["--list-tasks"],
             &["--add-context", "x"],
+            &["--add-context", "x", "--task", "a"],
             &["--clear-context"],
             &["--add-task", "t", "--id", "a", "--blocked-by", "b"],
             &["--remove-task", "1"],

@@ -365,6 +365,10 @@ pub(crate) enum Notice<'a> {
     ClaimRaceLost {
         task: &'a str,
     },
+    /// Pending context was passed on to the loops of these running tasks.
+    ContextPassedOn(&'a [String]),
+    /// Pending context could not be passed on (said once per run): why.
+    ContextNotPassedOn(&'a str),
     BaseMoved {
         task: &'a str,
         base: &'a str,

@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         output::say(&[&format!("ralph {}", env!("CARGO_PKG_VERSION"))]);
         return ExitCode::SUCCESS;
     }
-    let cli = match cli::Cli::try_parse() {
+    let cli = match cli::Cli::try_parse_from(cli::task_before_context(std::env::args_os())) {
         Ok(cli) => cli,
         Err(err) => return clap_error(&err).into(),
     };
@@ -129,7 +129,9 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             let style = log_style(json, raw, &settings, &cli_layer);
             commands::show_log(&ralph_dir, &which, style, follow)
         }
-        Mode::AddContext(text) => commands::add_context(&ralph_dir, &text),
+        Mode::AddContext { text, task } => {
+            commands::add_context(&ralph_dir, &text, task.as_deref())
+        }
         Mode::ClearContext => commands::clear_context(&ralph_dir),
         Mode::ListTasks => commands::list_tasks(&ralph_dir, json),
         Mode::AddTask {

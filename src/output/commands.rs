@@ -50,16 +50,60 @@ pub(crate) fn reset_done(removed: &[std::path::PathBuf]) {
     say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
-/// `--add-context` succeeded.
-pub(crate) fn context_added(path: &Path, running_iteration: Option<u32>) {
-    let when = running_iteration.map_or_else(
-        || "It will be used when the next loop starts.".to_owned(),
-        |_| "The running loop picks it up when its next iteration starts.".to_owned(),
-    );
-    say(&[
-        &format!("✅ Context added to {}", path.display()),
-        &format!("   {when}"),
-    ]);
+/// Who reads context added now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ContextReaders {
+    /// No loop runs here: the next one to start.
+    NextLoop,
+    /// The one loop running here.
+    OneLoop,
+    /// The task loops of a run of several (`--parallel`, `--worker`).
+    TaskLoops,
+}
+
+/// `--add-context` succeeded (`task`: with `--task ID`).
+pub(crate) fn context_added(path: &Path, readers: ContextReaders, task: Option<&str>) {
+    let added = match task {
+        Some(id) => format!("✅ Context for task {id} added to {}", path.display()),
+        None => format!("✅ Context added to {}", path.display()),
+    };
+    let when = match (readers, task) {
+        (ContextReaders::NextLoop, None) => "It will be used when the next loop starts.".to_owned(),
+        (ContextReaders::OneLoop, None) => {
+            "The running loop picks it up when its next iteration starts.".to_owned()
+        }
+        (ContextReaders::TaskLoops, None) => {
+            "Every running task's loop picks it up when its next iteration starts.".to_owned()
+        }
+        (ContextReaders::TaskLoops, Some(id)) => format!(
+            "Only task {id}'s loop picks it up, when its next iteration starts (or when the task starts)."
+        ),
+        (ContextReaders::OneLoop, Some(id)) => format!(
+            "The running loop picks it up when its next iteration starts; a --parallel run or a --worker gives it to task {id}'s loop only."
+        ),
+        (ContextReaders::NextLoop, Some(id)) => format!(
+            "It will be used when the next loop starts; a --parallel run or a --worker gives it to task {id}'s loop only."
+        ),
+    };
+    say(&[&added, &format!("   {when}")]);
+}
+
+/// Pending context of a run of several loops was passed on to these tasks' loops.
+pub(crate) fn context_passed_on(out: &Voice, tasks: &[String]) {
+    let whose = match tasks {
+        [one] => format!("the loop of task {one}"),
+        _ => format!("the loops of tasks {}", tasks.join(", ")),
+    };
+    out.say(&[&format!(
+        "📨 Context passed on to {whose}, for the next iteration"
+    )]);
+}
+
+/// Pending context could not be passed on to the task loops (said once per run).
+pub(crate) fn context_not_passed_on(out: &Voice, why: &str) {
+    out.warn(&[&format!(
+        "⚠️  The pending context could not be passed on to the running tasks: {why}; it stays in .ralph/ralph-context.md"
+    )]);
 }
 
 /// `--clear-context` finished.

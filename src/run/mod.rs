@@ -21,6 +21,7 @@ mod record;
 mod remote;
 mod sink;
 mod start;
+mod steer;
 mod wait;
 
 use std::path::Path;

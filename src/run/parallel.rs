@@ -26,6 +26,7 @@ use crate::storage::{progress, state};
 use super::claim::claim;
 use super::decision::Stop;
 use super::sink::{Place, Scope, Sink};
+use super::steer::Relay;
 use super::{Knobs, Shared, Worker, start};
 
 /// Tries at resolving a merge conflict before a task is given up.
@@ -71,6 +72,7 @@ pub(crate) fn run(
     let mut run = Coordinator {
         config,
         dir,
+        relay: Relay::new(dir, repo.prefix()),
         repo,
         base,
         shared: Arc::clone(&shared),
@@ -185,6 +187,8 @@ fn prepare(cwd: &Path, dir: &RalphDir, flag: &str, sink: &Sink) -> anyhow::Resul
 struct Coordinator<'a> {
     config: &'a RunConfig,
     dir: &'a RalphDir,
+    /// Passes context added in the base on to the running tasks' loops.
+    relay: Relay,
     repo: Repo,
     base: String,
     shared: Arc<Shared>,
@@ -244,7 +248,7 @@ impl<'a> Coordinator<'a> {
             if self.running.is_empty() {
                 return Ok(());
             }
-            let Ok((id, result)) = receiver.recv() else {
+            let Some((id, result)) = self.relay.wait(receiver, &self.running, &self.sink) else {
                 return Ok(());
             };
             self.running.remove(&id);
@@ -318,6 +322,7 @@ impl<'a> Coordinator<'a> {
             branch,
         });
         self.running.insert(id.to_owned());
+        self.relay.pass_on(&self.running, &self.sink);
         self.started.insert(id.to_owned());
         // The base's list shows the task in progress while its loop runs (`--status`).
         if let Err(why) = mark(self.dir, id, TaskStatus::InProgress, None) {

@@ -355,12 +355,15 @@ impl Session<'_> {
     }
 
     /// Refreshes the claim every `--claim-heartbeat` until `done`, and passes the user's stop
-    /// requests on to the task's loop. `true` when the claim was found taken over.
+    /// requests and the context added in the clone (`ralph --add-context`) on to the task's
+    /// loop. `true` when the claim was found taken over.
     fn heartbeat(&self, holder: &mut Holder, task_stop: &StopFlag, done: &AtomicBool) -> bool {
         let every = self.config.options.claim_heartbeat;
         let mut last = Instant::now();
+        let mut relay = super::steer::Relay::new(self.dir, self.site.repo.prefix());
         while !done.load(Ordering::SeqCst) {
             task_stop.follow(self.stop);
+            relay.tick([holder.claim.task.as_str()], &self.sink);
             std::thread::sleep(Duration::from_millis(50));
             if last.elapsed() < every {
                 continue;

@@ -424,3 +424,54 @@ fn the_agents_notes_and_follow_up_tasks_join_the_remote_base() {
     assert_eq!(remote_claims(&env), "");
     assert_base_never_rewritten(&env);
 }
+
+#[test]
+fn context_added_in_a_workers_clone_reaches_its_running_task_only_as_targeted() {
+    let env = machines(
+        "- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n  - blocked_by: alpha\n",
+        &["m1"],
+    );
+    fs::write(env.agent_dir().join("script"), crate::parallel::STEERED).unwrap();
+    let worker = start_worker(&env, "m1", &[]);
+    let waiting = env.agent_dir().join("waiting.Write_alpha");
+    crate::support::wait_for_file(&waiting, Duration::from_secs(30));
+    let add = |args: &[&str]| {
+        let run = env.run_with(args, |c| {
+            c.current_dir(machine(&env, "m1"));
+        });
+        run.assert_code(0);
+        run.stdout()
+    };
+    let added = add(&["--add-context", "USE SQLITE"]);
+    assert!(
+        added.contains("Every running task's loop picks it up"),
+        "{added}"
+    );
+    // Beta does not run yet: its hint waits in the clone until it does.
+    add(&["--add-context", "BETA ONLY", "--task", "beta"]);
+    let pending = machine(&env, "m1").join(".ralph/ralph-context.md");
+    crate::support::wait_until(
+        Duration::from_secs(30),
+        "the hint for alpha was not passed on",
+        || fs::read_to_string(&pending).is_ok_and(|text| !text.contains("USE SQLITE")),
+    );
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let (code, stdout, stderr) = finish(worker);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let alpha = env.agent_file("prompt.Write_alpha.2");
+    assert!(
+        alpha.contains("USE SQLITE") && !alpha.contains("BETA ONLY"),
+        "{alpha}"
+    );
+    let beta: Vec<String> = [1, 2]
+        .iter()
+        .map(|n| env.agent_file(&format!("prompt.Write_beta.{n}")))
+        .collect();
+    assert_eq!(
+        beta.iter().filter(|p| p.contains("BETA ONLY")).count(),
+        1,
+        "{beta:?}"
+    );
+    assert!(!beta.iter().any(|p| p.contains("USE SQLITE")), "{beta:?}");
+    assert!(!pending.exists(), "nothing is left pending");
+}

@@ -552,3 +552,133 @@ fn the_agents_notes_and_follow_up_tasks_join_the_base_at_merge() {
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     assert_eq!(env.git(&["branch", "--list", "ralph/*"]), "");
 }
+
+/// For the parallel agents: each task's first call records its prompt, leaves `waiting.<id>` and
+/// waits (30 s at most) for the test's `go` before it ends without the promise; its second call
+/// records its prompt and goes on to the promise. Calls are counted per task in `calls.<id>`.
+pub(crate) const STEERED: &str = r#"
+n=0
+[ -f "$dir/calls.$id" ] && read -r n < "$dir/calls.$id"
+n=$((n + 1))
+echo "$n" > "$dir/calls.$id"
+printf '%s' "$last" > "$dir/prompt.$id.$n"
+if [ "$n" -eq 1 ]; then
+  touch "$dir/waiting.$id"
+  i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+  echo "more to do"
+  exit 0
+fi
+"#;
+
+/// Starts `ralph x --parallel 2` on tasks alpha and beta (agent: [`STEERED`]) and waits until
+/// both agents wait in their first iteration.
+fn two_steered_tasks() -> (TestEnv, std::process::Child) {
+    use std::process::Stdio;
+    use std::time::Duration;
+    let env = setup("- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n");
+    env.agent_script(None, STEERED);
+    let ralph = env
+        .ralph()
+        .args(["--pause", "0", "x", "--parallel", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for id in ["Write_alpha", "Write_beta"] {
+        let waiting = env.agent_dir().join(format!("waiting.{id}"));
+        crate::support::wait_for_file(&waiting, Duration::from_secs(30));
+    }
+    (env, ralph)
+}
+
+/// Once the base's pending context was passed on, lets the agents go on; the run's stdout.
+fn steered_run_ends(env: &TestEnv, mut ralph: std::process::Child) -> String {
+    use std::time::Duration;
+    let base = env.ralph_file("ralph-context.md");
+    crate::support::wait_until(
+        Duration::from_secs(30),
+        "the base's context was not passed on",
+        || !base.exists(),
+    );
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let output = crate::signals::wait_output(&mut ralph, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!base.exists(), "nothing is left pending");
+    stdout
+}
+
+#[test]
+fn context_added_during_a_parallel_run_reaches_every_running_task() {
+    let (env, ralph) = two_steered_tasks();
+    let added = env.run(&["--add-context", "USE SQLITE"]);
+    added.assert_code(0);
+    assert!(
+        added
+            .stdout()
+            .contains("Every running task's loop picks it up when its next iteration starts"),
+        "{}",
+        added.stdout()
+    );
+    let stdout = steered_run_ends(&env, ralph);
+    for id in ["Write_alpha", "Write_beta"] {
+        assert!(
+            !env.agent_file(&format!("prompt.{id}.1"))
+                .contains("USE SQLITE")
+        );
+        let second = env.agent_file(&format!("prompt.{id}.2"));
+        assert!(second.contains("USE SQLITE"), "{id}: {second}");
+    }
+    assert!(
+        stdout.contains("📨 Context passed on to the loops of tasks alpha, beta"),
+        "{stdout}"
+    );
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn context_for_one_task_reaches_only_that_tasks_loop() {
+    let (env, ralph) = two_steered_tasks();
+    let unknown = env.run(&["--add-context", "hint", "--task", "gamma"]);
+    unknown.assert_code(1);
+    assert_eq!(
+        unknown.stderr().trim().lines().count(),
+        1,
+        "{}",
+        unknown.stderr()
+    );
+    assert!(
+        unknown.stderr().contains("no task 'gamma'")
+            && unknown.stderr().contains("its tasks: alpha, beta"),
+        "{}",
+        unknown.stderr()
+    );
+    assert!(!env.ralph_file("ralph-context.md").exists());
+    // The task may come first: `--add-context` takes text that starts with `-`, but not `--task`.
+    let added = env.run(&["--add-context", "--task", "alpha", "USE SQLITE"]);
+    added.assert_code(0);
+    assert!(
+        added
+            .stdout()
+            .contains("Only task alpha's loop picks it up"),
+        "{}",
+        added.stdout()
+    );
+    let stdout = steered_run_ends(&env, ralph);
+    let alpha = env.agent_file("prompt.Write_alpha.2");
+    assert!(alpha.contains("USE SQLITE"), "{alpha}");
+    assert!(alpha.contains("for task alpha"), "{alpha}");
+    for n in [1, 2] {
+        let beta = env.agent_file(&format!("prompt.Write_beta.{n}"));
+        assert!(!beta.contains("USE SQLITE"), "{beta}");
+    }
+    assert!(
+        stdout.contains("📨 Context passed on to the loop of task alpha"),
+        "{stdout}"
+    );
+}
