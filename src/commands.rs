@@ -8,7 +8,7 @@ mod log;
 mod reset;
 mod watch;
 
-pub(crate) use log::{LogStyle, LogTarget, show as show_log};
+pub(crate) use log::{LogStyle, show as show_log};
 pub(crate) use reset::reset;
 pub(crate) use watch::watch;
 

@@ -50,7 +50,7 @@ pub(crate) enum Mode {
     Report(Option<std::path::PathBuf>),
     /// `--log [N|TASK[/N]]`: which iteration's log.
     Log {
-        which: crate::commands::LogTarget,
+        which: LogTarget,
         raw: bool,
         follow: bool,
     },
@@ -130,6 +130,45 @@ pub(crate) struct RunConfig {
     pub(crate) custom_agents: BTreeMap<String, CustomAgentDef>,
     /// `--json`: stdout carries the run's events as JSON lines, and nothing else.
     pub(crate) json: bool,
+}
+
+/// Which iteration `--log` shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LogTarget {
+    /// The run's last iteration (of any of its task loops).
+    Last,
+    /// Iteration N of the loop.
+    Iteration(u32),
+    /// A task loop's last iteration (`None`) or its N-th, in a run of several loops.
+    Task(String, Option<u32>),
+}
+
+impl LogTarget {
+    /// `last`, `N`, `TASK` or `TASK/N`.
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text == "last" {
+            return Ok(Self::Last);
+        }
+        if let Ok(number) = text.parse::<u32>() {
+            return Ok(Self::Iteration(number));
+        }
+        let (task, number) = match text.rsplit_once('/') {
+            Some((task, number)) => {
+                let number = number.parse::<u32>().map_err(|_| {
+                    format!("--log {text}: after the task's id and `/` comes an iteration number (1, 2, …), not '{number}'")
+                })?;
+                (task, Some(number))
+            }
+            None => (text, None),
+        };
+        if task.is_empty() || task.chars().any(char::is_whitespace) {
+            return Err(format!(
+                "--log needs an iteration number (1, 2, …), a task's id or TASK/N, not '{text}'; see ralph --status"
+            ));
+        }
+        Ok(Self::Task(task.to_owned(), number))
+    }
 }
 
 /// Where the prompt text can come from besides the command line.
@@ -252,7 +291,7 @@ impl CommandArgs {
             Mode::Report(file)
         } else if let Some(which) = self.log {
             Mode::Log {
-                which: crate::commands::LogTarget::parse(&which).map_err(usage)?,
+                which: LogTarget::parse(&which).map_err(usage)?,
                 raw: self.raw,
                 follow: self.follow,
             }

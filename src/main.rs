@@ -25,6 +25,7 @@ mod setup;
 mod signal;
 mod storage;
 mod stream;
+mod text;
 mod transcript;
 mod verify;
 

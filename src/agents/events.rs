@@ -192,7 +192,7 @@ pub(crate) fn command_detail(command: &str) -> String {
 /// The first line of `text`, cut to `columns` terminal columns.
 pub(crate) fn one_line(text: &str, columns: usize) -> String {
     let first = text.trim().lines().next().unwrap_or("");
-    crate::output::format::fit(first, columns)
+    crate::text::fit(first, columns)
 }
 
 #[cfg(test)]

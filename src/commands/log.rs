@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::agents::{Agent, AgentKind, OutputFormat};
+use crate::config::LogTarget;
 use crate::error::fail;
 use crate::exit::ExitStatus;
 use crate::output::{self, Voice};
@@ -22,45 +23,6 @@ pub(crate) enum LogStyle {
     Raw,
     /// The log's records, one JSON object a line.
     Json,
-}
-
-/// Which iteration `--log` shows.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum LogTarget {
-    /// The run's last iteration (of any of its task loops).
-    Last,
-    /// Iteration N of the loop.
-    Iteration(u32),
-    /// A task loop's last iteration (`None`) or its N-th, in a run of several loops.
-    Task(String, Option<u32>),
-}
-
-impl LogTarget {
-    /// `last`, `N`, `TASK` or `TASK/N`.
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        if text == "last" {
-            return Ok(Self::Last);
-        }
-        if let Ok(number) = text.parse::<u32>() {
-            return Ok(Self::Iteration(number));
-        }
-        let (task, number) = match text.rsplit_once('/') {
-            Some((task, number)) => {
-                let number = number.parse::<u32>().map_err(|_| {
-                    format!("--log {text}: after the task's id and `/` comes an iteration number (1, 2, …), not '{number}'")
-                })?;
-                (task, Some(number))
-            }
-            None => (text, None),
-        };
-        if task.is_empty() || task.chars().any(char::is_whitespace) {
-            return Err(format!(
-                "--log needs an iteration number (1, 2, …), a task's id or TASK/N, not '{text}'; see ralph --status"
-            ));
-        }
-        Ok(Self::Task(task.to_owned(), number))
-    }
 }
 
 /// Prints the log `which` names; with `follow`, keeps printing while it grows, until the

@@ -144,7 +144,7 @@ impl Reporter for Human {
                 task,
                 description,
                 branch,
-            } => worker_started(out, task, description, branch),
+            } => task_started(out, task, description, branch),
             LoopEvent::TaskMerged { task, into, commit } => task_merged(out, task, into, commit),
             LoopEvent::MergeConflicted { task, files } => merge_conflicted(out, task, files),
             LoopEvent::NotesCarried {
@@ -267,7 +267,7 @@ fn ended(out: &Voice, ending: &Ending<'_>) {
             iterations,
             total_ms,
             ..
-        } if out.is_task_loop() => worker_done(out, *iterations, *total_ms),
+        } if out.is_task_loop() => task_loop_done(out, *iterations, *total_ms),
         Ending::Completed {
             tag,
             iterations,

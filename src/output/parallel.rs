@@ -5,14 +5,14 @@ use super::format::{long_duration_ms, plural};
 use crate::event::ParallelEnd;
 
 /// A parallel run starts.
-pub(crate) fn parallel_started(out: &Voice, workers: u32, base: &str) {
+pub(crate) fn parallel_started(out: &Voice, at_once: u32, base: &str) {
     out.say(&[&format!(
-        "🚀 Running the task list with up to {workers} agents at once; finished tasks are merged into {base}."
+        "🚀 Running the task list with up to {at_once} agents at once; finished tasks are merged into {base}."
     )]);
 }
 
-/// A parallel worker starts on its task.
-pub(crate) fn worker_started(out: &Voice, id: &str, text: &str, branch: &str) {
+/// A task loop of a parallel run starts on its task.
+pub(crate) fn task_started(out: &Voice, id: &str, text: &str, branch: &str) {
     out.say(&[&format!(
         "[{id}] ▶️  \"{text}\" in .ralph/worktrees/{id} (branch {branch})"
     )]);
@@ -25,7 +25,7 @@ pub(crate) fn task_merged(out: &Voice, id: &str, base: &str, hash: &str) {
     )]);
 }
 
-/// A finished task's merge conflicted: its worker resolves it.
+/// A finished task's merge conflicted: its loop resolves it.
 pub(crate) fn merge_conflicted(out: &Voice, id: &str, files: &[String]) {
     out.warn(&[&format!(
         "[{id}] ⚠️  Merge conflict in {}; the agent resolves it in the task's worktree",
@@ -78,8 +78,8 @@ pub(crate) fn parallel_summary(end: &ParallelEnd) -> String {
     line
 }
 
-/// A parallel worker's task is done (and verified) in its branch.
-pub(crate) fn worker_done(out: &Voice, iterations: u32, total_ms: u64) {
+/// A task loop's task is done (and verified) in its branch.
+pub(crate) fn task_loop_done(out: &Voice, iterations: u32, total_ms: u64) {
     out.say(&[&format!(
         "✅ Task done in {} ({}); merging",
         plural(u64::from(iterations), "iteration"),

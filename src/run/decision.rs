@@ -29,9 +29,9 @@ pub(crate) struct Rules {
     pub(crate) error_pause: Duration,
     /// Whether file changes are tracked (a git repository).
     pub(crate) files_tracked: bool,
-    /// A parallel worker: its one task's promise (or the completion promise) completes its
+    /// A task loop of a run: its one task's promise (or the completion promise) completes its
     /// loop; the rest of the task list is others' work.
-    pub(crate) worker: bool,
+    pub(crate) task_loop: bool,
 }
 
 impl Rules {
@@ -49,7 +49,7 @@ impl Rules {
             pause: options.pause,
             error_pause,
             files_tracked,
-            worker: false,
+            task_loop: false,
         }
     }
 }
@@ -114,14 +114,14 @@ pub(crate) enum Claim {
 
 /// Judges a completion claim: the first rule that holds it back, else acceptable.
 pub(crate) fn claim(rules: &Rules, facts: &Facts) -> Claim {
-    let claimed = facts.completion || (rules.worker && facts.task_done);
+    let claimed = facts.completion || (rules.task_loop && facts.task_done);
     if !claimed {
         return Claim::None;
     }
     if facts.iteration < rules.min_iterations {
         return Claim::Deferred;
     }
-    if rules.tasks && !rules.worker {
+    if rules.tasks && !rules.task_loop {
         if let Some(why) = &facts.tasks_unreadable {
             return Claim::OpenTasks(vec![format!("(the task file cannot be read: {why})")]);
         }

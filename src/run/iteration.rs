@@ -67,7 +67,7 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         &runner.feedback,
         (
             planned.tasks.as_ref(),
-            runner.env.worker.as_ref().map(plan::task_loop),
+            runner.env.shape.task_loop().map(plan::task_loop),
         ),
     );
     runner.feedback.clear();
@@ -130,8 +130,8 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
 /// Plan: the task (attempt counted), the pending context and the tree as the agent finds them.
 fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
     let env = &runner.env;
-    let (focus, tasks) = if let Some(worker) = &env.worker {
-        let plan = plan::worker_task(env.dir, &worker.task_id)?;
+    let (focus, tasks) = if let Some(task) = env.shape.task_loop() {
+        let plan = plan::task_of_loop(env.dir, &task.task_id)?;
         (plan.focus, Some(plan.content))
     } else if env.rules.tasks {
         match plan::tasks(env.dir, &runner.state.task_attempts, &env.sink)? {
@@ -264,7 +264,7 @@ fn agent_run(
     })
 }
 
-/// The iteration's log (in `.ralph/logs/`, or the task's folder there for a worker) and its
+/// The iteration's log (in `.ralph/logs/`, or the task's folder there for a task loop) and its
 /// name relative to `.ralph/`; none, with a warning, when it cannot be created.
 fn open_log(
     runner: &Runner<'_>,
@@ -274,10 +274,10 @@ fn open_log(
     let env = &runner.env;
     let options = &env.config.options;
     let iteration = runner.state.iteration;
-    let (dir, name) = match &env.worker {
-        Some(worker) => (
-            worker.logs(),
-            format!("{LOGS_DIR}/{}/{iteration:04}.jsonl", worker.task_id),
+    let (dir, name) = match env.shape.task_loop() {
+        Some(task) => (
+            task.logs(),
+            format!("{LOGS_DIR}/{}/{iteration:04}.jsonl", task.task_id),
         ),
         None => (env.dir.logs(), format!("{LOGS_DIR}/{iteration:04}.jsonl")),
     };
@@ -345,20 +345,20 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         }
     }
     let mut verify = env.config.options.verify.clone();
-    if env.rules.worker {
-        // A worker's task is done only when its own verify passes too.
+    if env.rules.task_loop {
+        // A task loop's task is done only when its own verify passes too.
         verify.extend(focus.and_then(|task| task.verify.clone()));
     }
     let acceptable = decision::claim(&env.rules, &facts) == decision::Claim::Acceptable;
     if acceptable && !verify.is_empty() {
         facts.verification = Some(verify_all(runner, &verify));
     }
-    if acceptable && let Some(worker) = &env.worker {
+    if acceptable && let Some(task) = env.shape.task_loop() {
         // A merge conflict counts as resolved only when no conflict marker is left.
         let root = env.repo.as_ref().map_or(env.cwd, Repo::root);
-        let left = crate::verify::conflict_markers(root, &worker.conflicts);
+        let left = crate::verify::conflict_markers(root, &task.conflicts);
         facts.verification.get_or_insert_with(Vec::new).extend(left);
-    } else if facts.task_done && !facts.completion && !env.rules.worker {
+    } else if facts.task_done && !facts.completion && !env.rules.task_loop {
         let command = focus.and_then(|task| task.verify.clone());
         facts.task_verification = command.map(|command| verify_all(runner, &[command]));
     }
@@ -493,7 +493,7 @@ fn apply(
             .sink
             .notice(Notice::TaskVerificationFailed { task });
     }
-    if facts.task_done && !facts.completion && !runner.env.rules.worker {
+    if facts.task_done && !facts.completion && !runner.env.rules.task_loop {
         runner.env.sink.notice(Notice::TaskCompleted {
             tag: task_tag,
             next_iteration: facts.iteration + 1,

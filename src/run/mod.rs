@@ -94,17 +94,38 @@ struct Env<'a> {
     steps: plan::Steps,
     rules: Rules,
     promises: Promises,
-    /// Set when this loop is one worker of a parallel run.
-    worker: Option<Worker>,
+    /// Which loop of a run this is.
+    shape: Shape,
     /// Where the loop's events go.
     sink: sink::Sink,
 }
 
-/// A parallel worker's one task, and what it shares with the other workers.
-pub(crate) struct Worker {
+/// The shapes a loop takes. A run is one loop of its own, or several task loops: those of a
+/// `--parallel` run (its coordinator is `parallel::Coordinator`) or of a `--worker` (its session
+/// is `remote::Session`). "Worker" names only `--worker`.
+enum Shape {
+    /// A loop of its own: `ralph "…"`, with or without `--tasks`, or in a `--worktree`.
+    Single,
+    /// One task's loop in a run of several.
+    Task(TaskLoop),
+}
+
+impl Shape {
+    /// The task loop, when this is one.
+    fn task_loop(&self) -> Option<&TaskLoop> {
+        match self {
+            Self::Single => None,
+            Self::Task(task) => Some(task),
+        }
+    }
+}
+
+/// One task's loop in a run of several (`--parallel`, `--worker`): its task, and what it shares
+/// with the other task loops.
+pub(crate) struct TaskLoop {
     /// The task's id (as `storage::tasks::task_ids` gives it).
     pub(crate) task_id: String,
-    /// The budgets every worker spends together.
+    /// The budgets every task loop of the run spends together.
     pub(crate) shared: std::sync::Arc<Shared>,
     /// The branch the task merges into.
     pub(crate) base: String,
@@ -119,7 +140,7 @@ pub(crate) struct Worker {
     pub(crate) home: RalphDir,
 }
 
-impl Worker {
+impl TaskLoop {
     /// Where the task's iteration logs go: `.ralph/logs/<task-id>/` of the base.
     pub(crate) fn logs(&self) -> std::path::PathBuf {
         self.home.logs().join(&self.task_id)
@@ -152,7 +173,7 @@ impl Worker {
     }
 }
 
-/// What every worker of a parallel run spends, counted together for the global budgets.
+/// What every task loop of a parallel run spends, counted together for the global budgets.
 #[derive(Debug)]
 pub(crate) struct Shared {
     started: Instant,
@@ -225,12 +246,12 @@ impl Shared {
             });
     }
 
-    /// Iterations run so far in this session, by every worker.
+    /// Iterations run so far in this session, by every task loop.
     fn iterations(&self) -> u32 {
         self.iterations.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Everything spent so far, by every worker.
+    /// Everything spent so far, by every task loop.
     fn spent(&self) -> Spent {
         use std::sync::atomic::Ordering;
         #[expect(clippy::cast_precision_loss, reason = "display and budget only")]
@@ -293,8 +314,8 @@ impl Runner<'_> {
         self.start()?;
         let stop = loop {
             let iteration = self.state.iteration;
-            let spent = match &self.env.worker {
-                Some(worker) => worker.shared.spent(),
+            let spent = match self.env.shape.task_loop() {
+                Some(task) => task.shared.spent(),
                 None => Spent {
                     runtime: self.runtime(),
                     cost: self.history.total_cost_usd,

@@ -27,12 +27,12 @@ use super::claim::claim;
 use super::decision::Stop;
 use super::sink::{Place, Scope, Sink};
 use super::steer::Relay;
-use super::{Knobs, Shared, Worker, start};
+use super::{Knobs, Shared, TaskLoop, start};
 
 /// Tries at resolving a merge conflict before a task is given up.
 pub(super) const MERGE_TRIES: u32 = 2;
 
-/// How a worker's loop ended.
+/// How a task loop ended.
 pub(super) enum Outcome {
     /// The task is done in its branch: merge it.
     Done,
@@ -153,8 +153,8 @@ fn nothing_to_run(dir: &RalphDir) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Checks that the base can host workers: a git repository, a branch checked out, nothing
-/// uncommitted but ralph's own files (which are committed first, so the workers see them).
+/// Checks that the base can host task loops: a git repository, a branch checked out, nothing
+/// uncommitted but ralph's own files (which are committed first, so the task loops see them).
 fn prepare(cwd: &Path, dir: &RalphDir, flag: &str, sink: &Sink) -> anyhow::Result<(Repo, String)> {
     let (repo, base) = base_branch(cwd, dir, flag)?;
     // A merge a killed ralph left half done is undone; its task's branch is kept and merged again.
@@ -194,7 +194,7 @@ struct Coordinator<'a> {
     shared: Arc<Shared>,
     /// Where the run's own events go (each task loop has its own sink).
     sink: Sink,
-    /// Ids of the tasks whose worker runs.
+    /// Ids of the tasks whose loop runs.
     running: BTreeSet<String>,
     /// Ids of the tasks started in this run.
     started: BTreeSet<String>,
@@ -210,10 +210,10 @@ struct Coordinator<'a> {
     ended: Option<Stop>,
 }
 
-/// A worker's end: its task id and how its loop stopped.
+/// A task loop's end: its task id and how it stopped.
 type WorkerEnd = (String, anyhow::Result<Stop>);
 
-/// What starting a worker thread needs: the scope it runs in, what it shares with the run, and
+/// What starting a task loop's thread needs: the scope it runs in, what it shares with the run, and
 /// where it reports its end.
 struct Spawner<'s, 'e> {
     scope: &'s std::thread::Scope<'s, 'e>,
@@ -223,7 +223,7 @@ struct Spawner<'s, 'e> {
 }
 
 impl<'a> Coordinator<'a> {
-    /// Starts ready tasks up to the limit, and handles each worker's end, until nothing runs.
+    /// Starts ready tasks up to the limit, and handles each task loop's end, until nothing runs.
     fn schedule<'s>(
         &mut self,
         spawner: &Spawner<'s, '_>,
@@ -291,7 +291,7 @@ impl<'a> Coordinator<'a> {
         Ok(TaskList::parse(&content))
     }
 
-    /// Creates (or reuses) the task's worktree and starts its worker.
+    /// Creates (or reuses) the task's worktree and starts its loop.
     fn start<'s>(
         &mut self,
         spawner: &Spawner<'s, '_>,
@@ -307,8 +307,8 @@ impl<'a> Coordinator<'a> {
             .add_worktree(&path, &branch, &self.base)
             .map_err(fail)?;
         let cwd = path.join(self.repo.prefix());
-        let config = worker_config(self.config, task);
-        let worker = Worker {
+        let config = task_config(self.config, task);
+        let task_loop = TaskLoop {
             task_id: id.to_owned(),
             shared: Arc::clone(&self.shared),
             base: self.base.clone(),
@@ -337,15 +337,19 @@ impl<'a> Coordinator<'a> {
         let id = id.to_owned();
         spawner.scope.spawn(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_worker(&config, &cwd, worker, stop, knobs)
+                start::run_task_loop(&config, &cwd, task_loop, stop, knobs)
             }))
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the worker stopped on an internal error")));
+            .unwrap_or_else(|_| {
+                Err(anyhow::anyhow!(
+                    "the task's loop stopped on an internal error"
+                ))
+            });
             let _ = sender.send((id, result));
         });
         Ok(())
     }
 
-    /// Merges a finished task into the base; on a conflict, the worker resolves it (twice at
+    /// Merges a finished task into the base; on a conflict, its loop resolves it (twice at
     /// most), then the task is given up with its branch kept.
     fn merge<'s>(&mut self, id: &str, spawner: &Spawner<'s, '_>) -> anyhow::Result<()>
     where
@@ -416,7 +420,7 @@ impl<'a> Coordinator<'a> {
         Ok(())
     }
 
-    /// Merges the base into the task's branch in its worktree and restarts its worker on the
+    /// Merges the base into the task's branch in its worktree and restarts its loop on the
     /// conflicts.
     fn resolve<'s>(
         &mut self,
@@ -651,17 +655,6 @@ pub(crate) fn in_worktree(
     }
 }
 
-/// A worker's loop, to its end.
-pub(super) fn run_worker(
-    config: &RunConfig,
-    cwd: &Path,
-    worker: Worker,
-    stop: &StopFlag,
-    knobs: &Knobs,
-) -> anyhow::Result<Stop> {
-    start::run_worker(config, cwd, worker, stop, knobs)
-}
-
 pub(super) fn outcome(result: anyhow::Result<Stop>) -> Outcome {
     match result {
         Ok(Stop::Completed { .. }) => Outcome::Done,
@@ -675,8 +668,8 @@ pub(super) fn outcome(result: anyhow::Result<Stop>) -> Outcome {
     }
 }
 
-/// The worker's settings: the loop's, with the task's own `max_iterations` (and `ralph: false`).
-pub(super) fn worker_config(config: &RunConfig, task: &Task) -> RunConfig {
+/// A task loop's settings: the run's, with the task's own `max_iterations` (and `ralph: false`).
+pub(super) fn task_config(config: &RunConfig, task: &Task) -> RunConfig {
     let mut config = config.clone();
     config.options.tasks = true;
     config.options.parallel = 0;

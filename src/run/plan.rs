@@ -210,8 +210,8 @@ pub(super) fn tasks(
     }))
 }
 
-/// A parallel worker's task, from the task file of its worktree (whatever its box says there).
-pub(super) fn worker_task(dir: &RalphDir, task_id: &str) -> anyhow::Result<TaskPlan> {
+/// A task loop's task, from the task file of its worktree (whatever its box says there).
+pub(super) fn task_of_loop(dir: &RalphDir, task_id: &str) -> anyhow::Result<TaskPlan> {
     let content = storage::read_text(&dir.tasks())?;
     let list = TaskList::parse(content.as_deref().unwrap_or_default());
     let focus = tasks::task_ids(&list)
@@ -300,11 +300,11 @@ pub(crate) fn iteration_prompt(
     )
 }
 
-/// A worker's task loop, as its prompt describes it.
-pub(super) fn task_loop(worker: &super::Worker) -> TaskLoop<'_> {
+/// A task loop, as its prompt describes it.
+pub(super) fn task_loop(task: &super::TaskLoop) -> TaskLoop<'_> {
     TaskLoop {
-        id: &worker.task_id,
-        base: &worker.base,
+        id: &task.task_id,
+        base: &task.base,
     }
 }
 

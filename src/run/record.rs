@@ -56,10 +56,11 @@ pub(super) fn iteration(
         log: run.log.clone(),
         task_id: runner
             .env
-            .worker
+            .shape
+            .task_loop()
             .as_ref()
-            .map(|worker| worker.task_id.clone()),
-        branch: runner.env.worker.as_ref().map(super::Worker::branch),
+            .map(|task| task.task_id.clone()),
+        branch: runner.env.shape.task_loop().map(super::TaskLoop::branch),
     };
     let struggle = if decision.agent_side {
         Struggle::Update {
@@ -69,13 +70,13 @@ pub(super) fn iteration(
         Struggle::Skip
     };
     let entry = progress_entry(&record, decision);
-    if let Some(worker) = &runner.env.worker {
+    if let Some(task) = runner.env.shape.task_loop() {
         let tokens = record.tokens.map_or(0, |usage| usage.billable());
-        worker.shared.add_iteration(record.cost_usd, tokens);
+        task.shared.add_iteration(record.cost_usd, tokens);
     }
     let event = LoopEvent::IterationFinished(Box::new(record.clone()));
-    if let Some(worker) = &runner.env.worker {
-        worker.record_in_base(&record)?;
+    if let Some(task) = runner.env.shape.task_loop() {
+        task.record_in_base(&record)?;
     }
     runner.history.record(record, struggle);
     history::save(&runner.env.dir.history(), &runner.history)?;
@@ -180,7 +181,7 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
                 failed: &checks,
             });
             // A task loop's claim is its task's promise, unless the agent printed completion.
-            let printed = if rules.worker && !facts.completion {
+            let printed = if rules.task_loop && !facts.completion {
                 task_tag.to_owned()
             } else {
                 format!("<promise>{}</promise>", options.completion_promise)

@@ -30,7 +30,7 @@ use crate::storage::{self, RalphDir, progress};
 use super::decision::Stop;
 use super::parallel::{self, MERGE_TRIES, Outcome};
 use super::sink::{Place, Scope, Sink};
-use super::{Knobs, Shared, Worker, start};
+use super::{Knobs, Shared, TaskLoop, start};
 
 /// The worktree in which finished tasks are merged into a fresh copy of the base.
 const INTEGRATION: &str = ".integrate";
@@ -333,7 +333,7 @@ impl Session<'_> {
         holder: &mut Holder,
         conflicts: Vec<String>,
     ) -> anyhow::Result<(anyhow::Result<Stop>, bool)> {
-        let worker = Worker {
+        let task_loop = TaskLoop {
             task_id: holder.claim.task.clone(),
             shared: Arc::clone(&self.shared),
             base: self.site.base_name(),
@@ -341,13 +341,13 @@ impl Session<'_> {
             publish: Some(self.site.remote.clone()),
             home: self.dir.clone(),
         };
-        let config = parallel::worker_config(self.config, task);
+        let config = parallel::task_config(self.config, task);
         let task_stop = StopFlag::default();
         task_stop.follow(self.stop);
         let done = AtomicBool::new(false);
         let (result, lost) = std::thread::scope(|scope| {
             let beat = scope.spawn(|| self.heartbeat(holder, &task_stop, &done));
-            let result = start::run_worker(&config, cwd, worker, &task_stop, self.knobs);
+            let result = start::run_task_loop(&config, cwd, task_loop, &task_stop, self.knobs);
             done.store(true, Ordering::SeqCst);
             (result, beat.join().unwrap_or(false))
         });

@@ -21,7 +21,7 @@ use crate::storage::{self, Loaded, RalphDir, progress, tasks};
 use super::claim::{Start, claim, load_keeping_corrupt, stop_leftover_agent};
 use super::decision::{Counters, Rules, Stop};
 use super::sink::{Place, Scope, Sink};
-use super::{Env, Knobs, Promises, Runner, plan};
+use super::{Env, Knobs, Promises, Runner, Shape, TaskLoop, plan};
 
 /// Starts a new loop, or resumes the saved one.
 pub(crate) fn run(
@@ -54,7 +54,7 @@ pub(crate) fn run(
         steps,
         rules: Rules::new(&config.options, knobs.error_pause, false),
         promises: Promises::new(&config.options),
-        worker: None,
+        shape: Shape::Single,
         sink,
     };
     let mut runner = Runner::new(env, resumed)?;
@@ -103,17 +103,17 @@ pub(super) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> Loop
     }
 }
 
-/// Runs one parallel worker's loop in its worktree (`cwd`), to its stop.
-pub(crate) fn run_worker(
+/// Runs one task loop of a run in its worktree (`cwd`), to its stop.
+pub(crate) fn run_task_loop(
     config: &RunConfig,
     cwd: &Path,
-    worker: super::Worker,
+    task: TaskLoop,
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<Stop> {
     let dir = RalphDir::new(cwd);
     let steps = plan::steps(config, cwd).map_err(fail)?;
-    // A worker of an interrupted run goes on where it stopped, in the same worktree.
+    // A task loop of an interrupted run goes on where it stopped, in the same worktree.
     let start = match state::load(&dir.state()) {
         Loaded::Found(saved) => Start::Resume {
             saved: Box::new(saved),
@@ -127,10 +127,10 @@ pub(crate) fn run_worker(
         dir: &dir,
         repo: repo.as_ref(),
     };
-    let sink = Sink::for_run(config, &place, Some(worker.task_id.clone()), Scope::Task);
+    let sink = Sink::for_run(config, &place, Some(task.task_id.clone()), Scope::Task);
     let (_lock, resumed) = claim(&dir, start, knobs, &sink)?;
     let mut rules = Rules::new(&config.options, knobs.error_pause, false);
-    rules.worker = true;
+    rules.task_loop = true;
     let env = Env {
         config,
         cwd,
@@ -141,7 +141,7 @@ pub(crate) fn run_worker(
         steps,
         rules,
         promises: Promises::new(&config.options),
-        worker: Some(worker),
+        shape: Shape::Task(task),
         sink,
     };
     let mut runner = Runner::new(env, resumed)?;
@@ -245,10 +245,10 @@ impl<'a> Runner<'a> {
             History::default()
         };
         let feedback = env
-            .worker
-            .as_ref()
-            .filter(|worker| !worker.conflicts.is_empty())
-            .map(|worker| crate::prompt::merge_conflicts(&worker.base, &worker.conflicts))
+            .shape
+            .task_loop()
+            .filter(|task| !task.conflicts.is_empty())
+            .map(|task| crate::prompt::merge_conflicts(&task.base, &task.conflicts))
             .into_iter()
             .collect();
         Ok(Self {
@@ -294,7 +294,7 @@ impl<'a> Runner<'a> {
         self.env.sink.notice(Notice::Banner {
             agent: config.agent.display_name(),
         });
-        if self.env.worker.is_none() {
+        if self.env.shape.task_loop().is_none() {
             // The iteration logs are never committed (a `.gitignore` of an older ralph lacks it).
             self.env.dir.ignore_own_dirs()?;
         }
@@ -418,11 +418,11 @@ impl<'a> Runner<'a> {
 
     /// A `--worker`'s task branch goes to the remote after every commit.
     fn publish(&self, repo: &Repo) {
-        let Some(worker) = &self.env.worker else {
+        let Some(task) = self.env.shape.task_loop() else {
             return;
         };
-        if let Some(remote) = &worker.publish
-            && let Err(reason) = repo.push_branch(remote, &super::parallel::branch(&worker.task_id))
+        if let Some(remote) = &task.publish
+            && let Err(reason) = repo.push_branch(remote, &task.branch())
         {
             self.env.sink.notice(Notice::PushFailed(&reason));
         }

@@ -409,13 +409,13 @@ fn a_startable_task_or_an_empty_list_is_not_blocked() {
     assert_eq!(tasks_blocked(&TaskList::parse("- [x] done\n")), None);
 }
 
-// ── Parallel workers ────────────────────────────────────────────────────────────────────────────
+// ── Task loops of a run ────────────────────────────────────────────────────────────────────────────
 
 #[test]
-fn a_workers_task_promise_completes_its_loop() {
+fn a_task_loops_task_promise_completes_it() {
     let rules = Rules {
         tasks: true,
-        worker: true,
+        task_loop: true,
         ..rules()
     };
     let facts = Facts {
@@ -428,10 +428,10 @@ fn a_workers_task_promise_completes_its_loop() {
 }
 
 #[test]
-fn a_workers_task_is_refused_when_its_verify_fails() {
+fn a_task_loops_task_is_refused_when_its_verify_fails() {
     let rules = Rules {
         tasks: true,
-        worker: true,
+        task_loop: true,
         ..rules()
     };
     let facts = Facts {
