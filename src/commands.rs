@@ -281,6 +281,24 @@ fn warn_if_corrupt<T>(path: &std::path::Path, loaded: Loaded<T>, warn: bool) -> 
     }
 }
 
+/// `--status --remote NAME`: every claim on the remote, and the base's task board (`ttl`: the
+/// `--claim-ttl` after which a claim shows as stale).
+pub(crate) fn remote_status(
+    cwd: &std::path::Path,
+    remote: &str,
+    ttl: std::time::Duration,
+) -> anyhow::Result<ExitStatus> {
+    let seen = crate::run::remote_status(cwd, remote, ttl)?;
+    output::remote_status(
+        &seen.remote,
+        &seen.base,
+        &seen.claims,
+        seen.now,
+        &seen.board,
+    );
+    Ok(ExitStatus::Success)
+}
+
 /// `--add-context TEXT` (`--task ID`: for that task's loop alone, an id of the task list).
 pub(crate) fn add_context(
     dir: &RalphDir,
@@ -318,15 +336,8 @@ fn context_readers(dir: &RalphDir) -> output::ContextReaders {
     if !storage::lock::loop_is_running(dir) {
         return output::ContextReaders::NextLoop;
     }
-    let single = state::load(&dir.state()).ok().is_some_and(|s| {
-        s.active
-            && s.options
-                .as_ref()
-                .and_then(|options| options.get("parallel"))
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0)
-                == 0
-    });
+    let single = (state::load(&dir.state()).ok())
+        .is_some_and(|s| s.active && s.parallel() == 0 && s.worker.is_none());
     if single {
         output::ContextReaders::OneLoop
     } else {

@@ -203,21 +203,7 @@ impl Config {
         let tasks_flag = matches!(cli_layer.get("tasks"), Some((Raw::Bool(true), _)));
         let (resume, dry_run) = (commands.resume, commands.dry_run);
         let (worktree, merge) = (commands.worktree.clone(), commands.merge);
-        let worker = commands
-            .worker
-            .then(|| (commands.remote.clone(), commands.base.clone()));
-        if !commands.worker {
-            if commands.base.is_some() {
-                return Err(usage(
-                    "--base names the branch a --worker takes tasks from; add --worker",
-                ));
-            }
-            if commands.remote.is_some() && !commands.status {
-                return Err(usage(
-                    "--remote goes with --worker (take tasks from it) or --status (show its claims)",
-                ));
-            }
-        }
+        let worker = commands.worker_place()?;
         let task_properties = task_properties(&cli_layer, commands.success.clone());
         let mode = match commands.mode(tasks_flag, task_properties)? {
             Some(mode) => mode,
@@ -262,7 +248,29 @@ impl Config {
     }
 }
 
+/// `--worker`'s `--remote` and `--base`, as given.
+type WorkerPlace = (Option<String>, Option<String>);
+
 impl CommandArgs {
+    /// `--worker`'s remote and base, when it is given; `--base` and `--remote` without it are
+    /// refused (`--remote` goes with `--status` too).
+    fn worker_place(&self) -> Result<Option<WorkerPlace>, Error> {
+        if self.worker {
+            return Ok(Some((self.remote.clone(), self.base.clone())));
+        }
+        if self.base.is_some() {
+            return Err(usage(
+                "--base names the branch a --worker takes tasks from; add --worker",
+            ));
+        }
+        if self.remote.is_some() && !self.status {
+            return Err(usage(
+                "--remote goes with --worker (take tasks from it) or --status (show its claims)",
+            ));
+        }
+        Ok(None)
+    }
+
     /// The command to run, first by precedence; `None` when a loop is to run (or resume).
     /// `tasks_flag`: `--tasks` was given (`--status --tasks` shows the task list).
     fn mode(

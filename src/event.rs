@@ -294,9 +294,11 @@ pub(crate) enum Notice<'a> {
         no_progress: u32,
         short: u32,
     },
+    /// The agent exited with a non-zero code (`goes_on`: the loop continues).
     NonzeroExit {
         agent: &'a str,
         code: i32,
+        goes_on: bool,
     },
     TaskCompleted {
         tag: &'a str,

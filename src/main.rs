@@ -6,6 +6,7 @@ mod agents;
 mod cli;
 mod commands;
 mod config;
+mod dry_run;
 mod error;
 mod event;
 mod exit;
@@ -112,15 +113,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Doctor => Ok(setup::doctor(&settings, &cli_layer, &ralph_dir, &cwd)),
         Mode::Status { tasks, remote } => match remote {
             Some(remote) => {
-                let seen = run::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?)?;
-                output::remote_status(
-                    &seen.remote,
-                    &seen.base,
-                    &seen.claims,
-                    seen.now,
-                    &seen.board,
-                );
-                Ok(ExitStatus::Success)
+                commands::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?)
             }
             None => Ok(commands::status(&ralph_dir, tasks, json)),
         },
@@ -150,44 +143,86 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Import(file) => commands::import(&ralph_dir, &file),
         Mode::Export => commands::list_tasks(&ralph_dir, true),
         Mode::Reset => commands::reset(&ralph_dir, &knobs),
-        Mode::DryRun(config) => Ok(setup::dry_run(&config, &ralph_dir, &cwd)),
+        Mode::DryRun(config) => Ok(dry_run::dry_run(&config, &ralph_dir, &cwd)),
         Mode::WorkerDryRun {
             config,
             remote,
             base,
-        } => Ok(setup::worker_dry_run(
+        } => Ok(dry_run::worker_dry_run(
             &config,
             &ralph_dir,
             &cwd,
             (&remote, base.as_deref()),
         )),
-        Mode::Resume => {
-            let stop = signal::StopFlag::install()?;
-            run::resume(&cli_layer, &settings, &cwd, &ralph_dir, &stop, &knobs, json)
+        Mode::Resume | Mode::RunInWorktree { .. } | Mode::Worker { .. } | Mode::Run(_) => {
+            let loops = Loops {
+                cwd: &cwd,
+                ralph_dir: &ralph_dir,
+                cli_layer: &cli_layer,
+                settings: &settings,
+                json,
+                knobs: &knobs,
+            };
+            loops.start(mode)
         }
-        Mode::RunInWorktree {
-            mut config,
-            name,
-            merge,
-        } => {
-            config.json = json;
-            let stop = signal::StopFlag::install()?;
-            run::in_worktree(&config, &cwd, &ralph_dir, (&name, merge), &stop, &knobs)
-        }
-        Mode::Worker {
-            mut config,
-            remote,
-            base,
-        } => {
-            config.json = json;
-            let stop = signal::StopFlag::install()?;
-            let place = (remote.as_str(), base.as_deref());
-            run::worker(&config, &cwd, &ralph_dir, place, &stop, &knobs)
-        }
-        Mode::Run(mut config) => {
-            config.json = json;
-            let stop = signal::StopFlag::install()?;
-            run::run(&config, &cwd, &ralph_dir, run::Start::Fresh, &stop, &knobs)
+    }
+}
+
+/// What starting a loop needs besides its mode.
+struct Loops<'a> {
+    cwd: &'a std::path::Path,
+    ralph_dir: &'a storage::RalphDir,
+    cli_layer: &'a options::Layer,
+    settings: &'a settings::Settings,
+    json: bool,
+    knobs: &'a run::Knobs,
+}
+
+impl Loops<'_> {
+    /// Runs a loop, a parallel run, a `--worktree` loop, a `--worker` or `--resume`, with the
+    /// signal handling a loop needs.
+    fn start(&self, mode: Mode) -> anyhow::Result<ExitStatus> {
+        let Self {
+            cwd,
+            ralph_dir,
+            knobs,
+            json,
+            ..
+        } = *self;
+        let stop = signal::StopFlag::install()?;
+        match mode {
+            Mode::Resume => run::resume(
+                self.cli_layer,
+                self.settings,
+                cwd,
+                ralph_dir,
+                &stop,
+                knobs,
+                json,
+            ),
+            Mode::RunInWorktree {
+                mut config,
+                name,
+                merge,
+            } => {
+                config.json = json;
+                run::in_worktree(&config, cwd, ralph_dir, (&name, merge), &stop, knobs)
+            }
+            Mode::Worker {
+                mut config,
+                remote,
+                base,
+            } => {
+                config.json = json;
+                let place = (remote.as_str(), base.as_deref());
+                run::worker(&config, cwd, ralph_dir, place, &stop, knobs)
+            }
+            Mode::Run(mut config) => {
+                config.json = json;
+                run::run(&config, cwd, ralph_dir, run::Start::Fresh, &stop, knobs)
+            }
+            // Every other mode is a command, dispatched before a loop is ever started.
+            _ => Ok(ExitStatus::Success),
         }
     }
 }

@@ -9,7 +9,6 @@
 //! of the lines promise detection needs — a bounded amount whatever the agent prints. Buffered
 //! output is spilled to unnamed temporary files, not kept in memory.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Seek as _, SeekFrom, Write as _};
@@ -25,6 +24,9 @@ use crate::storage::logs::IterationLog;
 use crate::stream::{EndedBy, OutputHandler, Segment, Source};
 
 mod runs;
+mod tail;
+
+use tail::{keep_text_tail, last_line_tail, push_tail, set_last_line, without_ansi};
 
 /// Longest error line kept, in characters.
 const ERROR_CHARS: usize = 200;
@@ -582,17 +584,6 @@ impl OutputHandler for Transcript<'_> {
     }
 }
 
-/// Keeps `line` (trimmed, its last [`LINE_TAIL_BYTES`]) as the last non-empty line, reusing the
-/// buffer: this runs for every line the agent prints.
-fn set_last_line(last: &mut String, line: &str) {
-    let line = line.trim();
-    if line.is_empty() {
-        return;
-    }
-    last.clear();
-    push_tail(last, line);
-}
-
 /// Lines that count as errors (reference 7.1), matched case-insensitively.
 /// Words that make a line of output an error line; "test" and "fail" together do too.
 const ERROR_PATTERN: &str = r"(?i)error:|failed:|exception:|typeerror|syntaxerror|referenceerror";
@@ -615,51 +606,6 @@ static LEGACY_PLUGIN: LazyLock<Regex> = LazyLock::new(|| {
     ))
     .expect("valid regex")
 });
-
-/// The text without ANSI escape sequences (borrowed when there are none, the common case).
-fn without_ansi(text: &str) -> Cow<'_, str> {
-    if text.contains('\x1b') {
-        Cow::Owned(strip_ansi_escapes::strip_str(text))
-    } else {
-        Cow::Borrowed(text)
-    }
-}
-
-/// The last non-empty line of `text`, without ANSI codes, bounded.
-fn last_line_tail(text: &str) -> String {
-    let line = text
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|line| !line.is_empty())
-        .unwrap_or("");
-    let mut tail = String::new();
-    push_tail(&mut tail, &without_ansi(line));
-    tail
-}
-
-/// Keeps the last 2 KB of a message in `slot` (reusing its buffer: this runs for every message).
-fn keep_text_tail(slot: &mut Option<String>, text: &str) {
-    let mut cut = text.len().saturating_sub(2048);
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    let tail = slot.get_or_insert_default();
-    tail.clear();
-    tail.push_str(&text[cut..]);
-}
-
-/// Appends to a bounded tail, keeping the last [`LINE_TAIL_BYTES`] bytes.
-fn push_tail(tail: &mut String, text: &str) {
-    tail.push_str(text);
-    if tail.len() > LINE_TAIL_BYTES {
-        let mut cut = tail.len() - LINE_TAIL_BYTES;
-        while !tail.is_char_boundary(cut) {
-            cut += 1;
-        }
-        tail.drain(..cut);
-    }
-}
 
 #[cfg(test)]
 mod tests {

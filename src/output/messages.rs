@@ -191,11 +191,13 @@ pub(crate) fn struggle_warning(out: &Voice, no_progress: u32, short: u32) {
 }
 
 /// The agent exited with a non-zero code.
-pub(crate) fn nonzero_exit(out: &Voice, agent: &str, code: i32) {
-    out.warn(&[
-        "",
-        &format!("⚠️  {agent} exited with code {code}. Continuing to next iteration."),
-    ]);
+pub(crate) fn nonzero_exit(out: &Voice, agent: &str, code: i32, goes_on: bool) {
+    let then = if goes_on {
+        " Continuing to next iteration."
+    } else {
+        ""
+    };
+    out.warn(&["", &format!("⚠️  {agent} exited with code {code}.{then}")]);
 }
 
 /// The agent finished a task in tasks mode.
@@ -323,12 +325,20 @@ pub(crate) fn run_ended(out: &Voice, end: &RunEnd) {
 
 /// What follows `Loop ended: `: the reason, iterations, time, tokens and cost.
 pub(crate) fn run_summary(end: &RunEnd) -> String {
-    let mut line = format!(
-        "{} · {} · total time {}",
-        end.reason,
-        plural(u64::from(end.iterations), "iteration"),
+    // A reason that counts the iterations itself is not followed by the count again.
+    let counted =
+        end.reason.starts_with("completed in ") || end.reason.starts_with("max iterations (");
+    let mut line = end.reason.clone();
+    if !counted {
+        line.push_str(&format!(
+            " · {}",
+            plural(u64::from(end.iterations), "iteration")
+        ));
+    }
+    line.push_str(&format!(
+        " · total time {}",
         long_duration_ms(end.total_duration_ms)
-    );
+    ));
     if let Some(tokens) = end.tokens {
         line.push_str(&format!(" · {} tokens", compact_number(tokens.total())));
     }
@@ -385,13 +395,16 @@ pub(crate) fn agent_aborted(out: &Voice, message: &str) {
 
 /// The agent failed in a way retrying does not fix (or retries ran out): what to do about it.
 /// The failure itself was already shown, when the agent reported it.
-pub(crate) fn agent_failed(out: &Voice, failure: &crate::agents::Failure) {
+/// `resumable`: the loop is the user's to go on with (`ralph --resume`); a task loop's run says
+/// how to go on.
+pub(crate) fn agent_failed(out: &Voice, failure: &crate::agents::Failure, resumable: bool) {
     let hint = match failure.kind {
         crate::agents::FailureKind::Auth => {
             "Check the agent's credentials (log in again, or set its API key)."
         }
         crate::agents::FailureKind::ModelNotFound => "Check the model name given with --model.",
-        _ => "Check the provider's status, then continue with `ralph --resume`.",
+        _ if resumable => "Check the provider's status, then continue with `ralph --resume`.",
+        _ => "Check the provider's status.",
     };
     out.warn(&["", hint]);
 }

@@ -9,6 +9,8 @@ mod agents;
 mod commands;
 pub(crate) mod format;
 pub(crate) mod html;
+#[cfg(test)]
+mod human_tests;
 mod logs;
 mod messages;
 mod parallel;
@@ -214,7 +216,11 @@ impl Reporter for Human {
             Notice::Struggle { no_progress, short } => {
                 struggle_warning(out, *no_progress, *short);
             }
-            Notice::NonzeroExit { agent, code } => nonzero_exit(out, agent, *code),
+            Notice::NonzeroExit {
+                agent,
+                code,
+                goes_on,
+            } => nonzero_exit(out, agent, *code, *goes_on),
             Notice::TaskCompleted {
                 tag,
                 next_iteration,
@@ -277,7 +283,7 @@ fn ended(out: &Voice, ending: &Ending<'_>) {
         Ending::MaxIterations { .. } if out.is_task_loop() => {}
         Ending::MaxIterations { max, total_ms } => max_iterations_box(out, *max, *total_ms),
         Ending::Aborted { message } => agent_aborted(out, message),
-        Ending::AgentFailed(failure) => agent_failed(out, failure),
+        Ending::AgentFailed(failure) => agent_failed(out, failure, !out.is_task_loop()),
         Ending::LegacyPlugin => legacy_plugin_detected(out),
         Ending::Blocked(tasks) => tasks_blocked(out, tasks),
         Ending::Other => {}

@@ -144,8 +144,8 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
         lines.push("⏹️  No active loop".to_owned());
         return;
     };
-    if state.parallel() > 0 {
-        parallel_block(data, state, lines);
+    if state.parallel() > 0 || state.worker.is_some() {
+        run_block(data, state, lines);
         return;
     }
     let max = if state.max_iterations > 0 {
@@ -202,16 +202,28 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
     }
 }
 
-/// A `--parallel` run: its own state (each task loop's is in the task loops' block).
-fn parallel_block(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
-    let at_once = state.parallel();
+/// A run of task loops, `--parallel` or a `--worker`: its own state (each task loop's is in the
+/// task loops' block).
+fn run_block(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
+    let (what, running, again) = match &state.worker {
+        Some(worker) => (
+            "WORKER",
+            format!("🛰️  WORKER {worker}"),
+            "start it again with `ralph --worker`",
+        ),
+        None => (
+            "PARALLEL RUN",
+            format!("🔄 PARALLEL RUN: up to {} tasks at once", state.parallel()),
+            "resume with `ralph --resume`",
+        ),
+    };
     lines.push(if state.active && data.running {
-        format!("🔄 PARALLEL RUN: up to {at_once} tasks at once")
+        running
     } else if state.active {
-        "💥 PARALLEL RUN STOPPED UNEXPECTEDLY (resume with `ralph --resume`)".to_owned()
+        format!("💥 {what} STOPPED UNEXPECTEDLY ({again})")
     } else {
         let reason = state.stop_reason.as_deref().unwrap_or("stopped");
-        format!("⏸️  PARALLEL RUN STOPPED: {reason} (resume with `ralph --resume`)")
+        format!("⏸️  {what} STOPPED: {reason} ({again})")
     });
     lines.push(field(
         "Started",

@@ -11,6 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Style, paint, stdout};
 
+/// A test's record of what a voice would have written: `out: …` and `err: …`, one entry per
+/// line of `say` and `warn`, one per piece of output otherwise (`⏎` marks a line's end).
+#[cfg(test)]
+pub(crate) type Captured = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
 /// How one loop's human output is shown.
 #[derive(Debug)]
 pub(crate) struct Voice {
@@ -22,6 +27,9 @@ pub(crate) struct Voice {
     echo: bool,
     /// Whether the agent's (or a command's) output is at the start of a line.
     at_line_start: AtomicBool,
+    /// A test's record: what would be written goes there instead.
+    #[cfg(test)]
+    capture: Option<Captured>,
 }
 
 impl Clone for Voice {
@@ -31,6 +39,8 @@ impl Clone for Voice {
             task: self.task.clone(),
             echo: self.echo,
             at_line_start: AtomicBool::new(self.at_line_start.load(Ordering::Relaxed)),
+            #[cfg(test)]
+            capture: self.capture.clone(),
         }
     }
 }
@@ -49,6 +59,8 @@ impl Voice {
             task: None,
             echo: true,
             at_line_start: AtomicBool::new(true),
+            #[cfg(test)]
+            capture: None,
         }
     }
 
@@ -60,7 +72,45 @@ impl Voice {
             task,
             echo,
             at_line_start: AtomicBool::new(true),
+            #[cfg(test)]
+            capture: None,
         }
+    }
+
+    /// A loop's voice (as [`Voice::for_loop`]) that records what it would write, for a test.
+    #[cfg(test)]
+    pub(crate) fn capturing(json: bool, task: Option<String>, verbose: bool) -> (Self, Captured) {
+        let captured = Captured::default();
+        let voice = Self {
+            capture: Some(captured.clone()),
+            ..Self::for_loop(json, task, verbose)
+        };
+        (voice, captured)
+    }
+
+    /// In a test with a capturing voice, records `text` (a piece of output, or whole lines
+    /// when `lines`) as written to `stream` and says so; nothing is written then.
+    #[cfg(test)]
+    fn captured(&self, stream: &str, text: &str, lines: bool) -> bool {
+        let Some(capture) = &self.capture else {
+            return false;
+        };
+        let mut capture = capture
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = |text: &str| {
+            if text.is_empty() {
+                format!("{stream}:")
+            } else {
+                format!("{stream}: {text}")
+            }
+        };
+        if lines {
+            capture.extend(text.split('\n').map(entry));
+        } else {
+            capture.push(entry(&text.replace('\n', "⏎")));
+        }
+        true
     }
 
     /// Whether this is a task loop's voice (its lines are prefixed; no boxes, no banner).
@@ -70,6 +120,10 @@ impl Voice {
 
     /// Whether a countdown may update one line in place: ralph's own terminal, one loop on it.
     pub(crate) fn in_place(&self) -> bool {
+        #[cfg(test)]
+        if self.capture.is_some() {
+            return false;
+        }
         !self.json && self.task.is_none() && io::stdout().is_terminal()
     }
 
@@ -91,6 +145,13 @@ impl Voice {
         if self.json {
             return;
         }
+        #[cfg(test)]
+        if self.capture.is_some() {
+            for line in self.shown(lines) {
+                self.captured("out", &line, true);
+            }
+            return;
+        }
         let mut out = stdout();
         for line in self.shown(lines) {
             let _ = writeln!(out, "{line}");
@@ -101,6 +162,13 @@ impl Voice {
     /// Writes lines to stderr (after flushing stdout, to keep the order); a line's icon sets its
     /// colour.
     pub(crate) fn warn(&self, lines: &[&str]) {
+        #[cfg(test)]
+        if self.capture.is_some() {
+            for line in self.shown(lines) {
+                self.captured("err", &line, true);
+            }
+            return;
+        }
         let _ = stdout().flush();
         let mut err = io::stderr().lock();
         for line in self.shown(lines) {
@@ -136,6 +204,13 @@ impl Voice {
         if !self.echo {
             return;
         }
+        #[cfg(test)]
+        if self.capture.is_some() {
+            let prefix = self.piece_prefix(ends_line).unwrap_or_default();
+            let end = if ends_line { "\n" } else { "" };
+            self.captured("out", &format!("{prefix}{text}{end}"), false);
+            return;
+        }
         let mut out = stdout();
         if let Some(prefix) = self.piece_prefix(ends_line) {
             let _ = out.write_all(prefix.as_bytes());
@@ -149,6 +224,13 @@ impl Voice {
     /// Writes a piece of the agent's stderr.
     pub(crate) fn agent_stderr(&self, text: &str, ends_line: bool) {
         if !self.echo {
+            return;
+        }
+        #[cfg(test)]
+        if self.capture.is_some() {
+            let prefix = self.piece_prefix(ends_line).unwrap_or_default();
+            let end = if ends_line { "\n" } else { "" };
+            self.captured("err", &format!("{prefix}{text}{end}"), false);
             return;
         }
         let _ = stdout().flush();
@@ -178,6 +260,10 @@ impl Voice {
             }
             return;
         }
+        #[cfg(test)]
+        if self.captured(if to_stderr { "err" } else { "out" }, text, false) {
+            return;
+        }
         if to_stderr {
             let _ = stdout().flush();
             let _ = io::stderr().lock().write_all(text.as_bytes());
@@ -189,6 +275,14 @@ impl Voice {
     /// Copies a reader (buffered agent output) to stdout or stderr.
     pub(crate) fn copy_to(&self, reader: &mut dyn io::Read, to_stderr: bool) {
         if !self.echo || self.task.is_some() {
+            return;
+        }
+        #[cfg(test)]
+        if self.capture.is_some() {
+            let mut text = Vec::new();
+            let _ = reader.read_to_end(&mut text);
+            let stream = if to_stderr { "err" } else { "out" };
+            self.captured(stream, &String::from_utf8_lossy(&text), false);
             return;
         }
         let mut out = stdout();
@@ -211,6 +305,17 @@ impl Voice {
         always: bool,
     ) {
         if self.json || !(self.echo || always) {
+            return;
+        }
+        #[cfg(test)]
+        if self.capture.is_some() {
+            let start = match (&self.task, starts_line) {
+                (Some(id), true) => format!("[{id}] {margin}"),
+                (None, true) => margin.to_owned(),
+                (_, false) => String::new(),
+            };
+            let end = if ends_line { "\n" } else { "" };
+            self.captured("out", &format!("{start}{text}{end}"), false);
             return;
         }
         let mut out = stdout();
@@ -255,5 +360,49 @@ mod tests {
         assert_eq!(voice.piece_prefix(true), None, "the rest of the line");
         assert_eq!(voice.piece_prefix(true).as_deref(), Some("[t] "));
         assert_eq!(Voice::plain().piece_prefix(true), None);
+    }
+
+    #[test]
+    fn a_capturing_voice_records_lines_and_pieces_as_written() {
+        let (voice, captured) = Voice::capturing(false, Some("t".to_owned()), true);
+        voice.say(&["", "one", "two\nthree"]);
+        voice.warn(&["⚠️  careful"]);
+        voice.agent_stdout("par", false);
+        voice.agent_stdout("tial", true);
+        voice.agent_stderr("oops", true);
+        voice.agent_lines("a\nb\n", false);
+        voice.command_output("   │ ", "ok", (true, true), false);
+        voice.clone().say(&["cloned"]);
+        assert_eq!(
+            *captured.lock().unwrap(),
+            [
+                "out: [t] one",
+                "out: [t] two",
+                "out: [t] three",
+                "err: [t] ⚠️  careful",
+                "out: [t] par",
+                "out: tial⏎",
+                "err: [t] oops⏎",
+                "out: [t] a⏎",
+                "out: [t] b⏎",
+                "out: [t]    │ ok⏎",
+                "out: [t] cloned",
+            ]
+        );
+        let (plain, captured) = Voice::capturing(false, None, false);
+        plain.say(&["", "two\nlines"]);
+        plain.agent_lines("a\nb\n", true);
+        plain.copy_to(&mut "buffered\n".as_bytes(), false);
+        assert!(!plain.in_place());
+        assert_eq!(
+            *captured.lock().unwrap(),
+            [
+                "out:",
+                "out: two",
+                "out: lines",
+                "err: a⏎b⏎",
+                "out: buffered⏎"
+            ]
+        );
     }
 }

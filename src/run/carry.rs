@@ -9,7 +9,7 @@ use crate::storage::{self, RalphDir, progress, tasks};
 /// ralph's own files are back: appends what the branch added to the progress log (under task
 /// `id`) and to the task list. Never fails: what could not be carried is in `problems`.
 pub(super) fn into_base(repo: &Repo, dir: &RalphDir, branch: &str, id: &str) -> Carried {
-    let paths = super::parallel::own_files(repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE]);
+    let paths = super::base::own_files(repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE]);
     let merge_base = repo.merge_base("HEAD", branch);
     let from = (merge_base.as_deref(), branch);
     let mut carried = Carried::default();

@@ -123,6 +123,14 @@ fn loop_already_running(state: Option<&LoopState>, state_path: &Path) -> String 
 /// The error when the state says a loop is active but nothing holds its lock: it crashed or was
 /// killed.
 fn crashed_loop(state: &LoopState, state_path: &Path) -> String {
+    if let Some(worker) = &state.worker {
+        return format!(
+            "the --worker {worker} that ran here stopped unexpectedly.\n       \
+             Start it again with `ralph --worker` (it goes on with the remote's tasks), or discard its state with `ralph --reset`.\n       \
+             State file: {}",
+            state_path.display()
+        );
+    }
     let owner = match (&state.host, state.pid) {
         (Some(host), Some(pid)) => format!(" (pid {pid} on {host})"),
         (None, Some(pid)) => format!(" (pid {pid})"),

@@ -515,7 +515,10 @@ impl Stop {
                 format!("max tokens ({}) reached", format::compact_number(*limit))
             }
             Self::Aborted { .. } => format!("the agent gave up at iteration {iteration}"),
-            Self::Stalled(count) => format!("no file changes in {count} iterations in a row"),
+            Self::Stalled(count) => format!(
+                "no file changes in {} in a row",
+                plural(u64::from(*count), "iteration")
+            ),
             Self::AgentFailed { failure, retries } if *retries > 0 => format!(
                 "the agent kept failing ({}) after {}",
                 failure.kind.label(),
@@ -526,7 +529,8 @@ impl Stop {
             }
             Self::LegacyPlugin => "OpenCode loaded the legacy placeholder plugin".to_owned(),
             Self::AgentKeptFailing { exit_code, runs } => format!(
-                "the agent exited with code {exit_code} and changed nothing in {runs} iterations in a row"
+                "the agent exited with code {exit_code} and changed nothing in {} in a row",
+                plural(u64::from(*runs), "iteration")
             ),
             Self::RalphFailed(error) => {
                 format!("ralph failed {MAX_OWN_FAILURES} iterations in a row ({error})")

@@ -234,13 +234,8 @@ fn agent_run(
         idle_timeout: options.idle_timeout,
     };
     let outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript)?;
-    let usage_report = command.usage_file.as_ref().and_then(|path| {
-        let text = std::fs::read_to_string(path).ok();
-        let _ = std::fs::remove_file(path);
-        text
-    });
     if outcome.ended_by.is_none() {
-        transcript.agent_exited(outcome.exit_code, usage_report.as_deref());
+        transcript.agent_exited(outcome.exit_code, usage_report(command).as_deref());
     }
     transcript.end_log(outcome.exit_code);
     let findings = transcript.finish();
@@ -262,6 +257,14 @@ fn agent_run(
         files,
         log: log_name,
     })
+}
+
+/// The usage report the agent wrote, if it writes one (read once: the file is removed).
+fn usage_report(command: &AgentCommand) -> Option<String> {
+    let path = command.usage_file.as_ref()?;
+    let text = std::fs::read_to_string(path).ok();
+    let _ = std::fs::remove_file(path);
+    text
 }
 
 /// The iteration's log (in `.ralph/logs/`, or the task's folder there for a task loop) and its

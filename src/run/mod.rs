@@ -10,6 +10,7 @@
 //! - `wait.rs`: the pause between iterations and the wait before a retry.
 //! - `carry.rs`: at a task's merge, the notes and tasks its agent added join the base.
 
+mod base;
 mod carry;
 mod claim;
 mod decision;
@@ -22,7 +23,10 @@ mod remote;
 mod sink;
 mod start;
 mod steer;
+#[cfg(test)]
+mod tests;
 mod wait;
+mod worktree;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -37,10 +41,10 @@ use crate::storage::state::{self, LoopState};
 use crate::storage::{Loaded, RalphDir};
 
 pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
-pub(crate) use parallel::in_worktree;
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
 pub(crate) use remote::{remote_status, worker};
 pub(crate) use start::{resume, run};
+pub(crate) use worktree::in_worktree;
 
 use decision::{Counters, Next, Rules, Spent};
 
@@ -148,7 +152,7 @@ impl TaskLoop {
 
     /// The task's branch.
     pub(crate) fn branch(&self) -> String {
-        parallel::branch(&self.task_id)
+        base::branch(&self.task_id)
     }
 
     /// Adds an iteration of this task's loop to the base's history (the run's record of every

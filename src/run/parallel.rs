@@ -16,13 +16,13 @@ use crate::error::fail;
 use crate::event::{LoopEvent, NotStarted, Notice, ParallelEnd};
 use crate::exit::ExitStatus;
 use crate::git::{Merge, Repo};
-use crate::output::format;
 use crate::signal::StopFlag;
 use crate::storage::history::{self, History};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
 
+use super::base::{base_branch, branch, find, mark, own_files};
 use super::claim::claim;
 use super::decision::Stop;
 use super::sink::{Place, Scope, Sink};
@@ -113,31 +113,6 @@ pub(crate) fn run(
         state::save(&dir.state(), &state)?;
     }
     Ok(status)
-}
-
-/// The repository and its checked-out branch, the base of worktrees; `.ralph/worktrees/` is
-/// kept out of git.
-pub(super) fn base_branch(
-    cwd: &Path,
-    dir: &RalphDir,
-    flag: &str,
-) -> anyhow::Result<(Repo, String)> {
-    let repo = Repo::discover(cwd).ok_or_else(|| {
-        fail(format!("{flag} runs in a git worktree, and this is not a git repository; run `git init` and commit first"))
-    })?;
-    let base = repo.current_branch().ok_or_else(|| {
-        fail(format!("{flag} merges into the checked-out branch, and HEAD is detached; check out a branch first"))
-    })?;
-    dir.ignore_own_dirs()?;
-    Ok((repo, base))
-}
-
-/// ralph's files `names` under `.ralph/`, repository-relative.
-pub(super) fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
-    names
-        .iter()
-        .map(|name| format!("{}{}/{name}", repo.prefix(), storage::RALPH_DIR))
-        .collect()
 }
 
 /// A run needs a task list with a task in it: without one there is nothing to run in parallel.
@@ -517,7 +492,7 @@ impl<'a> Coordinator<'a> {
             }
             Some(stop) => stop.reason(0),
             None if open == 0 => "every task is done and merged".to_owned(),
-            None => format!("{} not done", format::plural(open as u64, "task")),
+            None => "not every task is done".to_owned(),
         };
         let spent = self.shared.spent();
         let not_started = self.never_started(&list);
@@ -569,92 +544,6 @@ impl<'a> Coordinator<'a> {
     }
 }
 
-/// `--worktree NAME`: an ordinary loop in `.ralph/worktrees/NAME` on branch `ralph/NAME`. With
-/// `merge`, a completed loop's branch is merged into the base and its worktree removed;
-/// otherwise the branch is left for review.
-pub(crate) fn in_worktree(
-    config: &RunConfig,
-    cwd: &Path,
-    dir: &RalphDir,
-    (name, merge): (&str, bool),
-    stop: &StopFlag,
-    knobs: &Knobs,
-) -> anyhow::Result<ExitStatus> {
-    let (repo, base) = base_branch(cwd, dir, "--worktree")?;
-    let path = dir.worktree(name);
-    repo.add_worktree(&path, &branch(name), &base)
-        .map_err(fail)?;
-    let worktree_cwd = path.join(repo.prefix());
-    let worktree_dir = RalphDir::new(&worktree_cwd);
-    let place = Place {
-        cwd,
-        dir,
-        repo: Some(&repo),
-    };
-    // The loop in the worktree has its own sink; this one tells what happens around it.
-    let sink = Sink::for_run(config, &place, None, Scope::Task);
-    sink.notice(Notice::WorktreeLoop {
-        name,
-        branch: &branch(name),
-    });
-    let status = start::run(
-        config,
-        &worktree_cwd,
-        &worktree_dir,
-        super::Start::Fresh,
-        stop,
-        knobs,
-    )?;
-    if status != ExitStatus::Success {
-        return Ok(status);
-    }
-    if !merge {
-        sink.notice(Notice::WorktreeLeft {
-            name,
-            branch: &branch(name),
-            base: &base,
-        });
-        return Ok(status);
-    }
-    let message = format!(
-        "Ralph: merge worktree {name} — {}",
-        format::preview(&config.prompt, 60)
-    );
-    // ralph's own files in the base are committed first, or the merge would overwrite them.
-    let mine = own_files(
-        &repo,
-        &[
-            storage::TASKS_FILE,
-            storage::GITIGNORE_FILE,
-            progress::PROGRESS_FILE,
-        ],
-    );
-    let mine: Vec<&str> = mine.iter().map(String::as_str).collect();
-    repo.commit_paths(&mine, "Ralph: task list").map_err(fail)?;
-    let own: Vec<&str> = vec![mine[0], mine[2]];
-    match repo
-        .merge_branch(&branch(name), &message, &own, &mut || Ok(()))
-        .map_err(fail)?
-    {
-        Merge::Done(hash) => {
-            sink.emit(LoopEvent::TaskMerged {
-                task: name.to_owned(),
-                into: base.clone(),
-                commit: hash,
-            });
-            repo.remove_worktree(&path, &branch(name), true);
-            Ok(status)
-        }
-        Merge::Conflict(files) => Err(fail(format!(
-            "merging {} into {base} conflicts in {}; the branch is kept: merge it yourself (git merge {})",
-            branch(name),
-            files.join(", "),
-            branch(name)
-        ))
-        .into()),
-    }
-}
-
 pub(super) fn outcome(result: anyhow::Result<Stop>) -> Outcome {
     match result {
         Ok(Stop::Completed { .. }) => Outcome::Done,
@@ -685,34 +574,4 @@ fn pending_conflicts(path: &Path) -> Vec<String> {
         .filter(|_| path.join(".git").exists())
         .map(|worktree| worktree.unfinished_merge_conflicts())
         .unwrap_or_default()
-}
-
-/// The branch of task `id`.
-pub(super) fn branch(id: &str) -> String {
-    format!("ralph/{id}")
-}
-
-pub(super) fn find(list: &TaskList, id: &str) -> Option<Task> {
-    tasks::task_ids(list)
-        .iter()
-        .position(|each| each == id)
-        .map(|index| list.tasks[index].clone())
-}
-
-/// Sets task `id`'s box in the base's task file (with a note), under the task file's lock.
-pub(super) fn mark(
-    dir: &RalphDir,
-    id: &str,
-    status: TaskStatus,
-    note: Option<&str>,
-) -> Result<(), String> {
-    tasks::edit(dir, |current| {
-        let updated = current.and_then(|content| {
-            let list = TaskList::parse(&String::from_utf8_lossy(content));
-            let number = tasks::task_ids(&list).iter().position(|each| each == id)? + 1;
-            tasks::set_status(content, number, status, note)
-        });
-        (updated, ())
-    })
-    .map_err(|err| format!("{err:#}"))
 }

@@ -21,47 +21,7 @@ pub(super) fn iteration(
     facts: &Facts,
     decision: &Decision,
 ) -> anyhow::Result<()> {
-    let verification: Vec<Verification> = facts
-        .verification
-        .iter()
-        .chain(&facts.task_verification)
-        .flatten()
-        .cloned()
-        .collect();
-    let findings = &run.findings;
-    let record = IterationRecord {
-        iteration: facts.iteration,
-        started_at: run.started_at,
-        ended_at: crate::model::now(),
-        duration_ms: millis(run.elapsed),
-        tools_used: findings.tools.clone(),
-        files_modified: run.files.clone(),
-        exit_code: run.exit_code,
-        completion_detected: facts.completion,
-        errors: findings.errors.clone(),
-        tokens: findings.usage,
-        cost_usd: findings.cost,
-        turns: findings.turns,
-        session_id: findings.session_id.clone(),
-        failure: facts.failure.clone(),
-        task: facts.task.clone(),
-        agent: Some(step.spec.id().to_owned()),
-        model: step.model.clone(),
-        verification,
-        completion_refused: decision
-            .refusal
-            .as_ref()
-            .filter(|refusal| !matches!(refusal, Refusal::TaskVerification { .. }))
-            .map(Refusal::reason),
-        log: run.log.clone(),
-        task_id: runner
-            .env
-            .shape
-            .task_loop()
-            .as_ref()
-            .map(|task| task.task_id.clone()),
-        branch: runner.env.shape.task_loop().map(super::TaskLoop::branch),
-    };
+    let record = record_of(runner, step, run, facts, decision);
     let struggle = if decision.agent_side {
         Struggle::Update {
             files_tracked: runner.env.rules.files_tracked,
@@ -73,11 +33,9 @@ pub(super) fn iteration(
     if let Some(task) = runner.env.shape.task_loop() {
         let tokens = record.tokens.map_or(0, |usage| usage.billable());
         task.shared.add_iteration(record.cost_usd, tokens);
-    }
-    let event = LoopEvent::IterationFinished(Box::new(record.clone()));
-    if let Some(task) = runner.env.shape.task_loop() {
         task.record_in_base(&record)?;
     }
+    let event = LoopEvent::IterationFinished(Box::new(record.clone()));
     runner.history.record(record, struggle);
     history::save(&runner.env.dir.history(), &runner.history)?;
     progress::append(runner.env.dir, &entry.borrowed())?;
@@ -92,12 +50,57 @@ pub(super) fn iteration(
         runner.env.sink.notice(Notice::NonzeroExit {
             agent: step.spec.display_name(),
             code: facts.exit_code,
+            goes_on: matches!(decision.next, super::decision::Next::Continue { .. }),
         });
     }
     claim_messages(runner, facts, decision, task_tag);
     // Heard once the history is saved: a hook that asks `ralph --status` sees this iteration.
     runner.env.sink.emit(event);
     Ok(())
+}
+
+/// The history record of a finished iteration.
+fn record_of(
+    runner: &Runner<'_>,
+    step: &Step,
+    run: &AgentRun,
+    facts: &Facts,
+    decision: &Decision,
+) -> IterationRecord {
+    let verification: Vec<Verification> = (facts.verification.iter())
+        .chain(&facts.task_verification)
+        .flatten()
+        .cloned()
+        .collect();
+    let findings = &run.findings;
+    let task_loop = runner.env.shape.task_loop();
+    IterationRecord {
+        iteration: facts.iteration,
+        started_at: run.started_at,
+        ended_at: crate::model::now(),
+        duration_ms: millis(run.elapsed),
+        tools_used: findings.tools.clone(),
+        files_modified: run.files.clone(),
+        exit_code: run.exit_code,
+        // A task loop completes with its task's promise.
+        completion_detected: facts.completion || (runner.env.rules.task_loop && facts.task_done),
+        errors: findings.errors.clone(),
+        tokens: findings.usage,
+        cost_usd: findings.cost,
+        turns: findings.turns,
+        session_id: findings.session_id.clone(),
+        failure: facts.failure.clone(),
+        task: facts.task.clone(),
+        agent: Some(step.spec.id().to_owned()),
+        model: step.model.clone(),
+        verification,
+        completion_refused: (decision.refusal.as_ref())
+            .filter(|refusal| !matches!(refusal, Refusal::TaskVerification { .. }))
+            .map(Refusal::reason),
+        log: run.log.clone(),
+        task_id: task_loop.map(|task| task.task_id.clone()),
+        branch: task_loop.map(super::TaskLoop::branch),
+    }
 }
 
 /// A progress-log section, owned until it is written.

@@ -15,8 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
-
 use crate::config::RunConfig;
 use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
@@ -24,77 +22,21 @@ use crate::exit::ExitStatus;
 use crate::git::{Claim, Merge, Pushed, Repo, SeenClaim, Update, claim_ref};
 use crate::output::format;
 use crate::signal::StopFlag;
-use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
-use crate::storage::{self, RalphDir, progress};
+use crate::storage::tasks::{Task, TaskStatus};
+use crate::storage::{self, RalphDir, progress, state};
 
+use super::base;
 use super::decision::Stop;
 use super::parallel::{self, MERGE_TRIES, Outcome};
 use super::sink::{Place, Scope, Sink};
 use super::{Knobs, Shared, TaskLoop, start};
+use pick::{Pick, is_stale, pick};
 
 /// The worktree in which finished tasks are merged into a fresh copy of the base.
 const INTEGRATION: &str = ".integrate";
 
 /// Merges tried before a base that keeps moving is given up on.
 const PUSH_TRIES: u32 = 20;
-
-/// What the worker does next.
-#[derive(Debug)]
-enum Pick {
-    /// Claim this task (`over`: the stale claim to take over).
-    Take {
-        id: String,
-        task: Box<Task>,
-        over: Option<SeenClaim>,
-    },
-    /// Nothing is free, but tasks held by other workers may finish (or go stale): wait.
-    Wait { held: usize },
-    /// Nothing is left that this worker could ever take.
-    Finished,
-}
-
-/// The first ready task (open, blockers done in the base) that nobody holds or whose claim is
-/// stale; else whether to wait for held tasks. `skip`: tasks this worker let go of.
-fn pick(
-    list: &TaskList,
-    claims: &[SeenClaim],
-    (now, ttl): (DateTime<Utc>, Duration),
-    skip: &BTreeSet<String>,
-) -> Pick {
-    let mut held = 0;
-    for (task, id) in list.tasks.iter().zip(tasks::task_ids(list)) {
-        let open = matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
-        if !open || skip.contains(&id) {
-            continue;
-        }
-        let claim = claims.iter().find(|seen| seen.id == id);
-        if claim.is_some_and(|seen| !is_stale(seen, now, ttl)) {
-            held += 1;
-            continue;
-        }
-        if list.blockers(task).is_empty() {
-            return Pick::Take {
-                id,
-                task: Box::new(task.clone()),
-                over: claim.cloned(),
-            };
-        }
-    }
-    if held > 0 {
-        Pick::Wait { held }
-    } else {
-        Pick::Finished
-    }
-}
-
-/// Whether a claim's holder has not refreshed it for `ttl` (or it cannot be read).
-fn is_stale(seen: &SeenClaim, now: DateTime<Utc>, ttl: Duration) -> bool {
-    seen.claim.as_ref().is_none_or(|claim| {
-        (now - claim.heartbeat_at)
-            .to_std()
-            .is_ok_and(|age| age >= ttl)
-    })
-}
 
 /// How one task ended for this worker.
 enum TaskEnd {
@@ -150,6 +92,10 @@ pub(crate) fn worker(
         repo: Some(&site.repo),
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
+    // The worker's own state in its clone, so `--status` there shows it while it runs.
+    let mut state = start::new_state(config, None);
+    state.worker = Some(format!("{me} on {}/{}", site.remote, site.base));
+    state::save(&dir.state(), &state)?;
     sink.emit(LoopEvent::WorkerStarted {
         worker: me.clone(),
         remote: site.remote.clone(),
@@ -168,8 +114,10 @@ pub(crate) fn worker(
         skip: BTreeSet::new(),
         failed: 0,
     };
-    let ended = session.run()?;
-    let (status, reason) = session.outcome(ended.as_ref());
+    let ended = session.run();
+    // The worker is not resumed (it is started again), so its state goes with it.
+    storage::remove_file(&dir.state())?;
+    let (status, reason) = session.outcome(ended?.as_ref());
     session.sink.emit(LoopEvent::WorkerEnded {
         reason,
         exit_code: status.code(),
@@ -290,7 +238,7 @@ impl Session<'_> {
                                 "its merge into {} conflicted {MERGE_TRIES} times in {}; branch {} is kept on {}",
                                 self.site.base_name(),
                                 files.join(", "),
-                                parallel::branch(&id),
+                                base::branch(&id),
                                 self.site.remote
                             );
                             return self.give_up(&id, &why, &holder.sha);
@@ -313,7 +261,7 @@ impl Session<'_> {
     /// (work pushed by a worker whose claim went stale).
     fn task_worktree(&self, id: &str) -> anyhow::Result<PathBuf> {
         let repo = &self.site.repo;
-        let branch = parallel::branch(id);
+        let branch = base::branch(id);
         let pushed = self.site.task_branch(id);
         let start = match repo.resolve(&pushed) {
             Some(_) => pushed,
@@ -391,7 +339,7 @@ impl Session<'_> {
     /// Merges the task's branch into a fresh copy of the base and pushes it, with the claim's
     /// deletion, all or nothing; again while another worker's merge got there first.
     fn integrate(&self, id: &str, task: &Task, claim: &str) -> anyhow::Result<Integrated> {
-        let branch = parallel::branch(id);
+        let branch = base::branch(id);
         let message = format!("Ralph: merge task {id} — {}", task.text);
         for attempt in 0..PUSH_TRIES {
             if attempt > 0 {
@@ -409,7 +357,7 @@ impl Session<'_> {
             let mut carried = crate::storage::carry::Carried::default();
             let mut finish = || {
                 carried = super::carry::into_base(&tree, &tree_dir, &branch, id);
-                parallel::mark(&tree_dir, id, TaskStatus::Complete, None)
+                base::mark(&tree_dir, id, TaskStatus::Complete, None)
             };
             let hash = match tree.merge_branch(&branch, &message, &own, &mut finish) {
                 Ok(Merge::Done(hash)) => hash,
@@ -467,7 +415,7 @@ impl Session<'_> {
             .map_err(fail)?;
         let tree_dir = RalphDir::new(&path.join(self.site.repo.prefix()));
         let list = self.site.list()?;
-        if parallel::find(&list, id).is_none() {
+        if base::find(&list, id).is_none() {
             self.release(id, claim);
             return Ok(None);
         }
@@ -502,7 +450,7 @@ impl Session<'_> {
         ];
         if delete_branch {
             updates.push(Update {
-                dst: format!("refs/heads/{}", parallel::branch(id)),
+                dst: format!("refs/heads/{}", base::branch(id)),
                 new: None,
                 expect: None,
             });
@@ -528,7 +476,7 @@ impl Session<'_> {
             let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim)? else {
                 return Ok(TaskEnd::LetGo);
             };
-            parallel::mark(&tree_dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;
+            base::mark(&tree_dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;
             let own = self.own_files(&tree);
             tree.commit_paths(&[own[0].as_str()], &format!("Ralph: task {id} failed"))
                 .map_err(fail)?;
@@ -537,11 +485,9 @@ impl Session<'_> {
                     task: id.to_owned(),
                     reason: why.to_owned(),
                 });
-                self.site.repo.remove_worktree(
-                    &self.dir.worktree(id),
-                    &parallel::branch(id),
-                    false,
-                );
+                self.site
+                    .repo
+                    .remove_worktree(&self.dir.worktree(id), &base::branch(id), false);
                 return Ok(TaskEnd::Failed);
             }
             if !self.site.still_ours(id, claim)? {
@@ -563,7 +509,7 @@ impl Session<'_> {
         self.skip.insert(id.to_owned());
         self.site
             .repo
-            .remove_worktree(&self.dir.worktree(id), &parallel::branch(id), false);
+            .remove_worktree(&self.dir.worktree(id), &base::branch(id), false);
         TaskEnd::LetGo
     }
 
@@ -579,7 +525,7 @@ impl Session<'_> {
 
     /// ralph's own files in a work tree of this repository: the task list first.
     fn own_files(&self, tree: &Repo) -> Vec<String> {
-        parallel::own_files(tree, &[storage::TASKS_FILE, progress::PROGRESS_FILE])
+        base::own_files(tree, &[storage::TASKS_FILE, progress::PROGRESS_FILE])
     }
 
     /// The exit status and why: 0 when every task is done, 3 when some failed or are left.
@@ -628,6 +574,7 @@ enum Integrated {
     LetGo,
 }
 
+mod pick;
 mod site;
 #[cfg(test)]
 mod tests;

@@ -100,6 +100,7 @@ pub(super) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> Loop
         stop_reason: None,
         prompt_file: config.prompt_file.as_ref().map(|p| p.display().to_string()),
         options: Some(options::saved_options(o)),
+        worker: None,
     }
 }
 
@@ -159,7 +160,7 @@ pub(crate) fn run_task_loop(
 }
 
 impl Promises {
-    fn new(options: &options::LoopOptions) -> Self {
+    pub(super) fn new(options: &options::LoopOptions) -> Self {
         let format = options.promise_format;
         Self {
             completion: Promise::new(&options.completion_promise, format),
@@ -199,6 +200,12 @@ pub(crate) fn resume(
             .into());
         }
     };
+    if let Some(worker) = &saved.worker {
+        return Err(fail(format!(
+            "the loop here was the --worker {worker}, which is not resumed: start it again with `ralph --worker` (it goes on with the remote's tasks)"
+        ))
+        .into());
+    }
     let saved_layer = options::saved_layer(&saved);
     let prompt_file = saved.prompt_file.clone().map(PathBuf::from);
     let resolve = |above: &[&Layer]| {
@@ -222,7 +229,7 @@ pub(crate) fn resume(
 }
 
 impl<'a> Runner<'a> {
-    fn new(mut env: Env<'a>, resumed: Option<LoopState>) -> anyhow::Result<Self> {
+    pub(super) fn new(mut env: Env<'a>, resumed: Option<LoopState>) -> anyhow::Result<Self> {
         let config = env.config;
         env.rules.files_tracked = env.repo.is_some();
         if let Some(group) = resumed.as_ref().and_then(|saved| saved.agent_group) {

@@ -74,6 +74,10 @@ pub(crate) struct LoopState {
     /// `--resume` continues with the same settings: one more settings layer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) options: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// A `--worker`'s state (in its clone, while it runs): its name and where it takes tasks
+    /// from (`host-pid on origin/main`). It is not resumed: the worker is started again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) worker: Option<String>,
 }
 
 impl LoopState {
@@ -234,6 +238,7 @@ mod tests {
             stop_reason: None,
             prompt_file: None,
             options: None,
+            worker: None,
         }
     }
 }

@@ -371,7 +371,7 @@ fn provider_retries_do_not_count_as_task_attempts() {
     );
     assert!(
         run.stdout()
-            .contains("Loop ended: max iterations (1) reached · 1 iteration ·"),
+            .contains("Loop ended: max iterations (1) reached · total time"),
         "{}",
         run.stdout()
     );

@@ -29,7 +29,7 @@ echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
 
 /// A bare repository `remote.git` whose `main` holds `tasks`, and one clone per machine.
-fn machines(tasks: &str, names: &[&str]) -> TestEnv {
+pub(crate) fn machines(tasks: &str, names: &[&str]) -> TestEnv {
     let env = TestEnv::new();
     env.write_executable("opencode", WORKER_AGENT);
     fs::create_dir_all(env.work().join(".ralph")).unwrap();
@@ -54,12 +54,12 @@ fn remote(env: &TestEnv) -> String {
     env.path().join("remote.git").to_string_lossy().into_owned()
 }
 
-fn machine(env: &TestEnv, name: &str) -> PathBuf {
+pub(crate) fn machine(env: &TestEnv, name: &str) -> PathBuf {
     env.path().join(name)
 }
 
 /// `ralph --worker ARGS` on a machine, its output captured.
-fn start_worker(env: &TestEnv, name: &str, args: &[&str]) -> Child {
+pub(crate) fn start_worker(env: &TestEnv, name: &str, args: &[&str]) -> Child {
     env.ralph()
         .current_dir(machine(env, name))
         .args(["--pause", "0", "--worker"])
@@ -72,7 +72,7 @@ fn start_worker(env: &TestEnv, name: &str, args: &[&str]) -> Child {
 }
 
 /// Waits for a worker; its exit code, stdout and stderr.
-fn finish(mut child: Child) -> (Option<i32>, String, String) {
+pub(crate) fn finish(mut child: Child) -> (Option<i32>, String, String) {
     let output = wait_output(&mut child, Duration::from_secs(90));
     (
         output.status.code(),

@@ -24,5 +24,6 @@ mod run_loop;
 mod settings;
 mod signals;
 mod state_files;
+mod task_loops;
 mod tasks_mode;
 mod watch;

@@ -174,7 +174,7 @@ case "$last" in
 esac
 "#;
 
-fn conflicting() -> TestEnv {
+pub(crate) fn conflicting() -> TestEnv {
     let env = setup(SAME_LINE);
     fs::write(env.work().join("shared.txt"), "base\n").unwrap();
     env.git(&["add", "-A"]);

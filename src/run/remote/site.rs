@@ -10,7 +10,7 @@ use crate::output::ClaimLine;
 use crate::storage;
 use crate::storage::tasks::{self, TaskList};
 
-use super::super::parallel;
+use super::super::base;
 use super::is_stale;
 
 /// The remote, its base branch, and where the task list is.
@@ -66,7 +66,7 @@ impl Site {
 
     /// Task `id`'s branch on the remote, as last fetched.
     pub(super) fn task_branch(&self, id: &str) -> String {
-        format!("refs/remotes/{}/{}", self.remote, parallel::branch(id))
+        format!("refs/remotes/{}/{}", self.remote, base::branch(id))
     }
 
     /// The base's name for people: `origin/main`.

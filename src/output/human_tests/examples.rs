@@ -1,0 +1,541 @@
+//! The examples the rendering tests draw: one of every event and every notice, with realistic
+//! fields (several where the rendering differs), and fixed times so nothing depends on the clock.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::agents::{Failure, FailureKind, Usage};
+use crate::event::{
+    Ending, IterationSummary, LoopEvent, NotStarted, Notice, ParallelEnd, RunEnd, Summary,
+};
+use crate::model::Verification;
+use crate::storage::history::AgentShare;
+
+use super::{at, strings};
+
+/// One of every event.
+pub(super) fn every_event() -> Vec<LoopEvent> {
+    [
+        iteration_events(),
+        end_events(),
+        parallel_events(),
+        worker_events(),
+    ]
+    .concat()
+}
+
+/// A loop's start and what its iterations tell.
+fn iteration_events() -> Vec<LoopEvent> {
+    vec![
+        LoopEvent::RunStarted {
+            agent: "claude-code".to_owned(),
+            model: Some("sonnet".to_owned()),
+            rotation: vec![],
+            fallback: strings(&["codex"]),
+            min_iterations: 1,
+            max_iterations: 10,
+            tasks: true,
+            iteration: 1,
+            resumed: false,
+        },
+        LoopEvent::IterationStarted {
+            iteration: 2,
+            agent: "claude-code".to_owned(),
+            model: Some("sonnet".to_owned()),
+        },
+        LoopEvent::Tools {
+            tools: BTreeMap::from([
+                ("Bash".to_owned(), 4),
+                ("Edit".to_owned(), 2),
+                ("Read".to_owned(), 7),
+            ]),
+        },
+        LoopEvent::IterationFinished(Box::default()),
+        LoopEvent::Verified(Verification {
+            command: "cargo test".to_owned(),
+            passed: true,
+            exit_code: Some(0),
+            timed_out: false,
+            output_tail: "test result: ok. 42 passed".to_owned(),
+        }),
+        LoopEvent::Verified(Verification {
+            command: "cargo clippy -- -D warnings".to_owned(),
+            passed: false,
+            exit_code: Some(101),
+            timed_out: false,
+            output_tail: "error: unused variable `x`".to_owned(),
+        }),
+        LoopEvent::Verified(Verification {
+            command: "npm test".to_owned(),
+            passed: false,
+            exit_code: None,
+            timed_out: true,
+            output_tail: String::new(),
+        }),
+        LoopEvent::RetryWait {
+            iteration: 3,
+            retry: 1,
+            max_retries: 5,
+            kind: "overloaded".to_owned(),
+            status: Some(529),
+            seconds_left: 30,
+            until_reset: false,
+        },
+        LoopEvent::RetryWait {
+            iteration: 3,
+            retry: 2,
+            max_retries: 5,
+            kind: "rate limit".to_owned(),
+            status: None,
+            seconds_left: 754,
+            until_reset: true,
+        },
+        LoopEvent::Fallback {
+            from: "claude-code".to_owned(),
+            to: "Codex".to_owned(),
+            reason: "Claude Code is out of quota until 14:30 UTC (in 12:34)".to_owned(),
+        },
+    ]
+}
+
+/// How a loop ends.
+fn end_events() -> Vec<LoopEvent> {
+    let usage = |input, output, cache_read| Usage {
+        input,
+        output,
+        cache_read,
+        cache_write: 0,
+    };
+    vec![
+        LoopEvent::Completed { iteration: 4 },
+        LoopEvent::RunEnded(RunEnd {
+            reason: "completed in 4 iterations".to_owned(),
+            exit_code: 0,
+            iterations: 4,
+            total_duration_ms: 754_000,
+            tokens: Some(usage(120_000, 8_500, 300_000)),
+            cost_usd: Some(1.2345),
+            agents: BTreeMap::from([
+                (
+                    "claude-code".to_owned(),
+                    AgentShare {
+                        iterations: 3,
+                        last_iteration: 3,
+                        tokens: usage(100_000, 7_000, 250_000),
+                        cost_usd: Some(1.0),
+                    },
+                ),
+                (
+                    "codex".to_owned(),
+                    AgentShare {
+                        iterations: 1,
+                        last_iteration: 4,
+                        tokens: usage(20_000, 1_500, 50_000),
+                        cost_usd: None,
+                    },
+                ),
+            ]),
+        }),
+        LoopEvent::RunEnded(RunEnd {
+            reason: "max iterations (1) reached".to_owned(),
+            exit_code: 2,
+            iterations: 1,
+            total_duration_ms: 45_000,
+            tokens: None,
+            cost_usd: None,
+            agents: BTreeMap::new(),
+        }),
+    ]
+}
+
+/// A `--parallel` coordinator's events.
+fn parallel_events() -> Vec<LoopEvent> {
+    vec![
+        LoopEvent::TaskStarted {
+            task: "api".to_owned(),
+            description: "Add the /users endpoint".to_owned(),
+            branch: "ralph/api".to_owned(),
+        },
+        LoopEvent::TaskMerged {
+            task: "api".to_owned(),
+            into: "main".to_owned(),
+            commit: "1a2b3c4".to_owned(),
+        },
+        LoopEvent::NotesCarried {
+            task: "api".to_owned(),
+            into: "main".to_owned(),
+            branch: "ralph/api".to_owned(),
+            notes: true,
+            tasks: strings(&["Document the /users endpoint", "Add rate limiting"]),
+            problems: strings(&[
+                "the progress notes: .ralph/ralph-progress.md is not valid UTF-8",
+                "1 added task: the task file could not be read",
+            ]),
+        },
+        LoopEvent::NotesCarried {
+            task: "db".to_owned(),
+            into: "main".to_owned(),
+            branch: "ralph/db".to_owned(),
+            notes: true,
+            tasks: strings(&["Add an index on users.email"]),
+            problems: vec![],
+        },
+        LoopEvent::MergeConflicted {
+            task: "api".to_owned(),
+            files: strings(&["src/routes.rs", "Cargo.toml"]),
+        },
+        LoopEvent::TaskFailed {
+            task: "api".to_owned(),
+            reason: "max iterations (5) reached".to_owned(),
+        },
+        LoopEvent::ParallelEnded(ParallelEnd {
+            reason: "not every task is done".to_owned(),
+            exit_code: 1,
+            tasks_done: 3,
+            tasks_failed: 1,
+            tasks_not_started: 2,
+            iterations: 17,
+            total_duration_ms: 3_723_000,
+            tokens: 1_250_000,
+            cost_usd: Some(4.5),
+            not_started: vec![
+                NotStarted {
+                    task: "ui".to_owned(),
+                    why: "waits for api".to_owned(),
+                },
+                NotStarted {
+                    task: "docs".to_owned(),
+                    why: "the run stopped first (max cost ($5.00) reached)".to_owned(),
+                },
+            ],
+            not_carried: strings(&["db"]),
+        }),
+        LoopEvent::ParallelEnded(ParallelEnd {
+            reason: "every task is done and merged".to_owned(),
+            tasks_done: 1,
+            iterations: 1,
+            total_duration_ms: 61_000,
+            ..ParallelEnd::default()
+        }),
+    ]
+}
+
+/// A `--worker`'s own events.
+fn worker_events() -> Vec<LoopEvent> {
+    vec![
+        LoopEvent::WorkerStarted {
+            worker: "laptop-1".to_owned(),
+            remote: "origin".to_owned(),
+            base: "main".to_owned(),
+        },
+        LoopEvent::TaskClaimed {
+            task: "api".to_owned(),
+            description: "Add the /users endpoint".to_owned(),
+            taken_over_from: Some("ci-runner-7".to_owned()),
+        },
+        LoopEvent::TaskClaimed {
+            task: "db".to_owned(),
+            description: "Add an index on users.email".to_owned(),
+            taken_over_from: None,
+        },
+        LoopEvent::ClaimLost {
+            task: "api".to_owned(),
+        },
+        LoopEvent::WorkerEnded {
+            reason: "every task on origin/main is done".to_owned(),
+            exit_code: 0,
+        },
+    ]
+}
+
+/// What a notice borrows, owned here.
+pub(super) struct Data {
+    summary_tools: BTreeMap<String, u64>,
+    failure: Failure,
+    strings: Vec<String>,
+    overrides: Vec<String>,
+    checks: Vec<String>,
+    blocked: Vec<String>,
+    two: Vec<String>,
+    one: Vec<String>,
+    paths: Vec<String>,
+    io_error: std::io::Error,
+}
+
+impl Data {
+    pub(super) fn new() -> Self {
+        Self {
+            summary_tools: BTreeMap::from([("Bash".to_owned(), 3), ("Edit".to_owned(), 1)]),
+            failure: Failure {
+                kind: FailureKind::RateLimit,
+                status: Some(429),
+                message: "You have hit your usage limit".to_owned(),
+                retry_at: Some(at(14, 30)),
+            },
+            strings: strings(&[
+                "Add the /users endpoint",
+                "Write the migration",
+                "Add rate limiting",
+                "Document the API",
+                "Add an index on users.email",
+                "Update the changelog",
+                "Tag a release",
+            ]),
+            overrides: strings(&["--max-iterations: 10 → 20", "--agent: codex → claude-code"]),
+            checks: strings(&["`cargo test`", "`npm run lint`"]),
+            blocked: strings(&[
+                "2. ❌ Add the /users endpoint — failed",
+                "3. ⏸️ Document the API — waits for 2",
+            ]),
+            two: strings(&["api", "db"]),
+            one: strings(&["api"]),
+            paths: strings(&["src/a.rs", "src/b.rs", "src/c.rs", "src/d.rs"]),
+            io_error: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        }
+    }
+}
+
+/// One of every notice and of every ending.
+pub(super) fn every_notice<'a>(
+    data: &'a Data,
+    summary: &'a Summary<'a>,
+    iteration: &'a IterationSummary<'a>,
+) -> Vec<Notice<'a>> {
+    let mut notices = start_notices(data, summary);
+    notices.extend(iteration_notices(iteration));
+    notices.extend(claim_notices(data));
+    notices.extend(end_and_run_notices(data));
+    notices
+}
+
+/// What a loop tells as it starts.
+fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>> {
+    vec![
+        Notice::Banner {
+            agent: "Claude Code",
+        },
+        Notice::ConfigSummary(summary),
+        Notice::ResumeOverrides(&data.overrides),
+        Notice::TasksFileCreated(Path::new(".ralph/ralph-tasks.md")),
+        Notice::TasksFileUnreadable {
+            path: Path::new(".ralph/ralph-tasks.md"),
+            reason: "stream did not contain valid UTF-8",
+        },
+        Notice::LeftoverAgentStopped(4242),
+        Notice::CorruptFile {
+            path: Path::new(".ralph/ralph-history.json"),
+            reason: "expected value at line 1 column 1",
+            copy: Some(Path::new(".ralph/ralph-history.json.corrupt")),
+        },
+        Notice::CorruptFile {
+            path: Path::new(".ralph/ralph-loop.state.json"),
+            reason: "missing field `iteration`",
+            copy: None,
+        },
+        Notice::NoPluginsIgnored {
+            agent: "Claude Code",
+        },
+        Notice::MaxCostUnavailable { agent: "Codex" },
+        Notice::MaxStalledUnavailable,
+        Notice::LogUnavailable {
+            dir: Path::new(".ralph/logs"),
+            error: &data.io_error,
+        },
+    ]
+}
+
+/// What a loop tells as its iterations go.
+fn iteration_notices<'a>(iteration: &'a IterationSummary<'a>) -> Vec<Notice<'a>> {
+    vec![
+        Notice::IterationHeader {
+            iteration: 2,
+            min: 3,
+            max: 10,
+        },
+        Notice::IterationHeader {
+            iteration: 4,
+            min: 1,
+            max: 0,
+        },
+        Notice::IterationSummary(iteration),
+        Notice::IterationError {
+            iteration: 2,
+            error: "cannot write .ralph/ralph-loop.state.json: No space left on device (os error 28)",
+        },
+        Notice::IterationTimedOut {
+            iteration: 2,
+            why: "no output for 10m",
+        },
+        Notice::Stopping,
+        Notice::Struggle {
+            no_progress: 3,
+            short: 4,
+        },
+        Notice::Struggle {
+            no_progress: 5,
+            short: 0,
+        },
+        Notice::NonzeroExit {
+            agent: "Claude Code",
+            code: 1,
+            goes_on: true,
+        },
+        Notice::NonzeroExit {
+            agent: "OpenCode",
+            code: 1,
+            goes_on: false,
+        },
+    ]
+}
+
+/// What an iteration's claims, commits and waits come to.
+fn claim_notices(data: &Data) -> Vec<Notice<'_>> {
+    vec![
+        Notice::TaskCompleted {
+            tag: "<promise>READY_FOR_NEXT_TASK</promise>",
+            next_iteration: 3,
+        },
+        Notice::CompletionDeferred {
+            min: 5,
+            next_iteration: 3,
+        },
+        Notice::CompletionRefusedOpenTasks(&data.strings[..1]),
+        Notice::CompletionRefusedOpenTasks(&data.strings),
+        Notice::CompletionRefusedByChecks {
+            iteration: 3,
+            failed: &data.checks,
+        },
+        Notice::TaskVerificationFailed {
+            task: "Add the /users endpoint",
+        },
+        Notice::TaskFailed {
+            task: "Add the /users endpoint",
+            attempts: 3,
+        },
+        Notice::ContextConsumed {
+            newer_kept: false,
+            edited: false,
+        },
+        Notice::ContextConsumed {
+            newer_kept: true,
+            edited: false,
+        },
+        Notice::ContextConsumed {
+            newer_kept: false,
+            edited: true,
+        },
+        Notice::Committed {
+            iteration: 2,
+            hash: "1a2b3c4",
+        },
+        Notice::CommitFailed("git commit failed (error: gpg failed to sign the data)"),
+        Notice::ProgressCommitted("5d6e7f8"),
+        Notice::PushFailed(
+            "git push origin ralph/api failed (fatal: could not read from remote repository.)",
+        ),
+        Notice::FallbackAllLimited(at(14, 30)),
+        Notice::RetryWaitOver,
+    ]
+}
+
+/// How a loop ends, and what a run of several loops tells.
+fn end_and_run_notices(data: &Data) -> Vec<Notice<'_>> {
+    vec![
+        Notice::Ended(Ending::Completed {
+            tag: "<promise>COMPLETE</promise>",
+            iterations: 4,
+            total_ms: 754_000,
+        }),
+        Notice::Ended(Ending::MaxIterations {
+            max: 10,
+            total_ms: 3_723_000,
+        }),
+        Notice::Ended(Ending::Aborted {
+            message: "The database schema file is missing.\nI need it to go on.",
+        }),
+        Notice::Ended(Ending::AgentFailed(&data.failure)),
+        Notice::Ended(Ending::LegacyPlugin),
+        Notice::Ended(Ending::Blocked(&data.blocked)),
+        Notice::Ended(Ending::Other),
+        Notice::ResumeHint {
+            iteration: 5,
+            limit_reached: false,
+        },
+        Notice::ResumeHint {
+            iteration: 11,
+            limit_reached: true,
+        },
+        Notice::ParallelStarted {
+            at_once: 3,
+            base: "main",
+        },
+        Notice::WorktreeLoop {
+            name: "api",
+            branch: "ralph/api",
+        },
+        Notice::WorktreeLeft {
+            name: "api",
+            branch: "ralph/api",
+            base: "main",
+        },
+        Notice::UnfinishedMergeUndone,
+        Notice::TaskNotRecorded {
+            task: "api",
+            status: "failed [!]",
+            why: "git commit failed (fatal: Unable to create '.git/index.lock': File exists.)",
+        },
+        Notice::WorktreeKept {
+            task: "api",
+            paths: &data.paths,
+        },
+        Notice::ClaimRaceLost { task: "api" },
+        Notice::ContextPassedOn(&data.one),
+        Notice::ContextPassedOn(&data.two),
+        Notice::ContextNotPassedOn(
+            "cannot read .ralph/ralph-context.md: permission denied (os error 13)",
+        ),
+        Notice::BaseMoved {
+            task: "api",
+            base: "main",
+        },
+        Notice::WorkerWaiting { held: 2 },
+    ]
+}
+
+pub(super) fn summary() -> Summary<'static> {
+    Summary {
+        prompt: "Build a REST API for the todo app.\nUse axum and SQLite.",
+        prompt_file: Some(Path::new("PROMPT.md")),
+        completion_promise: "COMPLETE",
+        task_promise: Some("READY_FOR_NEXT_TASK"),
+        min_iterations: 1,
+        max_iterations: 10,
+        agent: "Claude Code",
+        model: Some("sonnet"),
+        fallback: strings(&["Codex", "Gemini CLI (gemini-2.5-pro)"]),
+        opencode_plugins_disabled: false,
+        allow_all: true,
+        commit: true,
+        git: true,
+        resumed_at: Some(3),
+    }
+}
+
+pub(super) fn iteration_summary(data: &Data) -> IterationSummary<'_> {
+    IterationSummary {
+        iteration: 2,
+        elapsed: Duration::from_secs(125),
+        tools: &data.summary_tools,
+        exit_code: 1,
+        completion_detected: false,
+        usage: Some(Usage {
+            input: 12_345,
+            output: 678,
+            cache_read: 90_000,
+            cache_write: 1_000,
+        }),
+        cost: Some(0.0421),
+        failure: Some(&data.failure),
+    }
+}

@@ -1,0 +1,68 @@
+//! The worker's choice of task: the first ready one nobody holds (or whose claim went stale).
+//! Pure, so every rule is checked without a remote (`tests.rs`).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::git::SeenClaim;
+use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
+
+/// What the worker does next.
+#[derive(Debug)]
+pub(super) enum Pick {
+    /// Claim this task (`over`: the stale claim to take over).
+    Take {
+        id: String,
+        task: Box<Task>,
+        over: Option<SeenClaim>,
+    },
+    /// Nothing is free, but tasks held by other workers may finish (or go stale): wait.
+    Wait { held: usize },
+    /// Nothing is left that this worker could ever take.
+    Finished,
+}
+
+/// The first ready task (open, blockers done in the base) that nobody holds or whose claim is
+/// stale; else whether to wait for held tasks. `skip`: tasks this worker let go of.
+pub(super) fn pick(
+    list: &TaskList,
+    claims: &[SeenClaim],
+    (now, ttl): (DateTime<Utc>, Duration),
+    skip: &BTreeSet<String>,
+) -> Pick {
+    let mut held = 0;
+    for (task, id) in list.tasks.iter().zip(tasks::task_ids(list)) {
+        let open = matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
+        if !open || skip.contains(&id) {
+            continue;
+        }
+        let claim = claims.iter().find(|seen| seen.id == id);
+        if claim.is_some_and(|seen| !is_stale(seen, now, ttl)) {
+            held += 1;
+            continue;
+        }
+        if list.blockers(task).is_empty() {
+            return Pick::Take {
+                id,
+                task: Box::new(task.clone()),
+                over: claim.cloned(),
+            };
+        }
+    }
+    if held > 0 {
+        Pick::Wait { held }
+    } else {
+        Pick::Finished
+    }
+}
+
+/// Whether a claim's holder has not refreshed it for `ttl` (or it cannot be read).
+pub(super) fn is_stale(seen: &SeenClaim, now: DateTime<Utc>, ttl: Duration) -> bool {
+    seen.claim.as_ref().is_none_or(|claim| {
+        (now - claim.heartbeat_at)
+            .to_std()
+            .is_ok_and(|age| age >= ttl)
+    })
+}
