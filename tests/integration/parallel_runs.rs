@@ -126,3 +126,44 @@ fn a_parallel_run_without_tasks_is_refused_and_commits_nothing() {
     fs::write(env.ralph_file("ralph-tasks.md"), "# Tasks\n").unwrap();
     env.run_loop(&["Build", "--parallel", "2"]).assert_code(1);
 }
+
+#[test]
+fn a_task_loop_keeps_its_tasks_promise_in_an_agents_json_output_as_in_text() {
+    let env = crate::support::TestEnv::new();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(env.ralph_file("ralph-tasks.md"), "- [ ] One\n  - id: one\n").unwrap();
+    env.agent_script(
+        None,
+        &crate::json_mode::claude_events("Wrote it.\n<promise>READY_FOR_NEXT_TASK</promise>"),
+    );
+    let run = env.run_loop(&[
+        "Build",
+        "--agent",
+        "claude-code",
+        "--parallel",
+        "1",
+        "--json",
+    ]);
+    run.assert_code(0);
+    let events: Vec<serde_json::Value> = run
+        .stdout()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let finished: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|event| event["event"] == "iteration_finished")
+        .collect();
+    assert_eq!(
+        finished.len(),
+        1,
+        "the promise was kept in the first iteration"
+    );
+    assert_eq!(finished[0]["completion_detected"], true);
+    assert!(events.iter().any(|event| event["event"] == "task_merged"));
+    assert!(
+        fs::read_to_string(env.ralph_file("ralph-tasks.md"))
+            .unwrap()
+            .contains("- [x] One")
+    );
+}
