@@ -205,7 +205,7 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
 /// A run of task loops, `--parallel` or a `--worker`: its own state (each task loop's is in the
 /// task loops' block).
 fn run_block(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
-    let (what, running, again) = match &state.worker {
+    let (what, running, mut again) = match &state.worker {
         Some(worker) => (
             "WORKER",
             format!("🛰️  WORKER {worker}"),
@@ -217,13 +217,22 @@ fn run_block(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
             "resume with `ralph --resume`",
         ),
     };
+    let reason = state.stop_reason.as_deref().unwrap_or("stopped");
+    if reason.contains("ralph --") {
+        // The reason says how to go on already.
+        again = "";
+    }
+    let again = if again.is_empty() {
+        String::new()
+    } else {
+        format!(" ({again})")
+    };
     lines.push(if state.active && data.running {
         running
     } else if state.active {
-        format!("💥 {what} STOPPED UNEXPECTEDLY ({again})")
+        format!("💥 {what} STOPPED UNEXPECTEDLY{again}")
     } else {
-        let reason = state.stop_reason.as_deref().unwrap_or("stopped");
-        format!("⏸️  {what} STOPPED: {reason} ({again})")
+        format!("⏸️  {what} STOPPED: {reason}{again}")
     });
     lines.push(field(
         "Started",
@@ -336,9 +345,13 @@ fn record_line(record: &crate::storage::history::IterationRecord) -> String {
     } else {
         tools.join(" ")
     };
+    // A task loop's iteration is named as `--log` takes it: `TASK/N`.
+    let which = match &record.task_id {
+        Some(task) => format!("{task}/{}", record.iteration),
+        None => format!("#{}", record.iteration),
+    };
     let mut line = format!(
-        "   {icon} #{}: {} | {tools}",
-        record.iteration,
+        "   {icon} {which}: {} | {tools}",
         long_duration_ms(record.duration_ms)
     );
     if let Some(cost) = record.cost_usd {
