@@ -172,21 +172,7 @@ fn loop_block(data: &Dashboard, lines: &mut Vec<String>) {
         ));
     }
     lines.push(field("Iteration", format!("{iteration}{max}")));
-    lines.push(field(
-        "Started",
-        state
-            .started_at
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    ));
-    let until = if state.active {
-        data.now
-    } else {
-        state.stopped_at.unwrap_or(data.now)
-    };
-    let elapsed = (until - state.started_at)
-        .to_std()
-        .unwrap_or(Duration::ZERO);
-    lines.push(field("Elapsed", long_duration(elapsed)));
+    started_and_elapsed(data, state, lines);
     lines.push(field("Promise", &state.completion_promise));
     lines.push(field("Agent", AgentKind::display_name_for(&state.agent)));
     if !state.model.is_empty() {
@@ -234,6 +220,22 @@ fn run_block(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
     } else {
         format!("⏸️  {what} STOPPED: {reason}{again}")
     });
+    started_and_elapsed(data, state, lines);
+    lines.push(field("Agent", AgentKind::display_name_for(&state.agent)));
+    if state.max_iterations > 0 {
+        lines.push(field(
+            "Per task",
+            format!(
+                "at most {}",
+                plural(u64::from(state.max_iterations), "iteration")
+            ),
+        ));
+    }
+    lines.push(field("Prompt", preview(&state.prompt, 60)));
+}
+
+/// When the loop started, and how long it has run (until it stopped).
+fn started_and_elapsed(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
     lines.push(field(
         "Started",
         state
@@ -249,17 +251,6 @@ fn run_block(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
         .to_std()
         .unwrap_or(Duration::ZERO);
     lines.push(field("Elapsed", long_duration(elapsed)));
-    lines.push(field("Agent", AgentKind::display_name_for(&state.agent)));
-    if state.max_iterations > 0 {
-        lines.push(field(
-            "Per task",
-            format!(
-                "at most {}",
-                plural(u64::from(state.max_iterations), "iteration")
-            ),
-        ));
-    }
-    lines.push(field("Prompt", preview(&state.prompt, 60)));
 }
 
 fn tasks_block(tasks: &TasksStatus, lines: &mut Vec<String>) {

@@ -6,7 +6,7 @@
 //! only events, so nothing human is written there (warnings stay on stderr).
 
 use std::borrow::Cow;
-use std::io::{self, IsTerminal as _, Write as _};
+use std::io::{self, IsTerminal as _, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Style, paint, stdout};
@@ -201,46 +201,40 @@ impl Voice {
 
     /// Writes a piece of the agent's stdout without flushing.
     pub(crate) fn agent_stdout(&self, text: &str, ends_line: bool) {
-        if !self.echo {
-            return;
-        }
-        #[cfg(test)]
-        if self.capture.is_some() {
-            let prefix = self.piece_prefix(ends_line).unwrap_or_default();
-            let end = if ends_line { "\n" } else { "" };
-            self.captured("out", &format!("{prefix}{text}{end}"), false);
-            return;
-        }
-        let mut out = stdout();
-        if let Some(prefix) = self.piece_prefix(ends_line) {
-            let _ = out.write_all(prefix.as_bytes());
-        }
-        let _ = out.write_all(text.as_bytes());
-        if ends_line {
-            let _ = out.write_all(b"\n");
-        }
+        self.agent_piece(text, ends_line, false);
     }
 
     /// Writes a piece of the agent's stderr.
     pub(crate) fn agent_stderr(&self, text: &str, ends_line: bool) {
+        self.agent_piece(text, ends_line, true);
+    }
+
+    /// A piece of the agent's output, prefixed at the start of a task loop's line; stderr after
+    /// flushing stdout, to keep the order.
+    fn agent_piece(&self, text: &str, ends_line: bool, to_stderr: bool) {
         if !self.echo {
             return;
         }
+        let prefix = self.piece_prefix(ends_line).unwrap_or_default();
         #[cfg(test)]
         if self.capture.is_some() {
-            let prefix = self.piece_prefix(ends_line).unwrap_or_default();
             let end = if ends_line { "\n" } else { "" };
-            self.captured("err", &format!("{prefix}{text}{end}"), false);
+            let stream = if to_stderr { "err" } else { "out" };
+            self.captured(stream, &format!("{prefix}{text}{end}"), false);
             return;
         }
-        let _ = stdout().flush();
-        let mut err = io::stderr().lock();
-        if let Some(prefix) = self.piece_prefix(ends_line) {
-            let _ = err.write_all(prefix.as_bytes());
-        }
-        let _ = err.write_all(text.as_bytes());
-        if ends_line {
-            let _ = err.write_all(b"\n");
+        let write = |to: &mut dyn Write| {
+            let _ = to.write_all(prefix.as_bytes());
+            let _ = to.write_all(text.as_bytes());
+            if ends_line {
+                let _ = to.write_all(b"\n");
+            }
+        };
+        if to_stderr {
+            let _ = stdout().flush();
+            write(&mut io::stderr().lock());
+        } else {
+            write(&mut *stdout());
         }
     }
 
