@@ -355,6 +355,12 @@ pub(crate) enum Notice<'a> {
         base: &'a str,
     },
     UnfinishedMergeUndone,
+    /// Worktrees and branches of merged tasks were removed (`removed`), or kept (`kept`: task
+    /// and why).
+    Swept {
+        removed: &'a [String],
+        kept: &'a [(String, String)],
+    },
     TaskNotRecorded {
         task: &'a str,
         status: &'a str,

@@ -3,7 +3,7 @@
 
 use crate::exit::ExitStatus;
 use crate::output::{self, Voice};
-use crate::run::{Knobs, stop_leftover_agent, take_lock};
+use crate::run::{Knobs, clear_task_worktrees, stop_leftover_agent, take_lock};
 use crate::storage::state;
 use crate::storage::{self, OPENCODE_CONFIG_FILE, RalphDir, progress};
 
@@ -33,5 +33,10 @@ pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus>
         }
     }
     output::reset_done(&removed);
+    // ralph's task worktrees and the branches whose work is merged go too.
+    if let Some(repo) = dir.root().parent().and_then(crate::git::Repo::discover) {
+        let swept = clear_task_worktrees(&repo, dir);
+        output::swept(&Voice::plain(), &swept.removed, &swept.kept);
+    }
     Ok(ExitStatus::Success)
 }

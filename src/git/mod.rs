@@ -341,6 +341,31 @@ impl Repo {
         child.wait_with_output()
     }
 
+    /// Runs a git command that changes the work tree (a merge, its abort) with its output in
+    /// files, not pipes: if ralph is killed meanwhile, git writing its last line to a closed pipe
+    /// would die of SIGPIPE half way; into a file, it finishes, and what it leaves (a merge
+    /// under way, with `MERGE_HEAD`) is for the next start to undo.
+    fn run_unpiped(&self, args: &[&str]) -> std::io::Result<Output> {
+        use std::io::{Read as _, Seek as _};
+        let mut stdout = tempfile::tempfile()?;
+        let mut stderr = tempfile::tempfile()?;
+        let status = git_command(&self.root, args)
+            .stdout(stdout.try_clone()?)
+            .stderr(stderr.try_clone()?)
+            .status()?;
+        let read = |file: &mut std::fs::File| -> std::io::Result<Vec<u8>> {
+            let mut bytes = Vec::new();
+            file.seek(std::io::SeekFrom::Start(0))?;
+            file.read_to_end(&mut bytes)?;
+            Ok(bytes)
+        };
+        Ok(Output {
+            status,
+            stdout: read(&mut stdout)?,
+            stderr: read(&mut stderr)?,
+        })
+    }
+
     fn run_owned(&self, args: &[String]) -> std::io::Result<Output> {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.run(&args)

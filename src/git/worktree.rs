@@ -65,9 +65,17 @@ impl Repo {
             .is_ok_and(|output| output.status.success() && !output.stdout.is_empty())
             || (prefix.is_empty() && self.merging());
         if ours {
-            let _ = self.run(&["merge", "--abort"]);
+            let _ = self.run_unpiped(&["merge", "--abort"]);
         }
         ours
+    }
+
+    /// Puts `paths` (repository-relative) back as HEAD has them; a path HEAD does not have is
+    /// left alone.
+    pub(crate) fn restore_from_head(&self, paths: &[&str]) {
+        for path in paths {
+            let _ = self.run(&["checkout", "-q", "HEAD", "--", path]);
+        }
     }
 
     /// In a worktree with a merge under way: the files still in conflict (empty otherwise).
@@ -118,6 +126,40 @@ impl Repo {
         check(self.run(args), "git worktree add").map(drop)
     }
 
+    /// The task branches (`ralph/<id>`), each with whether HEAD has all of its work (it is
+    /// merged, or has none of its own).
+    pub(crate) fn task_branches(&self) -> Vec<(String, bool)> {
+        let names = |args: &[&str]| -> Vec<String> {
+            self.run(args)
+                .ok()
+                .filter(|output| output.status.success())
+                .map(|output| {
+                    String::from_utf8_lossy(&output.stdout)
+                        .lines()
+                        .filter_map(|line| line.trim().strip_prefix("ralph/").map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let all = names(&[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/ralph/",
+        ]);
+        let merged = names(&[
+            "for-each-ref",
+            "--merged=HEAD",
+            "--format=%(refname:short)",
+            "refs/heads/ralph/",
+        ]);
+        all.into_iter()
+            .map(|id| {
+                let done = merged.contains(&id);
+                (id, done)
+            })
+            .collect()
+    }
+
     /// Removes a task's worktree and, with `delete_branch`, its branch.
     pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) {
         let shown = path.to_string_lossy().into_owned();
@@ -140,7 +182,7 @@ impl Repo {
         own: &[&str],
         finish: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<Merge, String> {
-        let merged = self.run(&["merge", "--no-ff", "--no-commit", "-q", branch]);
+        let merged = self.run_unpiped(&["merge", "--no-ff", "--no-commit", "-q", branch]);
         let merged = merged.map_err(|err| format!("git merge could not run: {err}"))?;
         // A clean merge leaves nothing unmerged: git is asked only when it stopped.
         let conflicted = if merged.status.success() {
@@ -154,7 +196,7 @@ impl Repo {
             .cloned()
             .collect();
         if !real.is_empty() || (!merged.status.success() && conflicted.is_empty()) {
-            let _ = self.run(&["merge", "--abort"]);
+            let _ = self.run_unpiped(&["merge", "--abort"]);
             if real.is_empty() {
                 return Err(check(Ok(merged), "git merge").err().unwrap_or_default());
             }
@@ -162,7 +204,7 @@ impl Repo {
         }
         self.keep_base_versions(own);
         if let Err(why) = finish() {
-            let _ = self.run(&["merge", "--abort"]);
+            let _ = self.run_unpiped(&["merge", "--abort"]);
             return Err(why);
         }
         let present = self.existing(own);
@@ -177,7 +219,7 @@ impl Repo {
         match committed {
             Ok(hash) => Ok(Merge::Done(hash)),
             Err(why) => {
-                let _ = self.run(&["merge", "--abort"]);
+                let _ = self.run_unpiped(&["merge", "--abort"]);
                 Err(why)
             }
         }
@@ -191,7 +233,7 @@ impl Repo {
         base: &str,
         own: &[&str],
     ) -> Result<Vec<String>, String> {
-        let merged = self.run(&["merge", "--no-edit", "-q", base]);
+        let merged = self.run_unpiped(&["merge", "--no-edit", "-q", base]);
         let merged = merged.map_err(|err| format!("git merge could not run: {err}"))?;
         if merged.status.success() {
             return Ok(Vec::new());

@@ -108,6 +108,20 @@ pub(crate) fn unfinished_merge_undone(out: &Voice) {
     ]);
 }
 
+/// Worktrees and branches of merged tasks removed, and those kept (task, why).
+pub(crate) fn swept(out: &Voice, removed: &[String], kept: &[(String, String)]) {
+    if !removed.is_empty() {
+        out.say(&[&format!(
+            "🧹 Removed the worktrees and branches of {} (their work is in the base): {}",
+            plural(removed.len() as u64, "merged task"),
+            removed.join(", ")
+        )]);
+    }
+    for (task, why) in kept {
+        out.warn(&[&format!("⚠️  Kept task {task}'s worktree or branch: {why}")]);
+    }
+}
+
 /// A task's new box (`[/]`, `[!]`) could not be written or committed.
 pub(crate) fn task_not_recorded(out: &Voice, id: &str, status: &str, why: &str) {
     out.warn(&[&format!(

@@ -60,3 +60,89 @@ pub(super) fn mark(
     })
     .map_err(|err| format!("{err:#}"))
 }
+
+/// What [`sweep`] did: the tasks whose worktree and branch it removed, and those it kept, with
+/// why.
+#[derive(Debug, Default)]
+pub(crate) struct Swept {
+    pub(crate) removed: Vec<String>,
+    pub(crate) kept: Vec<(String, String)>,
+}
+
+/// Removes the worktree and branch of every task that is `[x]` in `dir`'s task list and whose
+/// branch's work is all in HEAD (a kill after its merge commit left them); a worktree with
+/// uncommitted changes is kept, and so is a branch with work the base does not have.
+pub(crate) fn sweep(repo: &Repo, dir: &RalphDir) -> Swept {
+    let list = storage::read_text(&dir.tasks())
+        .ok()
+        .flatten()
+        .map(|content| TaskList::parse(&content))
+        .unwrap_or_default();
+    let done: Vec<String> = (list.tasks.iter())
+        .zip(tasks::task_ids(&list))
+        .filter(|(task, _)| task.status == TaskStatus::Complete)
+        .map(|(_, id)| id)
+        .collect();
+    let mut swept = Swept::default();
+    for (id, merged) in repo.task_branches() {
+        if !done.contains(&id) {
+            continue;
+        }
+        if !merged {
+            let why = format!("its branch {} has work the base does not have", branch(&id));
+            swept.kept.push((id, why));
+            continue;
+        }
+        swept.remove(repo, dir, &id, true);
+    }
+    swept
+}
+
+/// `--reset`: removes every task worktree (kept when it has uncommitted changes) and every task
+/// branch whose work is all in HEAD; a branch with work the base does not have is kept.
+pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
+    let mut swept = Swept::default();
+    for (id, merged) in repo.task_branches() {
+        if !merged {
+            let why = format!(
+                "its branch {} has work that is not merged; merge or delete it yourself",
+                branch(&id)
+            );
+            swept.kept.push((id.clone(), why));
+        }
+        swept.remove(repo, dir, &id, merged);
+    }
+    swept
+}
+
+impl Swept {
+    /// Removes task `id`'s worktree unless it has uncommitted changes, and its branch with
+    /// `with_branch`.
+    fn remove(&mut self, repo: &Repo, dir: &RalphDir, id: &str, with_branch: bool) {
+        let path = dir.worktree(id);
+        let worktree = Repo::discover(&path).filter(|_| path.join(".git").exists());
+        let dirty = worktree
+            .as_ref()
+            .and_then(|worktree| {
+                let own = own_files(
+                    worktree,
+                    &[storage::TASKS_FILE, storage::progress::PROGRESS_FILE],
+                );
+                let own: Vec<&str> = own.iter().map(String::as_str).collect();
+                worktree.dirty_paths(&own).ok()
+            })
+            .unwrap_or_default();
+        if !dirty.is_empty() {
+            let why = format!(
+                ".ralph/worktrees/{id} has uncommitted changes ({})",
+                dirty.join(", ")
+            );
+            self.kept.push((id.to_owned(), why));
+            return;
+        }
+        repo.remove_worktree(&path, &branch(id), with_branch);
+        if with_branch {
+            self.removed.push(id.to_owned());
+        }
+    }
+}

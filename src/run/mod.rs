@@ -40,6 +40,7 @@ use crate::storage::history::{self, History, IterationRecord};
 use crate::storage::state::{self, LoopState};
 use crate::storage::{Loaded, RalphDir};
 
+pub(crate) use base::clear as clear_task_worktrees;
 pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
 pub(crate) use remote::{remote_status, worker};

@@ -61,6 +61,8 @@ pub(crate) fn run(
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
     nothing_to_run(dir)?;
     let (repo, base) = prepare(cwd, dir, "--parallel", &sink)?;
+    // What a killed run left of tasks merged since: their worktrees and branches.
+    tell_swept(&sink, &super::base::sweep(&repo, dir));
     // The run's own state, so `--status` sees it and `--resume` can continue it.
     let mut state = start::new_state(config, resumed.as_ref());
     state::save(&dir.state(), &state)?;
@@ -115,6 +117,16 @@ pub(crate) fn run(
     Ok(status)
 }
 
+/// Says what a sweep removed and kept, if anything.
+fn tell_swept(sink: &Sink, swept: &super::base::Swept) {
+    if !swept.removed.is_empty() || !swept.kept.is_empty() {
+        sink.notice(Notice::Swept {
+            removed: &swept.removed,
+            kept: &swept.kept,
+        });
+    }
+}
+
 /// A run needs a task list with a task in it: without one there is nothing to run in parallel.
 fn nothing_to_run(dir: &RalphDir) -> anyhow::Result<()> {
     let content = storage::read_text(&dir.tasks())?.unwrap_or_default();
@@ -132,10 +144,6 @@ fn nothing_to_run(dir: &RalphDir) -> anyhow::Result<()> {
 /// uncommitted but ralph's own files (which are committed first, so the task loops see them).
 fn prepare(cwd: &Path, dir: &RalphDir, flag: &str, sink: &Sink) -> anyhow::Result<(Repo, String)> {
     let (repo, base) = base_branch(cwd, dir, flag)?;
-    // A merge a killed ralph left half done is undone; its task's branch is kept and merged again.
-    if repo.abort_unfinished_merge("ralph/") {
-        sink.notice(Notice::UnfinishedMergeUndone);
-    }
     let own = own_files(
         &repo,
         &[
@@ -145,6 +153,13 @@ fn prepare(cwd: &Path, dir: &RalphDir, flag: &str, sink: &Sink) -> anyhow::Resul
         ],
     );
     let own: Vec<&str> = own.iter().map(String::as_str).collect();
+    // A merge a killed ralph left half done is undone; its task's branch is kept and merged again.
+    // The task list and progress log go back to the base's commit too: the merge had marked the
+    // task done there, and its work is not in the base yet.
+    if repo.abort_unfinished_merge("ralph/") {
+        repo.restore_from_head(&own);
+        sink.notice(Notice::UnfinishedMergeUndone);
+    }
     let dirty = repo.dirty_paths(&own).map_err(fail)?;
     if !dirty.is_empty() {
         let shown: Vec<&str> = dirty.iter().take(3).map(String::as_str).collect();
@@ -494,6 +509,7 @@ impl<'a> Coordinator<'a> {
             None if open == 0 => "every task is done and merged".to_owned(),
             None => "not every task is done".to_owned(),
         };
+        tell_swept(&self.sink, &super::base::sweep(&self.repo, self.dir));
         let spent = self.shared.spent();
         let not_started = self.never_started(&list);
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

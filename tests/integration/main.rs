@@ -11,6 +11,7 @@ mod gates;
 mod git_commit;
 mod import;
 mod json_mode;
+mod kills;
 mod limits;
 mod machines;
 mod mock_model;

@@ -260,6 +260,7 @@ pub(super) struct Data {
     two: Vec<String>,
     one: Vec<String>,
     paths: Vec<String>,
+    kept: Vec<(String, String)>,
     io_error: std::io::Error,
 }
 
@@ -291,6 +292,10 @@ impl Data {
             two: strings(&["api", "db"]),
             one: strings(&["api"]),
             paths: strings(&["src/a.rs", "src/b.rs", "src/c.rs", "src/d.rs"]),
+            kept: vec![(
+                "ui".to_owned(),
+                ".ralph/worktrees/ui has uncommitted changes (src/ui.rs)".to_owned(),
+            )],
             io_error: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
         }
     }
@@ -480,6 +485,10 @@ fn end_and_run_notices(data: &Data) -> Vec<Notice<'_>> {
             base: "main",
         },
         Notice::UnfinishedMergeUndone,
+        Notice::Swept {
+            removed: &data.two,
+            kept: &data.kept,
+        },
         Notice::TaskNotRecorded {
             task: "api",
             status: "failed [!]",

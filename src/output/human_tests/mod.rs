@@ -98,6 +98,7 @@ variants!(
         WorktreeLoop,
         WorktreeLeft,
         UnfinishedMergeUndone,
+        Swept,
         TaskNotRecorded,
         WorktreeKept,
         ClaimRaceLost,

@@ -1,0 +1,121 @@
+//! A kill -9 at the worst moments of a parallel run's merge step, then `--resume`: the base ends
+//! clean, every task's work merged exactly once, no worktree or task branch left behind.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
+use std::time::Duration;
+
+use crate::parallel::setup;
+use crate::support::{TestEnv, wait_for_file};
+
+/// Kills the run with SIGKILL once `marker` exists, and waits for it to go.
+fn kill_when(run: &mut std::process::Child, marker: &std::path::Path) {
+    wait_for_file(marker, Duration::from_secs(20));
+    let _ = run.kill();
+    let _ = run.wait();
+}
+
+/// The base is as a finished run leaves it: no merge under way, nothing uncommitted, no task
+/// branch or worktree, every task `[x]`, and each task merged by exactly one merge commit.
+fn assert_clean_and_merged_once(env: &TestEnv, tasks: &[&str]) {
+    assert!(
+        !env.work().join(".git/MERGE_HEAD").exists(),
+        "no merge left under way"
+    );
+    assert_eq!(
+        env.git(&["status", "--porcelain"]).trim(),
+        "",
+        "nothing left uncommitted"
+    );
+    assert_eq!(
+        env.git(&["branch", "--list", "ralph/*"]).trim(),
+        "",
+        "no task branch left"
+    );
+    let worktrees = fs::read_dir(env.ralph_file("worktrees"))
+        .map(|dir| {
+            dir.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(worktrees, 0, "no task worktree left");
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    let subjects = env.git(&["log", "--format=%s"]);
+    for task in tasks {
+        assert!(list.contains(&format!("- [x] {task}")), "{list}");
+        let merges = subjects
+            .lines()
+            .filter(|s| s.starts_with(&format!("Ralph: merge task {} ", task.to_lowercase())))
+            .count();
+        assert_eq!(merges, 1, "{task} merged exactly once:\n{subjects}");
+        assert!(
+            env.work().join(format!("{task}.txt")).exists(),
+            "{task}'s work is in the base"
+        );
+    }
+}
+
+#[test]
+fn a_kill_right_after_a_merge_commit_leaves_nothing_behind_after_resume() {
+    let env = setup("- [ ] Alpha\n  - id: alpha\n");
+    let marker = env.path().join("merged");
+    // The hook holds ralph just after its merge commit.
+    let hook = env.work().join(".git/hooks/post-commit");
+    fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncase \"$(git log -1 --format=%s)\" in \"Ralph: merge task\"*) touch '{}'; sleep 5;; esac\nexit 0\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
+    kill_when(&mut run, &marker);
+    fs::remove_file(&hook).unwrap();
+    let resumed = env.run(&["--resume"]);
+    resumed.assert_code(0);
+    assert!(
+        resumed
+            .stdout()
+            .contains("Removed the worktrees and branches of 1 merged task"),
+        "{}",
+        resumed.stdout()
+    );
+    assert_clean_and_merged_once(&env, &["Alpha"]);
+}
+
+#[test]
+fn a_kill_during_a_merge_is_undone_and_the_task_merged_once_on_resume() {
+    let env = setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
+    let marker = env.path().join("in-merge");
+    // A merge driver that takes a while on the progress log, which both tasks change.
+    let done = env.path().join("merge-done");
+    fs::create_dir_all(env.work().join(".git/info")).unwrap();
+    fs::write(
+        env.work().join(".git/info/attributes"),
+        "progress.md merge=slow\n",
+    )
+    .unwrap();
+    env.git(&[
+        "config",
+        "merge.slow.driver",
+        &format!(
+            "touch '{}'; sleep 2; git merge-file -q %A %O %B; s=$?; touch '{}'; exit $s",
+            marker.display(),
+            done.display()
+        ),
+    ]);
+    let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "2", "--pause", "0"]);
+    kill_when(&mut run, &marker);
+    // git goes on with the merge after ralph is gone; it must finish, not die half way.
+    wait_for_file(&done, Duration::from_secs(20));
+    crate::support::wait_until(Duration::from_secs(10), "git's merge to end", || {
+        !env.work().join(".git/index.lock").exists()
+    });
+    env.git(&["config", "--unset", "merge.slow.driver"]);
+    let resumed = env.run(&["--resume", "--pause", "0"]);
+    resumed.assert_code(0);
+    assert_clean_and_merged_once(&env, &["Alpha", "Beta"]);
+}
