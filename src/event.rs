@@ -355,6 +355,14 @@ pub(crate) enum Notice<'a> {
         base: &'a str,
     },
     UnfinishedMergeUndone,
+    /// Work saved in a task's worktree was made for another text (`made_for`): it is kept on
+    /// `branch` (its worktree moved to `path`), never merged, and the task starts afresh.
+    WorkSetAside {
+        task: &'a str,
+        made_for: &'a str,
+        branch: &'a str,
+        path: &'a Path,
+    },
     /// Worktrees and branches of merged tasks were removed (`removed`), or kept (`kept`: task
     /// and why).
     Swept {

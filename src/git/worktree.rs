@@ -160,6 +160,28 @@ impl Repo {
             .collect()
     }
 
+    /// Sets a task's worktree aside with its work: its branch becomes `keep` (uncommitted changes
+    /// stay in the worktree, which moves to `to`), so `branch` and `path` are free for a fresh
+    /// start.
+    pub(crate) fn set_aside(
+        &self,
+        path: &Path,
+        branch: &str,
+        keep: &str,
+        to: &Path,
+    ) -> Result<(), String> {
+        let worktree =
+            Repo::discover(path).ok_or_else(|| format!("{} is no git worktree", path.display()))?;
+        check(worktree.run(&["switch", "-q", "-c", keep]), "git switch")?;
+        check(self.run(&["branch", "-q", "-D", branch]), "git branch -D")?;
+        let (from, to) = (path.to_string_lossy(), to.to_string_lossy());
+        check(
+            self.run(&["worktree", "move", &from, &to]),
+            "git worktree move",
+        )
+        .map(drop)
+    }
+
     /// Removes a task's worktree and, with `delete_branch`, its branch.
     pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) {
         let shown = path.to_string_lossy().into_owned();

@@ -253,6 +253,12 @@ impl Reporter for Human {
             Notice::WorktreeLoop { name, branch } => worktree_loop(out, name, branch),
             Notice::WorktreeLeft { name, branch, base } => worktree_left(out, name, branch, base),
             Notice::UnfinishedMergeUndone => unfinished_merge_undone(out),
+            Notice::WorkSetAside {
+                task,
+                made_for,
+                branch,
+                path,
+            } => work_set_aside(out, task, made_for, branch, path),
             Notice::Swept { removed, kept } => swept(out, removed, kept),
             Notice::TaskNotRecorded { task, status, why } => {
                 task_not_recorded(out, task, status, why);

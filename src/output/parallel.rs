@@ -108,6 +108,20 @@ pub(crate) fn unfinished_merge_undone(out: &Voice) {
     ]);
 }
 
+/// A task's saved work was made for another text: kept aside, never merged.
+pub(crate) fn work_set_aside(
+    out: &Voice,
+    task: &str,
+    made_for: &str,
+    branch: &str,
+    path: &std::path::Path,
+) {
+    out.warn(&[&format!(
+        "[{task}] ⚠️  The work saved for this task was made for \"{made_for}\" (the task list changed since); it is kept on branch {branch} ({}) and not merged. The task starts afresh.",
+        path.display()
+    )]);
+}
+
 /// Worktrees and branches of merged tasks removed, and those kept (task, why).
 pub(crate) fn swept(out: &Voice, removed: &[String], kept: &[(String, String)]) {
     if !removed.is_empty() {

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::error::fail;
+use crate::storage::identity::Owner;
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 
@@ -145,4 +146,41 @@ impl Swept {
             self.removed.push(id.to_owned());
         }
     }
+}
+
+/// Work set aside: the text it was made for, and where it is kept.
+pub(crate) struct SetAside {
+    pub(crate) made_for: String,
+    pub(crate) branch: String,
+    pub(crate) path: std::path::PathBuf,
+}
+
+/// Work saved in task `id`'s worktree for another task (the list changed since an interrupt:
+/// the task was reworded, or its id now names another one) is set aside on a branch of its own
+/// (`ralph-kept/<id>-<fingerprint>`), its worktree moved beside, never merged; the task then
+/// starts afresh. `None` when the worktree's work is this task's, or there is none.
+pub(crate) fn set_aside_if_stale(
+    repo: &Repo,
+    dir: &RalphDir,
+    id: &str,
+    task: &Task,
+) -> anyhow::Result<Option<SetAside>> {
+    let path = dir.worktree(id);
+    let saved = path.join(repo.prefix()).join(storage::RALPH_DIR);
+    let Some(owner) = Owner::recorded(&saved) else {
+        return Ok(None);
+    };
+    if owner.is_for(id, &task.text) {
+        return Ok(None);
+    }
+    let mark = &owner.fingerprint[..8];
+    let keep = format!("ralph-kept/{}-{mark}", owner.id);
+    let to = dir.worktree(&format!(".kept-{}-{mark}", owner.id));
+    repo.set_aside(&path, &branch(id), &keep, &to)
+        .map_err(fail)?;
+    Ok(Some(SetAside {
+        made_for: owner.text,
+        branch: keep,
+        path: to,
+    }))
 }

@@ -18,6 +18,7 @@ use crate::exit::ExitStatus;
 use crate::git::{Merge, Repo};
 use crate::signal::StopFlag;
 use crate::storage::history::{self, History};
+use crate::storage::identity::{self, Owner};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
@@ -160,6 +161,8 @@ fn prepare(cwd: &Path, dir: &RalphDir, flag: &str, sink: &Sink) -> anyhow::Resul
         repo.restore_from_head(&own);
         sink.notice(Notice::UnfinishedMergeUndone);
     }
+    // Every task gets its id written down, so no change to the list moves an id to another task.
+    storage::tasks::edit(dir, |current| (current.and_then(identity::with_ids), ()))?;
     let dirty = repo.dirty_paths(&own).map_err(fail)?;
     if !dirty.is_empty() {
         let shown: Vec<&str> = dirty.iter().take(3).map(String::as_str).collect();
@@ -291,12 +294,21 @@ impl<'a> Coordinator<'a> {
     where
         'a: 's,
     {
+        let conflicts = if self.set_aside_if_stale(id, task)? {
+            Vec::new()
+        } else {
+            conflicts
+        };
         let path = self.dir.worktree(id);
         let branch = branch(id);
         self.repo
             .add_worktree(&path, &branch, &self.base)
             .map_err(fail)?;
         let cwd = path.join(self.repo.prefix());
+        // The work made in this worktree is for this task, and only for it.
+        let own_dir = cwd.join(storage::RALPH_DIR);
+        std::fs::create_dir_all(&own_dir)?;
+        Owner::of(id, &task.text).record(&own_dir)?;
         let config = task_config(self.config, task);
         let task_loop = TaskLoop {
             task_id: id.to_owned(),
@@ -337,6 +349,21 @@ impl<'a> Coordinator<'a> {
             let _ = sender.send((id, result));
         });
         Ok(())
+    }
+
+    /// Work saved in task `id`'s worktree for another task is set aside (see
+    /// [`base::set_aside_if_stale`]) and said; `true` when it was.
+    fn set_aside_if_stale(&self, id: &str, task: &Task) -> anyhow::Result<bool> {
+        let Some(aside) = super::base::set_aside_if_stale(&self.repo, self.dir, id, task)? else {
+            return Ok(false);
+        };
+        self.sink.notice(Notice::WorkSetAside {
+            task: id,
+            made_for: &aside.made_for,
+            branch: &aside.branch,
+            path: &aside.path,
+        });
+        Ok(true)
     }
 
     /// Merges a finished task into the base; on a conflict, its loop resolves it (twice at

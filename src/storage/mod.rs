@@ -12,6 +12,7 @@
 pub(crate) mod carry;
 pub(crate) mod context;
 pub(crate) mod history;
+pub(crate) mod identity;
 pub(crate) mod import;
 pub(crate) mod lock;
 pub(crate) mod logs;
@@ -51,7 +52,7 @@ pub(crate) const TASKS_LOCK_FILE: &str = "ralph-tasks.lock";
 pub(crate) const GITIGNORE_FILE: &str = ".gitignore";
 
 /// Files ralph rewrites while it runs; never committed, never counted as the agent's changes.
-pub(crate) const RUNTIME_FILES: [&str; 8] = [
+pub(crate) const RUNTIME_FILES: [&str; 9] = [
     STATE_FILE,
     HISTORY_FILE,
     summary::SUMMARY_FILE,
@@ -60,6 +61,7 @@ pub(crate) const RUNTIME_FILES: [&str; 8] = [
     LOCK_FILE,
     CONTEXT_LOCK_FILE,
     TASKS_LOCK_FILE,
+    identity::TASK_FILE,
 ];
 
 /// ralph's files that are committed with the work: the progress log, the task file and the

@@ -167,3 +167,91 @@ fn a_task_loop_keeps_its_tasks_promise_in_an_agents_json_output_as_in_text() {
             .contains("- [x] One")
     );
 }
+
+/// Runs `--parallel 1` until the agent of "Write tests" has started, then stops it with Ctrl+C.
+fn interrupt_during_write_tests(env: &crate::support::TestEnv) {
+    let started = env.agent_dir().join("started");
+    env.agent_script(
+        None,
+        &format!(
+            "if [ \"$task\" = 'Write tests' ] && [ ! -f '{0}' ]; then touch '{0}'; i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done; fi",
+            started.display()
+        ),
+    );
+    let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
+    crate::support::wait_for_file(&started, std::time::Duration::from_secs(20));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let ended = crate::signals::wait_output(&mut run, std::time::Duration::from_secs(20));
+    assert_eq!(ended.status.code(), Some(130));
+}
+
+#[test]
+fn a_resumed_run_sets_aside_work_made_for_a_reworded_task_and_never_merges_it() {
+    let env = setup("- [ ] Write tests\n- [ ] Write tests!\n");
+    interrupt_during_write_tests(&env);
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(
+        list.contains("  - id: write-tests\n") && list.contains("  - id: write-tests-2\n"),
+        "ids are written down: {list}"
+    );
+    // The user rewords the interrupted task (its id stays).
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        list.replace("[/] Write tests\n", "[ ] Write benchmarks\n"),
+    )
+    .unwrap();
+    env.git(&["commit", "-qam", "reword"]);
+    let resumed = env.run(&["--resume", "--pause", "0"]);
+    resumed.assert_code(0);
+    assert!(
+        resumed.stderr().contains("was made for \"Write tests\""),
+        "{}",
+        resumed.stderr()
+    );
+    assert!(
+        env.work().join("Write_benchmarks.txt").exists(),
+        "the reworded task's own work is merged"
+    );
+    assert!(
+        !env.work().join("Write_tests.txt").exists(),
+        "work made for the old text is not merged"
+    );
+    assert!(
+        env.git(&["branch", "--list", "ralph-kept/*"])
+            .contains("ralph-kept/write-tests-"),
+        "it is kept on its own branch"
+    );
+}
+
+#[test]
+fn a_resumed_run_after_a_task_was_removed_gives_its_work_to_no_other_task() {
+    let env = setup("- [ ] Write tests\n- [ ] Write tests!\n");
+    interrupt_during_write_tests(&env);
+    // The user removes the interrupted task.
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    let kept: String = list.replace("- [/] Write tests\n  - id: write-tests\n", "");
+    assert_ne!(kept, list, "{list}");
+    fs::write(env.ralph_file("ralph-tasks.md"), kept).unwrap();
+    env.git(&["commit", "-qam", "remove"]);
+    env.run(&["--resume", "--pause", "0"]).assert_code(0);
+    let merged = fs::read_to_string(env.work().join("Write_tests!.txt")).unwrap();
+    assert_eq!(
+        merged.trim(),
+        "Write tests!",
+        "the other task did its own work"
+    );
+    assert!(
+        !env.work().join("Write_tests.txt").exists(),
+        "the removed task's work is not merged"
+    );
+    let subjects = env.git(&["log", "--format=%s"]);
+    assert!(
+        subjects.contains("Ralph: merge task write-tests-2 — Write tests!"),
+        "{subjects}"
+    );
+    assert!(
+        !subjects.contains("Ralph: merge task write-tests —"),
+        "{subjects}"
+    );
+}

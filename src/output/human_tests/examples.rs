@@ -485,6 +485,12 @@ fn end_and_run_notices(data: &Data) -> Vec<Notice<'_>> {
             base: "main",
         },
         Notice::UnfinishedMergeUndone,
+        Notice::WorkSetAside {
+            task: "write-tests",
+            made_for: "Write tests",
+            branch: "ralph-kept/write-tests-1a2b3c4d",
+            path: Path::new(".ralph/worktrees/.kept-write-tests-1a2b3c4d"),
+        },
         Notice::Swept {
             removed: &data.two,
             kept: &data.kept,

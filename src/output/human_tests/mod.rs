@@ -98,6 +98,7 @@ variants!(
         WorktreeLoop,
         WorktreeLeft,
         UnfinishedMergeUndone,
+        WorkSetAside,
         Swept,
         TaskNotRecorded,
         WorktreeKept,
