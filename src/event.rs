@@ -355,6 +355,12 @@ pub(crate) enum Notice<'a> {
         base: &'a str,
     },
     UnfinishedMergeUndone,
+    /// A done task's merge waits: the user has uncommitted changes in the base to `files`, which
+    /// the task changed too.
+    MergeWaits {
+        task: &'a str,
+        files: &'a [String],
+    },
     /// Work saved in a task's worktree was made for another text (`made_for`): it is kept on
     /// `branch` (its worktree moved to `path`), never merged, and the task starts afresh.
     WorkSetAside {

@@ -182,6 +182,26 @@ impl Repo {
         .map(drop)
     }
 
+    /// The repository-relative paths `branch` changed since it left `base` (`git diff
+    /// base...branch`); empty when git cannot say.
+    pub(crate) fn changed_since(&self, base: &str, branch: &str) -> Vec<String> {
+        self.run(&[
+            "diff",
+            "--name-only",
+            "--no-renames",
+            &format!("{base}...{branch}"),
+        ])
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| {
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
     /// Removes a task's worktree and, with `delete_branch`, its branch.
     pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) {
         let shown = path.to_string_lossy().into_owned();

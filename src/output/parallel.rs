@@ -108,6 +108,14 @@ pub(crate) fn unfinished_merge_undone(out: &Voice) {
     ]);
 }
 
+/// A done task's merge waits for the user's uncommitted edits in the base.
+pub(crate) fn merge_waits(out: &Voice, task: &str, files: &[String]) {
+    out.warn(&[&format!(
+        "[{task}] ⏳ Task done; its merge waits: you have uncommitted changes to {}, which it changed too. Commit or stash them (git stash), and the merge goes on by itself.",
+        files.join(", ")
+    )]);
+}
+
 /// A task's saved work was made for another text: kept aside, never merged.
 pub(crate) fn work_set_aside(
     out: &Voice,

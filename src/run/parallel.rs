@@ -15,7 +15,7 @@ use crate::config::RunConfig;
 use crate::error::fail;
 use crate::event::{LoopEvent, NotStarted, Notice, ParallelEnd};
 use crate::exit::ExitStatus;
-use crate::git::{Merge, Repo};
+use crate::git::Repo;
 use crate::signal::StopFlag;
 use crate::storage::history::{self, History};
 use crate::storage::identity::{self, Owner};
@@ -23,12 +23,14 @@ use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
 
-use super::base::{base_branch, branch, find, mark, own_files};
+use super::base::{base_branch, branch, mark, own_files};
 use super::claim::claim;
 use super::decision::Stop;
 use super::sink::{Place, Scope, Sink};
 use super::steer::Relay;
 use super::{Knobs, Shared, TaskLoop, start};
+
+mod merge;
 
 /// Tries at resolving a merge conflict before a task is given up.
 pub(super) const MERGE_TRIES: u32 = 2;
@@ -86,6 +88,7 @@ pub(crate) fn run(
         merged: Vec::new(),
         not_carried: Vec::new(),
         failed: Vec::new(),
+        blocked: BTreeSet::new(),
         ended: None,
     };
     run.sink.notice(Notice::ParallelStarted {
@@ -199,6 +202,9 @@ struct Coordinator<'a> {
     not_carried: Vec<String>,
     /// Ids of the tasks that failed in this run.
     failed: Vec<String>,
+    /// Done tasks whose merge waits for the user: they have uncommitted changes in the base to
+    /// files the task changed.
+    blocked: BTreeSet<String>,
     /// Why the run ended early, if it did.
     ended: Option<Stop>,
 }
@@ -238,10 +244,25 @@ impl<'a> Coordinator<'a> {
                     }
                 }
             }
-            if self.running.is_empty() {
+            let waiting = !self.blocked.is_empty() && !stop.is_stopping();
+            if self.running.is_empty() && !waiting {
                 return Ok(());
             }
-            let Some((id, result)) = self.relay.wait(receiver, &self.running, &self.sink) else {
+            let next = if waiting {
+                // Merges wait for the user's edits in the base: look again every second.
+                match receiver.recv_timeout(std::time::Duration::from_secs(1)) {
+                    Ok(end) => Some(end),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.relay.tick(&self.running, &self.sink);
+                        self.retry_blocked(spawner);
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                }
+            } else {
+                self.relay.wait(receiver, &self.running, &self.sink)
+            };
+            let Some((id, result)) = next else {
                 return Ok(());
             };
             self.running.remove(&id);
@@ -349,117 +370,6 @@ impl<'a> Coordinator<'a> {
             let _ = sender.send((id, result));
         });
         Ok(())
-    }
-
-    /// Work saved in task `id`'s worktree for another task is set aside (see
-    /// [`base::set_aside_if_stale`]) and said; `true` when it was.
-    fn set_aside_if_stale(&self, id: &str, task: &Task) -> anyhow::Result<bool> {
-        let Some(aside) = super::base::set_aside_if_stale(&self.repo, self.dir, id, task)? else {
-            return Ok(false);
-        };
-        self.sink.notice(Notice::WorkSetAside {
-            task: id,
-            made_for: &aside.made_for,
-            branch: &aside.branch,
-            path: &aside.path,
-        });
-        Ok(true)
-    }
-
-    /// Merges a finished task into the base; on a conflict, its loop resolves it (twice at
-    /// most), then the task is given up with its branch kept.
-    fn merge<'s>(&mut self, id: &str, spawner: &Spawner<'s, '_>) -> anyhow::Result<()>
-    where
-        'a: 's,
-    {
-        let list = self.base_list()?;
-        let Some(task) = find(&list, id) else {
-            // The task was removed from the list meanwhile: keep its branch, merge nothing.
-            self.remove(id, false);
-            return Ok(());
-        };
-        let message = format!("Ralph: merge task {id} — {}", task.text);
-        let own = self.own_files();
-        let own: Vec<&str> = own.iter().map(String::as_str).collect();
-        // Tasks added to the list meanwhile are committed first, so the merge keeps them.
-        self.repo
-            .commit_paths(&own, "Ralph: task list")
-            .map_err(fail)?;
-        let (dir, repo) = (self.dir, &self.repo);
-        // What the agent added to the progress log and the task list joins the base's.
-        let mut carried = crate::storage::carry::Carried::default();
-        let mut finish = || {
-            carried = super::carry::into_base(repo, dir, &branch(id), id);
-            mark(dir, id, TaskStatus::Complete, None)
-        };
-        match self
-            .repo
-            .merge_branch(&branch(id), &message, &own, &mut finish)
-        {
-            Ok(Merge::Done(hash)) => {
-                self.sink.emit(LoopEvent::TaskMerged {
-                    task: id.to_owned(),
-                    into: self.base.clone(),
-                    commit: hash,
-                });
-                let kept = !carried.problems.is_empty();
-                if kept {
-                    self.not_carried.push(id.to_owned());
-                }
-                if let Some(event) = LoopEvent::notes_carried(id, &self.base, &branch(id), carried)
-                {
-                    self.sink.emit(event);
-                }
-                self.merged.push(id.to_owned());
-                self.remove(id, !kept);
-            }
-            Ok(Merge::Conflict(files)) => {
-                let tries = self.merge_tries.entry(id.to_owned()).or_default();
-                *tries += 1;
-                if *tries > MERGE_TRIES {
-                    let why = format!(
-                        "its merge into {} conflicted {MERGE_TRIES} times in {}; branch {} is kept",
-                        self.base,
-                        files.join(", "),
-                        branch(id)
-                    );
-                    self.give_up(id, &why);
-                    return Ok(());
-                }
-                self.sink.emit(LoopEvent::MergeConflicted {
-                    task: id.to_owned(),
-                    files,
-                });
-                self.resolve(id, &task, spawner)?;
-            }
-            Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
-        }
-        Ok(())
-    }
-
-    /// Merges the base into the task's branch in its worktree and restarts its loop on the
-    /// conflicts.
-    fn resolve<'s>(
-        &mut self,
-        id: &str,
-        task: &Task,
-        spawner: &Spawner<'s, '_>,
-    ) -> anyhow::Result<()>
-    where
-        'a: 's,
-    {
-        let path = self.dir.worktree(id);
-        let worktree = Repo::discover(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
-        let own = self.own_files();
-        let own: Vec<&str> = own.iter().map(String::as_str).collect();
-        let conflicts = worktree
-            .merge_base_into_branch(&self.base, &own)
-            .map_err(fail)?;
-        if conflicts.is_empty() {
-            // The base merged in cleanly: try the merge again.
-            return self.merge(id, spawner);
-        }
-        self.start(spawner, (id, task), conflicts)
     }
 
     /// Marks a task failed in the base (with why), and removes its worktree; its branch is kept.

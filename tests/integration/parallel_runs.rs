@@ -255,3 +255,55 @@ fn a_resumed_run_after_a_task_was_removed_gives_its_work_to_no_other_task() {
         "{subjects}"
     );
 }
+
+#[test]
+fn a_merge_blocked_by_the_users_own_edit_waits_for_it_and_then_goes_on() {
+    let env = setup("- [ ] Touch\n  - id: touch\n");
+    fs::write(env.work().join("shared.txt"), "base\n").unwrap();
+    env.git(&["add", "shared.txt"]);
+    env.git(&["commit", "-qm", "shared"]);
+    let go = env.path().join("go");
+    let started = env.agent_dir().join("started");
+    env.agent_script(
+        None,
+        &format!(
+            "echo task > shared.txt; touch '{}'; i=0; while [ ! -f '{}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done",
+            started.display(),
+            go.display()
+        ),
+    );
+    let out = env.path().join("run.out");
+    let mut run = env
+        .ralph()
+        .args(["Build", "--tasks", "--parallel", "1", "--pause", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(fs::File::create(&out).unwrap())
+        .spawn()
+        .unwrap();
+    crate::support::wait_for_file(&started, std::time::Duration::from_secs(20));
+    // The user edits the same file in the base while the task runs.
+    fs::write(env.work().join("shared.txt"), "mine\n").unwrap();
+    fs::write(&go, "").unwrap();
+    crate::support::wait_for_text(&out, "its merge waits");
+    let said = fs::read_to_string(&out).unwrap();
+    assert!(said.contains("uncommitted changes to shared.txt"), "{said}");
+    assert!(
+        fs::read_to_string(env.ralph_file("ralph-tasks.md"))
+            .unwrap()
+            .contains("[/] Touch"),
+        "not failed"
+    );
+    // The user puts their edit away: the merge goes on by itself.
+    env.git(&["checkout", "--", "shared.txt"]);
+    let ended = crate::signals::wait_output(&mut run, std::time::Duration::from_secs(20));
+    assert_eq!(ended.status.code(), Some(0));
+    assert_eq!(
+        fs::read_to_string(env.work().join("shared.txt")).unwrap(),
+        "task\n"
+    );
+    assert!(
+        fs::read_to_string(env.ralph_file("ralph-tasks.md"))
+            .unwrap()
+            .contains("[x] Touch")
+    );
+}

@@ -485,6 +485,10 @@ fn end_and_run_notices(data: &Data) -> Vec<Notice<'_>> {
             base: "main",
         },
         Notice::UnfinishedMergeUndone,
+        Notice::MergeWaits {
+            task: "touch",
+            files: &data.one,
+        },
         Notice::WorkSetAside {
             task: "write-tests",
             made_for: "Write tests",

@@ -98,6 +98,7 @@ variants!(
         WorktreeLoop,
         WorktreeLeft,
         UnfinishedMergeUndone,
+        MergeWaits,
         WorkSetAside,
         Swept,
         TaskNotRecorded,

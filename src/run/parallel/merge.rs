@@ -1,0 +1,162 @@
+//! A parallel run's merges: a done task's branch into the base (its notes and added tasks
+//! carried, the task marked done in the same commit), conflicts sent back to its loop, merges
+//! that wait for the user's own edits, and work saved for another task set aside.
+
+use crate::error::fail;
+use crate::event::{LoopEvent, Notice};
+use crate::git::{Merge, Repo};
+use crate::storage::tasks::{Task, TaskStatus};
+
+use super::super::base::{self, branch, find, mark};
+use super::{Coordinator, MERGE_TRIES, Spawner};
+
+impl<'a> Coordinator<'a> {
+    /// Work saved in task `id`'s worktree for another task is set aside (see
+    /// [`base::set_aside_if_stale`]) and said; `true` when it was.
+    pub(super) fn set_aside_if_stale(&self, id: &str, task: &Task) -> anyhow::Result<bool> {
+        let Some(aside) = base::set_aside_if_stale(&self.repo, self.dir, id, task)? else {
+            return Ok(false);
+        };
+        self.sink.notice(Notice::WorkSetAside {
+            task: id,
+            made_for: &aside.made_for,
+            branch: &aside.branch,
+            path: &aside.path,
+        });
+        Ok(true)
+    }
+
+    /// Merges a finished task into the base; on a conflict, its loop resolves it (twice at
+    /// most), then the task is given up with its branch kept.
+    pub(super) fn merge<'s>(&mut self, id: &str, spawner: &Spawner<'s, '_>) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let list = self.base_list()?;
+        let Some(task) = find(&list, id) else {
+            // The task was removed from the list meanwhile: keep its branch, merge nothing.
+            self.remove(id, false);
+            return Ok(());
+        };
+        let message = format!("Ralph: merge task {id} — {}", task.text);
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        if self.waits_for_the_user(id, &own) {
+            return Ok(());
+        }
+        // Tasks added to the list meanwhile are committed first, so the merge keeps them.
+        self.repo
+            .commit_paths(&own, "Ralph: task list")
+            .map_err(fail)?;
+        let (dir, repo) = (self.dir, &self.repo);
+        // What the agent added to the progress log and the task list joins the base's.
+        let mut carried = crate::storage::carry::Carried::default();
+        let mut finish = || {
+            carried = super::super::carry::into_base(repo, dir, &branch(id), id);
+            mark(dir, id, TaskStatus::Complete, None)
+        };
+        match self
+            .repo
+            .merge_branch(&branch(id), &message, &own, &mut finish)
+        {
+            Ok(Merge::Done(hash)) => {
+                self.sink.emit(LoopEvent::TaskMerged {
+                    task: id.to_owned(),
+                    into: self.base.clone(),
+                    commit: hash,
+                });
+                let kept = !carried.problems.is_empty();
+                if kept {
+                    self.not_carried.push(id.to_owned());
+                }
+                if let Some(event) = LoopEvent::notes_carried(id, &self.base, &branch(id), carried)
+                {
+                    self.sink.emit(event);
+                }
+                self.merged.push(id.to_owned());
+                self.remove(id, !kept);
+            }
+            Ok(Merge::Conflict(files)) => {
+                let tries = self.merge_tries.entry(id.to_owned()).or_default();
+                *tries += 1;
+                if *tries > MERGE_TRIES {
+                    let why = format!(
+                        "its merge into {} conflicted {MERGE_TRIES} times in {}; branch {} is kept",
+                        self.base,
+                        files.join(", "),
+                        branch(id)
+                    );
+                    self.give_up(id, &why);
+                    return Ok(());
+                }
+                self.sink.emit(LoopEvent::MergeConflicted {
+                    task: id.to_owned(),
+                    files,
+                });
+                self.resolve(id, &task, spawner)?;
+            }
+            Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
+        }
+        Ok(())
+    }
+
+    /// Whether task `id`'s merge must wait: the user has uncommitted edits in the base to files
+    /// the task changed (the merge would overwrite them). Said once per task.
+    fn waits_for_the_user(&mut self, id: &str, own: &[&str]) -> bool {
+        let mine = self.repo.dirty_paths(own).unwrap_or_default();
+        let touched = self.repo.changed_since(&self.base, &branch(id));
+        let blocking: Vec<String> = mine
+            .into_iter()
+            .filter(|path| touched.contains(path))
+            .collect();
+        if blocking.is_empty() {
+            self.blocked.remove(id);
+            return false;
+        }
+        if self.blocked.insert(id.to_owned()) {
+            self.sink.notice(Notice::MergeWaits {
+                task: id,
+                files: &blocking,
+            });
+        }
+        true
+    }
+
+    /// Tries the merges that waited for the user again.
+    pub(super) fn retry_blocked<'s>(&mut self, spawner: &Spawner<'s, '_>)
+    where
+        'a: 's,
+    {
+        for id in self.blocked.clone() {
+            if let Err(err) = self.merge(&id, spawner) {
+                self.blocked.remove(&id);
+                self.give_up(&id, &format!("{err:#}"));
+            }
+        }
+    }
+
+    /// Merges the base into the task's branch in its worktree and restarts its loop on the
+    /// conflicts.
+    fn resolve<'s>(
+        &mut self,
+        id: &str,
+        task: &Task,
+        spawner: &Spawner<'s, '_>,
+    ) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let path = self.dir.worktree(id);
+        let worktree = Repo::discover(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let conflicts = worktree
+            .merge_base_into_branch(&self.base, &own)
+            .map_err(fail)?;
+        if conflicts.is_empty() {
+            // The base merged in cleanly: try the merge again.
+            return self.merge(id, spawner);
+        }
+        self.start(spawner, (id, task), conflicts)
+    }
+}
