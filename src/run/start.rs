@@ -308,6 +308,7 @@ impl<'a> Runner<'a> {
         if self.resumed {
             self.settle_recorded_iteration()?;
         }
+        self.commit_interrupted_work();
         self.save_state()?;
         if o.tasks {
             let created = tasks::edit(self.env.dir, |current| match current {
@@ -435,6 +436,24 @@ impl<'a> Runner<'a> {
         }
     }
 
+    /// A task loop's worktree is the loop's own: what is uncommitted there when it starts is its
+    /// agent's work from an iteration a kill or a stop cut short, committed now so the task's
+    /// branch has it (an agent that writes the same again would otherwise leave it out).
+    fn commit_interrupted_work(&mut self) {
+        if self.env.shape.task_loop().is_none() || !self.env.config.options.commit {
+            return;
+        }
+        let Some(repo) = &self.env.repo else { return };
+        match repo.commit_all(INTERRUPTED_COMMIT, &mut self.tree) {
+            Ok(Some(hash)) => self.env.sink.notice(Notice::Committed {
+                iteration: self.state.iteration,
+                hash: &hash,
+            }),
+            Ok(None) => {}
+            Err(reason) => self.env.sink.notice(Notice::CommitFailed(&reason)),
+        }
+    }
+
     /// At the end of the loop: ralph's own files (progress log, task file) that no commit of
     /// work took along get one commit, so the tree is not left dirty by ralph.
     fn commit_own_files(&self) {
@@ -518,6 +537,9 @@ fn ending(stop: &Stop, total_ms: u64) -> Ending<'_> {
 fn iteration_commit_message(iteration: u32) -> String {
     format!("Ralph iteration {iteration}: work in progress")
 }
+
+/// The message of the commit of a task loop's work that an interrupted iteration left.
+const INTERRUPTED_COMMIT: &str = "Ralph: work of an interrupted iteration";
 
 /// The message of the commit of ralph's own files at the end of a loop.
 const OWN_FILES_COMMIT: &str = "Ralph: progress log";
