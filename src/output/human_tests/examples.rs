@@ -260,6 +260,9 @@ pub(super) struct Data {
     two: Vec<String>,
     one: Vec<String>,
     paths: Vec<String>,
+    /// More uncommitted paths than a start notice lists, and one alone.
+    dirty: Vec<String>,
+    secret: Vec<String>,
     io_error: std::io::Error,
 }
 
@@ -291,6 +294,8 @@ impl Data {
             two: strings(&["api", "db"]),
             one: strings(&["api"]),
             paths: strings(&["src/a.rs", "src/b.rs", "src/c.rs", "src/d.rs"]),
+            dirty: (1..=12).map(|n| format!("notes/draft-{n:02}.md")).collect(),
+            secret: strings(&["secrets.env"]),
             io_error: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
         }
     }
@@ -338,6 +343,9 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
         },
         Notice::MaxCostUnavailable { agent: "Codex" },
         Notice::MaxStalledUnavailable,
+        Notice::DetachedHead("1d4cc74"),
+        Notice::DirtyAtStart(&data.dirty),
+        Notice::DirtyAtStart(&data.secret),
         Notice::LogUnavailable {
             dir: Path::new(".ralph/logs"),
             error: &data.io_error,
