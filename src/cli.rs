@@ -27,7 +27,8 @@ How it works:
   1. ralph sends your prompt to the agent, wrapped with loop instructions.
   2. The agent works on it: reads and edits files, runs commands.
   3. ralph checks whether the last line of the agent's answer is <promise>COMPLETE</promise>.
-  4. If not, ralph commits the work and runs the agent again with the same prompt.
+  4. If not, ralph commits the agent's changes (files you had changed before the loop stay out
+     of its commits; see --commit-dirty) and runs the agent again with the same prompt.
   5. The agent sees its previous work in the files and carries on.
   6. This repeats until the promise is kept or a limit is reached.
 

@@ -270,6 +270,10 @@ pub(crate) enum Notice<'a> {
         agent: &'a str,
     },
     MaxStalledUnavailable,
+    /// The loop starts on a detached HEAD (its abbreviated commit): commits go on no branch.
+    DetachedHead(&'a str),
+    /// Paths that had uncommitted changes when the loop started: left out of its commits.
+    DirtyAtStart(&'a [String]),
     LogUnavailable {
         dir: &'a Path,
         error: &'a std::io::Error,

@@ -240,6 +240,8 @@ loop_options! {
     /// Commit the agent's work after every iteration that changes files (default).
     commit: bool = true, heading "Agent and output", value "",
         cli Cli::Negatable("Do not commit anything.");
+    /// Also commit the files that had uncommitted changes when the loop started (by default ralph lists them at start and commits only the agent's changes).
+    commit_dirty: bool = false, heading "Agent and output", value "";
     /// Arguments passed to the agent verbatim (on the command line: everything after `--`).
     agent_args: Vec<String> = Vec::new(), heading "Agent and output", value "ARG", cli Cli::None;
     /// Shell command run after every iteration, with the event's JSON on stdin.

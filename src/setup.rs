@@ -171,10 +171,13 @@ fn check_git(cwd: &Path, checks: &mut Vec<Check>) {
     };
     checks.push(Check::pass(format!("git is installed ({version})")));
     match Repo::discover(cwd) {
-        Some(repo) => checks.push(Check::pass(format!(
-            "{} is a git repository",
-            repo.root().display()
-        ))),
+        Some(repo) => {
+            checks.push(Check::pass(format!(
+                "{} is a git repository",
+                repo.root().display()
+            )));
+            check_repository(&repo, checks);
+        }
         None => {
             checks.push(Check::fail(format!(
                 "{} is not in a git repository: run `git init` there, or ralph cannot commit iterations or see what changed",
@@ -197,6 +200,24 @@ fn check_git(cwd: &Path, checks: &mut Vec<Check>) {
         _ => checks.push(Check::fail(
             "git has no identity, so auto-commits fail: run git config --global user.name \"Your Name\" and git config --global user.email you@example.com",
         )),
+    }
+}
+
+/// Whether ralph can commit in the repository: git can write there, and no operation of the
+/// user's is under way (ralph refuses to start then).
+fn check_repository(repo: &Repo, checks: &mut Vec<Check>) {
+    match repo.writable() {
+        Ok(()) => checks.push(Check::pass("the repository can be written")),
+        Err((dir, err)) => checks.push(Check::fail(format!(
+            "{} cannot be written ({err}), so ralph cannot commit: make it writable (chmod -R u+w {}) or run ralph as its owner",
+            dir.display(),
+            dir.display()
+        ))),
+    }
+    if let Some(underway) = repo.underway() {
+        checks.push(Check::fail(format!(
+            "{underway}; a loop refuses to start until then"
+        )));
     }
 }
 
@@ -255,6 +276,20 @@ fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
         )));
         return;
     };
+    let writable = tempfile::Builder::new()
+        .prefix(".tmp-doctor")
+        .tempfile_in(dir.root());
+    match writable {
+        Ok(_) => checks.push(Check::pass(format!(
+            "{} can be written",
+            dir.root().display()
+        ))),
+        Err(err) => checks.push(Check::fail(format!(
+            "{} cannot be written ({err}): make it writable (chmod u+w {})",
+            dir.root().display(),
+            dir.root().display()
+        ))),
+    }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 == 0 {
         checks.push(Check::pass(format!(

@@ -1,20 +1,18 @@
-//! Thin wrappers over the `git` CLI: what the agent changed (`scan.rs`), the auto-commit,
-//! worktrees and merges (`worktree.rs`), remotes (`remote.rs`).
-//!
-//! An auto-commit stages exactly the paths the last scan named (with
-//! `--pathspec-from-file`, never a scan of its own) and commits: two processes, plus a
-//! `git reset` only when a tracked runtime file was staged. Outside a git repository (or
-//! without git) snapshots are empty and nothing fails.
+//! Thin wrappers over the `git` CLI: what the agent changed (`scan.rs`), ralph's commits
+//! (`commit.rs`), an operation under way (`operation.rs`), worktrees and merges
+//! (`worktree.rs`), remotes (`remote.rs`). Outside a git repository (or without git) snapshots
+//! are empty and nothing fails.
 
 use std::collections::hash_map::RandomState;
 use std::io::Write as _;
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use crate::storage::{RALPH_DIR, RUNTIME_FILES};
 
+mod commit;
 mod fingerprint;
+mod operation;
 mod remote;
 mod scan;
 mod worktree;
@@ -81,174 +79,9 @@ impl Repo {
         &self.prefix
     }
 
-    /// Commits the work: exactly the paths the tree's scan names (ralph's runtime files left
-    /// out) and ralph's own files; `tree` then holds the tree as committed.
-    ///
-    /// `Ok(None)` when there was nothing to commit; `Err` carries git's explanation.
-    pub(crate) fn commit_all(
-        &self,
-        message: &str,
-        tree: &mut Tree,
-    ) -> Result<Option<String>, String> {
-        let Some(snapshot) = self.current(tree) else {
-            return self.commit_everything(message);
-        };
-        tree.forget();
-        let runtime = |entry: &&scan::Entry| self.is_runtime_file(&entry.path.to_string_lossy());
-        let mut paths: Vec<u8> = Vec::new();
-        for entry in snapshot
-            .entries
-            .iter()
-            .filter(|e| e.unstaged && !runtime(e))
-        {
-            paths.extend_from_slice(entry.path.as_bytes());
-            paths.push(0);
-        }
-        let own = self.own_paths();
-        for path in self.existing(&own.iter().map(String::as_str).collect::<Vec<_>>()) {
-            paths.extend_from_slice(path.as_bytes());
-            paths.push(0);
-        }
-        let add = [
-            "--literal-pathspecs",
-            "add",
-            "-A",
-            "--pathspec-from-file=-",
-            "--pathspec-file-nul",
-        ];
-        if !paths.is_empty() && check(self.run_with_input(&add, &paths), "git add").is_err() {
-            // A path that vanished since the scan: stage whatever is there.
-            return self.commit_everything(message);
-        }
-        let staged_runtime: Vec<String> = (snapshot.entries.iter())
-            .filter(|entry| entry.staged && runtime(entry))
-            .map(|entry| entry.path.to_string_lossy().into_owned())
-            .collect();
-        if !staged_runtime.is_empty() {
-            let mut reset = vec!["--literal-pathspecs", "reset", "-q", "--"];
-            reset.extend(staged_runtime.iter().map(String::as_str));
-            check(self.run(&reset), "git reset")?;
-        }
-        match self.commit(&["-m", message]) {
-            Ok(hash) => {
-                self.keep_committed(tree, snapshot);
-                Ok(Some(hash))
-            }
-            Err(why) => {
-                let unchanged = self
-                    .run(&["diff", "--cached", "--quiet"])
-                    .is_ok_and(|diff| diff.status.success());
-                if unchanged { Ok(None) } else { Err(why) }
-            }
-        }
-    }
-
-    /// Stages everything except ralph's runtime files (`git add -A`) and commits it: the way
-    /// when no scan can say what changed.
-    ///
-    /// `Ok(None)` when there was nothing to commit; `Err` carries git's explanation.
-    fn commit_everything(&self, message: &str) -> Result<Option<String>, String> {
-        check(self.run(&["add", "-A", "--", ":/"]), "git add")?;
-        let staged = check(
-            self.run(&["diff", "--cached", "--name-only", "-z", "--no-renames"]),
-            "git diff --cached",
-        )?;
-        let mut to_commit = 0;
-        let mut staged_runtime = Vec::new();
-        for path in staged.stdout.split(|&b| b == 0).filter(|p| !p.is_empty()) {
-            match self.runtime_name(&String::from_utf8_lossy(path)) {
-                Some(name) if RUNTIME_FILES.contains(&name) => staged_runtime.push(name.to_owned()),
-                _ => to_commit += 1,
-            }
-        }
-        if !staged_runtime.is_empty() {
-            // The runtime files are git-ignored, but a user may have committed them once, and
-            // then `add -A` stages them: unstage exactly those.
-            let paths = self.runtime_pathspecs(&staged_runtime);
-            let mut reset = vec!["reset", "-q", "--"];
-            reset.extend(paths.iter().map(String::as_str));
-            check(self.run(&reset), "git reset")?;
-        }
-        if to_commit == 0 {
-            return Ok(None);
-        }
-        self.commit(&["-m", message]).map(Some)
-    }
-
-    /// Commits ralph's own files named `names` under `.ralph/` (the progress log, the task file),
-    /// and nothing else, whatever else is staged. `Ok(None)` when none of them changed.
-    pub(crate) fn commit_own_files(
-        &self,
-        names: &[&str],
-        message: &str,
-    ) -> Result<Option<String>, String> {
-        let paths: Vec<String> = names
-            .iter()
-            .map(|name| format!("{}{RALPH_DIR}/{name}", self.prefix))
-            .collect();
-        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-        self.commit_paths(&paths, message)
-    }
-
-    /// Commits the repository-relative `paths` alone (whatever else is staged), if they exist and
-    /// changed: the short hash of the commit, or `None`. During a merge nothing is committed
-    /// (git allows no commit of some paths only then): they go with the merge commit.
-    pub(crate) fn commit_paths(
-        &self,
-        paths: &[&str],
-        message: &str,
-    ) -> Result<Option<String>, String> {
-        let specs: Vec<String> = self
-            .existing(paths)
-            .into_iter()
-            .map(|path| format!(":(top,literal){path}"))
-            .collect();
-        if specs.is_empty() || self.merging() {
-            return Ok(None);
-        }
-        let with = |head: &[&str]| -> Vec<String> {
-            let mut args: Vec<String> = head.iter().map(|arg| (*arg).to_owned()).collect();
-            args.extend(specs.iter().cloned());
-            args
-        };
-        check(self.run_owned(&with(&["add", "-A", "--"])), "git add")?;
-        let mut args = vec!["-m", message, "--"];
-        args.extend(specs.iter().map(String::as_str));
-        // Usually there is something to commit: git is asked whether there was only when the
-        // commit fails (one process fewer in the common case).
-        match self.commit(&args) {
-            Ok(hash) => Ok(Some(hash)),
-            Err(why) => {
-                let unchanged = self
-                    .run_owned(&with(&["diff", "--cached", "--quiet", "--"]))
-                    .is_ok_and(|diff| diff.status.success());
-                if unchanged { Ok(None) } else { Err(why) }
-            }
-        }
-    }
-
     /// Whether a merge is under way (`MERGE_HEAD` exists).
     pub(crate) fn merging(&self) -> bool {
         self.git_dir.join("MERGE_HEAD").exists()
-    }
-
-    /// Runs `git commit -q ARGS` and returns the new commit's abbreviated hash, read from the
-    /// refs (asked of git only when they cannot be read). Quiet, since the summary git prints
-    /// otherwise costs a diff of the whole commit; one process instead of two per commit.
-    fn commit(&self, args: &[&str]) -> Result<String, String> {
-        let mut all = vec!["commit", "-q"];
-        all.extend_from_slice(args);
-        check(self.run(&all), "git commit")?;
-        match self.head_oid() {
-            Some(oid) => Ok(oid[..SHORT_HASH].to_owned()),
-            None => self.short_head(),
-        }
-    }
-
-    /// The abbreviated hash of HEAD.
-    fn short_head(&self) -> Result<String, String> {
-        let hash = check(self.run(&["rev-parse", "--short", "HEAD"]), "git rev-parse")?;
-        Ok(String::from_utf8_lossy(&hash.stdout).trim().to_owned())
     }
 
     /// The subject line of HEAD's commit (`None` before the first commit).
@@ -302,14 +135,6 @@ impl Repo {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         true
-    }
-
-    /// Literal, top-anchored pathspecs of ralph's files named `names`.
-    fn runtime_pathspecs(&self, names: &[String]) -> Vec<String> {
-        names
-            .iter()
-            .map(|name| format!(":(top,literal){}{RALPH_DIR}/{name}", self.prefix))
-            .collect()
     }
 
     /// The name inside ralph's `.ralph/` directory of a repository-relative path.
@@ -436,48 +261,5 @@ mod tests {
         assert!(run(&["add", "-A"]) && run(&["commit", "-q", "-m", "init"]));
         let repo = Repo::discover(dir.path()).unwrap();
         Some((dir, repo))
-    }
-
-    #[test]
-    fn commits_leave_out_tracked_runtime_files_even_when_staged() {
-        let Some((dir, repo)) = repo() else { return };
-        let ralph = dir.path().join(RALPH_DIR);
-        std::fs::create_dir_all(&ralph).unwrap();
-        let history = ralph.join(RUNTIME_FILES[1]);
-        std::fs::write(&history, "{}\n").unwrap();
-        let git = |args: &[&str]| {
-            let output = git(dir.path(), args).unwrap();
-            assert!(output.status.success(), "{args:?}: {output:?}");
-            String::from_utf8_lossy(&output.stdout).into_owned()
-        };
-        git(&[
-            "add",
-            "-f",
-            "--",
-            &format!("{RALPH_DIR}/{}", RUNTIME_FILES[1]),
-        ]);
-        // Only a staged runtime file: nothing to commit, and it is unstaged.
-        assert_eq!(
-            repo.commit_all("one", &mut Tree::default()),
-            Ok(None),
-            "{}",
-            git(&["status", "--porcelain"])
-        );
-        assert!(git(&["diff", "--cached", "--name-only"]).is_empty());
-        std::fs::write(dir.path().join("a.txt"), "changed\n").unwrap();
-        git(&[
-            "add",
-            "-f",
-            "--",
-            &format!("{RALPH_DIR}/{}", RUNTIME_FILES[1]),
-        ]);
-        let mut tree = Tree::default();
-        let hash = repo.commit_all("two", &mut tree).unwrap().unwrap();
-        assert_eq!(hash, git(&["rev-parse", "--short=7", "HEAD"]).trim());
-        assert_eq!(
-            git(&["show", "--name-only", "--format=", "HEAD"]),
-            "a.txt\n"
-        );
-        assert_eq!(repo.commit_all("three", &mut tree), Ok(None));
     }
 }

@@ -138,9 +138,14 @@ impl Repo {
         tree.seen = snapshot.zip(self.stamp());
     }
 
-    /// After ralph's commit of everything `snapshot` named: HEAD is the new commit and only
-    /// ralph's runtime files can still differ from it.
-    pub(super) fn keep_committed(&self, tree: &mut Tree, mut snapshot: Snapshot) {
+    /// After ralph's commit of everything `snapshot` named but the paths `left_out`: HEAD is
+    /// the new commit, and only those paths and ralph's runtime files can still differ from it.
+    pub(super) fn keep_committed(
+        &self,
+        tree: &mut Tree,
+        mut snapshot: Snapshot,
+        left_out: &BTreeSet<String>,
+    ) {
         tree.committed = self.head_oid().map(|head| (head, snapshot.own.clone()));
         if snapshot.submodules {
             // A submodule's own changes stay after a commit: scan again.
@@ -148,14 +153,28 @@ impl Repo {
             return;
         }
         snapshot.head = self.head_oid();
-        snapshot.dirty.clear();
-        snapshot
-            .entries
-            .retain(|entry| self.is_runtime_file(&entry.path.to_string_lossy()));
-        for entry in &mut snapshot.entries {
+        snapshot.dirty.retain(|path, _| left_out.contains(path));
+        snapshot.entries.retain_mut(|entry| {
+            let path = entry.path.to_string_lossy();
+            if left_out.contains(path.as_ref()) {
+                // As it was: a change of the user's that stays staged is still staged.
+                return true;
+            }
+            // A runtime file that was staged has been unstaged.
             entry.staged = false;
-        }
+            self.is_runtime_file(&path)
+        });
         self.keep(tree, Some(snapshot));
+    }
+
+    /// The paths `snapshot` names outside ralph's own directory: the changes that are not
+    /// ralph's (modified, staged, deleted, untracked; ignored files are never named).
+    pub(crate) fn uncommitted(&self, snapshot: &Snapshot) -> BTreeSet<String> {
+        let own_dir = format!("{}{RALPH_DIR}/", self.prefix);
+        (snapshot.entries.iter())
+            .map(|entry| entry.path.to_string_lossy().into_owned())
+            .filter(|path| !path.starts_with(&own_dir))
+            .collect()
     }
 
     /// Whether ralph's own files are as its last commit left them, and HEAD is still that commit:
@@ -252,7 +271,7 @@ impl Repo {
     }
 
     /// The directory shared by every work tree of the repository (refs, objects).
-    fn common_dir(&self) -> PathBuf {
+    pub(super) fn common_dir(&self) -> PathBuf {
         match std::fs::read_to_string(self.git_dir.join("commondir")) {
             Ok(text) => self.git_dir.join(text.trim_end()),
             Err(_) => self.git_dir.clone(),
@@ -260,7 +279,7 @@ impl Repo {
     }
 }
 
-fn is_oid(text: &str) -> bool {
+pub(super) fn is_oid(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
@@ -313,16 +332,14 @@ pub(super) fn parse_status(bytes: &[u8]) -> Status {
             && let Some(original) = entries.next()
         {
             let original = OsString::from_vec(original.to_vec());
-            // A rename staged in the index has its old name's side there already; one seen
-            // only in the work tree (`git add -N`, then a move) still has the old name to
-            // remove from the index.
-            if !changed(0) {
-                status.entries.push(Entry {
-                    path: original.clone(),
-                    staged: false,
-                    unstaged: true,
-                });
-            }
+            // A rename staged in the index has its old name's side there already (a commit of
+            // some paths only must name it); one seen only in the work tree (`git add -N`,
+            // then a move) still has the old name to remove from the index.
+            status.entries.push(Entry {
+                path: original.clone(),
+                staged: changed(0),
+                unstaged: !changed(0),
+            });
             status.paths.push(original);
         }
     }
@@ -470,7 +487,11 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
                 "renamed a.txt"
             ]
         );
-        assert!(repo.commit_all("work", &mut tree).unwrap().is_some());
+        assert!(
+            repo.commit_all("work", &mut tree, &mut BTreeSet::new())
+                .unwrap()
+                .is_some()
+        );
         let status = super::super::git(dir.path(), &["status", "--porcelain"]).unwrap();
         assert_eq!(String::from_utf8_lossy(&status.stdout), "");
         let shown =
@@ -486,7 +507,11 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
             (kept.head.as_ref(), &kept.dirty),
             (fresh.head.as_ref(), &fresh.dirty)
         );
-        assert!(repo.commit_all("nothing", &mut tree).unwrap().is_none());
+        assert!(
+            repo.commit_all("nothing", &mut tree, &mut BTreeSet::new())
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -503,7 +528,11 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
                 .any(|e| e.path == "a.txt" && e.unstaged),
             "{scanned:?}"
         );
-        assert!(repo.commit_all("move", &mut tree).unwrap().is_some());
+        assert!(
+            repo.commit_all("move", &mut tree, &mut BTreeSet::new())
+                .unwrap()
+                .is_some()
+        );
         let status = super::super::git(dir.path(), &["status", "--porcelain"]).unwrap();
         assert_eq!(String::from_utf8_lossy(&status.stdout), "");
     }
@@ -521,7 +550,11 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
             "nothing committed by ralph yet"
         );
         repo.scan(&mut tree);
-        assert!(repo.commit_all("work", &mut tree).unwrap().is_some());
+        assert!(
+            repo.commit_all("work", &mut tree, &mut BTreeSet::new())
+                .unwrap()
+                .is_some()
+        );
         assert!(repo.own_files_committed(&tree));
         std::fs::write(&progress, "# Progress\nmore\n").unwrap();
         assert!(!repo.own_files_committed(&tree));

@@ -53,17 +53,7 @@ impl Repo {
         if !self.merging() {
             return false;
         }
-        let pattern = format!("refs/heads/{prefix}");
-        let ours = self
-            .run(&[
-                "for-each-ref",
-                "--points-at",
-                "MERGE_HEAD",
-                "--format=%(refname)",
-                &pattern,
-            ])
-            .is_ok_and(|output| output.status.success() && !output.stdout.is_empty())
-            || (prefix.is_empty() && self.merging());
+        let ours = prefix.is_empty() || self.merging_branch(prefix);
         if ours {
             let _ = self.run_unpiped(&["merge", "--abort"]);
         }

@@ -550,3 +550,26 @@ pub(crate) fn max_stalled_unavailable(out: &Voice) {
         "⚠️  --max-stalled has no effect here: this is not a git repository, so ralph cannot see which files change.",
     ]);
 }
+
+/// The loop starts on a detached HEAD: its commits will be on no branch.
+pub(crate) fn detached_head(out: &Voice, head: &str) {
+    out.warn(&[&format!(
+        "⚠️  HEAD is detached (at {head}): ralph's commits will not be on any branch; check out a branch first (git switch -c <name>) to keep them"
+    )]);
+}
+
+/// The paths that had uncommitted changes when the loop started (the first ten): ralph leaves
+/// them out of its commits.
+pub(crate) fn dirty_at_start(out: &Voice, paths: &[String]) {
+    const SHOWN: usize = 10;
+    let them = if paths.len() == 1 { "it" } else { "them" };
+    let mut lines = vec![format!(
+        "⚠️  {} had uncommitted changes when the loop started; ralph will not commit {them}, even if the agent changes {them} too (--commit-dirty commits everything):",
+        plural(paths.len() as u64, "file")
+    )];
+    lines.extend(paths.iter().take(SHOWN).map(|path| format!("   {path}")));
+    if paths.len() > SHOWN {
+        lines.push(format!("   … and {} more", paths.len() - SHOWN));
+    }
+    out.warn(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+}

@@ -201,6 +201,8 @@ impl Reporter for Human {
             Notice::NoPluginsIgnored { agent } => no_plugins_ignored(out, agent),
             Notice::MaxCostUnavailable { agent } => max_cost_unavailable(out, agent),
             Notice::MaxStalledUnavailable => max_stalled_unavailable(out),
+            Notice::DetachedHead(head) => detached_head(out, head),
+            Notice::DirtyAtStart(paths) => dirty_at_start(out, paths),
             Notice::LogUnavailable { dir, error } => log_unavailable(out, dir, error),
             Notice::IterationHeader {
                 iteration,

@@ -10,6 +10,8 @@ use crate::storage::{self, RalphDir};
 
 use crate::git::Repo;
 
+use super::preflight::{OwnMerge, refuse_operation_underway};
+
 /// The repository and its checked-out branch, the base of worktrees; `.ralph/worktrees/` is
 /// kept out of git.
 pub(super) fn base_branch(
@@ -20,6 +22,8 @@ pub(super) fn base_branch(
     let repo = Repo::discover(cwd).ok_or_else(|| {
         fail(format!("{flag} runs in a git worktree, and this is not a git repository; run `git init` and commit first"))
     })?;
+    // A merge of ralph's own branch left half done is the caller's to undo or go on with.
+    refuse_operation_underway(&repo, OwnMerge::LeftToCaller)?;
     let base = repo.current_branch().ok_or_else(|| {
         fail(format!("{flag} merges into the checked-out branch, and HEAD is detached; check out a branch first"))
     })?;

@@ -9,6 +9,8 @@
 //! - `start.rs`: the lock, the saved state, resume, reset, and the end of the loop.
 //! - `wait.rs`: the pause between iterations and the wait before a retry.
 //! - `carry.rs`: at a task's merge, the notes and tasks its agent added join the base.
+//! - `preflight.rs`: what a loop checks of its repository before it starts (an operation under
+//!   way, a detached HEAD), and the user's changes its commits leave out.
 
 mod base;
 mod carry;
@@ -18,6 +20,7 @@ mod fallback;
 mod iteration;
 mod parallel;
 mod plan;
+mod preflight;
 mod record;
 mod remote;
 mod sink;

@@ -75,6 +75,7 @@ pub(crate) fn worker(
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
     let site = Site::connect(cwd, remote, base)?;
+    super::preflight::refuse_operation_underway(&site.repo, super::preflight::OwnMerge::Refused)?;
     dir.ensure()?;
     // One worker per clone: its worktrees and branches are its own.
     let _lock = storage::lock::loop_lock(dir, knobs.lock_wait)?.ok_or_else(|| {

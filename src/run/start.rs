@@ -20,6 +20,7 @@ use crate::storage::{self, Loaded, RalphDir, progress, tasks};
 
 use super::claim::{Start, claim, load_keeping_corrupt, stop_leftover_agent};
 use super::decision::{Counters, Rules, Stop};
+use super::preflight::{OwnMerge, refuse_operation_underway};
 use super::sink::{Place, Scope, Sink};
 use super::{Env, Knobs, Promises, Runner, Shape, TaskLoop, plan};
 
@@ -44,6 +45,9 @@ pub(crate) fn run(
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
+    if let Some(repo) = &repo {
+        refuse_operation_underway(repo, OwnMerge::Refused)?;
+    }
     let env = Env {
         config,
         cwd,
@@ -100,6 +104,9 @@ pub(super) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> Loop
         stop_reason: None,
         prompt_file: config.prompt_file.as_ref().map(|p| p.display().to_string()),
         options: Some(options::saved_options(o)),
+        dirty_at_start: resumed
+            .map(|saved| saved.dirty_at_start.clone())
+            .unwrap_or_default(),
         worker: None,
     }
 }
@@ -298,6 +305,7 @@ impl<'a> Runner<'a> {
         if o.max_stalled.is_some() && self.env.repo.is_none() {
             self.env.sink.notice(Notice::MaxStalledUnavailable);
         }
+        self.look_at_repository();
         self.env.sink.notice(Notice::Banner {
             agent: config.agent.display_name(),
         });
@@ -410,23 +418,22 @@ impl<'a> Runner<'a> {
         if !self.env.config.options.commit {
             return;
         }
-        let Some(repo) = &self.env.repo else { return };
-        match repo.commit_all(&iteration_commit_message(iteration), &mut self.tree) {
-            Ok(Some(hash)) => {
+        match self.commit_work(&iteration_commit_message(iteration)) {
+            Some(Ok(Some(hash))) => {
                 self.env.sink.notice(Notice::Committed {
                     iteration,
                     hash: &hash,
                 });
-                self.publish(repo);
+                self.publish();
             }
-            Ok(None) => {}
-            Err(reason) => self.env.sink.notice(Notice::CommitFailed(&reason)),
+            Some(Err(reason)) => self.env.sink.notice(Notice::CommitFailed(&reason)),
+            Some(Ok(None)) | None => {}
         }
     }
 
     /// A `--worker`'s task branch goes to the remote after every commit.
-    fn publish(&self, repo: &Repo) {
-        let Some(task) = self.env.shape.task_loop() else {
+    fn publish(&self) {
+        let (Some(task), Some(repo)) = (self.env.shape.task_loop(), &self.env.repo) else {
             return;
         };
         if let Some(remote) = &task.publish
@@ -443,14 +450,13 @@ impl<'a> Runner<'a> {
         if self.env.shape.task_loop().is_none() || !self.env.config.options.commit {
             return;
         }
-        let Some(repo) = &self.env.repo else { return };
-        match repo.commit_all(INTERRUPTED_COMMIT, &mut self.tree) {
-            Ok(Some(hash)) => self.env.sink.notice(Notice::Committed {
+        match self.commit_work(INTERRUPTED_COMMIT) {
+            Some(Ok(Some(hash))) => self.env.sink.notice(Notice::Committed {
                 iteration: self.state.iteration,
                 hash: &hash,
             }),
-            Ok(None) => {}
-            Err(reason) => self.env.sink.notice(Notice::CommitFailed(&reason)),
+            Some(Err(reason)) => self.env.sink.notice(Notice::CommitFailed(&reason)),
+            Some(Ok(None)) | None => {}
         }
     }
 

@@ -24,7 +24,18 @@ fn open(dir: &RalphDir, name: &str) -> anyhow::Result<File> {
         .read(true)
         .mode(0o600)
         .open(&path)
-        .with_context(|| format!("failed to open `{}`", path.display()))
+        .map_err(|err| {
+            let hint = if err.kind() == std::io::ErrorKind::PermissionDenied {
+                format!(
+                    " (make `{}` writable: chmod u+w {})",
+                    dir.root().display(),
+                    dir.root().display()
+                )
+            } else {
+                String::new()
+            };
+            anyhow::Error::new(err).context(format!("failed to open `{}`{hint}", path.display()))
+        })
 }
 
 /// Waits for and takes the exclusive lock `name` (released when the file is dropped).

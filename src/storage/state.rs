@@ -74,6 +74,11 @@ pub(crate) struct LoopState {
     /// `--resume` continues with the same settings: one more settings layer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) options: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// Paths (repository-relative) that had uncommitted changes when the loop started, outside
+    /// `.ralph/`: the user's, never committed by ralph (unless `--commit-dirty`). A path leaves
+    /// the list once it is no longer changed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub(crate) dirty_at_start: std::collections::BTreeSet<String>,
     /// A `--worker`'s state (in its clone, while it runs): its name and where it takes tasks
     /// from (`host-pid on origin/main`). It is not resumed: the worker is started again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,6 +243,7 @@ mod tests {
             stop_reason: None,
             prompt_file: None,
             options: None,
+            dirty_at_start: std::collections::BTreeSet::new(),
             worker: None,
         }
     }

@@ -9,6 +9,7 @@ mod columns;
 mod commands;
 mod gates;
 mod git_commit;
+mod git_preconditions;
 mod import;
 mod json_mode;
 mod kills;

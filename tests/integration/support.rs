@@ -155,6 +155,19 @@ impl TestEnv {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// Runs git, which may fail (a merge that conflicts): whether it succeeded.
+    pub(crate) fn try_git(&self, args: &[&str]) -> bool {
+        let mut command = Command::new("git");
+        self.apply_env(&mut command);
+        command
+            .args(args)
+            .env("GIT_EDITOR", "true")
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+
     pub(crate) fn commit_count(&self) -> usize {
         self.git(&["rev-list", "--count", "HEAD"])
             .trim()

@@ -261,6 +261,9 @@ pub(super) struct Data {
     one: Vec<String>,
     paths: Vec<String>,
     kept: Vec<(String, String)>,
+    /// More uncommitted paths than a start notice lists, and one alone.
+    dirty: Vec<String>,
+    secret: Vec<String>,
     io_error: std::io::Error,
 }
 
@@ -296,6 +299,8 @@ impl Data {
                 "ui".to_owned(),
                 ".ralph/worktrees/ui has uncommitted changes (src/ui.rs)".to_owned(),
             )],
+            dirty: (1..=12).map(|n| format!("notes/draft-{n:02}.md")).collect(),
+            secret: strings(&["secrets.env"]),
             io_error: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
         }
     }
@@ -343,6 +348,9 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
         },
         Notice::MaxCostUnavailable { agent: "Codex" },
         Notice::MaxStalledUnavailable,
+        Notice::DetachedHead("1d4cc74"),
+        Notice::DirtyAtStart(&data.dirty),
+        Notice::DirtyAtStart(&data.secret),
         Notice::LogUnavailable {
             dir: Path::new(".ralph/logs"),
             error: &data.io_error,

@@ -71,6 +71,8 @@ variants!(
         NoPluginsIgnored,
         MaxCostUnavailable,
         MaxStalledUnavailable,
+        DetachedHead,
+        DirtyAtStart,
         LogUnavailable,
         IterationHeader,
         IterationSummary,
