@@ -237,8 +237,10 @@ say "case 2: auto-commit cost, $ITERS iterations with commits"
 cd "$SCRATCH"
 with_agent editor hf case2-agent --warmup 2 --runs 20 -n agent "opencode run x"
 cd "$REPO"
+# --commit-dirty: the repository starts with uncommitted files, which the shell loop commits too
+# (by default ralph leaves what was dirty before it started out of its commits).
 with_agent editor hf case2 --warmup 1 --runs "$LOOP_RUNS" -i \
-  -n ralph "'$RALPH' x --max-iterations $ITERS --pause 0 --output-format text" \
+  -n ralph "'$RALPH' x --max-iterations $ITERS --pause 0 --output-format text --commit-dirty" \
   -n shell "'$WORK/commit-loop' $ITERS"
 t_agent=$(mean case2-agent agent)
 c2_over=$(calc "($(mean case2 ralph) - $ITERS * $t_agent) / $ITERS * 1000" 1)
