@@ -359,6 +359,11 @@ pub(crate) enum Notice<'a> {
         base: &'a str,
     },
     UnfinishedMergeUndone,
+    /// A task's worktree could not get the base's submodules (why).
+    SubmodulesMissing {
+        task: &'a str,
+        why: &'a str,
+    },
     /// A done task's merge waits: the user has uncommitted changes in the base to `files`, which
     /// the task changed too.
     MergeWaits {

@@ -106,6 +106,45 @@ impl Repo {
         Ok(path.to_owned())
     }
 
+    /// Checks out, in the worktree at `path`, the submodules the base has checked out, at the
+    /// commits the worktree's tree names: cloned from the base's own checkouts, so no network is
+    /// needed. `Ok(n)`: how many; `Err`: why they could not be (the worktree then lacks them).
+    pub(crate) fn init_submodules(&self, path: &Path) -> Result<usize, String> {
+        if !self.root.join(".gitmodules").exists() {
+            return Ok(0);
+        }
+        let status = check(self.run(&["submodule", "status"]), "git submodule status")?;
+        // ` sha path (…)` or `+sha path …`: checked out here; `-sha path`: not initialised.
+        let paths: Vec<String> = String::from_utf8_lossy(&status.stdout)
+            .lines()
+            .filter(|line| !line.starts_with('-'))
+            .filter_map(|line| line.get(1..)?.split_whitespace().nth(1).map(str::to_owned))
+            .collect();
+        let worktree =
+            Repo::discover(path).ok_or_else(|| format!("{} is no git worktree", path.display()))?;
+        for sub in &paths {
+            // Worktrees share the repository's config: the URL is only overridden for this call.
+            let url = format!("submodule.{sub}.url={}", self.root.join(sub).display());
+            check(
+                worktree.run(&[
+                    "-c",
+                    "protocol.file.allow=always",
+                    "-c",
+                    &url,
+                    "submodule",
+                    "update",
+                    "--init",
+                    "-q",
+                    "--recursive",
+                    "--",
+                    sub,
+                ]),
+                "git submodule update",
+            )?;
+        }
+        Ok(paths.len())
+    }
+
     /// Runs `git worktree add ARGS`; when it fails, once more after pruning the records of
     /// worktrees whose folders are gone (one of them may hold the path or the branch).
     pub(super) fn add_worktree_pruned(&self, args: &[&str]) -> Result<(), String> {

@@ -108,6 +108,13 @@ pub(crate) fn unfinished_merge_undone(out: &Voice) {
     ]);
 }
 
+/// A task's worktree lacks the base's submodules.
+pub(crate) fn submodules_missing(out: &Voice, task: &str, why: &str) {
+    out.warn(&[&format!(
+        "[{task}] ⚠️  The task's worktree has no submodules ({why}); a build that needs them fails there. Check `git submodule update --init` in your repository."
+    )]);
+}
+
 /// A done task's merge waits for the user's uncommitted edits in the base.
 pub(crate) fn merge_waits(out: &Voice, task: &str, files: &[String]) {
     out.warn(&[&format!(

@@ -325,6 +325,12 @@ impl<'a> Coordinator<'a> {
         self.repo
             .add_worktree(&path, &branch, &self.base)
             .map_err(fail)?;
+        if let Err(why) = self.repo.init_submodules(&path) {
+            self.sink.notice(Notice::SubmodulesMissing {
+                task: id,
+                why: &why,
+            });
+        }
         let cwd = path.join(self.repo.prefix());
         // The work made in this worktree is for this task, and only for it.
         let own_dir = cwd.join(storage::RALPH_DIR);

@@ -307,3 +307,48 @@ fn a_merge_blocked_by_the_users_own_edit_waits_for_it_and_then_goes_on() {
             .contains("[x] Touch")
     );
 }
+
+#[test]
+fn a_task_worktree_has_the_bases_submodules_checked_out() {
+    let env = setup("- [ ] Build\n  - id: build\n");
+    let lib = env.path().join("lib");
+    fs::create_dir_all(&lib).unwrap();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let done = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@e",
+                "-c",
+                "protocol.file.allow=always",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            done.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    };
+    git(&lib, &["init", "-q", "-b", "main"]);
+    fs::write(lib.join("lib.txt"), "library\n").unwrap();
+    git(&lib, &["add", "."]);
+    git(&lib, &["commit", "-qm", "lib"]);
+    git(
+        &env.work(),
+        &["submodule", "add", "-q", &lib.display().to_string(), "lib"],
+    );
+    git(&env.work(), &["commit", "-qm", "submodule"]);
+    let seen = env.path().join("seen");
+    env.agent_script(None, &format!("ls lib > '{}'", seen.display()));
+    env.run_loop(&["Build", "--tasks", "--parallel", "1"])
+        .assert_code(0);
+    assert_eq!(
+        fs::read_to_string(&seen).unwrap().trim(),
+        "lib.txt",
+        "the submodule is checked out in the task's worktree"
+    );
+}

@@ -493,6 +493,10 @@ fn end_and_run_notices(data: &Data) -> Vec<Notice<'_>> {
             base: "main",
         },
         Notice::UnfinishedMergeUndone,
+        Notice::SubmodulesMissing {
+            task: "build",
+            why: "git submodule update failed (fatal: repository 'lib' does not exist)",
+        },
         Notice::MergeWaits {
             task: "touch",
             files: &data.one,

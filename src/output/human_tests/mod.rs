@@ -100,6 +100,7 @@ variants!(
         WorktreeLoop,
         WorktreeLeft,
         UnfinishedMergeUndone,
+        SubmodulesMissing,
         MergeWaits,
         WorkSetAside,
         Swept,
