@@ -393,6 +393,8 @@ pub(crate) enum Notice<'a> {
         task: &'a str,
         paths: &'a [String],
     },
+    /// A `--worker`'s claim is no longer its own: the task's branch is not pushed.
+    ClaimLostNoPush,
     ClaimRaceLost {
         task: &'a str,
     },

@@ -199,14 +199,30 @@ impl Repo {
         Self::discover(path).ok_or_else(|| "the integration worktree was not created".to_owned())
     }
 
-    /// Pushes `branch` to the remote's branch of the same name (fast-forward only).
-    pub(crate) fn push_branch(&self, remote: &str, branch: &str) -> Result<(), String> {
-        let spec = format!("refs/heads/{branch}:refs/heads/{branch}");
-        check(
-            self.remote_run(&["push", "-q", "--no-verify", remote, &spec]),
-            &format!("git push {remote} {branch}"),
+    /// Pushes `branch` to the remote only while the claim ref (`claim`: its name and the commit
+    /// it must still have there) is unchanged, in one atomic push.
+    pub(crate) fn push_branch_fenced(
+        &self,
+        remote: &str,
+        branch: &str,
+        (claim, sha): (&str, &str),
+    ) -> Result<Pushed, String> {
+        let local = format!("refs/heads/{branch}");
+        self.push(
+            remote,
+            &[
+                Update {
+                    dst: local.clone(),
+                    new: Some(&local),
+                    expect: None,
+                },
+                Update {
+                    dst: claim.to_owned(),
+                    new: Some(sha),
+                    expect: Some(sha),
+                },
+            ],
         )
-        .map(drop)
     }
 
     /// Changes every ref of `updates` on the remote, or none of them (`--atomic`), each only

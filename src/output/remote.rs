@@ -40,6 +40,13 @@ pub(crate) fn push_failed(out: &Voice, reason: &str) {
     )]);
 }
 
+/// The worker's claim moved on the remote: the task's branch is not pushed.
+pub(crate) fn claim_lost_no_push(out: &Voice) {
+    out.warn(&[
+        "⚠️  Not pushing the task's branch: this worker's claim on it changed on the remote (another worker took it over, or it was being refreshed); if it is still this worker's, the next commit pushes",
+    ]);
+}
+
 /// The base moved while the worker merged: it fetches and merges again.
 pub(crate) fn base_moved(out: &Voice, id: &str, base: &str) {
     out.say(&[&format!(

@@ -140,8 +140,8 @@ pub(crate) struct TaskLoop {
     /// Files left in conflict by merging the base into the task's branch, to resolve.
     pub(crate) conflicts: Vec<String>,
     /// A `--worker`'s remote: the task's branch is pushed there after every commit, so no work
-    /// is lost if the machine dies.
-    pub(crate) publish: Option<String>,
+    /// is lost if the machine dies, as long as the worker holds the task's claim.
+    pub(crate) publish: Option<Publish>,
     /// The base's `.ralph/`: the task's iteration logs go to its `logs/<task-id>/`, and every
     /// iteration is recorded in its history too (with the task's id), so `--status`, `--report`,
     /// `--watch` and `--log` see the whole run.
@@ -178,6 +178,43 @@ impl TaskLoop {
         };
         history.record(record.clone(), history::Struggle::Skip);
         history::save(&path, &history)
+    }
+}
+
+/// Where a `--worker`'s task loop pushes its branch, and the claim that lets it.
+pub(crate) struct Publish {
+    pub(crate) remote: String,
+    pub(crate) fence: Fence,
+}
+
+/// A worker's claim on its task, as its heartbeat last saw it: the claim's commit on the remote,
+/// or `None` once another worker took it over. A push of the task's branch is made only with
+/// the claim unchanged on the remote (one atomic push), so a worker that lost its claim (it
+/// stalled past `--claim-ttl`) never pushes to the task's branch again.
+#[derive(Clone, Debug)]
+pub(crate) struct Fence(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl Fence {
+    pub(crate) fn holding(sha: &str) -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(Some(
+            sha.to_owned(),
+        ))))
+    }
+
+    /// Records the claim's commit now held (`None`: lost).
+    pub(crate) fn hold(&self, sha: Option<&str>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = sha.map(str::to_owned);
+    }
+
+    /// The claim's commit held, if the claim is still this worker's.
+    pub(crate) fn held(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 

@@ -282,12 +282,16 @@ impl Session<'_> {
         holder: &mut Holder,
         conflicts: Vec<String>,
     ) -> anyhow::Result<(anyhow::Result<Stop>, bool)> {
+        let fence = super::Fence::holding(&holder.sha);
         let task_loop = TaskLoop {
             task_id: holder.claim.task.clone(),
             shared: Arc::clone(&self.shared),
             base: self.site.base_name(),
             conflicts,
-            publish: Some(self.site.remote.clone()),
+            publish: Some(super::Publish {
+                remote: self.site.remote.clone(),
+                fence: fence.clone(),
+            }),
             home: self.dir.clone(),
         };
         let config = parallel::task_config(self.config, task);
@@ -295,7 +299,7 @@ impl Session<'_> {
         task_stop.follow(self.stop);
         let done = AtomicBool::new(false);
         let (result, lost) = std::thread::scope(|scope| {
-            let beat = scope.spawn(|| self.heartbeat(holder, &task_stop, &done));
+            let beat = scope.spawn(|| self.heartbeat(holder, (&task_stop, &fence), &done));
             let result = start::run_task_loop(&config, cwd, task_loop, &task_stop, self.knobs);
             done.store(true, Ordering::SeqCst);
             (result, beat.join().unwrap_or(false))
@@ -306,7 +310,12 @@ impl Session<'_> {
     /// Refreshes the claim every `--claim-heartbeat` until `done`, and passes the user's stop
     /// requests and the context added in the clone (`ralph --add-context`) on to the task's
     /// loop. `true` when the claim was found taken over.
-    fn heartbeat(&self, holder: &mut Holder, task_stop: &StopFlag, done: &AtomicBool) -> bool {
+    fn heartbeat(
+        &self,
+        holder: &mut Holder,
+        (task_stop, fence): (&StopFlag, &super::Fence),
+        done: &AtomicBool,
+    ) -> bool {
         let every = self.config.options.claim_heartbeat;
         let mut last = Instant::now();
         let mut relay = super::steer::Relay::new(self.dir, self.site.repo.prefix());
@@ -325,8 +334,13 @@ impl Session<'_> {
                 .repo
                 .push_claim(&self.site.remote, &claim, &holder.sha)
             {
-                Ok(Some(sha)) => holder.sha = sha,
+                Ok(Some(sha)) => {
+                    fence.hold(Some(&sha));
+                    holder.sha = sha;
+                }
                 Ok(None) => {
+                    // Taken over: from now on the task's loop pushes nothing.
+                    fence.hold(None);
                     task_stop.request();
                     return true;
                 }

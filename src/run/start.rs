@@ -431,15 +431,29 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// A `--worker`'s task branch goes to the remote after every commit.
+    /// A `--worker`'s task branch goes to the remote after every commit, with its claim
+    /// unchanged there (one atomic push): a worker that lost its claim pushes nothing.
     fn publish(&self) {
         let (Some(task), Some(repo)) = (self.env.shape.task_loop(), &self.env.repo) else {
             return;
         };
-        if let Some(remote) = &task.publish
-            && let Err(reason) = repo.push_branch(remote, &task.branch())
-        {
-            self.env.sink.notice(Notice::PushFailed(&reason));
+        let Some(publish) = &task.publish else {
+            return;
+        };
+        let Some(claim) = publish.fence.held() else {
+            self.env.sink.notice(Notice::ClaimLostNoPush);
+            return;
+        };
+        let id = &task.task_id;
+        match repo.push_branch_fenced(
+            &publish.remote,
+            &task.branch(),
+            (&crate::git::claim_ref(id), &claim),
+        ) {
+            Ok(crate::git::Pushed::Done) => {}
+            // The claim moved: taken over (the heartbeat will stop the loop), or refreshed just now.
+            Ok(crate::git::Pushed::Moved) => self.env.sink.notice(Notice::ClaimLostNoPush),
+            Err(reason) => self.env.sink.notice(Notice::PushFailed(&reason)),
         }
     }
 

@@ -475,3 +475,50 @@ fn context_added_in_a_workers_clone_reaches_its_running_task_only_as_targeted() 
     assert!(!beta.iter().any(|p| p.contains("USE SQLITE")), "{beta:?}");
     assert!(!pending.exists(), "nothing is left pending");
 }
+
+#[test]
+fn a_worker_that_lost_its_claim_never_pushes_the_tasks_branch_again() {
+    let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
+    // m1 commits some work (pushed), then, in its second iteration, stalls until m2 is done and
+    // commits more; m2 takes the task over and finishes it.
+    fs::write(
+        env.agent_dir().join("script"),
+        r#"if [ "$machine" = m1 ]; then
+  if [ -f "$dir/m1-first" ]; then
+    touch "$dir/ready"
+    i=0; while [ ! -f "$dir/m2-done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+    echo late > m1-late.txt; exit 0
+  fi
+  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
+fi
+"#,
+    )
+    .unwrap();
+    let fast = [
+        "--claim-heartbeat",
+        "300ms",
+        "--claim-ttl",
+        "1s",
+        "--max-iterations",
+        "5",
+    ];
+    let first = start_worker(&env, "m1", &fast);
+    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    // m1 stalls (its heartbeat stops) past the claim's time to live.
+    let m1 = nix::unistd::Pid::from_raw(i32::try_from(first.id()).unwrap());
+    nix::sys::signal::kill(m1, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &fast));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("taken over from"), "{stdout}");
+    fs::write(env.agent_dir().join("m2-done"), "").unwrap();
+    nix::sys::signal::kill(m1, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let (_, stdout, stderr) = finish(first);
+    let bare = remote(&env);
+    let branches = env.git(&["-C", &bare, "for-each-ref", "refs/heads/ralph/"]);
+    assert_eq!(
+        branches.trim(),
+        "",
+        "m1 pushed its branch after losing the claim:\n{stdout}\n{stderr}"
+    );
+    assert!(remote_tasks(&env).contains("- [x] Solo"));
+}

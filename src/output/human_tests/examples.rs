@@ -315,7 +315,8 @@ pub(super) fn every_notice<'a>(
     let mut notices = start_notices(data, summary);
     notices.extend(iteration_notices(iteration));
     notices.extend(claim_notices(data));
-    notices.extend(end_and_run_notices(data));
+    notices.extend(end_notices(data));
+    notices.extend(run_notices(data));
     notices
 }
 
@@ -452,8 +453,8 @@ fn claim_notices(data: &Data) -> Vec<Notice<'_>> {
     ]
 }
 
-/// How a loop ends, and what a run of several loops tells.
-fn end_and_run_notices(data: &Data) -> Vec<Notice<'_>> {
+/// How a loop ends.
+fn end_notices(data: &Data) -> Vec<Notice<'_>> {
     vec![
         Notice::Ended(Ending::Completed {
             tag: "<promise>COMPLETE</promise>",
@@ -479,6 +480,12 @@ fn end_and_run_notices(data: &Data) -> Vec<Notice<'_>> {
             iteration: 11,
             limit_reached: true,
         },
+    ]
+}
+
+/// What a run of several loops tells: a `--parallel` coordinator and a `--worker`.
+fn run_notices(data: &Data) -> Vec<Notice<'_>> {
+    vec![
         Notice::ParallelStarted {
             at_once: 3,
             base: "main",
@@ -521,6 +528,7 @@ fn end_and_run_notices(data: &Data) -> Vec<Notice<'_>> {
             paths: &data.paths,
         },
         Notice::ClaimRaceLost { task: "api" },
+        Notice::ClaimLostNoPush,
         Notice::ContextPassedOn(&data.one),
         Notice::ContextPassedOn(&data.two),
         Notice::ContextNotPassedOn(

@@ -107,6 +107,7 @@ variants!(
         TaskNotRecorded,
         WorktreeKept,
         ClaimRaceLost,
+        ClaimLostNoPush,
         ContextPassedOn,
         ContextNotPassedOn,
         BaseMoved,
