@@ -123,7 +123,7 @@ pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
 impl Swept {
     /// Removes task `id`'s worktree unless it has uncommitted changes, and its branch with
     /// `with_branch`.
-    fn remove(&mut self, repo: &Repo, dir: &RalphDir, id: &str, with_branch: bool) {
+    pub(crate) fn remove(&mut self, repo: &Repo, dir: &RalphDir, id: &str, with_branch: bool) {
         let path = dir.worktree(id);
         let worktree = Repo::discover(&path).filter(|_| path.join(".git").exists());
         let dirty = worktree

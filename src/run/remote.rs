@@ -22,7 +22,7 @@ use crate::exit::ExitStatus;
 use crate::git::{Claim, Merge, Pushed, Repo, SeenClaim, Update, claim_ref};
 use crate::output::format;
 use crate::signal::StopFlag;
-use crate::storage::tasks::{Task, TaskStatus};
+use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir, progress, state};
 
 use super::base;
@@ -130,12 +130,17 @@ impl Session<'_> {
     /// Tasks until none is left for this worker; `Some(stop)` when a budget or the user ended it.
     fn run(&mut self) -> anyhow::Result<Option<Stop>> {
         let mut told_waiting = false;
+        let mut swept = false;
         loop {
             if self.stop.is_stopping() {
                 return Ok(Some(Stop::Interrupted));
             }
             self.site.fetch()?;
             let list = self.site.list()?;
+            if !swept {
+                swept = true;
+                self.sweep_finished(&list);
+            }
             let claims = self.site.repo.seen_claims(&self.site.remote);
             let now = crate::model::now();
             let ttl = self.config.options.claim_ttl;
@@ -305,6 +310,35 @@ impl Session<'_> {
             (result, beat.join().unwrap_or(false))
         });
         Ok((result, lost))
+    }
+
+    /// Removes the worktrees (and local branches) this clone kept for tasks that are done on the
+    /// base or gone from its list: another worker finished them while this one was away. A
+    /// worktree with uncommitted changes is kept, and said.
+    fn sweep_finished(&self, list: &TaskList) {
+        let ids = tasks::task_ids(list);
+        let finished = |id: &str| {
+            ids.iter()
+                .position(|each| each == id)
+                .is_none_or(|at| list.tasks[at].status == TaskStatus::Complete)
+        };
+        let Ok(entries) = std::fs::read_dir(self.dir.root().join(storage::WORKTREES_DIR)) else {
+            return;
+        };
+        let mut swept = base::Swept::default();
+        for entry in entries.flatten() {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if id.starts_with('.') || !finished(&id) {
+                continue;
+            }
+            swept.remove(&self.site.repo, self.dir, &id, true);
+        }
+        if !swept.removed.is_empty() || !swept.kept.is_empty() {
+            self.sink.notice(Notice::Swept {
+                removed: &swept.removed,
+                kept: &swept.kept,
+            });
+        }
     }
 
     /// Refreshes the claim every `--claim-heartbeat` until `done`, and passes the user's stop

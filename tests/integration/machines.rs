@@ -278,6 +278,14 @@ if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
     assert!(remote_tasks(&env).contains("- [x] Solo"));
     assert_eq!(remote_claims(&env), "");
     assert_base_never_rewritten(&env);
+    // m1, started again, finds its task done by m2: its worktree and branch go, and it ends.
+    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &fast));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Removed the worktrees and branches of 1 merged task"),
+        "{stdout}"
+    );
+    assert!(!machine(&env, "m1").join(".ralph/worktrees/solo").exists());
 }
 
 /// A worker on m1 exits 1 with one line naming the remote.
