@@ -162,6 +162,119 @@ fn check(env: &TestEnv, seed: u64) {
     });
 }
 
+/// A bare repository `remote.git` whose `main` holds the tasks, and two clones as machines.
+fn machines() -> TestEnv {
+    let env = setup();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    let bare = env.path().join("remote.git").to_string_lossy().into_owned();
+    env.git(&["clone", "-q", "--bare", ".", &bare]);
+    env.git(&["-C", &bare, "config", "receive.autoGc", "false"]);
+    for name in ["m1", "m2"] {
+        env.git(&[
+            "clone",
+            "-q",
+            &bare,
+            &env.path().join(name).to_string_lossy(),
+        ]);
+    }
+    env
+}
+
+fn worker(env: &TestEnv, name: &str) -> std::process::Child {
+    env.ralph()
+        .current_dir(env.path().join(name))
+        .args([
+            "--pause",
+            "0",
+            "--worker",
+            "--claim-heartbeat",
+            "200ms",
+            "--claim-ttl",
+            "1s",
+        ])
+        .env("RALPH_WORKER_POLL_MS", "200")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// One round of two workers, m1 killed at a random moment and started again.
+fn worker_round(seed: u64) {
+    let mut rng = Rng(seed);
+    let env = machines();
+    let mut m1 = worker(&env, "m1");
+    let mut m2 = worker(&env, "m2");
+    wait_for_file(&env.agent_dir().join("started"), Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(rng.below(1500)));
+    let _ = m1.kill();
+    let _ = m1.wait();
+    let mut again = worker(&env, "m1");
+    for (name, child) in [("m2", &mut m2), ("m1", &mut again)] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "seed {seed}: {name} never ended"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(status.code(), Some(0), "seed {seed}: {name} ended {status}");
+    }
+    let bare = env.path().join("remote.git").to_string_lossy().into_owned();
+    let list = env.git(&["-C", &bare, "show", "main:.ralph/ralph-tasks.md"]);
+    let subjects = env.git(&["-C", &bare, "log", "--format=%s", "main"]);
+    for id in TASKS {
+        assert!(
+            list.contains(&format!("- [x] {id}")),
+            "seed {seed}: {id} not done:\n{list}"
+        );
+        let file = env.git(&["-C", &bare, "show", &format!("main:{id}.txt")]);
+        assert_eq!(file.trim(), id, "seed {seed}: {id}'s work is on the base");
+        let merges = subjects
+            .lines()
+            .filter(|s| s.starts_with(&format!("Ralph: merge task {id} ")))
+            .count();
+        assert_eq!(merges, 1, "seed {seed}: {id} merged once:\n{subjects}");
+    }
+    let left = env.git(&[
+        "-C",
+        &bare,
+        "for-each-ref",
+        "refs/heads/ralph/",
+        "refs/ralph/claims/",
+    ]);
+    assert_eq!(
+        left.trim(),
+        "",
+        "seed {seed}: no task branch or claim left on the remote"
+    );
+    let fsck = std::process::Command::new("git")
+        .args(["fsck", "--no-progress"])
+        .current_dir(&bare)
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "seed {seed}: git fsck: {}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}
+
+#[test]
+fn workers_killed_at_random_moments_and_started_again_finish_every_task_once() {
+    let first = seed();
+    let mut seeds = Rng(first ^ 0x9e37_79b9_7f4a_7c15);
+    for _ in 0..rounds().div_ceil(2) {
+        let seed = seeds.below(u64::MAX - 1) | 1;
+        worker_round(seed);
+    }
+}
+
 #[test]
 fn parallel_runs_killed_at_random_moments_resume_to_a_clean_base() {
     let first = seed();
