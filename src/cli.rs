@@ -148,7 +148,10 @@ pub(crate) struct CommandArgs {
     )]
     pub(crate) add_task: Option<String>,
 
-    /// With --add-task: the new task's id, for other tasks' `blocked_by`.
+    /// With --add-task: the new task's id, for other tasks' `blocked_by`. A task without one gets
+    /// an id from its text, for its worktree and branch: its letters and digits (of any script)
+    /// in lower case, other characters as '-' ("Write the parser!" → write-the-parser, "实现用户认证"
+    /// → 实现用户认证).
     #[arg(
         long,
         value_name = "ID",

@@ -395,7 +395,8 @@ fn loop_mode(
         Some(name) => {
             if !crate::storage::tasks::is_ref_safe(&name) {
                 return Err(usage(format!(
-                    "--worktree needs a name of letters, digits, '-', '_' or '.', not '{name}'"
+                    "--worktree needs a name of {}; '{name}' is not one",
+                    crate::storage::tasks::ID_RULE
                 )));
             }
             if run.options.parallel > 0 {
