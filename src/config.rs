@@ -69,8 +69,8 @@ pub(crate) enum Mode {
         properties: Vec<(&'static str, String)>,
     },
     RemoveTask(usize),
-    /// `--import FILE`: another tool's task list added to the task file.
-    Import(std::path::PathBuf),
+    /// `--import FILE…`: task lists added to the task file, in order.
+    Import(Vec<std::path::PathBuf>),
     /// `--export json`: the task list as JSON.
     Export,
     Reset,
@@ -331,8 +331,8 @@ impl CommandArgs {
                 usage(format!("--remove-task needs a task number (1, 2, …), not '{number}'; see ralph --list-tasks"))
             })?;
             Mode::RemoveTask(number)
-        } else if let Some(file) = self.import {
-            Mode::Import(file)
+        } else if !self.import.is_empty() {
+            Mode::Import(self.import)
         } else if self.reset {
             Mode::Reset
         } else {

@@ -399,13 +399,18 @@ fn checkbox(line: &str) -> Option<(char, &str)> {
 }
 
 /// `- key: value` → (key, value), with `key` an identifier.
-fn property(line: &str) -> Option<(&str, &str)> {
+pub(super) fn property(line: &str) -> Option<(&str, &str)> {
     let (key, value) = line.strip_prefix("- ")?.split_once(':')?;
+    is_property_key(key).then(|| (key, value.trim()))
+}
+
+/// Whether `key` can be a property's key: an identifier (`max_iterations`).
+pub(super) fn is_property_key(key: &str) -> bool {
     let mut chars = key.chars();
-    let first = chars.next()?;
-    let valid = (first.is_ascii_alphabetic() || first == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    valid.then(|| (key, value.trim()))
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The content of a task file ralph creates: the heading and a one-line hint.
