@@ -39,9 +39,13 @@ pub(crate) fn fallback_switch(out: &Voice, to: &str, why: &str) {
 }
 
 /// `--fallback`: every agent is out of quota.
-pub(crate) fn fallback_all_limited(out: &Voice, until: chrono::DateTime<chrono::Utc>) {
-    out.warn(&[&format!(
-        "⏳ Every agent is out of quota; the iteration waits for the first reset, at {} UTC.",
-        until.format("%H:%M")
-    )]);
+pub(crate) fn fallback_all_limited(out: &Voice, until: Option<chrono::DateTime<chrono::Utc>>) {
+    let line = match until {
+        Some(until) => format!(
+            "⏳ Every agent is out of quota; the iteration waits for the first reset, at {} UTC.",
+            until.format("%H:%M")
+        ),
+        None => "⏳ Every agent is out of quota, and the first limit to end gave no reset time; the iteration is retried after the usual backoff (at most --retry-max-wait).".to_owned(),
+    };
+    out.warn(&[&line]);
 }

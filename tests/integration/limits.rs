@@ -593,3 +593,31 @@ fn every_agent_limited_waits_for_the_earliest_reset() {
         "retried before the reset: {retried_at}"
     );
 }
+
+#[test]
+fn every_agent_limited_without_a_reset_time_waits_at_most_the_retry_max_wait() {
+    let env = TestEnv::new();
+    env.agent_script(Some(1), &claude_result(429, "rate limit exceeded"));
+    env.agent_script(Some(2), &codex_failed("rate limit exceeded (429)"));
+    let started = Instant::now();
+    let run = claude_with_codex_fallback(
+        &env,
+        &["--retry-max-wait", "300ms", "--max-iterations", "1"],
+        3,
+    );
+    run.assert_code(0);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "waited {:?}: {}",
+        started.elapsed(),
+        run.stdout()
+    );
+    assert_eq!(env.agent_calls(), 3);
+    assert!(
+        run.stderr()
+            .contains("Every agent is out of quota, and the first limit to end gave no reset time"),
+        "{}",
+        run.stderr()
+    );
+    assert!(!run.stdout().contains("5:00"), "{}", run.stdout());
+}
