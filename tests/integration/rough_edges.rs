@@ -29,3 +29,54 @@ fn task_ids_keep_the_letters_of_every_script() {
         "{stderr}"
     );
 }
+
+#[test]
+fn remote_errors_name_the_remote_and_the_branch_and_what_to_do() {
+    let env = crate::machines::machines("- [ ] One\n  - id: one\n", &["m1"]);
+    let m1 = crate::machines::machine(&env, "m1");
+    let run = |args: &[&str]| {
+        let output = crate::support::run_with_deadline(
+            env.ralph().current_dir(&m1).args(args),
+            std::time::Duration::from_secs(30),
+        );
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let bare = env.path().join("remote.git");
+    let bare = bare.to_string_lossy();
+    let stderr = run(&["--worker", "--remote", &bare]);
+    assert!(
+        stderr.contains(&format!(
+            "'{bare}' looks like a URL or a path; add it as a remote (git remote add shared {bare}), then run again with --remote shared"
+        )),
+        "{stderr}"
+    );
+    let stderr = run(&["--worker", "--base", "nope"]);
+    assert!(
+        stderr.contains("the git remote 'origin' has no branch 'nope'; push it (git push origin nope), or pass --base with one of its branches: 'main'"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("taking tasks from"), "{stderr}");
+    let empty = env.path().join("empty.git");
+    env.git(&["init", "-q", "--bare", &empty.to_string_lossy()]);
+    let m1_path = m1.to_string_lossy();
+    env.git(&[
+        "-C",
+        &m1_path,
+        "remote",
+        "add",
+        "empty",
+        &empty.to_string_lossy(),
+    ]);
+    for args in [
+        &["--worker", "--remote", "empty"][..],
+        &["--status", "--remote", "empty"],
+    ] {
+        let stderr = run(args);
+        assert!(
+            stderr.contains("the git remote 'empty' has no branch yet")
+                && stderr.contains("push yours with the task list on it (git push empty main)"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

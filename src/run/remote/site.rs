@@ -28,17 +28,12 @@ impl Site {
             fail("a worker runs in a clone of the shared repository, and this is not a git repository; clone it first (git clone URL)")
         })?;
         if !repo.has_remote(remote) {
-            return Err(fail(format!(
-                "this clone has no git remote named '{remote}'; add it (git remote add {remote} URL) or name yours with --remote NAME"
-            ))
-            .into());
+            return Err(no_such_remote(&repo, remote).into());
         }
-        let base = match base {
-            Some(base) => base.to_owned(),
-            None => repo
-                .remote_default_branch(remote)
-                .map_err(|why| unreachable_remote(remote, &why))?,
-        };
+        let branches = repo
+            .remote_branches(remote)
+            .map_err(|why| unreachable_remote(remote, &why))?;
+        let base = choose_base(&repo, remote, base, &branches)?;
         let tasks_path = format!(
             "{}{}/{}",
             repo.prefix(),
@@ -98,6 +93,69 @@ impl Site {
             .iter()
             .any(|seen| seen.id == id && seen.sha == sha))
     }
+}
+
+/// `--remote` names no remote of this clone: perhaps it is the remote's URL or path.
+fn no_such_remote(repo: &Repo, remote: &str) -> crate::error::Error {
+    let url = remote.contains(['/', ':', '\\', '@']) || remote.ends_with(".git");
+    if !url {
+        return fail(format!(
+            "this clone has no git remote named '{remote}'; add it (git remote add {remote} URL) or name yours with --remote NAME"
+        ));
+    }
+    let (name, then) = if repo.has_remote("origin") {
+        ("shared", "run again with --remote shared")
+    } else {
+        (
+            "origin",
+            "run again without --remote (origin is the default)",
+        )
+    };
+    fail(format!(
+        "--remote takes the name of one of this clone's git remotes, and '{remote}' looks like a URL or a path; add it as a remote (git remote add {name} {remote}), then {then}"
+    ))
+}
+
+/// The base branch: `--base`, else the remote's default branch; the remote must have it.
+/// `branches`: the remote's branches.
+fn choose_base(
+    repo: &Repo,
+    remote: &str,
+    base: Option<&str>,
+    branches: &[String],
+) -> Result<String, crate::error::Error> {
+    let own: Vec<&str> = (branches.iter().map(String::as_str))
+        .filter(|branch| !branch.starts_with("ralph/"))
+        .collect();
+    let here = repo.current_branch().unwrap_or_else(|| "main".to_owned());
+    if own.is_empty() {
+        return Err(fail(format!(
+            "the git remote '{remote}' has no branch yet, so no task list to take tasks from; push yours with the task list on it (git push {remote} {here}), or pass --base BRANCH once it has one"
+        )));
+    }
+    let shown = |list: &[&str]| {
+        let mut shown: Vec<String> = list.iter().take(5).map(|b| format!("'{b}'")).collect();
+        if list.len() > 5 {
+            shown.push(format!("{} more", list.len() - 5));
+        }
+        shown.join(", ")
+    };
+    let base = match base {
+        Some(base) => base.to_owned(),
+        None => repo.remote_default_branch(remote).map_err(|why| {
+            fail(format!(
+                "cannot tell the default branch of the git remote '{remote}' ({why}); pass --base with one of its branches: {}",
+                shown(&own)
+            ))
+        })?,
+    };
+    if branches.iter().any(|branch| *branch == base) {
+        return Ok(base);
+    }
+    Err(fail(format!(
+        "the git remote '{remote}' has no branch '{base}'; push it (git push {remote} {base}), or pass --base with one of its branches: {}",
+        shown(&own)
+    )))
 }
 
 pub(super) fn unreachable_remote(remote: &str, why: &str) -> crate::error::Error {
