@@ -80,3 +80,33 @@ fn remote_errors_name_the_remote_and_the_branch_and_what_to_do() {
         );
     }
 }
+
+#[test]
+fn a_bad_notify_url_is_refused_before_any_iteration() {
+    let env = TestEnv::new();
+    for url in ["notaurl", "ftp://example.com/x", "http://[::1"] {
+        let run = env.run_loop(&["task", "--notify", url, "--max-iterations", "1"]);
+        run.assert_code(1);
+        assert!(
+            run.stderr().contains(&format!("--notify '{url}'")),
+            "{url}: {}",
+            run.stderr()
+        );
+        assert_eq!(env.agent_calls(), 0, "{url}: no iteration ran");
+    }
+    // The same from a config file.
+    std::fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    std::fs::write(
+        env.ralph_file("config.toml"),
+        "notify = [\"hooks.slack.com/x\"]\n",
+    )
+    .unwrap();
+    let run = env.run_loop(&["task", "--max-iterations", "1"]);
+    run.assert_code(1);
+    assert!(
+        run.stderr().contains("'hooks.slack.com/x'"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(env.agent_calls(), 0);
+}
