@@ -106,7 +106,7 @@ pub(crate) struct CommandArgs {
     #[arg(long, value_name = "FORMAT", help_heading = "Commands")]
     pub(crate) export: Option<ExportFormat>,
 
-    /// Write an HTML report of the loop (default: .ralph/report.html), then exit.
+    /// Write an HTML report of the loop (default: .ralph/report.html; -: stdout), then exit.
     #[arg(long, value_name = "FILE", num_args = 0..=1, help_heading = "Commands")]
     pub(crate) report: Option<Option<PathBuf>>,
 

@@ -491,17 +491,34 @@ pub(crate) fn report(
     file: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitStatus> {
     let to = crate::report::destination(dir, file);
+    let nothing = || {
+        fail(format!(
+            "nothing to report in {}: no ralph loop has run here; run the loop first (ralph \"your prompt\"), or run --report in the directory it ran in",
+            dir.root().display()
+        ))
+    };
+    let repo = crate::git::Repo::discover(cwd);
+    if to.as_os_str() == "-" {
+        let page = crate::report::page(dir, repo.as_ref(), &to, None).ok_or_else(nothing)?;
+        output::report_page(&page);
+        return Ok(ExitStatus::Success);
+    }
+    if let Some(parent) = to.parent().filter(|parent| !parent.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        return Err(fail(format!(
+            "cannot write the report to {}: there is no directory {}; create it, or give another path",
+            to.display(),
+            parent.display()
+        ))
+        .into());
+    }
     if file.is_none() && (dir.state().exists() || dir.history().exists()) {
         // The page in `.ralph/` is never committed.
         dir.ignore_own_dirs()?;
     }
-    let repo = crate::git::Repo::discover(cwd);
     if !crate::report::write(dir, repo.as_ref(), &to, None)? {
-        return Err(fail(format!(
-            "nothing to report in {}: no ralph loop has run here; run the loop first (ralph \"your prompt\"), or run --report in the directory it ran in",
-            dir.root().display()
-        ))
-        .into());
+        return Err(nothing().into());
     }
     output::report_written(&to);
     Ok(ExitStatus::Success)

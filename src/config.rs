@@ -770,16 +770,32 @@ mod tests {
                 .to_string()
         };
         assert!(refused(&["x", "--notify", "notaurl"]).contains("'notaurl' is not an http://"));
-        assert!(refused(&["x", "--notify", "https://ok.example", "--notify", "ftp://x"])
-            .contains("'ftp://x'"));
+        assert!(
+            refused(&["x", "--notify", "https://ok.example", "--notify", "ftp://x"])
+                .contains("'ftp://x'")
+        );
         assert!(refused(&["x", "--keep-logs", "0"]).contains("at least 1"));
         assert!(
             refused(&["x", "--agent", "codex", "--fallback", "claude-code,codex"])
                 .contains("--fallback codex is the --agent itself")
         );
         for fine in [
-            &["x", "--notify", "http://127.0.0.1:9/hook", "--keep-logs", "1"][..],
-            &["x", "--agent", "codex", "--model", "a", "--fallback", "codex:b"],
+            &[
+                "x",
+                "--notify",
+                "http://127.0.0.1:9/hook",
+                "--keep-logs",
+                "1",
+            ][..],
+            &[
+                "x",
+                "--agent",
+                "codex",
+                "--model",
+                "a",
+                "--fallback",
+                "codex:b",
+            ],
             &["x", "--rotation", "codex,opencode", "--fallback", "codex"],
             &["x", "--tasks", "--fallback", "opencode"],
         ] {

@@ -177,7 +177,10 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
             "--notify '{url}' is not an http:// or https:// URL; give one like https://ntfy.sh/my-topic"
         ));
     }
-    if uri.host().is_none_or(|host| host.trim_matches(['[', ']']).is_empty()) {
+    if uri
+        .host()
+        .is_none_or(|host| host.trim_matches(['[', ']']).is_empty())
+    {
         return Err(format!(
             "--notify '{url}' names no host; give one like https://ntfy.sh/my-topic"
         ));

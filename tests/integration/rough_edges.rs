@@ -110,3 +110,27 @@ fn a_bad_notify_url_is_refused_before_any_iteration() {
     );
     assert_eq!(env.agent_calls(), 0);
 }
+
+#[test]
+fn report_dash_prints_the_page_and_a_missing_directory_is_named() {
+    let env = TestEnv::new();
+    env.run_loop(&["task", "--max-iterations", "1"])
+        .assert_code(2);
+    let run = env.run(&["--report", "-"]);
+    run.assert_code(0);
+    assert!(
+        run.stdout().starts_with("<!DOCTYPE html>"),
+        "{}",
+        run.stdout()
+    );
+    assert!(!env.work().join("-").exists(), "no file named -");
+    let run = env.run(&["--report", "nodir/x.html"]);
+    run.assert_code(1);
+    assert!(
+        run.stderr()
+            .contains("cannot write the report to nodir/x.html: there is no directory nodir"),
+        "{}",
+        run.stderr()
+    );
+    assert!(!run.stderr().contains(".tmp"), "{}", run.stderr());
+}
