@@ -503,8 +503,8 @@ pub(crate) fn report(
         output::report_page(&page);
         return Ok(ExitStatus::Success);
     }
-    if let Some(parent) = (file.and_then(std::path::Path::parent))
-        .filter(|parent| !parent.as_os_str().is_empty())
+    if let Some(parent) =
+        (file.and_then(std::path::Path::parent)).filter(|parent| !parent.as_os_str().is_empty())
         && !parent.is_dir()
     {
         return Err(fail(format!(

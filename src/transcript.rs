@@ -82,6 +82,9 @@ pub(crate) struct Transcript<'a> {
     started: Instant,
     last_printed: Instant,
     last_summary: Option<Instant>,
+    /// How many tool calls the last tool summary counted (the final one is left out when it
+    /// would say the same again).
+    tools_summarised: u64,
     /// Spill files for `--no-stream` (stdout, stderr).
     buffered: Option<(File, File)>,
     /// Per source: is the line being received a suppressed tool line?
@@ -143,6 +146,7 @@ impl<'a> Transcript<'a> {
             started: now,
             last_printed: now,
             last_summary: None,
+            tools_summarised: 0,
             buffered,
             hiding_line: [false; 2],
             line_tail: [String::new(), String::new()],
@@ -199,6 +203,7 @@ impl<'a> Transcript<'a> {
 
     /// The tool summary is due: the loop hears it (as its `tools` event), or it is shown.
     fn tools_shown(&mut self) {
+        self.tools_summarised = self.findings.tools.values().sum();
         match &mut self.tools_hook {
             Some(hook) => hook(&self.findings.tools),
             None => output::tool_progress(&self.voice, &self.findings.tools),
@@ -235,7 +240,9 @@ impl<'a> Transcript<'a> {
                     self.voice.copy_to(file, to_stderr);
                 }
             }
-        } else if !self.findings.tools.is_empty() && !self.display.verbose_tools {
+        } else if !self.display.verbose_tools
+            && self.findings.tools.values().sum::<u64>() != self.tools_summarised
+        {
             self.tools_shown();
         }
         output::flush();
@@ -703,6 +710,34 @@ mod tests {
         assert_eq!(findings.tools["Read"], 1);
         assert_eq!(findings.errors.len(), MAX_ERRORS);
         assert_eq!(findings.errors[0], "Error: number 0");
+    }
+
+    #[test]
+    fn the_last_tool_summary_is_not_repeated_at_the_end() {
+        let agent = AgentKind::OpenCode.agent();
+        let summaries = std::cell::RefCell::new(Vec::new());
+        let display = DisplayOptions {
+            stream: true,
+            ..quiet(OutputFormat::Text)
+        };
+        let mut transcript = Transcript::new(agent.as_ref(), display, vec![], false)
+            .unwrap()
+            .on_tools(|tools| summaries.borrow_mut().push(tools.values().sum::<u64>()));
+        feed(&mut transcript, Source::Stdout, &["|  Bash ls", "done"]);
+        transcript.finish();
+        assert_eq!(*summaries.borrow(), [1], "shown once, when the tool ran");
+        // A tool counted after the last summary is told at the end.
+        let summaries = std::cell::RefCell::new(Vec::new());
+        let mut transcript = Transcript::new(agent.as_ref(), display, vec![], false)
+            .unwrap()
+            .on_tools(|tools| summaries.borrow_mut().push(tools.values().sum::<u64>()));
+        feed(
+            &mut transcript,
+            Source::Stdout,
+            &["|  Bash ls", "|  Read a", "done"],
+        );
+        transcript.finish();
+        assert_eq!(*summaries.borrow(), [1, 2]);
     }
 
     #[test]

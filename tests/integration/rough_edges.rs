@@ -134,3 +134,19 @@ fn report_dash_prints_the_page_and_a_missing_directory_is_named() {
     );
     assert!(!run.stderr().contains(".tmp"), "{}", run.stderr());
 }
+
+#[test]
+fn the_tool_summary_is_shown_once_live_and_in_the_log() {
+    let env = TestEnv::new();
+    env.agent_script(
+        None,
+        &crate::json_mode::claude_events("Done.\n\n<promise>COMPLETE</promise>"),
+    );
+    let run = env.run_loop(&["task", "--agent", "claude-code", "--max-iterations", "1"]);
+    run.assert_code(0);
+    let tools = |text: &str| text.lines().filter(|l| l.starts_with("| Tools")).count();
+    assert_eq!(tools(&run.stdout()), 1, "{}", run.stdout());
+    let log = env.run(&["--log"]);
+    log.assert_code(0);
+    assert_eq!(tools(&log.stdout()), 1, "{}", log.stdout());
+}
