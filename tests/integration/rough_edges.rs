@@ -150,3 +150,27 @@ fn the_tool_summary_is_shown_once_live_and_in_the_log() {
     log.assert_code(0);
     assert_eq!(tools(&log.stdout()), 1, "{}", log.stdout());
 }
+
+#[test]
+fn log_of_an_iteration_that_never_ran_names_those_that_did() {
+    let env = TestEnv::new();
+    env.run_loop(&["task", "--max-iterations", "2"])
+        .assert_code(2);
+    let run = env.run(&["--log", "9"]);
+    run.assert_code(1);
+    assert!(
+        run.stderr()
+            .contains("there is no iteration 9: the loop here ran iterations 1–2"),
+        "{}",
+        run.stderr()
+    );
+    // --log-max-size is bytes, not tokens.
+    for (value, message) in [
+        ("5Q", "'5Q' is not a number; use e.g. 200000, 500k or 2M"),
+        ("0", "'0' must be a number above 0"),
+    ] {
+        let run = env.run(&["task", "--log-max-size", value]);
+        run.assert_code(1);
+        assert!(run.stderr().contains(message), "{}", run.stderr());
+    }
+}
