@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::error::fail;
 use crate::git::Repo;
-use crate::output::ClaimLine;
+use crate::output::{BoardLine, ClaimLine};
 use crate::storage;
 use crate::storage::tasks::{self, TaskList};
 
@@ -188,11 +188,15 @@ pub(crate) fn remote_status(
             task: seen.id,
         })
         .collect();
-    let board: Vec<String> = list
+    let board: Vec<BoardLine> = list
         .tasks
         .iter()
         .zip(tasks::task_ids(&list))
-        .map(|(task, id)| format!("{} {id}  {}", task.status.icon(), task.text))
+        .map(|(task, id)| BoardLine {
+            icon: task.status.icon(),
+            id,
+            text: task.text.clone(),
+        })
         .collect();
     Ok(RemoteBoard {
         remote: remote.to_owned(),
@@ -210,5 +214,5 @@ pub(crate) struct RemoteBoard {
     pub(crate) claims: Vec<ClaimLine>,
     pub(crate) now: chrono::DateTime<chrono::Utc>,
     /// One line per task: its box, id and description.
-    pub(crate) board: Vec<String>,
+    pub(crate) board: Vec<BoardLine>,
 }
