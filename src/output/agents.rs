@@ -25,7 +25,7 @@ pub(crate) fn agent_shares(agents: &BTreeMap<String, AgentShare>) -> Vec<String>
                     compact_number(share.tokens.total())
                 ));
             }
-            if let Some(cost) = share.cost_usd {
+            if let Some(cost) = super::format::spent(share.cost_usd, share.tokens.total()) {
                 line.push_str(&format!(" · {}", cost_text(cost)));
             }
             line

@@ -499,23 +499,27 @@ fn a_far_usage_limit_hands_the_iteration_to_the_fallback_agent_at_once() {
         (Some("claude-code"), Some(1))
     );
     assert_eq!(first["failure"]["kind"], "rate limit");
+    let message = first["failure"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Claude AI usage limit reached (resets ") && !message.contains('|'),
+        "{message}"
+    );
     assert_eq!(
         (second["agent"].as_str(), second["iteration"].as_u64()),
         (Some("codex"), Some(1))
     );
     assert_eq!(second["completion_detected"], true);
-    // The split per agent, on the end line and in --status.
+    // The split per agent, on the end line and in --status (the refused attempt's $0 for no
+    // tokens is not shown).
     assert!(
         run.stdout()
-            .contains("   Claude Code: 1 iteration · $0.0000\n   Codex: 1 iteration"),
+            .contains("   Claude Code: 1 iteration\n   Codex: 1 iteration"),
         "{}",
         run.stdout()
     );
     let status = env.run(&["--status"]).stdout();
     assert!(
-        status.contains(
-            "   By agent:\n     Claude Code: 1 iteration · $0.0000\n     Codex: 1 iteration"
-        ),
+        status.contains("   By agent:\n     Claude Code: 1 iteration\n     Codex: 1 iteration"),
         "{status}"
     );
     let json: serde_json::Value =
