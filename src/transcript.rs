@@ -85,6 +85,9 @@ pub(crate) struct Transcript<'a> {
     /// How many tool calls the last tool summary counted (the final one is left out when it
     /// would say the same again).
     tools_summarised: u64,
+    /// A failure line held back until something else is shown: an agent that retries by itself
+    /// (pi) reports each failed attempt before it retries, and a retried one is not shown.
+    held_failure: Option<String>,
     /// Spill files for `--no-stream` (stdout, stderr).
     buffered: Option<(File, File)>,
     /// Per source: is the line being received a suppressed tool line?
@@ -147,6 +150,7 @@ impl<'a> Transcript<'a> {
             last_printed: now,
             last_summary: None,
             tools_summarised: 0,
+            held_failure: None,
             buffered,
             hiding_line: [false; 2],
             line_tail: [String::new(), String::new()],
@@ -234,6 +238,7 @@ impl<'a> Transcript<'a> {
             self.end_event_line(&line, Instant::now());
         }
         self.end_pieces(Instant::now());
+        self.show_held_failure(Instant::now());
         if let Some((mut stdout, mut stderr)) = self.buffered.take() {
             for (file, to_stderr) in [(&mut stderr, true), (&mut stdout, false)] {
                 if file.seek(SeekFrom::Start(0)).is_ok() {
@@ -267,8 +272,20 @@ impl<'a> Transcript<'a> {
         }
     }
 
-    /// Shows one line of agent output (or spills it in buffered mode).
+    /// Shows one line of agent output (or spills it in buffered mode), after a failure line held
+    /// back.
     fn show(&mut self, source: Source, text: &str, ends_line: bool, now: Instant) {
+        self.show_held_failure(now);
+        self.show_now(source, text, ends_line, now);
+    }
+
+    fn show_held_failure(&mut self, now: Instant) {
+        if let Some(line) = self.held_failure.take() {
+            self.show_now(Source::Stderr, &line, true, now);
+        }
+    }
+
+    fn show_now(&mut self, source: Source, text: &str, ends_line: bool, now: Instant) {
         if let Some(file) = self.spill_file(source) {
             let _ = file.write_all(text.as_bytes());
             if ends_line {
@@ -465,8 +482,9 @@ impl<'a> Transcript<'a> {
                 self.findings.session_id.get_or_insert(id);
             }
             AgentEvent::Failure(failure) => {
+                self.show_held_failure(now);
                 let line = output::failure_line(&self.agent.display_name(), &failure);
-                self.show(Source::Stderr, &line, true, now);
+                self.held_failure = Some(line);
                 self.note_error(&failure.message, true);
                 self.findings.failure = Some(failure);
             }
@@ -475,6 +493,7 @@ impl<'a> Transcript<'a> {
             }
             AgentEvent::Retrying(message) => {
                 self.findings.failure = None;
+                self.held_failure = None;
                 self.show(Source::Stderr, &format!("↻ {message}"), true, now)
             }
             AgentEvent::Quiet => {}
@@ -738,6 +757,38 @@ mod tests {
         );
         transcript.finish();
         assert_eq!(*summaries.borrow(), [1, 2]);
+    }
+
+    #[test]
+    fn a_failure_the_agent_retries_by_itself_is_not_shown() {
+        let agent = AgentKind::Pi.agent();
+        let (voice, captured) = crate::output::Voice::capturing(false, None, false);
+        let display = DisplayOptions {
+            stream: true,
+            ..quiet(OutputFormat::Json)
+        };
+        let mut transcript = Transcript::new(agent.as_ref(), display, vec![], false)
+            .unwrap()
+            .with_voice(voice);
+        let failed = r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"429 busy"}}"#;
+        let retry = |n: u32| {
+            format!(
+                r#"{{"type":"auto_retry_start","attempt":{n},"maxAttempts":2,"errorMessage":"429 busy"}}"#
+            )
+        };
+        let (first, second) = (retry(1), retry(2));
+        feed(
+            &mut transcript,
+            Source::Stdout,
+            &[failed, &first, failed, &second, failed],
+        );
+        let findings = transcript.finish();
+        assert!(findings.failure.is_some());
+        let shown = captured.lock().unwrap().clone();
+        let failures = shown.iter().filter(|line| line.contains("❌")).count();
+        let retries = shown.iter().filter(|line| line.contains("↻")).count();
+        assert_eq!((failures, retries), (1, 2), "{shown:#?}");
+        assert!(shown.last().unwrap().contains("❌ pi failed"), "{shown:#?}");
     }
 
     #[test]

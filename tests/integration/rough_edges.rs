@@ -187,3 +187,27 @@ fn log_of_an_iteration_that_never_ran_names_those_that_did() {
         assert!(run.stderr().contains(message), "{}", run.stderr());
     }
 }
+
+#[test]
+fn an_agent_retrying_by_itself_shows_one_failure() {
+    let env = TestEnv::new();
+    let failed = r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"429 busy"}}"#;
+    let retry = |n: u32| {
+        format!(
+            r#"{{"type":"auto_retry_start","attempt":{n},"maxAttempts":2,"delayMs":10,"errorMessage":"429 busy"}}"#
+        )
+    };
+    env.write_executable(
+        "pi",
+        &format!(
+            "#!/bin/sh\ncat <<'EVENTS'\n{failed}\n{}\n{failed}\n{}\n{failed}\nEVENTS\nexit 1\n",
+            retry(1),
+            retry(2)
+        ),
+    );
+    let run = env.run_loop(&["task", "--agent", "pi", "--max-retries", "0"]);
+    run.assert_code(1);
+    let stderr = run.stderr();
+    assert_eq!(stderr.matches("❌ pi failed").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("↻ pi is retrying").count(), 2, "{stderr}");
+}
