@@ -149,7 +149,7 @@ fn choose_base(
             ))
         })?,
     };
-    if branches.iter().any(|branch| *branch == base) {
+    if branches.contains(&base) {
         return Ok(base);
     }
     Err(fail(format!(
