@@ -90,11 +90,11 @@ pub(crate) fn draw(frame: &mut Frame<'_>, view: &WatchView, colour: bool) {
 
 fn header_lines(view: &WatchView, paint: Paint) -> Vec<Line<'static>> {
     let history = &view.report.history;
-    let since = view
-        .last_activity
-        .map(|at| format!("{} ago", ago(view.now, at)));
     let mut first = Vec::new();
+    // The second line is short enough for a narrow terminal: the last activity goes there.
     let mut second = vec![format!("{} recorded", iterations(history.iterations))];
+    second
+        .extend((view.last_activity).map(|at| format!("last activity {} ago", ago(view.now, at))));
     match &view.report.loop_state {
         Some(state) => {
             let colour = match state.state {
@@ -144,10 +144,6 @@ fn header_lines(view: &WatchView, paint: Paint) -> Vec<Line<'static>> {
                 long_duration_ms(history.total_duration_ms)
             )));
         }
-    }
-    if let Some(since) = since {
-        // On the second line, which is short enough for a narrow terminal.
-        second.insert(1, format!("last activity {since}"));
     }
     second.push(format!(
         "tokens {}",
