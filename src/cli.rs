@@ -96,15 +96,18 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) status: bool,
 
-    /// Add the tasks of another tool's task list (a prd.json, a tasks.json or a markdown roadmap) to .ralph/ralph-tasks.md, then exit.
-    #[arg(long, value_name = "FILE", help_heading = "Commands")]
-    pub(crate) import: Option<PathBuf>,
+    /// Add the tasks of a task list (ralph's --export json, a prd.json, a tasks.json or a markdown
+    /// roadmap; - reads standard input) to .ralph/ralph-tasks.md, then exit. Repeat it to import
+    /// several files, in order; a task whose id is taken gets a new one.
+    #[arg(long, value_name = "FILE", action = ArgAction::Append, help_heading = "Commands")]
+    pub(crate) import: Vec<PathBuf>,
 
-    /// Print the task list in FORMAT (json: the --list-tasks --json schema), then exit.
+    /// Print the task list in FORMAT (json: the --list-tasks --json schema, every property
+    /// included, which --import reads back), then exit.
     #[arg(long, value_name = "FORMAT", help_heading = "Commands")]
     pub(crate) export: Option<ExportFormat>,
 
-    /// Write an HTML report of the loop (default: .ralph/report.html), then exit.
+    /// Write an HTML report of the loop (default: .ralph/report.html; -: stdout), then exit.
     #[arg(long, value_name = "FILE", num_args = 0..=1, help_heading = "Commands")]
     pub(crate) report: Option<Option<PathBuf>>,
 
@@ -149,7 +152,10 @@ pub(crate) struct CommandArgs {
     )]
     pub(crate) add_task: Option<String>,
 
-    /// With --add-task: the new task's id, for other tasks' `blocked_by`.
+    /// With --add-task: the new task's id, for other tasks' `blocked_by`. A task without one gets
+    /// an id from its text, for its worktree and branch: its letters and digits (of any script)
+    /// in lower case, other characters as '-' ("Write the parser!" → write-the-parser, "实现用户认证"
+    /// → 实现用户认证).
     #[arg(
         long,
         value_name = "ID",

@@ -491,39 +491,94 @@ pub(crate) fn report(
     file: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitStatus> {
     let to = crate::report::destination(dir, file);
+    let nothing = || {
+        fail(format!(
+            "nothing to report in {}: no ralph loop has run here; run the loop first (ralph \"your prompt\"), or run --report in the directory it ran in",
+            dir.root().display()
+        ))
+    };
+    let repo = crate::git::Repo::discover(cwd);
+    if to.as_os_str() == "-" {
+        let page = crate::report::page(dir, repo.as_ref(), &to, None).ok_or_else(nothing)?;
+        output::report_page(&page);
+        return Ok(ExitStatus::Success);
+    }
+    if let Some(parent) =
+        (file.and_then(std::path::Path::parent)).filter(|parent| !parent.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        return Err(fail(format!(
+            "cannot write the report to {}: there is no directory {}; create it, or give another path",
+            to.display(),
+            parent.display()
+        ))
+        .into());
+    }
     if file.is_none() && (dir.state().exists() || dir.history().exists()) {
         // The page in `.ralph/` is never committed.
         dir.ignore_own_dirs()?;
     }
-    let repo = crate::git::Repo::discover(cwd);
     if !crate::report::write(dir, repo.as_ref(), &to, None)? {
-        return Err(fail(format!(
-            "nothing to report in {}: no ralph loop has run here; run the loop first (ralph \"your prompt\"), or run --report in the directory it ran in",
-            dir.root().display()
-        ))
-        .into());
+        return Err(nothing().into());
     }
     output::report_written(&to);
     Ok(ExitStatus::Success)
 }
 
-/// `--import FILE`: another tool's task list appended to the task file, under its lock.
-pub(crate) fn import(dir: &RalphDir, file: &std::path::Path) -> anyhow::Result<ExitStatus> {
-    let shown = file.display();
+/// `--import FILE…`: task lists appended to the task file in order, under its lock. Every file
+/// is read and converted first, so one that cannot be imported leaves the task file untouched.
+pub(crate) fn import(dir: &RalphDir, files: &[std::path::PathBuf]) -> anyhow::Result<ExitStatus> {
+    let mut read = Vec::with_capacity(files.len());
+    for file in files {
+        read.push(read_import(file)?);
+    }
+    dir.ensure()?;
+    let merged = tasks::edit(dir, |current| {
+        let mut content = current.map(<[u8]>::to_vec);
+        let mut results = Vec::with_capacity(read.len());
+        for (_, imported) in &read {
+            let mut merged = storage::import::merge(content.as_deref(), imported);
+            if merged.added > 0 {
+                content = Some(std::mem::take(&mut merged.content));
+            }
+            results.push(merged);
+        }
+        let changed = results.iter().any(|merged| merged.added > 0);
+        (changed.then(|| content.unwrap_or_default()), results)
+    })?;
+    for ((shown, imported), merged) in read.iter().zip(&merged) {
+        output::tasks_imported(
+            shown,
+            imported.format,
+            (merged.added, merged.skipped),
+            &merged.renamed,
+        );
+    }
+    list_tasks(dir, false)
+}
+
+/// One `--import` file (`-`: standard input), as it is shown and as task blocks.
+fn read_import(file: &std::path::Path) -> anyhow::Result<(String, storage::import::Imported)> {
+    let stdin = file.as_os_str() == "-";
+    let shown = if stdin {
+        "standard input".to_owned()
+    } else {
+        file.display().to_string()
+    };
     if file.is_dir() {
         return Err(fail(format!(
             "cannot import {shown}: it is a directory; give the task list file itself (a prd.json, a tasks.json or a markdown roadmap)"
         ))
         .into());
     }
-    let bytes = std::fs::read(file).map_err(|err| fail(format!("cannot import {shown}: {err}")))?;
+    let bytes = if stdin {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes)
+    } else {
+        std::fs::read(file)
+    };
+    let bytes = bytes.map_err(|err| fail(format!("cannot import {shown}: {err}")))?;
     let imported = storage::import::convert(&String::from_utf8_lossy(&bytes))
         .map_err(|why| fail(format!("cannot import {shown}: {why}")))?;
-    dir.ensure()?;
-    let (added, skipped) = tasks::edit(dir, |current| {
-        let (content, added, skipped) = storage::import::merge(current, &imported);
-        ((added > 0).then_some(content), (added, skipped))
-    })?;
-    output::tasks_imported(&file.to_string_lossy(), imported.format, added, skipped);
-    list_tasks(dir, false)
+    Ok((shown, imported))
 }

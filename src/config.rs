@@ -17,6 +17,8 @@ use crate::output::ColorChoice;
 use crate::settings::Settings;
 use crate::storage::RalphDir;
 
+mod validate;
+
 /// What this invocation does.
 #[derive(Debug)]
 pub(crate) struct Config {
@@ -69,8 +71,8 @@ pub(crate) enum Mode {
         properties: Vec<(&'static str, String)>,
     },
     RemoveTask(usize),
-    /// `--import FILE`: another tool's task list added to the task file.
-    Import(std::path::PathBuf),
+    /// `--import FILE…`: task lists added to the task file, in order.
+    Import(Vec<std::path::PathBuf>),
     /// `--export json`: the task list as JSON.
     Export,
     Reset,
@@ -331,8 +333,8 @@ impl CommandArgs {
                 usage(format!("--remove-task needs a task number (1, 2, …), not '{number}'; see ralph --list-tasks"))
             })?;
             Mode::RemoveTask(number)
-        } else if let Some(file) = self.import {
-            Mode::Import(file)
+        } else if !self.import.is_empty() {
+            Mode::Import(self.import)
         } else if self.reset {
             Mode::Reset
         } else {
@@ -395,7 +397,8 @@ fn loop_mode(
         Some(name) => {
             if !crate::storage::tasks::is_ref_safe(&name) {
                 return Err(usage(format!(
-                    "--worktree needs a name of letters, digits, '-', '_' or '.', not '{name}'"
+                    "--worktree needs a name of {}; '{name}' is not one",
+                    crate::storage::tasks::ID_RULE
                 )));
             }
             if run.options.parallel > 0 {
@@ -478,39 +481,6 @@ impl RunConfig {
         };
         config.validate()?;
         Ok(config)
-    }
-
-    fn validate(&self) -> Result<(), Error> {
-        let o = &self.options;
-        if o.max_iterations > 0 && o.min_iterations > o.max_iterations {
-            return Err(usage(format!(
-                "--min-iterations ({}) is greater than --max-iterations ({}); the loop could never complete",
-                o.min_iterations, o.max_iterations
-            )));
-        }
-        if o.parallel > 0 && !o.commit {
-            return Err(usage(
-                "--parallel merges each task's commits, so it needs auto-commit: drop --no-commit (or commit = false)",
-            ));
-        }
-        if o.verify.iter().any(|command| command.trim().is_empty()) {
-            return Err(usage(
-                "--verify needs a command, e.g. --verify \"cargo test\"",
-            ));
-        }
-        let abort = o.abort_promise.clone().unwrap_or_else(|| "x".to_owned());
-        for (flag, text) in [
-            ("--completion-promise", &o.completion_promise),
-            ("--task-promise", &o.task_promise),
-            ("--abort-promise", &abort),
-        ] {
-            if text.trim().is_empty() || text.contains('\n') {
-                return Err(usage(format!(
-                    "{flag} must be a non-empty single line of text"
-                )));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -789,6 +759,48 @@ mod tests {
         .unwrap_err();
         assert!(error.to_string().contains("(5)") && error.to_string().contains("(3)"));
         assert!(config_with(&["x", "--min-iterations", "5"], &mut NoStdin).is_ok());
+    }
+
+    #[test]
+    fn settings_that_would_only_fail_later_are_refused_at_start() {
+        let refused = |args: &[&str]| {
+            config_with(args, &mut NoStdin)
+                .map(drop)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(refused(&["x", "--notify", "notaurl"]).contains("'notaurl' is not an http://"));
+        assert!(
+            refused(&["x", "--notify", "https://ok.example", "--notify", "ftp://x"])
+                .contains("'ftp://x'")
+        );
+        assert!(refused(&["x", "--keep-logs", "0"]).contains("at least 1"));
+        assert!(
+            refused(&["x", "--agent", "codex", "--fallback", "claude-code,codex"])
+                .contains("--fallback codex is the --agent itself")
+        );
+        for fine in [
+            &[
+                "x",
+                "--notify",
+                "http://127.0.0.1:9/hook",
+                "--keep-logs",
+                "1",
+            ][..],
+            &[
+                "x",
+                "--agent",
+                "codex",
+                "--model",
+                "a",
+                "--fallback",
+                "codex:b",
+            ],
+            &["x", "--rotation", "codex,opencode", "--fallback", "codex"],
+            &["x", "--tasks", "--fallback", "opencode"],
+        ] {
+            assert!(config_with(fine, &mut NoStdin).is_ok(), "{fine:?}");
+        }
     }
 
     #[test]

@@ -336,7 +336,9 @@ pub(crate) enum Notice<'a> {
     CommitFailed(&'a str),
     ProgressCommitted(&'a str),
     PushFailed(&'a str),
-    FallbackAllLimited(DateTime<Utc>),
+    /// Every agent of the fallback chain is out of quota: the retry waits for the first reset
+    /// an agent gave (`None`: the first limit to end is a guess, the ordinary backoff applies).
+    FallbackAllLimited(Option<DateTime<Utc>>),
     /// A wait before a retry ended (an in-place countdown line is closed).
     RetryWaitOver,
     Ended(Ending<'a>),

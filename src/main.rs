@@ -140,7 +140,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             &properties,
         ),
         Mode::RemoveTask(number) => commands::remove_task(&ralph_dir, number),
-        Mode::Import(file) => commands::import(&ralph_dir, &file),
+        Mode::Import(files) => commands::import(&ralph_dir, &files),
         Mode::Export => commands::list_tasks(&ralph_dir, true),
         Mode::Reset => commands::reset(&ralph_dir, &knobs),
         Mode::DryRun(config) => Ok(dry_run::dry_run(&config, &ralph_dir, &cwd)),

@@ -221,7 +221,7 @@ impl Failure {
         Self {
             kind,
             status,
-            message: message.trim().chars().take(500).collect(),
+            message: readable_epoch(message.trim()).chars().take(500).collect(),
             retry_at: if kind == FailureKind::RateLimit {
                 reset_time(message, now)
             } else {
@@ -251,6 +251,19 @@ static ABSOLUTE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:resets?|try again|retry)\s+(?:at|after)\s+(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))")
         .expect("valid regex")
 });
+
+/// A message with a reset time as epoch seconds after a `|` (Claude's `usage limit
+/// reached|1795492258`) written for people: `usage limit reached (resets 2026-11-25 04:30 UTC)`.
+fn readable_epoch(message: &str) -> std::borrow::Cow<'_, str> {
+    EPOCH_AFTER_PIPE.replace_all(message, |captures: &regex::Captures<'_>| {
+        (captures[1].parse().ok())
+            .and_then(|seconds| Utc.timestamp_opt(seconds, 0).single())
+            .map_or_else(
+                || captures[0].to_owned(),
+                |at| format!(" (resets {} UTC)", at.format("%Y-%m-%d %H:%M")),
+            )
+    })
+}
 
 /// The reset time a usage-limit message gives, if any: `…|1767225600` (epoch seconds), `try
 /// again in 5 minutes`, `resets at 2026-01-01T00:00:00Z`.
@@ -344,6 +357,20 @@ mod tests {
         assert_eq!(
             kind(None, "We're currently experiencing high demand"),
             FailureKind::ApiError
+        );
+    }
+
+    #[test]
+    fn a_reset_epoch_in_a_message_is_written_as_a_date() {
+        let failure =
+            Failure::classify(Some(429), "Claude AI usage limit reached|1767225600", now());
+        assert_eq!(
+            failure.message,
+            "Claude AI usage limit reached (resets 2026-01-01 00:00 UTC)"
+        );
+        assert_eq!(
+            failure.retry_at,
+            reset_time("usage limit reached|1767225600", now())
         );
     }
 

@@ -167,6 +167,27 @@ impl Reporter for Notifier {
     }
 }
 
+/// Checks a `--notify` URL at start: `http://` or `https://` and a host, as a POST can use it.
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
+    let uri: ureq::http::Uri = url.trim().parse().map_err(|err| {
+        format!("--notify '{url}' is not a URL ({err}); give one like https://ntfy.sh/my-topic")
+    })?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(format!(
+            "--notify '{url}' is not an http:// or https:// URL; give one like https://ntfy.sh/my-topic"
+        ));
+    }
+    if uri
+        .host()
+        .is_none_or(|host| host.trim_matches(['[', ']']).is_empty())
+    {
+        return Err(format!(
+            "--notify '{url}' names no host; give one like https://ntfy.sh/my-topic"
+        ));
+    }
+    Ok(())
+}
+
 /// POSTs `note` to every URL; each failure is a warning.
 pub(crate) fn send(urls: &[String], format: &str, note: &Note) {
     if urls.is_empty() {
@@ -214,6 +235,31 @@ mod tests {
         assert_eq!(kind("auto", "https://ntfy.sh/my-topic"), Kind::Ntfy);
         assert_eq!(kind("auto", "http://127.0.0.1:8080/hook"), Kind::Json);
         assert_eq!(kind("ntfy", "http://127.0.0.1:8080/topic"), Kind::Ntfy);
+    }
+
+    #[test]
+    fn only_http_urls_with_a_host_are_taken() {
+        for good in [
+            "https://ntfy.sh/topic",
+            "http://127.0.0.1:8080/hook",
+            "http://[::1]:9/x",
+            "HTTPS://hooks.slack.com/services/T/B/X",
+            "http://user:pw@example.com",
+        ] {
+            assert_eq!(check_url(good), Ok(()), "{good}");
+        }
+        for (bad, why) in [
+            ("notaurl", "is not an http:// or https:// URL"),
+            ("ftp://example.com/x", "is not an http:// or https:// URL"),
+            ("http://[::1", "is not a URL"),
+            ("https://", "is not a URL"),
+            ("http:///path", "is not a URL"),
+            ("", "is not a URL"),
+        ] {
+            let message = check_url(bad).unwrap_err();
+            assert!(message.contains(why), "{bad}: {message}");
+            assert!(message.contains(&format!("'{bad}'")), "{message}");
+        }
     }
 
     #[test]

@@ -62,10 +62,25 @@ pub(crate) fn write(
     to: &Path,
     ending: Option<(&str, &str)>,
 ) -> anyhow::Result<bool> {
+    let Some(page) = page(dir, repo, to, ending) else {
+        return Ok(false);
+    };
+    storage::write_atomic(to, page.as_bytes())?;
+    Ok(true)
+}
+
+/// The report of the loop in `dir` as an HTML page, its log links made for a page at `to`
+/// (`-`: printed, so the links are full paths); `None` when there is nothing to report.
+pub(crate) fn page(
+    dir: &RalphDir,
+    repo: Option<&Repo>,
+    to: &Path,
+    ending: Option<(&str, &str)>,
+) -> Option<String> {
     let state = state::load(&dir.state()).ok();
     let history = history::load(&dir.history()).ok();
     if state.is_none() && history.is_none() {
-        return Ok(false);
+        return None;
     }
     let history = history.unwrap_or_default();
     let tasks = storage::read_text(&dir.tasks())
@@ -101,8 +116,7 @@ pub(crate) fn write(
         commits: &commits,
         log_prefix: &log_prefix(dir, to),
     });
-    storage::write_atomic(to, page.as_bytes())?;
-    Ok(true)
+    Some(page)
 }
 
 /// Log paths in the history are relative to `.ralph/`: a report there links them as they are,

@@ -82,6 +82,12 @@ pub(crate) struct Transcript<'a> {
     started: Instant,
     last_printed: Instant,
     last_summary: Option<Instant>,
+    /// How many tool calls the last tool summary counted (the final one is left out when it
+    /// would say the same again).
+    tools_summarised: u64,
+    /// A failure line held back until something else is shown: an agent that retries by itself
+    /// (pi) reports each failed attempt before it retries, and a retried one is not shown.
+    held_failure: Option<String>,
     /// Spill files for `--no-stream` (stdout, stderr).
     buffered: Option<(File, File)>,
     /// Per source: is the line being received a suppressed tool line?
@@ -143,6 +149,8 @@ impl<'a> Transcript<'a> {
             started: now,
             last_printed: now,
             last_summary: None,
+            tools_summarised: 0,
+            held_failure: None,
             buffered,
             hiding_line: [false; 2],
             line_tail: [String::new(), String::new()],
@@ -199,6 +207,7 @@ impl<'a> Transcript<'a> {
 
     /// The tool summary is due: the loop hears it (as its `tools` event), or it is shown.
     fn tools_shown(&mut self) {
+        self.tools_summarised = self.findings.tools.values().sum();
         match &mut self.tools_hook {
             Some(hook) => hook(&self.findings.tools),
             None => output::tool_progress(&self.voice, &self.findings.tools),
@@ -229,13 +238,16 @@ impl<'a> Transcript<'a> {
             self.end_event_line(&line, Instant::now());
         }
         self.end_pieces(Instant::now());
+        self.show_held_failure(Instant::now());
         if let Some((mut stdout, mut stderr)) = self.buffered.take() {
             for (file, to_stderr) in [(&mut stderr, true), (&mut stdout, false)] {
                 if file.seek(SeekFrom::Start(0)).is_ok() {
                     self.voice.copy_to(file, to_stderr);
                 }
             }
-        } else if !self.findings.tools.is_empty() && !self.display.verbose_tools {
+        } else if !self.display.verbose_tools
+            && self.findings.tools.values().sum::<u64>() != self.tools_summarised
+        {
             self.tools_shown();
         }
         output::flush();
@@ -260,8 +272,20 @@ impl<'a> Transcript<'a> {
         }
     }
 
-    /// Shows one line of agent output (or spills it in buffered mode).
+    /// Shows one line of agent output (or spills it in buffered mode), after a failure line held
+    /// back.
     fn show(&mut self, source: Source, text: &str, ends_line: bool, now: Instant) {
+        self.show_held_failure(now);
+        self.show_now(source, text, ends_line, now);
+    }
+
+    fn show_held_failure(&mut self, now: Instant) {
+        if let Some(line) = self.held_failure.take() {
+            self.show_now(Source::Stderr, &line, true, now);
+        }
+    }
+
+    fn show_now(&mut self, source: Source, text: &str, ends_line: bool, now: Instant) {
         if let Some(file) = self.spill_file(source) {
             let _ = file.write_all(text.as_bytes());
             if ends_line {
@@ -458,8 +482,9 @@ impl<'a> Transcript<'a> {
                 self.findings.session_id.get_or_insert(id);
             }
             AgentEvent::Failure(failure) => {
+                self.show_held_failure(now);
                 let line = output::failure_line(&self.agent.display_name(), &failure);
-                self.show(Source::Stderr, &line, true, now);
+                self.held_failure = Some(line);
                 self.note_error(&failure.message, true);
                 self.findings.failure = Some(failure);
             }
@@ -468,6 +493,7 @@ impl<'a> Transcript<'a> {
             }
             AgentEvent::Retrying(message) => {
                 self.findings.failure = None;
+                self.held_failure = None;
                 self.show(Source::Stderr, &format!("↻ {message}"), true, now)
             }
             AgentEvent::Quiet => {}
@@ -703,6 +729,66 @@ mod tests {
         assert_eq!(findings.tools["Read"], 1);
         assert_eq!(findings.errors.len(), MAX_ERRORS);
         assert_eq!(findings.errors[0], "Error: number 0");
+    }
+
+    #[test]
+    fn the_last_tool_summary_is_not_repeated_at_the_end() {
+        let agent = AgentKind::OpenCode.agent();
+        let summaries = std::cell::RefCell::new(Vec::new());
+        let display = DisplayOptions {
+            stream: true,
+            ..quiet(OutputFormat::Text)
+        };
+        let mut transcript = Transcript::new(agent.as_ref(), display, vec![], false)
+            .unwrap()
+            .on_tools(|tools| summaries.borrow_mut().push(tools.values().sum::<u64>()));
+        feed(&mut transcript, Source::Stdout, &["|  Bash ls", "done"]);
+        transcript.finish();
+        assert_eq!(*summaries.borrow(), [1], "shown once, when the tool ran");
+        // A tool counted after the last summary is told at the end.
+        let summaries = std::cell::RefCell::new(Vec::new());
+        let mut transcript = Transcript::new(agent.as_ref(), display, vec![], false)
+            .unwrap()
+            .on_tools(|tools| summaries.borrow_mut().push(tools.values().sum::<u64>()));
+        feed(
+            &mut transcript,
+            Source::Stdout,
+            &["|  Bash ls", "|  Read a", "done"],
+        );
+        transcript.finish();
+        assert_eq!(*summaries.borrow(), [1, 2]);
+    }
+
+    #[test]
+    fn a_failure_the_agent_retries_by_itself_is_not_shown() {
+        let agent = AgentKind::Pi.agent();
+        let (voice, captured) = crate::output::Voice::capturing(false, None, false);
+        let display = DisplayOptions {
+            stream: true,
+            ..quiet(OutputFormat::Json)
+        };
+        let mut transcript = Transcript::new(agent.as_ref(), display, vec![], false)
+            .unwrap()
+            .with_voice(voice);
+        let failed = r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"429 busy"}}"#;
+        let retry = |n: u32| {
+            format!(
+                r#"{{"type":"auto_retry_start","attempt":{n},"maxAttempts":2,"errorMessage":"429 busy"}}"#
+            )
+        };
+        let (first, second) = (retry(1), retry(2));
+        feed(
+            &mut transcript,
+            Source::Stdout,
+            &[failed, &first, failed, &second, failed],
+        );
+        let findings = transcript.finish();
+        assert!(findings.failure.is_some());
+        let shown = captured.lock().unwrap().clone();
+        let failures = shown.iter().filter(|line| line.contains("❌")).count();
+        let retries = shown.iter().filter(|line| line.contains("↻")).count();
+        assert_eq!((failures, retries), (1, 2), "{shown:#?}");
+        assert!(shown.last().unwrap().contains("❌ pi failed"), "{shown:#?}");
     }
 
     #[test]

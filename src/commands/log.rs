@@ -141,9 +141,27 @@ fn missing_log(dir: &RalphDir, which: &LogTarget, records: &[history::IterationR
         LogTarget::Last => format!(
             "no iteration has a log in {place} yet; start a loop with ralph \"<prompt>\", or see ralph --status"
         ),
-        LogTarget::Iteration(n) => format!(
-            "iteration {n} has no log in {place}: only the last `keep_logs` logs are kept, and iterations of ralph before logs existed have none (see ralph --status for the iterations)"
-        ),
+        LogTarget::Iteration(n) => {
+            let last = (records.iter())
+                .filter(|record| record.task_id.is_none())
+                .map(|record| record.iteration)
+                .max();
+            match last {
+                Some(last) if *n > last || *n == 0 => {
+                    let ran = if last == 1 {
+                        "iteration 1".to_owned()
+                    } else {
+                        format!("iterations 1–{last}")
+                    };
+                    format!(
+                        "there is no iteration {n}: the loop here ran {ran}; see ralph --status, or --log for the last"
+                    )
+                }
+                _ => format!(
+                    "iteration {n} has no log in {place}: only the last `keep_logs` logs are kept, and iterations of ralph before logs existed have none (see ralph --status for the iterations)"
+                ),
+            }
+        }
         LogTarget::Task(task, n) => {
             let mut tasks: Vec<&str> = records
                 .iter()

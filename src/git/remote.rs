@@ -78,6 +78,19 @@ impl Repo {
             .ok_or_else(|| format!("{remote} names no default branch"))
     }
 
+    /// The branches the remote has (task branches included).
+    pub(crate) fn remote_branches(&self, remote: &str) -> Result<Vec<String>, String> {
+        let output = check(
+            self.remote_run(&["ls-remote", "--heads", remote]),
+            &format!("git ls-remote {remote}"),
+        )?;
+        Ok(String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.split('\t').nth(1)?.strip_prefix("refs/heads/"))
+            .map(str::to_owned)
+            .collect())
+    }
+
     /// Fetches the base branch, the task branches and every claim (what is gone from the
     /// remote is forgotten).
     pub(crate) fn fetch_work(&self, remote: &str, base: &str) -> Result<(), String> {

@@ -31,7 +31,8 @@ pub(crate) fn usd(text: &str) -> Result<f64, String> {
     }
 }
 
-/// Parses a token count; `k` and `M` suffixes are accepted (`500k`, `2M`).
+/// Parses a count (of tokens for `max_tokens`, of bytes for `log_max_size`); `k` and `M` suffixes
+/// are accepted (`500k`, `2M`).
 pub(crate) fn token_count(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
     let (number, scale) = match trimmed.char_indices().last() {
@@ -41,9 +42,9 @@ pub(crate) fn token_count(text: &str) -> Result<u64, String> {
     };
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("'{text}' is not a token count; use e.g. 200000, 500k or 2M"))?;
+        .map_err(|_| format!("'{text}' is not a number; use e.g. 200000, 500k or 2M"))?;
     if !value.is_finite() || value <= 0.0 {
-        return Err(format!("'{text}' must be a token count above 0"));
+        return Err(format!("'{text}' must be a number above 0"));
     }
     #[expect(
         clippy::cast_possible_truncation,

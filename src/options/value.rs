@@ -155,7 +155,7 @@ impl OptionValue for Option<f64> {
     }
 }
 
-/// `max_tokens`: a token count, `k` and `M` suffixes accepted.
+/// `max_tokens` (tokens) and `log_max_size` (bytes): a count, `k` and `M` suffixes accepted.
 impl OptionValue for Option<u64> {
     const WANTS: &'static str = "a number or a string like \"500k\"";
 

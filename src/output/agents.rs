@@ -25,7 +25,7 @@ pub(crate) fn agent_shares(agents: &BTreeMap<String, AgentShare>) -> Vec<String>
                     compact_number(share.tokens.total())
                 ));
             }
-            if let Some(cost) = share.cost_usd {
+            if let Some(cost) = super::format::spent(share.cost_usd, share.tokens.total()) {
                 line.push_str(&format!(" · {}", cost_text(cost)));
             }
             line
@@ -39,9 +39,13 @@ pub(crate) fn fallback_switch(out: &Voice, to: &str, why: &str) {
 }
 
 /// `--fallback`: every agent is out of quota.
-pub(crate) fn fallback_all_limited(out: &Voice, until: chrono::DateTime<chrono::Utc>) {
-    out.warn(&[&format!(
-        "⏳ Every agent is out of quota; the iteration waits for the first reset, at {} UTC.",
-        until.format("%H:%M")
-    )]);
+pub(crate) fn fallback_all_limited(out: &Voice, until: Option<chrono::DateTime<chrono::Utc>>) {
+    let line = match until {
+        Some(until) => format!(
+            "⏳ Every agent is out of quota; the iteration waits for the first reset, at {} UTC.",
+            until.format("%H:%M")
+        ),
+        None => "⏳ Every agent is out of quota, and the first limit to end gave no reset time; the iteration is retried after the usual backoff (at most --retry-max-wait).".to_owned(),
+    };
+    out.warn(&[&line]);
 }

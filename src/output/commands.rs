@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::format::plural;
 use super::{Voice, say, warn};
 
 /// A ralph file could not be parsed.
@@ -146,20 +147,36 @@ pub(crate) fn unknown_blockers(ids: &[String]) {
     )]);
 }
 
-/// `--import` added `added` tasks (and left out `skipped` already in the list).
-pub(crate) fn tasks_imported(file: &str, format: &str, added: usize, skipped: usize) {
-    let tasks = |n: usize| {
-        if n == 1 {
-            "1 task".to_owned()
-        } else {
-            format!("{n} tasks")
+/// `--import` added `added` tasks from `file`, left out `skipped` already in the list, and
+/// gave the tasks in `renamed` new ids (the one taken, the new one).
+pub(crate) fn tasks_imported(
+    file: &str,
+    format: &str,
+    (added, skipped): (usize, usize),
+    renamed: &[(String, String)],
+) {
+    let mut line = format!(
+        "📥 Imported {} from {file} ({format})",
+        plural(added as u64, "task")
+    );
+    if !renamed.is_empty() {
+        const SHOWN: usize = 10;
+        let mut pairs: Vec<String> = (renamed.iter().take(SHOWN))
+            .map(|(old, new)| format!("{old} → {new}"))
+            .collect();
+        if renamed.len() > SHOWN {
+            pairs.push(format!("and {} more", renamed.len() - SHOWN));
         }
-    };
-    let mut line = format!("📥 Imported {} from {file} ({format})", tasks(added));
+        line.push_str(&format!(
+            "; {} had an id already in use and got a new one: {}",
+            renamed.len(),
+            pairs.join(", ")
+        ));
+    }
     if skipped > 0 {
         line.push_str(&format!(
-            "; left out {} already in the list (same id, or same text)",
-            tasks(skipped)
+            "; left out {} already in the list (same id and text, or same text without an id)",
+            plural(skipped as u64, "task")
         ));
     }
     say(&[&line]);

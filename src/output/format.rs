@@ -105,6 +105,12 @@ pub(crate) fn plural(count: u64, word: &str) -> String {
     }
 }
 
+/// The cost worth showing: a reported cost, unless it is zero for an attempt that counted no
+/// tokens either (an agent refused by its provider reports `$0` for nothing spent).
+pub(crate) fn spent(cost: Option<f64>, tokens: u64) -> Option<f64> {
+    cost.filter(|cost| *cost > 0.0 || tokens > 0)
+}
+
 /// `$0.0123`, `$1.23`.
 pub(crate) fn cost_text(cost: f64) -> String {
     if cost < 1.0 {

@@ -39,6 +39,13 @@ pub(crate) fn notify_failed(out: &Voice, url: &str, why: &str) {
 }
 
 /// `--report` wrote its page.
+/// `--report -`: the page itself, on stdout.
+pub(crate) fn report_page(page: &str) {
+    let mut out = super::stdout();
+    let _ = std::io::Write::write_all(&mut *out, page.as_bytes());
+    let _ = std::io::Write::flush(&mut *out);
+}
+
 pub(crate) fn report_written(path: &Path) {
     say(&[&format!("📄 Report written to {}", path.display())]);
 }

@@ -117,7 +117,8 @@ pub(crate) fn iteration_summary(out: &Voice, summary: &IterationSummary<'_>) {
     if let Some(usage) = summary.usage {
         lines.push(format!("Tokens:    {}", tokens_text(&usage)));
     }
-    if let Some(cost) = summary.cost {
+    let tokens = summary.usage.map_or(0, |usage| usage.total());
+    if let Some(cost) = super::format::spent(summary.cost, tokens) {
         lines.push(format!("Cost:      {}", cost_text(cost)));
     }
     lines.push(format!("Exit code: {}", summary.exit_code));

@@ -7,7 +7,8 @@ use crate::event::ParallelEnd;
 /// A parallel run starts.
 pub(crate) fn parallel_started(out: &Voice, at_once: u32, base: &str) {
     out.say(&[&format!(
-        "🚀 Running the task list with up to {at_once} agents at once; finished tasks are merged into {base}."
+        "🚀 Running the task list with up to {} at once; finished tasks are merged into {base}.",
+        plural(u64::from(at_once), "agent")
     )]);
 }
 

@@ -1,6 +1,6 @@
 //! Messages of a `--worker` and of `--status --remote`.
 
-use super::format::long_duration;
+use super::format::{display_width, long_duration, pad};
 use super::{Voice, say};
 use chrono::{DateTime, Utc};
 
@@ -76,13 +76,21 @@ pub(crate) struct ClaimLine {
     pub(crate) stale: bool,
 }
 
-/// `--status --remote`: the claims on the remote, then the base's task board.
+/// One task of the base's board, as `--status --remote` shows it.
+pub(crate) struct BoardLine {
+    pub(crate) icon: &'static str,
+    pub(crate) id: String,
+    pub(crate) text: String,
+}
+
+/// `--status --remote`: the claims on the remote, then the base's task board, the ids padded to
+/// one column.
 pub(crate) fn remote_status(
     remote: &str,
     base: &str,
     claims: &[ClaimLine],
     now: DateTime<Utc>,
-    board: &[String],
+    board: &[BoardLine],
 ) {
     let ago = |at: Option<DateTime<Utc>>| {
         at.and_then(|at| (now - at).to_std().ok())
@@ -92,10 +100,12 @@ pub(crate) fn remote_status(
     if claims.is_empty() {
         lines.push("   none: no worker holds a task".to_owned());
     }
+    let claimed = claims.iter().map(|claim| display_width(&claim.task));
+    let column = claimed.max().unwrap_or(0);
     for claim in claims {
         lines.push(format!(
             "   {}  {} on {} · claimed {} ago · heartbeat {} ago{}",
-            claim.task,
+            pad(&claim.task, column),
             claim.worker.as_deref().unwrap_or("?"),
             claim.host.as_deref().unwrap_or("?"),
             ago(claim.started_at),
@@ -105,7 +115,11 @@ pub(crate) fn remote_status(
     }
     lines.push(String::new());
     lines.push(format!("📋 TASKS on {remote}/{base}"));
-    lines.extend(board.iter().map(|line| format!("   {line}")));
+    let column = board.iter().map(|line| display_width(&line.id)).max();
+    lines.extend(board.iter().map(|line| {
+        let id = pad(&line.id, column.unwrap_or(0));
+        format!("   {} {id}  {}", line.icon, line.text)
+    }));
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
     say(&refs);
 }

@@ -108,6 +108,15 @@ pub(crate) struct TaskReport {
     /// Blockers not done yet (empty when the task can start).
     pub(crate) waiting_for: Vec<String>,
     pub(crate) subtasks: Vec<SubtaskReport>,
+    /// Every `- key: value` line under the task, in file order (`id` and `blocked_by` too).
+    pub(crate) properties: Vec<PropertyReport>,
+}
+
+/// One property line of a task.
+#[derive(Debug, Serialize)]
+pub(crate) struct PropertyReport {
+    pub(crate) key: String,
+    pub(crate) value: String,
 }
 
 /// One subtask.
@@ -188,6 +197,12 @@ pub(crate) fn tasks_report(file: &'static str, list: &TaskList) -> TasksReport {
                     .map(|subtask| SubtaskReport {
                         status: status_name(subtask.status),
                         text: subtask.text.clone(),
+                    })
+                    .collect(),
+                properties: (task.properties.iter())
+                    .map(|(key, value)| PropertyReport {
+                        key: key.clone(),
+                        value: value.clone(),
                     })
                     .collect(),
             })

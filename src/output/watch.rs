@@ -90,11 +90,11 @@ pub(crate) fn draw(frame: &mut Frame<'_>, view: &WatchView, colour: bool) {
 
 fn header_lines(view: &WatchView, paint: Paint) -> Vec<Line<'static>> {
     let history = &view.report.history;
-    let since = view
-        .last_activity
-        .map(|at| format!("{} ago", ago(view.now, at)));
     let mut first = Vec::new();
+    // The second line is short enough for a narrow terminal: the last activity goes there.
     let mut second = vec![format!("{} recorded", iterations(history.iterations))];
+    second
+        .extend((view.last_activity).map(|at| format!("last activity {} ago", ago(view.now, at))));
     match &view.report.loop_state {
         Some(state) => {
             let colour = match state.state {
@@ -139,14 +139,11 @@ fn header_lines(view: &WatchView, paint: Paint) -> Vec<Line<'static>> {
             };
             first.push(Span::styled(ended, paint.fg(Color::Cyan)));
             first.push(Span::raw(format!(
-                "   the last run ({} in {}); no loop runs here now",
+                "   the last run: {} in {}",
                 iterations(history.iterations),
                 long_duration_ms(history.total_duration_ms)
             )));
         }
-    }
-    if let Some(since) = since {
-        first.push(Span::raw(format!("   last activity {since}")));
     }
     second.push(format!(
         "tokens {}",
@@ -175,10 +172,10 @@ fn draw_charts(frame: &mut Frame<'_>, area: Rect, view: &WatchView, paint: Paint
     let recent = &view.series[view.series.len().saturating_sub(width)..];
     let first = recent.first().map_or(0, |point| point.iteration);
     let last = recent.last().map_or(0, |point| point.iteration);
-    let range = if recent.is_empty() {
-        String::new()
-    } else {
-        format!(" {first}–{last}")
+    let range = match recent.len() {
+        0 => String::new(),
+        1 => format!(" {first}"),
+        _ => format!(" {first}–{last}"),
     };
     let charts: [(&str, Vec<u64>, Color); 4] = [
         (
@@ -207,7 +204,7 @@ fn draw_charts(frame: &mut Frame<'_>, area: Rect, view: &WatchView, paint: Paint
         ),
     ];
     for ((name, data, colour), area) in charts.into_iter().zip(areas.iter()) {
-        let title = format!(" {name} / iteration{range} ");
+        let title = chart_title(name, "duration", &range, area.width);
         frame.render_widget(
             Sparkline::default()
                 .block(Block::bordered().title(title))
@@ -216,6 +213,25 @@ fn draw_charts(frame: &mut Frame<'_>, area: Rect, view: &WatchView, paint: Paint
             *area,
         );
     }
+}
+
+/// The title of chart `name`, `width` columns wide, in the longest form in which the longest
+/// name (`longest`) leaves a piece of the top border on each side, so the four charts match:
+/// ` tokens / iteration 1–9 `, ` tokens 1–9 `, ` tokens `.
+fn chart_title(name: &str, longest: &str, range: &str, width: u16) -> String {
+    let room = usize::from(width).saturating_sub(4);
+    let forms = |name: &str| {
+        [
+            format!(" {name} / iteration{range} "),
+            format!(" {name}{range} "),
+            format!(" {name} "),
+        ]
+    };
+    forms(longest)
+        .iter()
+        .position(|title| title.chars().count() <= room)
+        .map(|form| forms(name)[form].clone())
+        .unwrap_or_default()
 }
 
 /// Rows for the tasks or workers board: all of them, within reason.
@@ -309,8 +325,8 @@ fn struggle_widget(view: &WatchView) -> Paragraph<'static> {
     let struggle = &view.report.history.struggle;
     let mut lines = vec![
         Line::raw(format!(
-            "no progress: {} iterations",
-            struggle.no_progress_iterations
+            "no progress: {}",
+            super::format::plural(u64::from(struggle.no_progress_iterations), "iteration")
         )),
         Line::raw(format!("short iterations: {}", struggle.short_iterations)),
     ];
@@ -346,4 +362,24 @@ fn ago(now: DateTime<Utc>, at: DateTime<Utc>) -> String {
 
 fn iterations(count: usize) -> String {
     super::format::plural(count as u64, "iteration")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chart_title;
+
+    #[test]
+    fn a_chart_title_leaves_the_border_its_corners() {
+        let title = |name, range, width| chart_title(name, "duration", range, width);
+        assert_eq!(title("tokens", " 1–2", 40), " tokens / iteration 1–2 ");
+        // 100 columns: four charts of 25, all titled alike.
+        assert_eq!(title("tokens", " 1–2", 25), " tokens 1–2 ");
+        assert_eq!(title("duration", " 1–2", 25), " duration 1–2 ");
+        assert_eq!(title("cost", " 10–19", 15), " cost ");
+        assert_eq!(title("duration", " 10–19", 8), "");
+        for width in 0..60 {
+            let shown = title("duration", " 100–199", width);
+            assert!(shown.chars().count() + 4 <= usize::from(width) || shown.is_empty());
+        }
+    }
 }

@@ -470,6 +470,14 @@ pub(crate) fn retry_wait(
     }
 }
 
+/// `1 iteration`, `3 iterations in a row`.
+fn in_a_row(count: u32) -> String {
+    match count {
+        1 => "1 iteration".to_owned(),
+        n => format!("{n} iterations in a row"),
+    }
+}
+
 /// `base`, `2·base`, `4·base`… times `jitter`, capped at `cap`.
 pub(crate) fn backoff(base: Duration, attempt: u32, cap: Duration, jitter: f64) -> Duration {
     let exponent = attempt.saturating_sub(1).min(20);
@@ -515,10 +523,7 @@ impl Stop {
                 format!("max tokens ({}) reached", format::compact_number(*limit))
             }
             Self::Aborted { .. } => format!("the agent gave up at iteration {iteration}"),
-            Self::Stalled(count) => format!(
-                "no file changes in {} in a row",
-                plural(u64::from(*count), "iteration")
-            ),
+            Self::Stalled(count) => format!("no file changes in {}", in_a_row(*count)),
             Self::AgentFailed { failure, retries } if *retries > 0 => format!(
                 "the agent kept failing ({}) after {}",
                 failure.kind.label(),
@@ -529,8 +534,8 @@ impl Stop {
             }
             Self::LegacyPlugin => "OpenCode loaded the legacy placeholder plugin".to_owned(),
             Self::AgentKeptFailing { exit_code, runs } => format!(
-                "the agent exited with code {exit_code} and changed nothing in {} in a row",
-                plural(u64::from(*runs), "iteration")
+                "the agent exited with code {exit_code} and changed nothing in {}",
+                in_a_row(*runs)
             ),
             Self::RalphFailed(error) => {
                 format!("ralph failed {MAX_OWN_FAILURES} iterations in a row ({error})")

@@ -6,7 +6,8 @@
 //! reset is further away than `--fallback-after`, or gives no reset time, is *limited* until
 //! then (or for `--fallback-after` when it gave none); the iteration is retried at once with the
 //! first agent of the chain that is not limited. When every agent is limited the loop waits for
-//! the earliest reset. An agent of the fallback list whose credentials fail is skipped for the
+//! the earliest reset an agent gave; when the earliest limit is one ralph guessed (its agent gave
+//! no reset time), the retry waits the ordinary backoff, capped by `--retry-max-wait`. An agent of the fallback list whose credentials fail is skipped for the
 //! rest of the run. Each iteration starts again from the front of its chain, so the run returns
 //! to its own agent as soon as that agent's reset time has passed.
 
@@ -22,6 +23,8 @@ use crate::model::{Failure, FailureKind};
 pub(crate) struct Limits {
     /// Agent key → until when it is limited.
     limited: BTreeMap<String, DateTime<Utc>>,
+    /// Limited agents that gave no reset time: their limit is `--fallback-after`, a guess.
+    guessed: BTreeSet<String>,
     /// Fallback agents whose credentials failed.
     skipped: BTreeSet<String>,
 }
@@ -33,8 +36,9 @@ pub(crate) enum AfterFailure {
     Usual,
     /// Retry the iteration at once with the agent at this index of the chain.
     Switch { to: usize, reason: Switched },
-    /// Every agent is limited: wait until the earliest reset, then retry.
-    WaitUntil(DateTime<Utc>),
+    /// Every agent is limited: wait until the earliest reset, then retry (`None`: the earliest
+    /// limit is a guess, as its agent gave no reset time: the ordinary backoff applies).
+    WaitUntil(Option<DateTime<Utc>>),
 }
 
 /// Why an agent was left.
@@ -91,6 +95,11 @@ impl Limits {
                     .retry_at
                     .unwrap_or_else(|| now + chrono::Duration::from_std(after).unwrap_or_default());
                 self.limited.insert(key.clone(), until);
+                if failure.retry_at.is_some() {
+                    self.guessed.remove(key);
+                } else {
+                    self.guessed.insert(key.clone());
+                }
                 Switched::Limited(failure.retry_at)
             }
             // The run's own agent failing its credentials stops the run as before.
@@ -105,7 +114,9 @@ impl Limits {
             return AfterFailure::Switch { to: next, reason };
         }
         match self.limited.get(&chain[next]) {
-            Some(until) => AfterFailure::WaitUntil(*until),
+            Some(until) => {
+                AfterFailure::WaitUntil((!self.guessed.contains(&chain[next])).then_some(*until))
+            }
             // Every fallback agent is skipped and the run's own agent is not limited.
             None => AfterFailure::Usual,
         }
@@ -208,7 +219,7 @@ mod tests {
         limits.after_failure(&chain, 0, &limit(Some(300)), (at(0), AFTER));
         limits.after_failure(&chain, 1, &limit(Some(60)), (at(0), AFTER));
         let last = limits.after_failure(&chain, 2, &limit(Some(200)), (at(0), AFTER));
-        assert_eq!(last, AfterFailure::WaitUntil(at(60)));
+        assert_eq!(last, AfterFailure::WaitUntil(Some(at(60))));
         assert_eq!(
             limits.pick(&chain, at(30)),
             1,
@@ -216,6 +227,26 @@ mod tests {
         );
         assert_eq!(limits.pick(&chain, at(61)), 1);
         assert_eq!(limits.pick(&chain, at(301)), 0);
+    }
+
+    #[test]
+    fn all_agents_limited_without_a_reset_time_wait_the_ordinary_backoff() {
+        let mut limits = Limits::default();
+        let chain = chain();
+        limits.after_failure(&chain, 0, &limit(None), (at(0), AFTER));
+        limits.after_failure(&chain, 1, &limit(Some(200)), (at(0), AFTER));
+        let last = limits.after_failure(&chain, 2, &limit(None), (at(0), AFTER));
+        assert_eq!(
+            last,
+            AfterFailure::WaitUntil(None),
+            "the earliest limit, in 5 minutes, is a guess"
+        );
+        // A reset time an agent gave that comes before the guessed limits end is waited for.
+        let two = &chain[..2];
+        let mut limits = Limits::default();
+        limits.after_failure(two, 0, &limit(Some(10)), (at(0), AFTER));
+        let last = limits.after_failure(two, 1, &limit(None), (at(6), AFTER));
+        assert_eq!(last, AfterFailure::WaitUntil(Some(at(10))));
     }
 
     #[test]

@@ -412,7 +412,7 @@ fn fallback(
         }
         AfterFailure::WaitUntil(until) => {
             runner.env.sink.notice(Notice::FallbackAllLimited(until));
-            failure.retry_at = Some(until);
+            failure.retry_at = until;
         }
     }
 }

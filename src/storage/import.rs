@@ -1,6 +1,7 @@
 //! `ralph --import FILE`: task lists written for other loops, turned into ralph's task file.
 //!
-//! Three formats, recognised by their content (not their name):
+//! Four formats, recognised by their content (not their name):
+//! - ralph's own `--export json` (the `--list-tasks --json` report), every property kept;
 //! - a `prd.json`: an object with `userStories` (`id`, `title`, `description`,
 //!   `acceptanceCriteria`, `priority`, `passes`, …);
 //! - a `tasks.json`: TodoItems (`content`, `status`, `activeForm`, `id`, `blockedBy`), as a list
@@ -8,17 +9,21 @@
 //! - a markdown task list (a roadmap): `- [ ]` lines with their property lines, which ralph
 //!   reads as they are.
 //!
-//! Conversion is pure: it gives task blocks (markdown) that [`merge`] appends after the existing
-//! tasks, leaving out those whose id (or text, without an id) is already there.
+//! Conversion is pure: it gives task blocks (markdown) that [`merge()`] appends after the existing
+//! tasks, leaving out exact duplicates and giving a task whose id is taken a new one.
 
 use serde_json::{Map, Value};
 
 use super::tasks::{self, TaskList};
 
+mod merge;
+
+pub(crate) use merge::merge;
+
 /// A task list read from another tool, as ralph task blocks.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Imported {
-    /// `prd.json`, `tasks.json` or `markdown`.
+    /// `ralph`, `prd.json`, `tasks.json` or `markdown`.
     pub(crate) format: &'static str,
     /// One block per task: `- [ ] text` and its property lines, each line ending in `\n`.
     pub(crate) blocks: Vec<String>,
@@ -27,7 +32,7 @@ pub(crate) struct Imported {
 }
 
 /// What the formats expect, for error messages.
-const EXPECTED: &str = "a prd.json (an object with \"userStories\"), a tasks.json (a list of {\"content\", \"status\"}) or a markdown task list (\"- [ ] …\" lines)";
+const EXPECTED: &str = "a prd.json (an object with \"userStories\"), a tasks.json (a list of {\"content\", \"status\"}), ralph's --export json or a markdown task list (\"- [ ] …\" lines)";
 
 /// Converts a file's text; `Err` is one line saying what is wrong and what was expected.
 pub(crate) fn convert(text: &str) -> Result<Imported, String> {
@@ -85,8 +90,10 @@ fn from_json(value: &Value) -> Result<Imported, String> {
             .find_map(|key| map.get(*key).and_then(Value::as_array)),
         _ => None,
     };
+    let all_have = |items: &[Value], key: &str| items.iter().all(|item| item.get(key).is_some());
     match items {
-        Some(items) if items.iter().all(|item| item.get("content").is_some()) => todo_items(items),
+        Some(items) if all_have(items, "content") => todo_items(items),
+        Some(items) if all_have(items, "text") => exported(items),
         _ => Err(format!(
             "it is JSON but none of the formats ralph imports; expected {EXPECTED}"
         )),
@@ -219,6 +226,94 @@ fn todo_items(items: &[Value]) -> Result<Imported, String> {
     })
 }
 
+/// ralph's own export: `text`, `status`, every property line as it was (`properties`), and the
+/// subtasks. An export without `properties` (an older ralph's) gives its `id` and `blocked_by`.
+fn exported(items: &[Value]) -> Result<Imported, String> {
+    let mut blocks = Vec::with_capacity(items.len());
+    for (at, item) in items.iter().enumerate() {
+        let item = item
+            .as_object()
+            .ok_or_else(|| format!("task {} is not an object", at + 1))?;
+        let text = (item.get("text").and_then(Value::as_str))
+            .map(one_line)
+            .filter(|text| !text.is_empty())
+            .ok_or_else(|| format!("task {} has no \"text\"", at + 1))?;
+        let properties = match item.get("properties").and_then(Value::as_array) {
+            Some(lines) => lines
+                .iter()
+                .filter_map(|line| {
+                    let key = line.get("key").and_then(text_of)?;
+                    let value = line.get("value").and_then(text_of).unwrap_or_default();
+                    Some((property_key(&key), one_line(&value)))
+                })
+                .collect(),
+            None => id_and_blockers(item, &text),
+        };
+        let mut block = block(exported_status(item.get("status")), &text, &properties);
+        for subtask in item
+            .get("subtasks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(text) = subtask.get("text").and_then(Value::as_str).map(one_line)
+                && !text.is_empty()
+            {
+                let status = exported_status(subtask.get("status"));
+                block.push_str(&format!("  - [{status}] {text}\n"));
+            }
+        }
+        blocks.push(block);
+    }
+    Ok(Imported {
+        format: "ralph",
+        blocks,
+        note: None,
+    })
+}
+
+/// The box of an exported status (`complete`, `in_progress`, `failed`, else todo).
+fn exported_status(status: Option<&Value>) -> char {
+    match status.and_then(Value::as_str) {
+        Some("complete") => 'x',
+        Some("in_progress") => '/',
+        Some("failed") => '!',
+        _ => ' ',
+    }
+}
+
+/// An export's `id` (when its text does not give it already) and `blocked_by`, as properties.
+fn id_and_blockers(item: &Map<String, Value>, text: &str) -> Vec<(String, String)> {
+    let mut properties = Vec::new();
+    let from_text = TaskList::parse(&format!("- [ ] {text}\n"))
+        .tasks
+        .first()
+        .and_then(|task| task.id().map(str::to_owned));
+    if let Some(id) = item.get("id").and_then(text_of)
+        && from_text.as_deref() != Some(id.as_str())
+    {
+        properties.push((tasks::ID.to_owned(), one_line(&id)));
+    }
+    let blockers: Vec<String> = (item.get("blocked_by").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .filter_map(text_of)
+        .collect();
+    if !blockers.is_empty() {
+        properties.push((tasks::BLOCKED_BY.to_owned(), blockers.join(", ")));
+    }
+    properties
+}
+
+/// A property key as it was when it is one (`max_iterations`), else made one (`snake`).
+fn property_key(key: &str) -> String {
+    if tasks::is_property_key(key) {
+        key.to_owned()
+    } else {
+        snake(key)
+    }
+}
+
 /// Every field not in `known` (nor `also`), as a property: `activeForm` → `active_form: …`.
 fn other_fields(map: &Map<String, Value>, known: &[&str], also: &str) -> Vec<(String, String)> {
     map.iter()
@@ -303,40 +398,6 @@ fn markdown_blocks(text: &str) -> Vec<String> {
             block
         })
         .collect()
-}
-
-/// What an import adds to the task file: the new content, and how many tasks were added and
-/// left out (their id, or their text when they have none, is in the list already).
-pub(crate) fn merge(current: Option<&[u8]>, imported: &Imported) -> (Vec<u8>, usize, usize) {
-    let existing = current.map(|bytes| TaskList::parse(&String::from_utf8_lossy(bytes)));
-    let mut seen: Vec<String> = existing
-        .iter()
-        .flat_map(|list| list.tasks.iter().map(|task| task.key().to_owned()))
-        .collect();
-    let mut added = String::new();
-    let (mut count, mut skipped) = (0, 0);
-    for block in &imported.blocks {
-        let key = TaskList::parse(block)
-            .tasks
-            .first()
-            .map(|task| task.key().to_owned())
-            .unwrap_or_default();
-        if seen.contains(&key) {
-            skipped += 1;
-            continue;
-        }
-        seen.push(key);
-        added.push_str(block);
-        count += 1;
-    }
-    let mut bytes = tasks::appendable(current);
-    if count > 0 {
-        if let Some(note) = &imported.note {
-            bytes.extend_from_slice(format!("{note}\n").as_bytes());
-        }
-        bytes.extend_from_slice(added.as_bytes());
-    }
-    (bytes, count, skipped)
 }
 
 #[cfg(test)]

@@ -236,6 +236,7 @@ fn write_atomic_with(
         .prefix(".tmp")
         .permissions(fs::Permissions::from_mode(mode))
         .tempfile_in(dir)
+        .map_err(os_reason)
         .with_context(|| format!("failed to create a temporary file in `{}`", dir.display()))?;
     temp.write_all(contents)
         .and_then(|()| {
@@ -250,6 +251,16 @@ fn write_atomic_with(
         .map_err(|err| err.error)
         .with_context(|| format!("failed to replace `{}`", path.display()))?;
     Ok(())
+}
+
+/// The OS's reason for an error of the `tempfile` crate, without the path it adds (the
+/// temporary file's, which means nothing to anyone).
+fn os_reason(err: io::Error) -> io::Error {
+    let text = err.to_string();
+    match text.split_once(" at path ") {
+        Some((reason, _)) => io::Error::new(err.kind(), reason.to_owned()),
+        None => err,
+    }
 }
 
 /// Writes `value` as pretty JSON (2-space indent) with a trailing newline.
@@ -368,6 +379,15 @@ pub(crate) fn remove_file(path: &Path) -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_atomic_write_that_cannot_start_names_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = write_atomic(&dir.path().join("nodir/x.html"), b"x").unwrap_err();
+        let text = format!("{error:#}");
+        assert!(text.contains("No such file or directory"), "{text}");
+        assert!(!text.contains("at path"), "{text}");
+    }
 
     #[test]
     fn atomic_write_creates_private_files_and_replaces_content() {

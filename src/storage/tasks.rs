@@ -345,29 +345,39 @@ pub(crate) fn task_ids(list: &TaskList) -> Vec<String> {
     ids
 }
 
-/// Whether `id` can name a branch and a directory as it is.
+/// What a safe id is made of, for messages.
+pub(crate) const ID_RULE: &str = "letters (of any script), digits, '-', '_' or '.', at most 60 of them, not starting with '-' or '.', not ending with '.' or '.lock', without '..'";
+
+/// Whether `id` can name a branch and a directory as it is (see [`ID_RULE`]).
 pub(crate) fn is_ref_safe(id: &str) -> bool {
     !id.is_empty()
-        && id.len() <= 60
+        && id.chars().count() <= 60
         && !id.starts_with(['-', '.'])
         && !id.ends_with(['.', '/'])
         && !id.contains("..")
         && !id.ends_with(".lock")
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// Lower-case ASCII letters and digits joined by single dashes, at most 40 characters.
+/// An id made from text: its letters and digits (of any script) in lower case, every run of
+/// other characters one dash, at most 40 characters (`Write the parser!` → `write-the-parser`,
+/// `实现用户认证` → `实现用户认证`); `task` when nothing is left.
 pub(super) fn slug(text: &str) -> String {
     let mut slug = String::new();
+    let mut length = 0;
     for c in text.chars() {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c.to_ascii_lowercase());
+        if c.is_alphanumeric() {
+            for lower in c.to_lowercase() {
+                slug.push(lower);
+                length += 1;
+            }
         } else if !slug.is_empty() && !slug.ends_with('-') {
             slug.push('-');
+            length += 1;
         }
-        if slug.len() >= 40 {
+        if length >= 40 {
             break;
         }
     }
@@ -389,13 +399,18 @@ fn checkbox(line: &str) -> Option<(char, &str)> {
 }
 
 /// `- key: value` → (key, value), with `key` an identifier.
-fn property(line: &str) -> Option<(&str, &str)> {
+pub(super) fn property(line: &str) -> Option<(&str, &str)> {
     let (key, value) = line.strip_prefix("- ")?.split_once(':')?;
+    is_property_key(key).then(|| (key, value.trim()))
+}
+
+/// Whether `key` can be a property's key: an identifier (`max_iterations`).
+pub(super) fn is_property_key(key: &str) -> bool {
     let mut chars = key.chars();
-    let first = chars.next()?;
-    let valid = (first.is_ascii_alphabetic() || first == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    valid.then(|| (key, value.trim()))
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The content of a task file ralph creates: the heading and a one-line hint.
@@ -746,6 +761,27 @@ mod tests {
                 "task"
             ]
         );
+    }
+
+    #[test]
+    fn ids_from_text_keep_letters_of_every_script() {
+        let list = TaskList::parse(
+            "- [ ] 实现用户认证\n- [ ] 编写文档\n- [ ] Ünïcödé façade — naïve café\n- [ ] Привет мир\n",
+        );
+        assert_eq!(
+            task_ids(&list),
+            [
+                "实现用户认证",
+                "编写文档",
+                "ünïcödé-façade-naïve-café",
+                "привет-мир"
+            ]
+        );
+        assert!(is_ref_safe("实现"));
+        assert!(!is_ref_safe(".integrate"));
+        assert!(is_ref_safe(&"认".repeat(60)));
+        assert!(!is_ref_safe(&"认".repeat(61)));
+        assert_eq!(slug(&"长".repeat(50)).chars().count(), 40);
     }
 
     #[test]

@@ -180,3 +180,132 @@ fn broken_empty_or_a_directory_is_one_line_exit_1_and_the_list_untouched() {
         assert_eq!(tasks_file(&env), before, "{file}");
     }
 }
+
+/// The `tasks` of an export, without what depends on the list around them.
+fn exported_tasks(env: &TestEnv) -> serde_json::Value {
+    let run = env.run(&["--export", "json"]);
+    run.assert_code(0);
+    let listed: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    listed["tasks"].clone()
+}
+
+#[test]
+fn an_export_imports_back_with_every_task_setting() {
+    let env = TestEnv::new();
+    fs::write(
+        env.work().join("roadmap.md"),
+        "- [ ] **task-001**: Implement auth\n  - max_iterations: 30\n  - completion_promise: AUTH_DONE\n  - timeout: 60min\n  - success: All tests pass\n  - cli: codex\n  - [x] routes\n- [/] Write docs\n  - id: docs\n  - blocked_by: task-001\n  - agent: claude\n  - model: sonnet\n  - promise: DOCS\n  - verify: test -f README\n  - max_attempts: 3\n  - priority: 2\n- [!] Ship\n  - ralph: false\n  - note: failed after 1 attempts\n",
+    )
+    .unwrap();
+    env.run(&["--import", "roadmap.md"]).assert_code(0);
+    let tasks = exported_tasks(&env);
+    let keys: Vec<&str> = tasks[1]["properties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|property| property["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "id",
+            "blocked_by",
+            "agent",
+            "model",
+            "promise",
+            "verify",
+            "max_attempts",
+            "priority"
+        ]
+    );
+    fs::write(
+        env.work().join("tasks-export.json"),
+        env.run(&["--export", "json"]).stdout(),
+    )
+    .unwrap();
+
+    // From a file into a new list, and through a pipe into a third.
+    let second = TestEnv::new();
+    let file = env.work().join("tasks-export.json");
+    let run = second.run(&["--import", file.to_str().unwrap()]);
+    run.assert_code(0);
+    assert!(
+        run.stdout().contains("📥 Imported 3 tasks from "),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(exported_tasks(&second), tasks);
+    let third = TestEnv::new();
+    let piped = env.run(&["--export", "json"]).stdout();
+    let run = third.run_piped(&["--import", "-"], piped.as_bytes(), |_| {});
+    run.assert_code(0);
+    assert!(
+        run.stdout()
+            .contains("Imported 3 tasks from standard input (ralph)"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(exported_tasks(&third), tasks);
+    // Into the list it came from: nothing is added.
+    let again = env.run(&["--import", "tasks-export.json"]);
+    again.assert_code(0);
+    assert!(
+        again.stdout().contains("Imported 0 tasks"),
+        "{}",
+        again.stdout()
+    );
+}
+
+#[test]
+fn taken_ids_get_new_ones_and_every_import_flag_counts() {
+    let env = TestEnv::new();
+    let session = |name: &str, letter: &str| {
+        let items: Vec<String> = (1..=3)
+            .map(|n| {
+                let blocked = if n > 1 {
+                    format!(", \"blockedBy\": [\"#{}\"]", n - 1)
+                } else {
+                    String::new()
+                };
+                format!("{{\"id\": \"#{n}\", \"content\": \"{letter} {n}\", \"status\": \"pending\"{blocked}}}")
+            })
+            .collect();
+        fs::write(env.work().join(name), format!("[{}]", items.join(","))).unwrap();
+    };
+    session("tasks.json", "A");
+    session("other-session.json", "B");
+    let run = env.run(&["--import", "tasks.json", "--import", "other-session.json"]);
+    run.assert_code(0);
+    let stdout = run.stdout();
+    assert!(
+        stdout.contains("📥 Imported 3 tasks from tasks.json (tasks.json)\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("📥 Imported 3 tasks from other-session.json (tasks.json); 3 had an id already in use and got a new one: 1 → 1-2, 2 → 2-2, 3 → 3-2"),
+        "{stdout}"
+    );
+    let content = tasks_file(&env);
+    assert!(
+        content.contains("- [ ] B 3\n  - id: 3-2\n  - blocked_by: 2-2\n"),
+        "{content}"
+    );
+    let again = env.run(&["--import", "other-session.json"]);
+    assert!(
+        again
+            .stdout()
+            .contains("Imported 0 tasks from other-session.json (tasks.json); left out 3 tasks already in the list"),
+        "{}",
+        again.stdout()
+    );
+    // One file that cannot be imported: none is, and the list is untouched.
+    fs::write(env.work().join("bad.json"), "{}").unwrap();
+    let refused = env.run(&["--import", "tasks.json", "--import", "bad.json"]);
+    refused.assert_code(1);
+    assert!(
+        refused.stderr().contains("cannot import bad.json"),
+        "{}",
+        refused.stderr()
+    );
+    assert_eq!(tasks_file(&env), content);
+}

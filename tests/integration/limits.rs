@@ -499,23 +499,27 @@ fn a_far_usage_limit_hands_the_iteration_to_the_fallback_agent_at_once() {
         (Some("claude-code"), Some(1))
     );
     assert_eq!(first["failure"]["kind"], "rate limit");
+    let message = first["failure"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Claude AI usage limit reached (resets ") && !message.contains('|'),
+        "{message}"
+    );
     assert_eq!(
         (second["agent"].as_str(), second["iteration"].as_u64()),
         (Some("codex"), Some(1))
     );
     assert_eq!(second["completion_detected"], true);
-    // The split per agent, on the end line and in --status.
+    // The split per agent, on the end line and in --status (the refused attempt's $0 for no
+    // tokens is not shown).
     assert!(
         run.stdout()
-            .contains("   Claude Code: 1 iteration · $0.0000\n   Codex: 1 iteration"),
+            .contains("   Claude Code: 1 iteration\n   Codex: 1 iteration"),
         "{}",
         run.stdout()
     );
     let status = env.run(&["--status"]).stdout();
     assert!(
-        status.contains(
-            "   By agent:\n     Claude Code: 1 iteration · $0.0000\n     Codex: 1 iteration"
-        ),
+        status.contains("   By agent:\n     Claude Code: 1 iteration\n     Codex: 1 iteration"),
         "{status}"
     );
     let json: serde_json::Value =
@@ -592,4 +596,32 @@ fn every_agent_limited_waits_for_the_earliest_reset() {
         retried_at.timestamp() >= now + 2,
         "retried before the reset: {retried_at}"
     );
+}
+
+#[test]
+fn every_agent_limited_without_a_reset_time_waits_at_most_the_retry_max_wait() {
+    let env = TestEnv::new();
+    env.agent_script(Some(1), &claude_result(429, "rate limit exceeded"));
+    env.agent_script(Some(2), &codex_failed("rate limit exceeded (429)"));
+    let started = Instant::now();
+    let run = claude_with_codex_fallback(
+        &env,
+        &["--retry-max-wait", "300ms", "--max-iterations", "1"],
+        3,
+    );
+    run.assert_code(0);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "waited {:?}: {}",
+        started.elapsed(),
+        run.stdout()
+    );
+    assert_eq!(env.agent_calls(), 3);
+    assert!(
+        run.stderr()
+            .contains("Every agent is out of quota, and the first limit to end gave no reset time"),
+        "{}",
+        run.stderr()
+    );
+    assert!(!run.stdout().contains("5:00"), "{}", run.stdout());
 }

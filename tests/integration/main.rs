@@ -22,6 +22,7 @@ mod parallel_runs;
 mod real_agents;
 mod real_agents_support;
 mod report;
+mod rough_edges;
 mod run_loop;
 mod settings;
 mod signals;

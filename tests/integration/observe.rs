@@ -100,7 +100,9 @@ fn log_shows_an_iteration_raw_as_records_or_as_it_was_shown() {
     let missing = env.run(&["--log", "9"]);
     missing.assert_code(1);
     assert!(
-        missing.stderr().contains("iteration 9 has no log"),
+        missing
+            .stderr()
+            .contains("there is no iteration 9: the loop here ran"),
         "{}",
         missing.stderr()
     );

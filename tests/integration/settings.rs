@@ -271,6 +271,15 @@ struct TaskSchema {
     blocked_by: Vec<String>,
     waiting_for: Vec<String>,
     subtasks: Vec<SubtaskSchema>,
+    properties: Vec<PropertySchema>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "the fields are checked by deserialising")]
+struct PropertySchema {
+    key: String,
+    value: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -448,7 +448,8 @@ fn claim_notices(data: &Data) -> Vec<Notice<'_>> {
         Notice::PushFailed(
             "git push origin ralph/api failed (fatal: could not read from remote repository.)",
         ),
-        Notice::FallbackAllLimited(at(14, 30)),
+        Notice::FallbackAllLimited(Some(at(14, 30))),
+        Notice::FallbackAllLimited(None),
         Notice::RetryWaitOver,
     ]
 }

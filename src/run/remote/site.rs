@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::error::fail;
 use crate::git::Repo;
-use crate::output::ClaimLine;
+use crate::output::{BoardLine, ClaimLine};
 use crate::storage;
 use crate::storage::tasks::{self, TaskList};
 
@@ -28,17 +28,12 @@ impl Site {
             fail("a worker runs in a clone of the shared repository, and this is not a git repository; clone it first (git clone URL)")
         })?;
         if !repo.has_remote(remote) {
-            return Err(fail(format!(
-                "this clone has no git remote named '{remote}'; add it (git remote add {remote} URL) or name yours with --remote NAME"
-            ))
-            .into());
+            return Err(no_such_remote(&repo, remote).into());
         }
-        let base = match base {
-            Some(base) => base.to_owned(),
-            None => repo
-                .remote_default_branch(remote)
-                .map_err(|why| unreachable_remote(remote, &why))?,
-        };
+        let branches = repo
+            .remote_branches(remote)
+            .map_err(|why| unreachable_remote(remote, &why))?;
+        let base = choose_base(&repo, remote, base, &branches)?;
         let tasks_path = format!(
             "{}{}/{}",
             repo.prefix(),
@@ -100,6 +95,69 @@ impl Site {
     }
 }
 
+/// `--remote` names no remote of this clone: perhaps it is the remote's URL or path.
+fn no_such_remote(repo: &Repo, remote: &str) -> crate::error::Error {
+    let url = remote.contains(['/', ':', '\\', '@']) || remote.ends_with(".git");
+    if !url {
+        return fail(format!(
+            "this clone has no git remote named '{remote}'; add it (git remote add {remote} URL) or name yours with --remote NAME"
+        ));
+    }
+    let (name, then) = if repo.has_remote("origin") {
+        ("shared", "run again with --remote shared")
+    } else {
+        (
+            "origin",
+            "run again without --remote (origin is the default)",
+        )
+    };
+    fail(format!(
+        "--remote takes the name of one of this clone's git remotes, and '{remote}' looks like a URL or a path; add it as a remote (git remote add {name} {remote}), then {then}"
+    ))
+}
+
+/// The base branch: `--base`, else the remote's default branch; the remote must have it.
+/// `branches`: the remote's branches.
+fn choose_base(
+    repo: &Repo,
+    remote: &str,
+    base: Option<&str>,
+    branches: &[String],
+) -> Result<String, crate::error::Error> {
+    let own: Vec<&str> = (branches.iter().map(String::as_str))
+        .filter(|branch| !branch.starts_with("ralph/"))
+        .collect();
+    let here = repo.current_branch().unwrap_or_else(|| "main".to_owned());
+    if own.is_empty() {
+        return Err(fail(format!(
+            "the git remote '{remote}' has no branch yet, so no task list to take tasks from; push yours with the task list on it (git push {remote} {here}), or pass --base BRANCH once it has one"
+        )));
+    }
+    let shown = |list: &[&str]| {
+        let mut shown: Vec<String> = list.iter().take(5).map(|b| format!("'{b}'")).collect();
+        if list.len() > 5 {
+            shown.push(format!("{} more", list.len() - 5));
+        }
+        shown.join(", ")
+    };
+    let base = match base {
+        Some(base) => base.to_owned(),
+        None => repo.remote_default_branch(remote).map_err(|why| {
+            fail(format!(
+                "cannot tell the default branch of the git remote '{remote}' ({why}); pass --base with one of its branches: {}",
+                shown(&own)
+            ))
+        })?,
+    };
+    if branches.contains(&base) {
+        return Ok(base);
+    }
+    Err(fail(format!(
+        "the git remote '{remote}' has no branch '{base}'; push it (git push {remote} {base}), or pass --base with one of its branches: {}",
+        shown(&own)
+    )))
+}
+
 pub(super) fn unreachable_remote(remote: &str, why: &str) -> crate::error::Error {
     fail(format!(
         "cannot use the git remote '{remote}': {why}; check its URL and your access (git remote -v), then start the worker again"
@@ -130,11 +188,15 @@ pub(crate) fn remote_status(
             task: seen.id,
         })
         .collect();
-    let board: Vec<String> = list
+    let board: Vec<BoardLine> = list
         .tasks
         .iter()
         .zip(tasks::task_ids(&list))
-        .map(|(task, id)| format!("{} {id}  {}", task.status.icon(), task.text))
+        .map(|(task, id)| BoardLine {
+            icon: task.status.icon(),
+            id,
+            text: task.text.clone(),
+        })
         .collect();
     Ok(RemoteBoard {
         remote: remote.to_owned(),
@@ -152,5 +214,5 @@ pub(crate) struct RemoteBoard {
     pub(crate) claims: Vec<ClaimLine>,
     pub(crate) now: chrono::DateTime<chrono::Utc>,
     /// One line per task: its box, id and description.
-    pub(crate) board: Vec<String>,
+    pub(crate) board: Vec<BoardLine>,
 }

@@ -29,8 +29,9 @@ fn a_prd_imports_in_priority_order_with_boxes_success_lines_and_every_field() {
         imported.note.as_deref(),
         Some("<!-- From prd.json: branch_name: ralph/shop; project: Shop -->")
     );
-    let (first, added, skipped) = merge(None, &imported);
-    assert_eq!((added, skipped), (4, 0));
+    let merged = merge(None, &imported);
+    assert_eq!((merged.added, merged.skipped), (4, 0));
+    let first = merged.content;
     let list = TaskList::parse(&String::from_utf8_lossy(&first));
     assert_eq!(list.tasks.len(), 4);
     assert_eq!(
@@ -38,9 +39,9 @@ fn a_prd_imports_in_priority_order_with_boxes_success_lines_and_every_field() {
         Some("Card payments work; Typecheck passes")
     );
     // A second import adds nothing and changes nothing.
-    let (second, added, skipped) = merge(Some(&first), &imported);
-    assert_eq!((added, skipped), (0, 4));
-    assert_eq!(second, first);
+    let second = merge(Some(&first), &imported);
+    assert_eq!((second.added, second.skipped), (0, 4));
+    assert_eq!(second.content, first);
 }
 
 #[test]
@@ -56,8 +57,9 @@ fn a_tasks_json_imports_with_blockers_the_tasks_mode_honours() {
         imported.blocks[2],
         "- [ ] Document it\n  - id: 3\n  - blocked_by: 2, 1\n  - active_form: Documenting\n"
     );
-    let (content, added, _) = merge(Some(b"# Ralph Tasks\n\n- [ ] Existing task\n"), &imported);
-    assert_eq!(added, 3);
+    let merged = merge(Some(b"# Ralph Tasks\n\n- [ ] Existing task\n"), &imported);
+    assert_eq!(merged.added, 3);
+    let content = merged.content;
     let list = TaskList::parse(&String::from_utf8_lossy(&content));
     assert_eq!(
         list.tasks[0].text, "Existing task",
@@ -86,8 +88,9 @@ fn a_roadmap_imports_its_tasks_as_written() {
         "{}",
         imported.blocks[0]
     );
-    let (content, added, _) = merge(None, &imported);
-    assert_eq!(added, 2);
+    let merged = merge(None, &imported);
+    assert_eq!(merged.added, 2);
+    let content = merged.content;
     let list = TaskList::parse(&String::from_utf8_lossy(&content));
     assert_eq!(list.tasks[0].id(), Some("task-001"));
     assert_eq!(list.tasks[0].agent(), Some("codex"));
@@ -141,4 +144,89 @@ fn what_is_not_a_task_list_is_one_line_saying_where_it_broke() {
     for message in [broken, convert("").unwrap_err()] {
         assert!(!message.contains('\n'), "{message}");
     }
+}
+
+#[test]
+fn ralph_s_own_export_imports_with_every_property() {
+    let export = r#"{"file": "found", "total": 2, "tasks": [
+      {"number": 1, "status": "in_progress", "text": "**task-001**: Implement auth", "id": "task-001",
+       "blocked_by": [], "waiting_for": [], "subtasks": [{"status": "complete", "text": "routes"}],
+       "properties": [{"key": "max_iterations", "value": "30"}, {"key": "cli", "value": "codex"},
+                      {"key": "note", "value": "first"}, {"key": "note", "value": "second"}]},
+      {"number": 2, "status": "failed", "text": "Docs", "id": "docs", "blocked_by": ["task-001"],
+       "waiting_for": ["task-001"], "subtasks": [],
+       "properties": [{"key": "id", "value": "docs"}, {"key": "blocked_by", "value": "task-001"},
+                      {"key": "ralph", "value": "false"}]}
+    ]}"#;
+    let imported = convert(export).unwrap();
+    assert_eq!(imported.format, "ralph");
+    assert_eq!(
+        imported.blocks,
+        [
+            "- [/] **task-001**: Implement auth\n  - max_iterations: 30\n  - cli: codex\n  - note: first\n  - note: second\n  - [x] routes\n",
+            "- [!] Docs\n  - id: docs\n  - blocked_by: task-001\n  - ralph: false\n",
+        ]
+    );
+    // An export without `properties` (an older ralph's) keeps its id and blockers.
+    let older = r#"{"tasks": [{"status": "todo", "text": "Build", "id": "b", "blocked_by": ["a"]},
+      {"status": "todo", "text": "**x-1**: Prefixed", "id": "x-1", "blocked_by": []}]}"#;
+    assert_eq!(
+        convert(older).unwrap().blocks,
+        [
+            "- [ ] Build\n  - id: b\n  - blocked_by: a\n",
+            "- [ ] **x-1**: Prefixed\n"
+        ]
+    );
+    assert!(
+        convert(r#"{"tasks": [{"text": ""}]}"#)
+            .unwrap_err()
+            .contains("has no \"text\"")
+    );
+}
+
+#[test]
+fn a_taken_id_gets_a_new_one_and_only_exact_duplicates_are_left_out() {
+    let mine =
+        b"# Ralph Tasks\n\n- [ ] A one\n  - id: 1\n- [ ] A two\n  - id: 2\n  - blocked_by: 1\n";
+    let other = convert(
+        r##"[{"id": "#1", "content": "B one", "status": "pending"},
+            {"id": "#2", "content": "A two", "status": "pending"},
+            {"id": "#3", "content": "B three", "status": "pending", "blockedBy": ["#1", "#2", "#9"]},
+            {"id": "#1", "content": "B again", "status": "pending"}]"##,
+    )
+    .unwrap();
+    let merged = merge(Some(mine), &other);
+    assert_eq!(
+        (merged.added, merged.skipped),
+        (3, 1),
+        "A two is the same task"
+    );
+    assert_eq!(
+        merged.renamed,
+        [
+            ("1".to_owned(), "1-2".to_owned()),
+            ("1".to_owned(), "1-3".to_owned())
+        ]
+    );
+    let content = String::from_utf8(merged.content).unwrap();
+    assert!(
+        content.ends_with(
+            "- [ ] B one\n  - id: 1-2\n- [ ] B three\n  - id: 3\n  - blocked_by: 1-2, 2, 9\n- [ ] B again\n  - id: 1-3\n"
+        ),
+        "{content}"
+    );
+    // Imported again: every task is in the list already, under its new id or its own.
+    let again = merge(Some(content.as_bytes()), &other);
+    assert_eq!((again.added, again.skipped), (0, 4));
+    assert!(again.renamed.is_empty());
+    // A `**id**:` prefix that is taken: an `id` line wins over it.
+    let roadmap =
+        convert("- [ ] **1**: Prefixed\n  - id:\n- [ ] Waits\n  - blocked_by: 1\n").unwrap();
+    let merged = merge(Some(mine), &roadmap);
+    let content = String::from_utf8(merged.content).unwrap();
+    assert!(
+        content.ends_with("- [ ] **1**: Prefixed\n  - id: 1-2\n- [ ] Waits\n  - blocked_by: 1-2\n"),
+        "{content}"
+    );
+    assert_eq!(TaskList::parse(&content).tasks[2].id(), Some("1-2"));
 }
