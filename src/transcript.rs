@@ -246,7 +246,11 @@ impl<'a> Transcript<'a> {
                 }
             }
         } else if !self.display.verbose_tools
-            && self.findings.tools.values().sum::<u64>() != self.tools_summarised
+            && !self.findings.tools.is_empty()
+            // The loop hears the final counts as always (its `tools` event); the terminal leaves
+            // out a line that would say the same again.
+            && (self.tools_hook.is_some()
+                || self.findings.tools.values().sum::<u64>() != self.tools_summarised)
         {
             self.tools_shown();
         }
@@ -732,7 +736,7 @@ mod tests {
     }
 
     #[test]
-    fn the_last_tool_summary_is_not_repeated_at_the_end() {
+    fn the_loop_hears_the_final_tool_counts_and_the_terminal_does_not_repeat_them() {
         let agent = AgentKind::OpenCode.agent();
         let summaries = std::cell::RefCell::new(Vec::new());
         let display = DisplayOptions {
@@ -744,7 +748,22 @@ mod tests {
             .on_tools(|tools| summaries.borrow_mut().push(tools.values().sum::<u64>()));
         feed(&mut transcript, Source::Stdout, &["|  Bash ls", "done"]);
         transcript.finish();
-        assert_eq!(*summaries.borrow(), [1], "shown once, when the tool ran");
+        // When the tool ran, and the final counts (the `tools` events as they always were).
+        assert_eq!(*summaries.borrow(), [1, 1]);
+        // Without a loop to hear them, the final line that says the same again is left out.
+        let (voice, captured) = crate::output::Voice::capturing(false, None, false);
+        let mut transcript = Transcript::new(agent.as_ref(), display, vec![], false)
+            .unwrap()
+            .with_voice(voice);
+        feed(&mut transcript, Source::Stdout, &["|  Bash ls", "done"]);
+        transcript.finish();
+        let tool_lines = captured
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| line.contains("| Tools"))
+            .count();
+        assert_eq!(tool_lines, 1);
         // A tool counted after the last summary is told at the end.
         let summaries = std::cell::RefCell::new(Vec::new());
         let mut transcript = Transcript::new(agent.as_ref(), display, vec![], false)

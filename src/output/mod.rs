@@ -107,11 +107,17 @@ impl Reporter for JsonLines {
 /// The terminal: the human lines of each event and notice, in the loop's voice.
 pub(crate) struct Human {
     voice: Voice,
+    /// The tool calls the last `| Tools` line of this iteration counted: a `tools` event that
+    /// says the same again (the final count) is not shown twice.
+    tools_shown: u64,
 }
 
 impl Human {
     pub(crate) fn new(voice: Voice) -> Self {
-        Self { voice }
+        Self {
+            voice,
+            tools_shown: 0,
+        }
     }
 }
 
@@ -119,7 +125,14 @@ impl Reporter for Human {
     fn event(&mut self, stamped: &Stamped<'_>) {
         let out = &self.voice;
         match stamped.event {
-            LoopEvent::Tools { tools } => tool_progress(out, tools),
+            LoopEvent::Tools { tools } => {
+                let calls = tools.values().sum();
+                if calls != self.tools_shown {
+                    self.tools_shown = calls;
+                    tool_progress(out, tools);
+                }
+            }
+            LoopEvent::IterationStarted { .. } => self.tools_shown = 0,
             LoopEvent::Verified(result) => verify_finished(out, result),
             LoopEvent::RetryWait {
                 iteration,
@@ -174,7 +187,6 @@ impl Reporter for Human {
                 remote_worker_ended(out, reason, *exit_code);
             }
             LoopEvent::RunStarted { .. }
-            | LoopEvent::IterationStarted { .. }
             | LoopEvent::IterationFinished(_)
             | LoopEvent::Completed { .. } => {}
         }

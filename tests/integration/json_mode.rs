@@ -164,6 +164,7 @@ fn a_loops_json_lines_are_pinned_byte_for_byte() {
         r#"{"agent":"claude-code","event":"run_started","fallback":[],"iteration":1,"max_iterations":0,"min_iterations":1,"model":null,"resumed":false,"rotation":["claude-code"],"tasks":false,"time":_}"#,
         r#"{"agent":"claude-code","event":"iteration_started","iteration":1,"model":null,"time":_}"#,
         r#"{"event":"tools","time":_,"tools":{"Write":1}}"#,
+        r#"{"event":"tools","time":_,"tools":{"Write":1}}"#,
         r#"{"agent":"claude-code","completion_detected":true,"cost_usd":0.002,"duration_ms":_,"ended_at":_,"errors":[],"event":"iteration_finished","exit_code":0,"files_modified":[],"iteration":1,"log":"logs/0001.jsonl","session_id":"s","started_at":_,"time":_,"tokens":{"cache_read":7,"cache_write":5,"input":200,"output":40},"tools_used":{"Write":1},"turns":2}"#,
         r#"{"event":"completed","iteration":1,"time":_}"#,
         r#"{"agents":{"claude-code":{"cost_usd":0.002,"iterations":1,"last_iteration":1,"tokens":{"cache_read":7,"cache_write":5,"input":200,"output":40}}},"cost_usd":0.002,"event":"run_ended","exit_code":0,"iterations":1,"reason":"completed in 1 iteration","time":_,"tokens":{"cache_read":7,"cache_write":5,"input":200,"output":40},"total_duration_ms":_}"#,

@@ -278,3 +278,26 @@ fn with_json_nothing_human_reaches_stdout() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_tools_event_that_says_the_same_again_is_shown_once_per_iteration() {
+    let (mut human, captured) = human(None);
+    let tools = LoopEvent::Tools {
+        tools: std::collections::BTreeMap::from([("Bash".to_owned(), 2)]),
+    };
+    let started = LoopEvent::IterationStarted {
+        iteration: 2,
+        agent: "opencode".to_owned(),
+        model: None,
+    };
+    for event in [&tools, &tools, &started, &tools] {
+        human.event(&Stamped {
+            time: at(12, 0),
+            task: None,
+            event,
+        });
+    }
+    let lines = captured.lock().unwrap().clone();
+    let shown = lines.iter().filter(|line| line.contains("| Tools")).count();
+    assert_eq!(shown, 2, "once in each iteration: {lines:?}");
+}
