@@ -54,6 +54,7 @@ fn gather(dir: &RalphDir, show_tasks: bool, warn: bool) -> Gathered {
         status::TasksStatus::Hidden
     };
     let running = state.as_ref().is_some_and(|s| s.active) && storage::lock::loop_is_running(dir);
+    let workers = workers(dir, history.as_ref());
     Gathered {
         state,
         history,
@@ -61,7 +62,7 @@ fn gather(dir: &RalphDir, show_tasks: bool, warn: bool) -> Gathered {
         context,
         tasks,
         running,
-        workers: workers(dir),
+        workers,
     }
 }
 
@@ -139,8 +140,14 @@ fn tasks_of(tasks: &status::TasksStatus) -> Option<report::TasksReport> {
 /// The task loops of a run: each loop in `.ralph/worktrees/` (its own `.ralph/` state and
 /// history), then each task the base's history records whose worktree is gone (merged, failed
 /// or stopped), from its records there.
-fn workers(dir: &RalphDir) -> Vec<report::WorkerReport> {
+fn workers(dir: &RalphDir, recent: Option<&history::History>) -> Vec<report::WorkerReport> {
     let mut workers = worktree_loops(dir);
+    // The whole history is read only when its last records are a run's task loops': a long
+    // history of a single loop costs `--status` nothing more.
+    let of_tasks = recent.is_some_and(|h| h.iterations.iter().any(|r| r.task_id.is_some()));
+    if !of_tasks {
+        return workers;
+    }
     let Some(history) = history::load(&dir.history()).ok() else {
         return workers;
     };

@@ -257,7 +257,8 @@ impl Repo {
     pub(super) fn commit(&self, args: &[&str]) -> Result<String, String> {
         let mut all = vec!["commit", "-q"];
         all.extend_from_slice(args);
-        check(self.run(&all), "git commit")?;
+        // Output to files: a kill of ralph must not kill git (or a hook) half way with SIGPIPE.
+        check(self.run_unpiped(&all), "git commit")?;
         self.new_head()
     }
 

@@ -166,11 +166,11 @@ impl Repo {
         child.wait_with_output()
     }
 
-    /// Runs a git command that changes the work tree (a merge, its abort) with its output in
-    /// files, not pipes: if ralph is killed meanwhile, git writing its last line to a closed pipe
+    /// Runs a git command that changes the work tree or the history (a merge, its abort, a
+    /// commit) with its output in files, not pipes: if ralph is killed meanwhile, git writing its last line to a closed pipe
     /// would die of SIGPIPE half way; into a file, it finishes, and what it leaves (a merge
     /// under way, with `MERGE_HEAD`) is for the next start to undo.
-    fn run_unpiped(&self, args: &[&str]) -> std::io::Result<Output> {
+    pub(super) fn run_unpiped(&self, args: &[&str]) -> std::io::Result<Output> {
         use std::io::{Read as _, Seek as _};
         let mut stdout = tempfile::tempfile()?;
         let mut stderr = tempfile::tempfile()?;

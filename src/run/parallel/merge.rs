@@ -104,7 +104,12 @@ impl<'a> Coordinator<'a> {
     /// the task changed (the merge would overwrite them). Said once per task.
     fn waits_for_the_user(&mut self, id: &str, own: &[&str]) -> bool {
         let mine = self.repo.dirty_paths(own).unwrap_or_default();
-        let touched = self.repo.changed_since(&self.base, &branch(id));
+        // What the task changed is asked only when the user has edits in the base.
+        let touched = if mine.is_empty() {
+            Vec::new()
+        } else {
+            self.repo.changed_since(&self.base, &branch(id))
+        };
         let blocking: Vec<String> = mine
             .into_iter()
             .filter(|path| touched.contains(path))
