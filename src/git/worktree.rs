@@ -231,6 +231,11 @@ impl Repo {
         .unwrap_or_default()
     }
 
+    /// Renames branch `from` to `to` (`git branch -m`).
+    pub(crate) fn rename_branch(&self, from: &str, to: &str) -> Result<(), String> {
+        check(self.run(&["branch", "-q", "-m", from, to]), "git branch -m").map(drop)
+    }
+
     /// Removes a task's worktree and, with `delete_branch`, its branch.
     pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) {
         let shown = path.to_string_lossy().into_owned();

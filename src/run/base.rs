@@ -103,40 +103,59 @@ pub(crate) fn sweep(repo: &Repo, dir: &RalphDir) -> Swept {
     swept
 }
 
-/// `--reset`: removes every task worktree (kept when it has uncommitted changes) and every task
-/// branch whose work is all in HEAD; a branch with work the base does not have is kept.
+/// `--reset`: removes every task worktree and branch whose work is all in HEAD; one with work
+/// the base does not have (commits, or uncommitted changes) is set aside, kept on a
+/// `ralph-kept/<id>-reset-<time>` branch (its worktree moved beside), so a new run starts the
+/// task afresh instead of taking that work up.
 pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
     let mut swept = Swept::default();
+    let stamp = crate::model::now().format("%Y%m%d%H%M%S").to_string();
     for (id, merged) in repo.task_branches() {
-        if !merged {
-            let why = format!(
-                "its branch {} has work that is not merged; merge or delete it yourself",
-                branch(&id)
-            );
-            swept.kept.push((id.clone(), why));
+        let path = dir.worktree(&id);
+        if merged && Swept::dirty(&path).is_empty() {
+            swept.remove(repo, dir, &id, true);
+            continue;
         }
-        swept.remove(repo, dir, &id, merged);
+        let keep = format!("ralph-kept/{id}-reset-{stamp}");
+        let moved = dir.worktree(&format!(".kept-{id}-reset-{stamp}"));
+        let kept = if path.join(".git").exists() {
+            repo.set_aside(&path, &branch(&id), &keep, &moved)
+                .map(|()| format!("its work is kept on branch {keep} ({})", moved.display()))
+        } else {
+            repo.rename_branch(&branch(&id), &keep)
+                .map(|()| format!("its work is kept on branch {keep}"))
+        };
+        let why = kept.unwrap_or_else(|why| {
+            format!(
+                "its work could not be set aside ({why}); it stays on {}",
+                branch(&id)
+            )
+        });
+        swept.kept.push((id, why));
     }
     swept
 }
 
 impl Swept {
+    /// The uncommitted changes of the worktree at `path` (ralph's own files aside); none when it
+    /// is gone.
+    fn dirty(path: &std::path::Path) -> Vec<String> {
+        let Some(worktree) = Repo::discover(path).filter(|_| path.join(".git").exists()) else {
+            return Vec::new();
+        };
+        let own = own_files(
+            &worktree,
+            &[storage::TASKS_FILE, storage::progress::PROGRESS_FILE],
+        );
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        worktree.dirty_paths(&own).unwrap_or_default()
+    }
+
     /// Removes task `id`'s worktree unless it has uncommitted changes, and its branch with
     /// `with_branch`.
     pub(crate) fn remove(&mut self, repo: &Repo, dir: &RalphDir, id: &str, with_branch: bool) {
         let path = dir.worktree(id);
-        let worktree = Repo::discover(&path).filter(|_| path.join(".git").exists());
-        let dirty = worktree
-            .as_ref()
-            .and_then(|worktree| {
-                let own = own_files(
-                    worktree,
-                    &[storage::TASKS_FILE, storage::progress::PROGRESS_FILE],
-                );
-                let own: Vec<&str> = own.iter().map(String::as_str).collect();
-                worktree.dirty_paths(&own).ok()
-            })
-            .unwrap_or_default();
+        let dirty = Self::dirty(&path);
         if !dirty.is_empty() {
             let why = format!(
                 ".ralph/worktrees/{id} has uncommitted changes ({})",

@@ -352,3 +352,39 @@ fn a_task_worktree_has_the_bases_submodules_checked_out() {
         "the submodule is checked out in the task's worktree"
     );
 }
+
+#[test]
+fn reset_after_an_interrupted_run_sets_its_work_aside_so_a_new_run_starts_afresh() {
+    let env = setup("- [ ] Write tests\n- [ ] Write tests!\n");
+    interrupt_during_write_tests(&env);
+    let reset = env.run(&["--reset"]);
+    reset.assert_code(0);
+    assert!(
+        reset
+            .stderr()
+            .contains("its work is kept on branch ralph-kept/write-tests-reset-"),
+        "{}",
+        reset.stderr()
+    );
+    assert_eq!(
+        env.git(&["branch", "--list", "ralph/*"]).trim(),
+        "",
+        "no task branch is taken up again"
+    );
+    assert!(!env.ralph_file("worktrees/write-tests").exists());
+    // A new run does the task afresh: the old, uncommitted work is not merged.
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Write tests\n  - id: write-tests\n",
+    )
+    .unwrap();
+    env.git(&["commit", "-qam", "again"]);
+    env.agent_script(None, "");
+    env.run_loop(&["Build", "--tasks", "--parallel", "1"])
+        .assert_code(0);
+    let subjects = env.git(&["log", "--format=%s", "-3"]);
+    assert!(
+        subjects.contains("Ralph: merge task write-tests — Write tests"),
+        "{subjects}"
+    );
+}
