@@ -31,6 +31,9 @@ pub(super) enum OwnMerge {
 /// Refuses (exit 1) to start in a work tree with an operation under way or unmerged paths, with
 /// the one line that says how to end it.
 pub(super) fn refuse_operation_underway(repo: &Repo, own_merge: OwnMerge) -> anyhow::Result<()> {
+    // A git merge or commit that a killed ralph started may still be finishing: it is waited for
+    // (30 s at most), or it would look like an operation of the user's.
+    repo.wait_for_index(std::time::Duration::from_secs(30));
     let Some(underway) = repo.underway() else {
         return Ok(());
     };
