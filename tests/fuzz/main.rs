@@ -98,6 +98,15 @@ fn round(seed: u64) {
     check(&env, seed);
 }
 
+/// `git ARGS` in `dir`, whatever its exit code (`git grep` exits 1 when it finds nothing).
+fn git_raw(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
 /// The invariants every round must keep.
 fn check(env: &TestEnv, seed: u64) {
     let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
@@ -120,12 +129,10 @@ fn check(env: &TestEnv, seed: u64) {
             .count();
         assert_eq!(merges, 1, "seed {seed}: {id} merged once:\n{subjects}");
     }
-    // `git grep` exits 1 when it finds nothing.
-    let markers = std::process::Command::new("git")
-        .args(["grep", "-n", "-e", "^<<<<<<< ", "-e", "^>>>>>>> ", "HEAD"])
-        .current_dir(env.work())
-        .output()
-        .unwrap();
+    let markers = git_raw(
+        &env.work(),
+        &["grep", "-n", "-e", "^<<<<<<< ", "-e", "^>>>>>>> ", "HEAD"],
+    );
     assert!(
         markers.stdout.is_empty(),
         "seed {seed}: no conflict marker committed: {}",
@@ -144,11 +151,7 @@ fn check(env: &TestEnv, seed: u64) {
         })
         .unwrap_or(0);
     assert_eq!(worktrees, 0, "seed {seed}: no task worktree left");
-    let fsck = std::process::Command::new("git")
-        .args(["fsck", "--no-progress"])
-        .current_dir(env.work())
-        .output()
-        .unwrap();
+    let fsck = git_raw(&env.work(), &["fsck", "--no-progress"]);
     assert!(
         fsck.status.success(),
         "seed {seed}: git fsck: {}",
@@ -253,11 +256,7 @@ fn worker_round(seed: u64) {
         "",
         "seed {seed}: no task branch or claim left on the remote"
     );
-    let fsck = std::process::Command::new("git")
-        .args(["fsck", "--no-progress"])
-        .current_dir(&bare)
-        .output()
-        .unwrap();
+    let fsck = git_raw(std::path::Path::new(&bare), &["fsck", "--no-progress"]);
     assert!(
         fsck.status.success(),
         "seed {seed}: git fsck: {}",
