@@ -145,6 +145,60 @@ impl Repo {
         Ok(paths.len())
     }
 
+    /// The submodules a task changed in its worktree at `path`: with changes or new commits
+    /// there, or given another commit on `branch` since it left `base`.
+    pub(crate) fn changed_submodules(&self, path: &Path, base: &str, branch: &str) -> Vec<String> {
+        if !self.root.join(".gitmodules").exists() {
+            return Vec::new();
+        }
+        let mut changed: Vec<String> = Repo::discover(path)
+            .and_then(|worktree| {
+                worktree
+                    .run(&["status", "--porcelain=v2", "--ignore-submodules=none"])
+                    .ok()
+            })
+            .map(|output| {
+                String::from_utf8_lossy(&output.stdout)
+                    .lines()
+                    .filter_map(|line| {
+                        // `1 XY S<c><m><u> … path`: a submodule whose commit, tracked or
+                        // untracked content changed.
+                        let fields: Vec<&str> = line.splitn(9, ' ').collect();
+                        let sub = fields.get(2)?;
+                        (fields[0] == "1" && sub.starts_with('S') && *sub != "S...")
+                            .then(|| fields.get(8).map(|p| (*p).to_owned()))?
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let subs = self.submodule_paths();
+        for path in self.changed_since(base, branch) {
+            if subs.contains(&path) && !changed.contains(&path) {
+                changed.push(path);
+            }
+        }
+        changed
+    }
+
+    /// The paths of the repository's submodules (from `.gitmodules`).
+    fn submodule_paths(&self) -> Vec<String> {
+        self.run(&[
+            "config",
+            "-f",
+            ".gitmodules",
+            "--get-regexp",
+            r"^submodule\..*\.path$",
+        ])
+        .ok()
+        .map(|output| {
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .filter_map(|line| line.split_once(' ').map(|(_, path)| path.to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
     /// Runs `git worktree add ARGS`; when it fails, once more after pruning the records of
     /// worktrees whose folders are gone (one of them may hold the path or the branch).
     pub(super) fn add_worktree_pruned(&self, args: &[&str]) -> Result<(), String> {

@@ -380,6 +380,12 @@ impl<'a> Coordinator<'a> {
 
     /// Marks a task failed in the base (with why), and removes its worktree; its branch is kept.
     fn give_up(&mut self, id: &str, why: &str) {
+        self.record_failure(id, why);
+        self.remove(id, false);
+    }
+
+    /// Marks a task failed in the base (with why), its worktree and branch left as they are.
+    fn record_failure(&mut self, id: &str, why: &str) {
         self.sink.emit(LoopEvent::TaskFailed {
             task: id.to_owned(),
             reason: why.to_owned(),
@@ -399,7 +405,6 @@ impl<'a> Coordinator<'a> {
             });
         }
         self.failed.push(id.to_owned());
-        self.remove(id, false);
     }
 
     /// Removes a task's worktree (and, merged, its branch) — unless work in it is uncommitted.

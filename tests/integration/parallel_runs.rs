@@ -308,9 +308,8 @@ fn a_merge_blocked_by_the_users_own_edit_waits_for_it_and_then_goes_on() {
     );
 }
 
-#[test]
-fn a_task_worktree_has_the_bases_submodules_checked_out() {
-    let env = setup("- [ ] Build\n  - id: build\n");
+/// `env`'s repository with a submodule `lib` (one file, `lib.txt`), committed.
+fn with_submodule(env: &crate::support::TestEnv) {
     let lib = env.path().join("lib");
     fs::create_dir_all(&lib).unwrap();
     let git = |dir: &std::path::Path, args: &[&str]| {
@@ -342,6 +341,12 @@ fn a_task_worktree_has_the_bases_submodules_checked_out() {
         &["submodule", "add", "-q", &lib.display().to_string(), "lib"],
     );
     git(&env.work(), &["commit", "-qm", "submodule"]);
+}
+
+#[test]
+fn a_task_worktree_has_the_bases_submodules_checked_out() {
+    let env = setup("- [ ] Build\n  - id: build\n");
+    with_submodule(&env);
     let seen = env.path().join("seen");
     env.agent_script(None, &format!("ls lib > '{}'", seen.display()));
     env.run_loop(&["Build", "--tasks", "--parallel", "1"])
@@ -386,5 +391,32 @@ fn reset_after_an_interrupted_run_sets_its_work_aside_so_a_new_run_starts_afresh
     assert!(
         subjects.contains("Ralph: merge task write-tests — Write tests"),
         "{subjects}"
+    );
+}
+
+#[test]
+fn a_task_whose_agent_changed_a_submodule_is_not_merged_and_keeps_its_worktree() {
+    let env = setup("- [ ] Patch\n  - id: patch\n- [ ] Docs\n  - id: docs\n");
+    with_submodule(&env);
+    env.agent_script(
+        None,
+        "if [ \"$task\" = Patch ]; then echo patched >> lib/lib.txt; fi",
+    );
+    let run = env.run_loop(&["Build", "--tasks", "--parallel", "2"]);
+    run.assert_code(3);
+    assert!(
+        run.stderr().contains("its agent changed the submodule lib"),
+        "{}",
+        run.stderr()
+    );
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(
+        list.contains("- [!] Patch") && list.contains("- [x] Docs"),
+        "{list}"
+    );
+    let kept = env.ralph_file("worktrees/patch/lib/lib.txt");
+    assert!(
+        fs::read_to_string(kept).unwrap().contains("patched"),
+        "the change is kept"
     );
 }

@@ -38,6 +38,9 @@ impl<'a> Coordinator<'a> {
             self.remove(id, false);
             return Ok(());
         };
+        if self.changed_a_submodule(id) {
+            return Ok(());
+        }
         let message = format!("Ralph: merge task {id} — {}", task.text);
         let own = self.own_files();
         let own: Vec<&str> = own.iter().map(String::as_str).collect();
@@ -98,6 +101,25 @@ impl<'a> Coordinator<'a> {
             Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
         }
         Ok(())
+    }
+
+    /// Whether task `id`'s agent changed a submodule. A submodule is a repository of its own: what
+    /// the agent changed there (its commits live in this worktree's copy of it) cannot be carried
+    /// into the base, so the task is failed, not merged, and its worktree kept, with the fix.
+    fn changed_a_submodule(&mut self, id: &str) -> bool {
+        let submodules =
+            (self.repo).changed_submodules(&self.dir.worktree(id), &self.base, &branch(id));
+        if submodules.is_empty() {
+            return false;
+        }
+        let why = format!(
+            "its agent changed the submodule {}, which ralph cannot carry into {}; the changes are kept in .ralph/worktrees/{id}: commit and push them in the submodule yourself, then merge {}",
+            submodules.join(", "),
+            self.base,
+            branch(id)
+        );
+        self.record_failure(id, &why);
+        true
     }
 
     /// Whether task `id`'s merge must wait: the user has uncommitted edits in the base to files
