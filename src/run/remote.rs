@@ -10,7 +10,7 @@
 //! another worker merged first it merges again; if its claim was taken over it pushes nothing.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ use crate::exit::ExitStatus;
 use crate::git::{Claim, Merge, Pushed, Repo, SeenClaim, Update, claim_ref};
 use crate::output::format;
 use crate::signal::StopFlag;
-use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
+use crate::storage::tasks::{Task, TaskStatus};
 use crate::storage::{self, RalphDir, progress, state};
 
 use super::base;
@@ -217,7 +217,7 @@ impl Session<'_> {
     /// The task's loop, then its merge (resolving conflicts, twice at most).
     fn run_task(&mut self, holder: &mut Holder, task: &Task) -> anyhow::Result<TaskEnd> {
         let id = holder.claim.task.clone();
-        let cwd = self.task_worktree(&id)?;
+        let cwd = self.task_worktree(&id, task)?;
         let mut conflicts = Vec::new();
         let mut tries = 0;
         loop {
@@ -263,21 +263,6 @@ impl Session<'_> {
         }
     }
 
-    /// The task's worktree on `ralph/<id>`, continuing the remote's branch when it has one
-    /// (work pushed by a worker whose claim went stale).
-    fn task_worktree(&self, id: &str) -> anyhow::Result<PathBuf> {
-        let repo = &self.site.repo;
-        let branch = base::branch(id);
-        let pushed = self.site.task_branch(id);
-        let start = match repo.resolve(&pushed) {
-            Some(_) => pushed,
-            None => self.site.base_ref(),
-        };
-        let path = self.dir.worktree(id);
-        repo.add_worktree(&path, &branch, &start).map_err(fail)?;
-        Ok(path.join(repo.prefix()))
-    }
-
     /// Runs the task's loop with the claim kept fresh beside it; `true` when the claim was
     /// taken over meanwhile (the loop was stopped).
     fn work(
@@ -310,35 +295,6 @@ impl Session<'_> {
             (result, beat.join().unwrap_or(false))
         });
         Ok((result, lost))
-    }
-
-    /// Removes the worktrees (and local branches) this clone kept for tasks that are done on the
-    /// base or gone from its list: another worker finished them while this one was away. A
-    /// worktree with uncommitted changes is kept, and said.
-    fn sweep_finished(&self, list: &TaskList) {
-        let ids = tasks::task_ids(list);
-        let finished = |id: &str| {
-            ids.iter()
-                .position(|each| each == id)
-                .is_none_or(|at| list.tasks[at].status == TaskStatus::Complete)
-        };
-        let Ok(entries) = std::fs::read_dir(self.dir.root().join(storage::WORKTREES_DIR)) else {
-            return;
-        };
-        let mut swept = base::Swept::default();
-        for entry in entries.flatten() {
-            let id = entry.file_name().to_string_lossy().into_owned();
-            if id.starts_with('.') || !finished(&id) {
-                continue;
-            }
-            swept.remove(&self.site.repo, self.dir, &id, true);
-        }
-        if !swept.removed.is_empty() || !swept.kept.is_empty() {
-            self.sink.notice(Notice::Swept {
-                removed: &swept.removed,
-                kept: &swept.kept,
-            });
-        }
     }
 
     /// Refreshes the claim every `--claim-heartbeat` until `done`, and passes the user's stop
@@ -627,6 +583,7 @@ mod pick;
 mod site;
 #[cfg(test)]
 mod tests;
+mod worktrees;
 
 pub(crate) use site::remote_status;
 use site::{Site, unreachable_remote};

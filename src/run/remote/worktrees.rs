@@ -1,0 +1,72 @@
+//! A worker's task worktrees in its clone: the one a task runs in (work saved there for another
+//! text of the task set aside first), and those of tasks another worker finished, removed.
+
+use std::path::PathBuf;
+
+use crate::error::fail;
+use crate::event::Notice;
+use crate::storage::identity::Owner;
+use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
+use crate::storage::{self};
+
+use super::super::base;
+use super::Session;
+
+impl Session<'_> {
+    /// The task's worktree on `ralph/<id>`, continuing the remote's branch when it has one
+    /// (work pushed by a worker whose claim went stale).
+    pub(super) fn task_worktree(&self, id: &str, task: &Task) -> anyhow::Result<PathBuf> {
+        let repo = &self.site.repo;
+        // Work this clone saved for another text of the task is set aside, never merged.
+        if let Some(aside) = base::set_aside_if_stale(repo, self.dir, id, task)? {
+            self.sink.notice(Notice::WorkSetAside {
+                task: id,
+                made_for: &aside.made_for,
+                branch: &aside.branch,
+                path: &aside.path,
+            });
+        }
+        let branch = base::branch(id);
+        let pushed = self.site.task_branch(id);
+        let start = match repo.resolve(&pushed) {
+            Some(_) => pushed,
+            None => self.site.base_ref(),
+        };
+        let path = self.dir.worktree(id);
+        repo.add_worktree(&path, &branch, &start).map_err(fail)?;
+        let cwd = path.join(repo.prefix());
+        let own_dir = cwd.join(storage::RALPH_DIR);
+        std::fs::create_dir_all(&own_dir)?;
+        Owner::of(id, &task.text).record(&own_dir)?;
+        Ok(cwd)
+    }
+
+    /// Removes the worktrees (and local branches) this clone kept for tasks that are done on the
+    /// base or gone from its list: another worker finished them while this one was away. A
+    /// worktree with uncommitted changes is kept, and said.
+    pub(super) fn sweep_finished(&self, list: &TaskList) {
+        let ids = tasks::task_ids(list);
+        let finished = |id: &str| {
+            ids.iter()
+                .position(|each| each == id)
+                .is_none_or(|at| list.tasks[at].status == TaskStatus::Complete)
+        };
+        let Ok(entries) = std::fs::read_dir(self.dir.root().join(storage::WORKTREES_DIR)) else {
+            return;
+        };
+        let mut swept = base::Swept::default();
+        for entry in entries.flatten() {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if id.starts_with('.') || !finished(&id) {
+                continue;
+            }
+            swept.remove(&self.site.repo, self.dir, &id, true);
+        }
+        if !swept.removed.is_empty() || !swept.kept.is_empty() {
+            self.sink.notice(Notice::Swept {
+                removed: &swept.removed,
+                kept: &swept.kept,
+            });
+        }
+    }
+}
