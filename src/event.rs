@@ -395,6 +395,13 @@ pub(crate) enum Notice<'a> {
         task: &'a str,
         paths: &'a [String],
     },
+    /// A `--worker` found the task's branch on the remote pushed for another text of the task:
+    /// it is kept on `branch` there, never merged.
+    PushedWorkSetAside {
+        task: &'a str,
+        remote: &'a str,
+        branch: &'a str,
+    },
     /// A `--worker`'s claim is no longer its own: the task's branch is not pushed.
     ClaimLostNoPush,
     ClaimRaceLost {

@@ -24,6 +24,10 @@ pub(crate) struct Claim {
     pub(crate) pid: u32,
     pub(crate) started_at: chrono::DateTime<chrono::Utc>,
     pub(crate) heartbeat_at: chrono::DateTime<chrono::Utc>,
+    /// The fingerprint of the task's text when it was claimed: work pushed under the claim is
+    /// that text's (absent in claims of an older ralph).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fingerprint: Option<String>,
 }
 
 /// A claim as last fetched: the task id, the claim commit, and its record (`None` when the
@@ -210,6 +214,11 @@ impl Repo {
         let shown = path.to_string_lossy().into_owned();
         self.add_worktree_pruned(&["worktree", "add", "-q", "-f", "--detach", &shown, rev])?;
         Self::discover(path).ok_or_else(|| "the integration worktree was not created".to_owned())
+    }
+
+    /// Deletes a remote-tracking ref (`refs/remotes/…`) the next fetch would prune anyway.
+    pub(crate) fn delete_remote_tracking(&self, name: &str) -> Result<(), String> {
+        check(self.run(&["update-ref", "-d", name]), "git update-ref -d").map(drop)
     }
 
     /// Pushes `branch` to the remote only while the claim ref (`claim`: its name and the commit

@@ -282,6 +282,11 @@ impl Reporter for Human {
             Notice::WorktreeKept { task, paths } => worktree_kept(out, task, paths),
             Notice::ClaimRaceLost { task } => claim_race_lost(out, task),
             Notice::ClaimLostNoPush => claim_lost_no_push(out),
+            Notice::PushedWorkSetAside {
+                task,
+                remote,
+                branch,
+            } => pushed_work_set_aside(out, task, remote, branch),
             Notice::ContextPassedOn(tasks) => context_passed_on(out, tasks),
             Notice::ContextNotPassedOn(why) => context_not_passed_on(out, why),
             Notice::BaseMoved { task, base } => base_moved(out, task, base),

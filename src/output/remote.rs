@@ -40,6 +40,13 @@ pub(crate) fn push_failed(out: &Voice, reason: &str) {
     )]);
 }
 
+/// The task's branch on the remote was pushed for another text of the task: kept aside.
+pub(crate) fn pushed_work_set_aside(out: &Voice, task: &str, remote: &str, branch: &str) {
+    out.warn(&[&format!(
+        "[{task}] ⚠️  The work pushed for this task was made for another text of it (the task list changed since); it is kept on {remote}/{branch} and not merged. The task starts afresh."
+    )]);
+}
+
 /// The worker's claim moved on the remote: the task's branch is not pushed.
 pub(crate) fn claim_lost_no_push(out: &Voice) {
     out.warn(&[

@@ -22,6 +22,7 @@ use crate::exit::ExitStatus;
 use crate::git::{Claim, Merge, Pushed, Repo, SeenClaim, Update, claim_ref};
 use crate::output::format;
 use crate::signal::StopFlag;
+use crate::storage::identity::fingerprint;
 use crate::storage::tasks::{Task, TaskStatus};
 use crate::storage::{self, RalphDir, progress, state};
 
@@ -178,6 +179,7 @@ impl Session<'_> {
             pid: std::process::id(),
             started_at: now,
             heartbeat_at: now,
+            fingerprint: Some(fingerprint(&task.text)),
         };
         let expect = over.map_or("", |seen| seen.sha.as_str());
         let pushed = self
@@ -197,6 +199,13 @@ impl Session<'_> {
             description: task.text.clone(),
             taken_over_from: from.map(str::to_owned),
         });
+        // Work a stale claim's worker pushed is this task's only if it was claimed for its text.
+        let made_for_another = (over.and_then(|seen| seen.claim.as_ref()))
+            .and_then(|claim| claim.fingerprint.as_deref())
+            .is_some_and(|was| was != fingerprint(&task.text));
+        if made_for_another {
+            self.set_pushed_work_aside(id)?;
+        }
         let mut holder = Holder { claim, sha };
         let ended = self.run_task(&mut holder, task);
         if ended.is_err() {

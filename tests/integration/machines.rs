@@ -530,3 +530,59 @@ fi
     );
     assert!(remote_tasks(&env).contains("- [x] Solo"));
 }
+
+#[test]
+fn work_pushed_for_another_text_of_a_task_is_set_aside_when_its_claim_is_taken_over() {
+    let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
+    // m1 commits work (pushed to ralph/solo), then hangs; m2 finishes whatever it is given.
+    fs::write(
+        env.agent_dir().join("script"),
+        r#"if [ "$machine" = m1 ]; then
+  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
+  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
+fi
+"#,
+    )
+    .unwrap();
+    let fast = [
+        "--claim-heartbeat",
+        "400ms",
+        "--claim-ttl",
+        "1s",
+        "--max-iterations",
+        "5",
+    ];
+    let mut first = start_worker(&env, "m1", &fast);
+    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The user rewords the task on the base (its id stays).
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Solo, reworded\n  - id: solo\n",
+    )
+    .unwrap();
+    env.git(&["commit", "-qam", "reword"]);
+    env.git(&["push", "-q", &remote(&env), "HEAD:main"]);
+    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &fast));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("was made for another text of it"),
+        "{stderr}"
+    );
+    let bare = remote(&env);
+    let kept = env.git(&[
+        "-C",
+        &bare,
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/heads/ralph-kept/",
+    ]);
+    assert!(kept.contains("refs/heads/ralph-kept/solo-"), "{kept}");
+    assert!(
+        !env.git(&["-C", &bare, "ls-tree", "--name-only", "main"])
+            .contains("m1-work.txt"),
+        "the work made for the old text is not merged"
+    );
+    assert!(remote_tasks(&env).contains("- [x] Solo, reworded"));
+}

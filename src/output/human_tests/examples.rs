@@ -530,6 +530,11 @@ fn run_notices(data: &Data) -> Vec<Notice<'_>> {
         },
         Notice::ClaimRaceLost { task: "api" },
         Notice::ClaimLostNoPush,
+        Notice::PushedWorkSetAside {
+            task: "api",
+            remote: "origin",
+            branch: "ralph-kept/api-20261125120000",
+        },
         Notice::ContextPassedOn(&data.one),
         Notice::ContextPassedOn(&data.two),
         Notice::ContextNotPassedOn(

@@ -108,6 +108,7 @@ variants!(
         WorktreeKept,
         ClaimRaceLost,
         ClaimLostNoPush,
+        PushedWorkSetAside,
         ContextPassedOn,
         ContextNotPassedOn,
         BaseMoved,

@@ -20,6 +20,7 @@ fn claim(id: &str, heartbeat: i64) -> SeenClaim {
         id: id.to_owned(),
         sha: format!("sha-{id}"),
         claim: Some(Claim {
+            fingerprint: None,
             task: id.to_owned(),
             worker: "other-1".to_owned(),
             host: "other".to_owned(),

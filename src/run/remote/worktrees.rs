@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::error::fail;
 use crate::event::Notice;
+use crate::git::Update;
 use crate::storage::identity::Owner;
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self};
@@ -13,6 +14,44 @@ use super::super::base;
 use super::Session;
 
 impl Session<'_> {
+    /// The task's branch on the remote holds work made for another text of the task (the stale
+    /// claim it was pushed under says so): it is kept on `ralph-kept/<id>-<time>` there, never
+    /// merged, and the task starts from the base.
+    pub(super) fn set_pushed_work_aside(&self, id: &str) -> anyhow::Result<()> {
+        let repo = &self.site.repo;
+        let Some(sha) = repo.resolve(&self.site.task_branch(id)) else {
+            return Ok(());
+        };
+        let stamp = crate::model::now().format("%Y%m%d%H%M%S");
+        let kept = format!("ralph-kept/{id}-{stamp}");
+        let updates = [
+            Update {
+                dst: format!("refs/heads/{kept}"),
+                new: Some(&sha),
+                expect: None,
+            },
+            Update {
+                dst: format!("refs/heads/{}", base::branch(id)),
+                new: None,
+                expect: Some(&sha),
+            },
+        ];
+        repo.push(&self.site.remote, &updates).map_err(fail)?;
+        // The local copies of the branch go too, so the task starts from the base (a worktree
+        // of this clone's for the old text is set aside when the task's worktree is made).
+        let path = self.dir.worktree(id);
+        if !path.join(".git").exists() {
+            repo.remove_worktree(&path, &base::branch(id), true);
+        }
+        let _ = repo.delete_remote_tracking(&self.site.task_branch(id));
+        self.sink.notice(Notice::PushedWorkSetAside {
+            task: id,
+            remote: &self.site.remote,
+            branch: &kept,
+        });
+        Ok(())
+    }
+
     /// The task's worktree on `ralph/<id>`, continuing the remote's branch when it has one
     /// (work pushed by a worker whose claim went stale).
     pub(super) fn task_worktree(&self, id: &str, task: &Task) -> anyhow::Result<PathBuf> {
