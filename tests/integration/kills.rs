@@ -102,7 +102,7 @@ fn a_kill_during_a_merge_is_undone_and_the_task_merged_once_on_resume() {
         "config",
         "merge.slow.driver",
         &format!(
-            "touch '{}'; sleep 2; git merge-file -q %A %O %B; s=$?; touch '{}'; exit $s",
+            "touch '{}'; sleep 1; git merge-file -q %A %O %B; s=$?; touch '{}'; exit $s",
             marker.display(),
             done.display()
         ),
