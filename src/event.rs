@@ -372,13 +372,12 @@ pub(crate) enum Notice<'a> {
         task: &'a str,
         files: &'a [String],
     },
-    /// Work saved in a task's worktree was made for another text (`made_for`): it is kept on
-    /// `branch` (its worktree moved to `path`), never merged, and the task starts afresh.
+    /// Work saved for a task was made for another text (`made_for`): it is kept on `branch`,
+    /// never merged, and the task starts afresh.
     WorkSetAside {
         task: &'a str,
         made_for: &'a str,
         branch: &'a str,
-        path: &'a Path,
     },
     /// Worktrees and branches of merged tasks were removed (`removed`), or kept (`kept`: task
     /// and why).

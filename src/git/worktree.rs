@@ -243,26 +243,72 @@ impl Repo {
             .collect()
     }
 
-    /// Sets a task's worktree aside with its work: its branch becomes `keep` (uncommitted changes
-    /// stay in the worktree, which moves to `to`), so `branch` and `path` are free for a fresh
-    /// start.
-    pub(crate) fn set_aside(
-        &self,
-        path: &Path,
-        branch: &str,
-        keep: &str,
-        to: &Path,
-    ) -> Result<(), String> {
+    /// Sets a task's work aside on branch `keep`: in its worktree at `path` (when there is one)
+    /// its uncommitted changes are committed there and the worktree removed; `branch` goes, so
+    /// `branch` and `path` are free for a fresh start and nothing is lost.
+    pub(crate) fn set_aside(&self, path: &Path, branch: &str, keep: &str) -> Result<(), String> {
+        if !path.join(".git").exists() {
+            return self.rename_branch(branch, keep);
+        }
         let worktree =
             Repo::discover(path).ok_or_else(|| format!("{} is no git worktree", path.display()))?;
         check(worktree.run(&["switch", "-q", "-c", keep]), "git switch")?;
-        check(self.run(&["branch", "-q", "-D", branch]), "git branch -D")?;
-        let (from, to) = (path.to_string_lossy(), to.to_string_lossy());
+        check(worktree.run(&["add", "-A"]), "git add")?;
+        if !worktree
+            .run(&["diff", "--cached", "--quiet"])
+            .is_ok_and(|o| o.status.success())
+        {
+            let message = "Ralph: uncommitted work of a task, set aside";
+            check(
+                worktree.run(&["commit", "-q", "--no-verify", "-m", message]),
+                "git commit",
+            )?;
+        }
+        let shown = path.to_string_lossy();
         check(
-            self.run(&["worktree", "move", &from, &to]),
-            "git worktree move",
-        )
-        .map(drop)
+            self.run(&["worktree", "remove", "--force", "--force", &shown]),
+            "git worktree remove",
+        )?;
+        check(self.run(&["branch", "-q", "-D", branch]), "git branch -D").map(drop)
+    }
+
+    /// Records in the repository's config (`branch.<branch>.ralphTask`) the fingerprint of the
+    /// task `branch` is made for; git drops it with the branch.
+    pub(crate) fn set_branch_owner(&self, branch: &str, fingerprint: &str) -> Result<(), String> {
+        let key = format!("branch.{branch}.ralphTask");
+        check(self.run(&["config", &key, fingerprint]), "git config").map(drop)
+    }
+
+    /// The fingerprint `set_branch_owner` recorded for `branch`, if any.
+    pub(crate) fn branch_owner(&self, branch: &str) -> Option<String> {
+        let key = format!("branch.{branch}.ralphTask");
+        let output = self.run(&["config", "--get", &key]).ok()?;
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+
+    /// Whether `rev` has every commit of the local branch `branch`.
+    pub(crate) fn contains(&self, rev: &str, branch: &str) -> bool {
+        self.run(&[
+            "merge-base",
+            "--is-ancestor",
+            &format!("refs/heads/{branch}"),
+            rev,
+        ])
+        .is_ok_and(|output| output.status.success())
+    }
+
+    /// Whether the local branch `branch` exists.
+    pub(crate) fn has_branch(&self, branch: &str) -> bool {
+        self.run(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ])
+        .is_ok_and(|output| output.status.success())
     }
 
     /// The repository-relative paths `branch` changed since it left `base` (`git diff

@@ -273,8 +273,7 @@ impl Reporter for Human {
                 task,
                 made_for,
                 branch,
-                path,
-            } => work_set_aside(out, task, made_for, branch, path),
+            } => work_set_aside(out, task, made_for, branch),
             Notice::Swept { removed, kept } => swept(out, removed, kept),
             Notice::TaskNotRecorded { task, status, why } => {
                 task_not_recorded(out, task, status, why);

@@ -125,16 +125,9 @@ pub(crate) fn merge_waits(out: &Voice, task: &str, files: &[String]) {
 }
 
 /// A task's saved work was made for another text: kept aside, never merged.
-pub(crate) fn work_set_aside(
-    out: &Voice,
-    task: &str,
-    made_for: &str,
-    branch: &str,
-    path: &std::path::Path,
-) {
+pub(crate) fn work_set_aside(out: &Voice, task: &str, made_for: &str, branch: &str) {
     out.warn(&[&format!(
-        "[{task}] ⚠️  The work saved for this task was made for \"{made_for}\" (the task list changed since); it is kept on branch {branch} ({}) and not merged. The task starts afresh.",
-        path.display()
+        "[{task}] ⚠️  The work saved for this task was made for \"{made_for}\" (the task list changed since); it is kept on branch {branch} and not merged. The task starts afresh."
     )]);
 }
 

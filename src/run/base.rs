@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::error::fail;
-use crate::storage::identity::Owner;
+use crate::storage::identity::{self, Owner};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 
@@ -105,7 +105,7 @@ pub(crate) fn sweep(repo: &Repo, dir: &RalphDir) -> Swept {
 
 /// `--reset`: removes every task worktree and branch whose work is all in HEAD; one with work
 /// the base does not have (commits, or uncommitted changes) is set aside, kept on a
-/// `ralph-kept/<id>-reset-<time>` branch (its worktree moved beside), so a new run starts the
+/// `ralph-kept/<id>-reset-<time>` branch (uncommitted changes committed there), so a new run starts the
 /// task afresh instead of taking that work up.
 pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
     let mut swept = Swept::default();
@@ -117,14 +117,8 @@ pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
             continue;
         }
         let keep = format!("ralph-kept/{id}-reset-{stamp}");
-        let moved = dir.worktree(&format!(".kept-{id}-reset-{stamp}"));
-        let kept = if path.join(".git").exists() {
-            repo.set_aside(&path, &branch(&id), &keep, &moved)
-                .map(|()| format!("its work is kept on branch {keep} ({})", moved.display()))
-        } else {
-            repo.rename_branch(&branch(&id), &keep)
-                .map(|()| format!("its work is kept on branch {keep}"))
-        };
+        let kept = (repo.set_aside(&path, &branch(&id), &keep))
+            .map(|()| format!("its work is kept on branch {keep}"));
         let why = kept.unwrap_or_else(|why| {
             format!(
                 "its work could not be set aside ({why}); it stays on {}",
@@ -171,17 +165,18 @@ impl Swept {
     }
 }
 
-/// Work set aside: the text it was made for, and where it is kept.
+/// Work set aside: the text it was made for, and the branch that keeps it.
 pub(crate) struct SetAside {
     pub(crate) made_for: String,
     pub(crate) branch: String,
-    pub(crate) path: std::path::PathBuf,
 }
 
-/// Work saved in task `id`'s worktree for another task (the list changed since an interrupt:
+/// Work saved for task `id` but made for another task (the list changed since an interrupt:
 /// the task was reworded, or its id now names another one) is set aside on a branch of its own
-/// (`ralph-kept/<id>-<fingerprint>`), its worktree moved beside, never merged; the task then
-/// starts afresh. `None` when the worktree's work is this task's, or there is none.
+/// (`ralph-kept/<id>-<fingerprint>`, uncommitted changes committed there), never merged; the task
+/// then starts afresh. The work's owner is read from its worktree (`ralph-task.json`) or, for a
+/// branch without one, from the repository's config; a branch whose owner is unknown is set
+/// aside too. `None` when the work is this task's, or there is none.
 pub(crate) fn set_aside_if_stale(
     repo: &Repo,
     dir: &RalphDir,
@@ -189,21 +184,49 @@ pub(crate) fn set_aside_if_stale(
     task: &Task,
 ) -> anyhow::Result<Option<SetAside>> {
     let path = dir.worktree(id);
-    let saved = path.join(repo.prefix()).join(storage::RALPH_DIR);
-    let Some(owner) = Owner::recorded(&saved) else {
+    let (made_for, was) = if path.join(".git").exists() {
+        let saved = path.join(repo.prefix()).join(storage::RALPH_DIR);
+        let Some(owner) = Owner::recorded(&saved) else {
+            return Ok(None);
+        };
+        if owner.is_for(id, &task.text) {
+            return Ok(None);
+        }
+        (owner.text, owner.fingerprint)
+    } else if repo.has_branch(&branch(id)) {
+        let recorded = repo.branch_owner(&branch(id)).unwrap_or_default();
+        if recorded == identity::fingerprint(&task.text) {
+            return Ok(None);
+        }
+        ("another text of the task".to_owned(), recorded)
+    } else {
         return Ok(None);
     };
-    if owner.is_for(id, &task.text) {
-        return Ok(None);
-    }
-    let mark = &owner.fingerprint[..8];
-    let keep = format!("ralph-kept/{}-{mark}", owner.id);
-    let to = dir.worktree(&format!(".kept-{}-{mark}", owner.id));
-    repo.set_aside(&path, &branch(id), &keep, &to)
-        .map_err(fail)?;
+    let mark: String = (was.chars().filter(char::is_ascii_hexdigit).take(8)).collect();
+    let keep = format!(
+        "ralph-kept/{id}-{}",
+        if mark.is_empty() { "unknown" } else { &mark }
+    );
+    repo.set_aside(&path, &branch(id), &keep).map_err(fail)?;
     Ok(Some(SetAside {
-        made_for: owner.text,
+        made_for,
         branch: keep,
-        path: to,
     }))
+}
+
+/// Records which task the work of `id`'s worktree (at `cwd`, its directory in the repository)
+/// and branch is for.
+pub(crate) fn bind(
+    repo: &Repo,
+    id: &str,
+    task: &Task,
+    cwd: &std::path::Path,
+) -> anyhow::Result<()> {
+    let own_dir = cwd.join(storage::RALPH_DIR);
+    std::fs::create_dir_all(&own_dir)?;
+    let owner = Owner::of(id, &task.text);
+    owner.record(&own_dir)?;
+    repo.set_branch_owner(&branch(id), &owner.fingerprint)
+        .map_err(fail)?;
+    Ok(())
 }

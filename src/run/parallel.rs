@@ -18,7 +18,7 @@ use crate::exit::ExitStatus;
 use crate::git::Repo;
 use crate::signal::StopFlag;
 use crate::storage::history::{self, History};
-use crate::storage::identity::{self, Owner};
+use crate::storage::identity;
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
@@ -244,7 +244,9 @@ impl<'a> Coordinator<'a> {
                     }
                 }
             }
-            let waiting = !self.blocked.is_empty() && !stop.is_stopping();
+            // Merges wait for the user only while the run goes on (a stop or a limit leaves them
+            // to the next run).
+            let waiting = !self.blocked.is_empty() && !stop.is_stopping() && self.ended.is_none();
             if self.running.is_empty() && !waiting {
                 return Ok(());
             }
@@ -295,6 +297,8 @@ impl<'a> Coordinator<'a> {
                     && list.blockers(task).is_empty()
                     && !self.running.contains(id)
                     && !self.failed.contains(id)
+                    // Done, its merge waiting for the user: not started again.
+                    && !self.blocked.contains(id)
             })
             .map(|(task, id)| (id, task.clone()))
             .collect())
@@ -322,20 +326,20 @@ impl<'a> Coordinator<'a> {
         };
         let path = self.dir.worktree(id);
         let branch = branch(id);
+        let created = !path.join(".git").exists();
         self.repo
             .add_worktree(&path, &branch, &self.base)
             .map_err(fail)?;
-        if let Err(why) = self.repo.init_submodules(&path) {
+        // A reused worktree keeps its submodules as its agent left them.
+        if created && let Err(why) = self.repo.init_submodules(&path) {
             self.sink.notice(Notice::SubmodulesMissing {
                 task: id,
                 why: &why,
             });
         }
         let cwd = path.join(self.repo.prefix());
-        // The work made in this worktree is for this task, and only for it.
-        let own_dir = cwd.join(storage::RALPH_DIR);
-        std::fs::create_dir_all(&own_dir)?;
-        Owner::of(id, &task.text).record(&own_dir)?;
+        // The work made in this worktree and branch is for this task, and only for it.
+        super::base::bind(&self.repo, id, task, &cwd)?;
         let config = task_config(self.config, task);
         let task_loop = TaskLoop {
             task_id: id.to_owned(),

@@ -203,8 +203,10 @@ impl Session<'_> {
         let made_for_another = (over.and_then(|seen| seen.claim.as_ref()))
             .and_then(|claim| claim.fingerprint.as_deref())
             .is_some_and(|was| was != fingerprint(&task.text));
-        if made_for_another {
-            self.set_pushed_work_aside(id)?;
+        if made_for_another && let Err(err) = self.set_pushed_work_aside(id) {
+            // The claim is given back, so no other worker waits for it to go stale.
+            self.release(id, &sha);
+            return Err(err);
         }
         let mut holder = Holder { claim, sha };
         let ended = self.run_task(&mut holder, task);
@@ -299,7 +301,15 @@ impl Session<'_> {
         let done = AtomicBool::new(false);
         let (result, lost) = std::thread::scope(|scope| {
             let beat = scope.spawn(|| self.heartbeat(holder, (&task_stop, &fence), &done));
-            let result = start::run_task_loop(&config, cwd, task_loop, &task_stop, self.knobs);
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                start::run_task_loop(&config, cwd, task_loop, &task_stop, self.knobs)
+            }))
+            .unwrap_or_else(|_| {
+                Err(anyhow::anyhow!(
+                    "the task's loop stopped on an internal error"
+                ))
+            });
+            // Also after a panic, so the heartbeat ends and the claim can go stale.
             done.store(true, Ordering::SeqCst);
             (result, beat.join().unwrap_or(false))
         });

@@ -420,3 +420,44 @@ fn a_task_whose_agent_changed_a_submodule_is_not_merged_and_keeps_its_worktree()
         "the change is kept"
     );
 }
+
+#[test]
+fn a_kept_branch_of_a_failed_task_is_not_taken_up_by_the_task_reworded() {
+    let env = setup("- [ ] Login\n  - id: login\n  - max_iterations: 1\n");
+    // The first agent does some work but never keeps the promise: the task fails, its branch kept.
+    env.agent_script(None, "exit 0");
+    env.run_loop(&["Build", "--tasks", "--parallel", "1"])
+        .assert_code(3);
+    assert!(
+        env.git(&["branch", "--list", "ralph/login"])
+            .contains("ralph/login")
+    );
+    // The user rewords the task and sets it to do again.
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Sign in\n  - id: login\n",
+    )
+    .unwrap();
+    env.git(&["commit", "-qam", "reword"]);
+    env.agent_script(None, "");
+    let run = env.run_loop(&["Build", "--tasks", "--parallel", "1"]);
+    run.assert_code(0);
+    assert!(
+        run.stderr()
+            .contains("made for \"another text of the task\""),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        env.work().join("Sign_in.txt").exists(),
+        "the task's own work is merged"
+    );
+    assert!(
+        !env.work().join("Login.txt").exists(),
+        "work made for the old text is not merged"
+    );
+    assert!(
+        env.git(&["branch", "--list", "ralph-kept/*"])
+            .contains("ralph-kept/login-")
+    );
+}

@@ -513,7 +513,6 @@ fn run_notices(data: &Data) -> Vec<Notice<'_>> {
             task: "write-tests",
             made_for: "Write tests",
             branch: "ralph-kept/write-tests-1a2b3c4d",
-            path: Path::new(".ralph/worktrees/.kept-write-tests-1a2b3c4d"),
         },
         Notice::Swept {
             removed: &data.two,

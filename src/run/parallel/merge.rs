@@ -21,7 +21,6 @@ impl<'a> Coordinator<'a> {
             task: id,
             made_for: &aside.made_for,
             branch: &aside.branch,
-            path: &aside.path,
         });
         Ok(true)
     }
@@ -32,6 +31,8 @@ impl<'a> Coordinator<'a> {
     where
         'a: 's,
     {
+        // A merge that waited is tried afresh: it waits again only if it still must.
+        let waited = self.blocked.remove(id);
         let list = self.base_list()?;
         let Some(task) = find(&list, id) else {
             // The task was removed from the list meanwhile: keep its branch, merge nothing.
@@ -44,7 +45,7 @@ impl<'a> Coordinator<'a> {
         let message = format!("Ralph: merge task {id} — {}", task.text);
         let own = self.own_files();
         let own: Vec<&str> = own.iter().map(String::as_str).collect();
-        if self.waits_for_the_user(id, &own) {
+        if self.waits_for_the_user(id, &own, waited) {
             return Ok(());
         }
         // Tasks added to the list meanwhile are committed first, so the merge keeps them.
@@ -123,8 +124,9 @@ impl<'a> Coordinator<'a> {
     }
 
     /// Whether task `id`'s merge must wait: the user has uncommitted edits in the base to files
-    /// the task changed (the merge would overwrite them). Said once per task.
-    fn waits_for_the_user(&mut self, id: &str, own: &[&str]) -> bool {
+    /// the task changed (the merge would overwrite them). Said once per task (`waited`: it
+    /// waited already).
+    fn waits_for_the_user(&mut self, id: &str, own: &[&str], waited: bool) -> bool {
         let mine = self.repo.dirty_paths(own).unwrap_or_default();
         // What the task changed is asked only when the user has edits in the base.
         let touched = if mine.is_empty() {
@@ -137,10 +139,10 @@ impl<'a> Coordinator<'a> {
             .filter(|path| touched.contains(path))
             .collect();
         if blocking.is_empty() {
-            self.blocked.remove(id);
             return false;
         }
-        if self.blocked.insert(id.to_owned()) {
+        self.blocked.insert(id.to_owned());
+        if !waited {
             self.sink.notice(Notice::MergeWaits {
                 task: id,
                 files: &blocking,

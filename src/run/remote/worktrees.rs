@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use crate::error::fail;
 use crate::event::Notice;
 use crate::git::Update;
-use crate::storage::identity::Owner;
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self};
 
@@ -62,8 +61,9 @@ impl Session<'_> {
                 task: id,
                 made_for: &aside.made_for,
                 branch: &aside.branch,
-                path: &aside.path,
             });
+            // The same work may be on the remote too: it is set aside there as well.
+            self.set_pushed_work_aside(id)?;
         }
         let branch = base::branch(id);
         let pushed = self.site.task_branch(id);
@@ -74,9 +74,7 @@ impl Session<'_> {
         let path = self.dir.worktree(id);
         repo.add_worktree(&path, &branch, &start).map_err(fail)?;
         let cwd = path.join(repo.prefix());
-        let own_dir = cwd.join(storage::RALPH_DIR);
-        std::fs::create_dir_all(&own_dir)?;
-        Owner::of(id, &task.text).record(&own_dir)?;
+        base::bind(repo, id, task, &cwd)?;
         Ok(cwd)
     }
 
@@ -97,6 +95,17 @@ impl Session<'_> {
         for entry in entries.flatten() {
             let id = entry.file_name().to_string_lossy().into_owned();
             if id.starts_with('.') || !finished(&id) {
+                continue;
+            }
+            // Its branch goes only when the base or the remote has all of its commits.
+            let local = base::branch(&id);
+            let kept_elsewhere = [self.site.base_ref(), self.site.task_branch(&id)]
+                .iter()
+                .any(|there| self.site.repo.contains(there, &local));
+            if !kept_elsewhere {
+                let why =
+                    format!("its branch {local} has commits neither the base nor the remote has");
+                swept.kept.push((id, why));
                 continue;
             }
             swept.remove(&self.site.repo, self.dir, &id, true);
