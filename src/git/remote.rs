@@ -28,6 +28,10 @@ pub(crate) struct Claim {
     /// that text's (absent in claims of an older ralph).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fingerprint: Option<String>,
+    /// Given back by its worker (stopped, or failed): free to take at once, and it still says
+    /// which text of the task the work pushed under it was made for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) released: bool,
 }
 
 /// A claim as last fetched: the task id, the claim commit, and its record (`None` when the

@@ -14,7 +14,7 @@ pub(crate) fn remote_worker_started(out: &Voice, worker: &str, remote: &str, bas
 /// The worker claimed a task (`from`: the worker whose stale claim it took over).
 pub(crate) fn task_claimed(out: &Voice, id: &str, text: &str, from: Option<&str>) {
     let over = from.map_or_else(String::new, |from| {
-        format!(" (taken over from {from}, whose claim went stale)")
+        format!(" (taken over from {from}, whose claim went stale or was given back)")
     });
     out.say(&[&format!("[{id}] 📌 Claimed \"{text}\"{over}")]);
 }

@@ -180,6 +180,7 @@ impl Session<'_> {
             started_at: now,
             heartbeat_at: now,
             fingerprint: Some(fingerprint(&task.text)),
+            released: false,
         };
         let expect = over.map_or("", |seen| seen.sha.as_str());
         let pushed = self
@@ -205,7 +206,7 @@ impl Session<'_> {
             .is_some_and(|was| was != fingerprint(&task.text));
         if made_for_another && let Err(err) = self.set_pushed_work_aside(id) {
             // The claim is given back, so no other worker waits for it to go stale.
-            self.release(id, &sha);
+            self.release(&claim, &sha);
             return Err(err);
         }
         let mut holder = Holder { claim, sha };
@@ -213,7 +214,7 @@ impl Session<'_> {
         if ended.is_err() {
             // ralph itself failed (a worktree it could not make, a remote gone mid-task): the
             // claim is given back so that no other worker waits for it to go stale.
-            self.release(id, &holder.sha);
+            self.release(&holder.claim, &holder.sha);
         }
         Ok(match ended? {
             TaskEnd::Merged | TaskEnd::LetGo => None,
@@ -240,7 +241,7 @@ impl Session<'_> {
                 Outcome::Done => {}
                 Outcome::Failed(why) => return self.give_up(&id, &why, &holder.sha),
                 Outcome::Ended(stop) => {
-                    self.release(&id, &holder.sha);
+                    self.release(&holder.claim, &holder.sha);
                     return Ok(TaskEnd::Ended(stop));
                 }
             }
@@ -440,7 +441,13 @@ impl Session<'_> {
         let tree_dir = RalphDir::new(&path.join(self.site.repo.prefix()));
         let list = self.site.list()?;
         if base::find(&list, id).is_none() {
-            self.release(id, claim);
+            // The task left the list: its claim goes.
+            let update = Update {
+                dst: claim_ref(id),
+                new: None,
+                expect: Some(claim),
+            };
+            let _ = self.site.repo.push(&self.site.remote, &[update]);
             return Ok(None);
         }
         Ok(Some((tree, tree_dir, base_sha)))
@@ -537,14 +544,15 @@ impl Session<'_> {
         TaskEnd::LetGo
     }
 
-    /// Deletes the claim (if it is still ours) so another worker can go on with the task.
-    fn release(&self, id: &str, claim: &str) {
-        let update = Update {
-            dst: claim_ref(id),
-            new: None,
-            expect: Some(claim),
+    /// Gives the claim back (if it is still ours) so another worker can go on with the task at
+    /// once: it is marked released, not deleted, so it still says which text of the task the
+    /// work pushed under it was made for.
+    fn release(&self, claim: &Claim, sha: &str) {
+        let released = Claim {
+            released: true,
+            ..claim.clone()
         };
-        let _ = self.site.repo.push(&self.site.remote, &[update]);
+        let _ = self.site.repo.push_claim(&self.site.remote, &released, sha);
     }
 
     /// ralph's own files in a work tree of this repository: the task list first.

@@ -345,7 +345,19 @@ fn ctrl_c_releases_the_claim_and_leaves_no_agent() {
     let (code, stdout, stderr) = finish(worker);
     assert_eq!(code, Some(130), "{stdout}\n{stderr}");
     assert!(stdout.contains("the claim is released"), "{stdout}");
-    assert_eq!(remote_claims(&env), "", "the claim is released");
+    // Released, not deleted: free to take at once, and it still names the text it was for.
+    let claim = env.git(&[
+        "-C",
+        &remote(&env),
+        "log",
+        "-1",
+        "--format=%B",
+        "refs/ralph/claims/long",
+    ]);
+    assert!(
+        claim.contains("\"released\":true") && claim.contains("\"fingerprint\""),
+        "{claim}"
+    );
     let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
     assert!(!crate::support::is_alive(agent), "the agent was ended");
     assert!(
@@ -581,6 +593,49 @@ fi
     assert!(kept.contains("refs/heads/ralph-kept/solo-"), "{kept}");
     assert!(
         !env.git(&["-C", &bare, "ls-tree", "--name-only", "main"])
+            .contains("m1-work.txt"),
+        "the work made for the old text is not merged"
+    );
+    assert!(remote_tasks(&env).contains("- [x] Solo, reworded"));
+}
+
+#[test]
+fn work_pushed_under_a_released_claim_for_another_text_is_set_aside() {
+    let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
+    // m1 commits work (pushed), then waits in its second iteration until stopped with Ctrl+C.
+    fs::write(
+        env.agent_dir().join("script"),
+        r#"if [ "$machine" = m1 ]; then
+  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
+  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
+fi
+"#,
+    )
+    .unwrap();
+    let worker = start_worker(&env, "m1", &["--max-iterations", "5"]);
+    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(worker.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let (code, _, _) = finish(worker);
+    assert_eq!(code, Some(130));
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Solo, reworded\n  - id: solo\n",
+    )
+    .unwrap();
+    env.git(&["commit", "-qam", "reword"]);
+    env.git(&["push", "-q", &remote(&env), "HEAD:main"]);
+    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &[]));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("was made for another text of it"),
+        "{stderr}"
+    );
+    assert!(
+        !env.git(&["-C", &remote(&env), "ls-tree", "--name-only", "main"])
             .contains("m1-work.txt"),
         "the work made for the old text is not merged"
     );

@@ -58,11 +58,13 @@ pub(super) fn pick(
     }
 }
 
-/// Whether a claim's holder has not refreshed it for `ttl` (or it cannot be read).
+/// Whether a claim's holder has not refreshed it for `ttl` (or it cannot be read, or its holder
+/// gave it back).
 pub(super) fn is_stale(seen: &SeenClaim, now: DateTime<Utc>, ttl: Duration) -> bool {
     seen.claim.as_ref().is_none_or(|claim| {
-        (now - claim.heartbeat_at)
-            .to_std()
-            .is_ok_and(|age| age >= ttl)
+        claim.released
+            || (now - claim.heartbeat_at)
+                .to_std()
+                .is_ok_and(|age| age >= ttl)
     })
 }

@@ -21,6 +21,7 @@ fn claim(id: &str, heartbeat: i64) -> SeenClaim {
         sha: format!("sha-{id}"),
         claim: Some(Claim {
             fingerprint: None,
+            released: false,
             task: id.to_owned(),
             worker: "other-1".to_owned(),
             host: "other".to_owned(),
