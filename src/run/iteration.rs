@@ -289,6 +289,7 @@ fn open_log(
         agent: step.spec.id().to_owned(),
         format: step.spec.format(options.output_format).name().to_owned(),
         task: focus.map(|focus| focus.key.clone()),
+        task_fingerprint: focus.map(|focus| crate::storage::identity::fingerprint(&focus.text)),
     };
     let limit = options.log_max_size.unwrap_or(u64::MAX);
     match IterationLog::create(&dir, start, limit) {

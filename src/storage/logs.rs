@@ -34,6 +34,10 @@ pub(crate) struct Start {
     pub(crate) format: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) task: Option<String>,
+    /// The fingerprint of the task's text (`storage::identity`), so the log says which text of
+    /// the task it was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task_fingerprint: Option<String>,
 }
 
 /// The last record: how the agent's run ended.
@@ -362,6 +366,7 @@ mod tests {
             agent: "opencode".to_owned(),
             format: "text".to_owned(),
             task: None,
+            task_fingerprint: None,
         }
     }
 
