@@ -516,9 +516,9 @@ fi
     .unwrap();
     let fast = [
         "--claim-heartbeat",
-        "300ms",
+        "200ms",
         "--claim-ttl",
-        "1s",
+        "600ms",
         "--max-iterations",
         "5",
     ];
@@ -558,9 +558,9 @@ fi
     .unwrap();
     let fast = [
         "--claim-heartbeat",
-        "400ms",
+        "200ms",
         "--claim-ttl",
-        "1s",
+        "600ms",
         "--max-iterations",
         "5",
     ];
