@@ -415,9 +415,16 @@ impl<'a> Coordinator<'a> {
     fn remove(&self, id: &str, delete_branch: bool) {
         let path = self.dir.worktree(id);
         let worktree = Repo::discover(&path).filter(|_| path.join(".git").exists());
-        // An unfinished merge of the base is not work: the branch keeps what the agent committed.
-        if let Some(worktree) = &worktree {
-            worktree.abort_unfinished_merge("");
+        // A merge of the base under way there may hold resolutions the agent did not commit:
+        // the worktree is kept as it is, for the user to finish or abort.
+        if let Some(worktree) = worktree.as_ref().filter(|worktree| worktree.merging()) {
+            let mut paths = worktree.unfinished_merge_conflicts();
+            paths.insert(0, "an unfinished merge of the base".to_owned());
+            self.sink.notice(Notice::WorktreeKept {
+                task: id,
+                paths: &paths,
+            });
+            return;
         }
         // ralph's own files there (progress log, task list) are not the agent's work either.
         let own = self.own_files();
