@@ -292,6 +292,12 @@ pub(crate) enum Notice<'a> {
         iteration: u32,
         why: &'a str,
     },
+    /// The agent said its promise but was still running after `--completion-grace`: ralph ended
+    /// it, and the iteration counts as completed.
+    CompletionGraceOver {
+        iteration: u32,
+        grace: Duration,
+    },
     /// The first stop request arrived.
     Stopping,
     Struggle {

@@ -146,6 +146,7 @@ pub(crate) fn run(
         tick: Duration::from_millis(100),
         run_timeout: Some(timeout),
         idle_timeout: None,
+        completion_grace: None,
     };
     // A hook is not stopped by the user's Ctrl+C (it may be the one telling them about it);
     // its time limit ends it.

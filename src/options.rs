@@ -189,6 +189,8 @@ loop_options! {
     /// Stop the agent if it prints nothing for this long (e.g. 10m); the loop goes on.
     idle_timeout: Option<Duration> = None,
         heading "Limits", value "DURATION", example "\"10m\"";
+    /// Once the agent has said its promise, how long it may take to exit before ralph ends it (and everything it started) and counts the iteration as completed.
+    completion_grace: Duration = Duration::from_secs(30), heading "Limits", value "DURATION";
     /// Stop the loop after this much time in all (e.g. 8h); checked between iterations.
     max_runtime: Option<Duration> = None,
         heading "Limits", value "DURATION", example "\"8h\"";

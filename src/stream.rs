@@ -103,6 +103,11 @@ pub(crate) trait OutputHandler {
     fn on_stopping(&mut self, reason: EndedBy) {
         let _ = reason;
     }
+    /// Whether the agent has already said a promise (its answer so far ends with one): from then
+    /// on it has [`RunOptions::completion_grace`] to exit.
+    fn promise_said(&self) -> bool {
+        false
+    }
 }
 
 /// Timing of the runner.
@@ -118,6 +123,8 @@ pub(crate) struct RunOptions {
     pub(crate) run_timeout: Option<Duration>,
     /// Limit on silence (no output at all).
     pub(crate) idle_timeout: Option<Duration>,
+    /// How long an agent that has said its promise may take to exit.
+    pub(crate) completion_grace: Option<Duration>,
 }
 
 /// Why ralph ended the agent early.
@@ -129,6 +136,8 @@ pub(crate) enum EndedBy {
     RunTimeout,
     /// The agent printed nothing for too long.
     IdleTimeout,
+    /// The agent said its promise but did not exit within the completion grace.
+    CompletionGrace,
 }
 
 /// How the agent's run ended.
@@ -250,6 +259,8 @@ struct Watch {
     exited_at: Option<Instant>,
     ended_by: Option<EndedBy>,
     killed_leftovers: bool,
+    /// When the agent was first seen to have said its promise.
+    promise_said_at: Option<Instant>,
     /// Stop requests already acted on (one that arrived before the agent started counts too).
     seen_requests: usize,
 }
@@ -269,6 +280,7 @@ impl Watch {
             exited_at: None,
             ended_by: None,
             killed_leftovers: false,
+            promise_said_at: None,
             seen_requests: 0,
         }
     }
@@ -316,6 +328,12 @@ impl Watch {
                     self.exited_at = Some(now);
                 }
                 continue;
+            }
+            // The grace runs while the answer so far ends with a promise (it may go on talking).
+            if handler.promise_said() {
+                self.promise_said_at.get_or_insert(now);
+            } else {
+                self.promise_said_at = None;
             }
             if let Some(reason) = self.stop_reason(now, options, stop) {
                 self.ended_by.get_or_insert(reason);
@@ -367,6 +385,10 @@ impl Watch {
             .is_some_and(|limit| now.duration_since(self.last_output) >= limit)
         {
             Some(EndedBy::IdleTimeout)
+        } else if let (Some(said), Some(grace)) = (self.promise_said_at, options.completion_grace)
+            && now.duration_since(said) >= grace
+        {
+            Some(EndedBy::CompletionGrace)
         } else {
             None
         }
@@ -499,6 +521,7 @@ mod tests {
             tick: Duration::from_millis(20),
             run_timeout: None,
             idle_timeout: None,
+            completion_grace: None,
         }
     }
 
@@ -560,6 +583,44 @@ mod tests {
         .unwrap();
         assert_eq!(outcome.exit_code, 0);
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    /// Says the promise was said once a line "done" arrived.
+    #[derive(Default)]
+    struct SaysDone(Collect);
+
+    impl OutputHandler for SaysDone {
+        fn on_segment(&mut self, segment: &Segment<'_>) {
+            self.0.on_segment(segment);
+        }
+        fn on_tick(&mut self, _: Instant, _: Instant) {}
+        fn promise_said(&self) -> bool {
+            self.0.0.last().is_some_and(|(text, _, _)| text == "done")
+        }
+    }
+
+    #[test]
+    fn an_agent_that_said_its_promise_gets_the_completion_grace_then_ends() {
+        let mut opts = options();
+        opts.completion_grace = Some(Duration::from_millis(300));
+        for (script, ended_by) in [
+            ("echo done; sleep 30", Some(EndedBy::CompletionGrace)),
+            // An answer that went on after the promise no longer ends with it.
+            ("echo done; echo more; sleep 1", None),
+            // Without the promise, only the agent's own end (or a timeout) ends it.
+            ("echo working; sleep 1", None),
+        ] {
+            let mut handler = SaysDone::default();
+            let outcome = run(
+                &sh(script),
+                Path::new("."),
+                &opts,
+                &StopFlag::default(),
+                &mut handler,
+            )
+            .unwrap();
+            assert_eq!(outcome.ended_by, ended_by, "{script}");
+        }
     }
 
     #[test]

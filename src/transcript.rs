@@ -23,10 +23,12 @@ use crate::promise::Promise;
 use crate::storage::logs::IterationLog;
 use crate::stream::{EndedBy, OutputHandler, Segment, Source};
 
+mod promises;
 mod runs;
 mod tail;
 
-use tail::{keep_text_tail, last_line_tail, push_tail, set_last_line, without_ansi};
+use promises::Promises;
+use tail::{keep_text_tail, push_tail, set_last_line, without_ansi};
 
 /// Longest error line kept, in characters.
 const ERROR_CHARS: usize = 200;
@@ -77,8 +79,7 @@ type ToolsHook<'a> = Box<dyn FnMut(&BTreeMap<String, u64>) + 'a>;
 pub(crate) struct Transcript<'a> {
     agent: &'a dyn Agent,
     display: DisplayOptions,
-    promises: Vec<&'a Promise>,
-    anywhere: bool,
+    promises: Promises<'a>,
     started: Instant,
     last_printed: Instant,
     last_summary: Option<Instant>,
@@ -111,7 +112,6 @@ pub(crate) struct Transcript<'a> {
     chunk_first: [bool; 2],
     /// Whether the segment being handled is searched for error words (from the two above).
     segment_may_err: bool,
-    promises_seen_anywhere: Vec<bool>,
     findings: Findings,
     /// Told the agent's process group once it runs.
     spawn_hook: Option<Box<dyn FnMut(i32) + 'a>>,
@@ -140,12 +140,10 @@ impl<'a> Transcript<'a> {
             Some((tempfile::tempfile()?, tempfile::tempfile()?))
         };
         let now = Instant::now();
-        let count = promises.len();
         Ok(Self {
             agent,
             display,
-            promises,
-            anywhere,
+            promises: Promises::new(promises, anywhere),
             started: now,
             last_printed: now,
             last_summary: None,
@@ -163,7 +161,6 @@ impl<'a> Transcript<'a> {
             chunk_may_err: [true; 2],
             chunk_first: [true; 2],
             segment_may_err: true,
-            promises_seen_anywhere: vec![false; count],
             findings: Findings::default(),
             spawn_hook: None,
             tools_hook: None,
@@ -261,14 +258,7 @@ impl<'a> Transcript<'a> {
             .take()
             .or(self.last_text.take())
             .unwrap_or_else(|| self.last_plain_line.clone());
-        let decisive = last_line_tail(&decisive_text);
-        let decisive = decisive.as_str();
-        let promises = self
-            .promises
-            .iter()
-            .zip(&self.promises_seen_anywhere)
-            .map(|(promise, &anywhere)| (self.anywhere && anywhere) || promise.ends_line(decisive))
-            .collect();
+        let promises = self.promises.kept(&decisive_text).collect();
         Findings {
             promises,
             final_text: decisive_text.trim().to_owned(),
@@ -343,14 +333,6 @@ impl<'a> Transcript<'a> {
         }
     }
 
-    fn check_anywhere(&mut self, text: &str) {
-        if self.anywhere {
-            for (seen, promise) in self.promises_seen_anywhere.iter_mut().zip(&self.promises) {
-                *seen |= promise.appears_in(text);
-            }
-        }
-    }
-
     /// A piece of a plain-text line (text mode, stderr, or stdout that is not an event).
     fn plain_segment(&mut self, segment: &Segment<'_>, text: &str) {
         let now = segment.received;
@@ -373,9 +355,9 @@ impl<'a> Transcript<'a> {
         if self.segment_may_err {
             self.note_error(&clean, false);
         }
-        if self.anywhere {
+        if self.promises.anywhere {
             let window = format!("{}{}", self.line_tail[index], clean);
-            self.check_anywhere(&window);
+            self.promises.check_anywhere(&window);
         }
         if self.agent.kind() == Some(AgentKind::OpenCode)
             && clean.contains("ralph-wiggum")
@@ -383,7 +365,7 @@ impl<'a> Transcript<'a> {
         {
             self.findings.legacy_plugin = true;
         }
-        if segment.starts_line && segment.ends_line && !self.anywhere {
+        if segment.starts_line && segment.ends_line && !self.promises.anywhere {
             // A whole line in one piece (the common case): no need to keep its tail.
             if segment.source == Source::Stdout {
                 set_last_line(&mut self.last_plain_line, &clean);
@@ -430,7 +412,7 @@ impl<'a> Transcript<'a> {
 
     /// A message of the agent: shown, and kept as its last text.
     fn text(&mut self, text: &str, now: Instant) {
-        self.check_anywhere(text);
+        self.promises.check_anywhere(text);
         // Searched only when the chunk the event came in has error words (or, after the agent
         // exited, line by line).
         let may_err = self.segment_may_err;
@@ -457,7 +439,7 @@ impl<'a> Transcript<'a> {
                 keep_text_tail(&mut self.final_text, &text);
             }
             AgentEvent::Final(text) => {
-                self.check_anywhere(&text);
+                self.promises.check_anywhere(&text);
                 keep_text_tail(&mut self.final_text, &text);
             }
             AgentEvent::Tool { name, detail } => {
@@ -596,6 +578,19 @@ impl OutputHandler for Transcript<'_> {
             output::stopping(&self.voice);
             self.findings.stop_announced = true;
         }
+    }
+
+    fn promise_said(&self) -> bool {
+        // The answer so far, as `finish` would judge it; text still streaming in is the newest.
+        let answer = if self.pieces.trim().is_empty() {
+            self.final_text
+                .as_deref()
+                .or(self.last_text.as_deref())
+                .unwrap_or(&self.last_plain_line)
+        } else {
+            &self.pieces
+        };
+        self.promises.kept(answer).any(|kept| kept)
     }
 
     fn on_tick(&mut self, now: Instant, last_output: Instant) {

@@ -97,6 +97,7 @@ fn run_one(
         tick: Duration::from_millis(100),
         run_timeout: Some(timeout),
         idle_timeout: None,
+        completion_grace: None,
     };
     let mut tail = Tail {
         lines: std::collections::VecDeque::new(),

@@ -5,7 +5,9 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use super::Voice;
-use super::format::{boxed, long_duration_ms, plural, preview, rule, short_duration, tool_summary};
+use super::format::{
+    boxed, long_duration, long_duration_ms, plural, preview, rule, short_duration, tool_summary,
+};
 use crate::event::{IterationSummary, RunEnd, Summary};
 
 pub(crate) use super::format::{compact_number, cost_text};
@@ -372,6 +374,14 @@ pub(crate) fn max_cost_unavailable(out: &Voice, agent: &str) {
 pub(crate) fn iteration_timed_out(out: &Voice, iteration: u32, why: &str) {
     out.warn(&[&format!(
         "⏱️  Iteration {iteration} timed out ({why}); the agent and everything it started were stopped."
+    )]);
+}
+
+/// The agent said its promise and then did not exit.
+pub(crate) fn completion_grace_over(out: &Voice, iteration: u32, grace: Duration) {
+    out.warn(&[&format!(
+        "⏱️  Iteration {iteration}: the agent said its promise but was still running {} later; it and everything it started were stopped, and the iteration counts as completed (--completion-grace sets the wait).",
+        long_duration(grace)
     )]);
 }
 

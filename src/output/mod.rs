@@ -226,6 +226,9 @@ impl Reporter for Human {
             Notice::IterationTimedOut { iteration, why } => {
                 iteration_timed_out(out, *iteration, why);
             }
+            Notice::CompletionGraceOver { iteration, grace } => {
+                completion_grace_over(out, *iteration, *grace);
+            }
             Notice::Stopping => stopping(out),
             Notice::Struggle { no_progress, short } => {
                 struggle_warning(out, *no_progress, *short);

@@ -19,11 +19,11 @@ use crate::storage::tasks::TaskList;
 use crate::stream::{self, EndedBy, RunOptions};
 use crate::transcript::{DisplayOptions, Findings, Transcript};
 
-use super::Runner;
 use super::decision::{self, Decision, Facts, Next, Stop};
 use super::fallback::AfterFailure;
 use super::plan::{self, Focus, Step};
 use super::record;
+use super::{Env, Runner};
 
 /// What the iteration starts from.
 struct Planned {
@@ -193,17 +193,10 @@ fn agent_run(
     let task_promise = task_promise.unwrap_or(&env.promises.task);
     let mut promises = vec![&env.promises.completion, task_promise];
     promises.extend(env.promises.abort.as_ref());
-    let display = DisplayOptions {
-        stream: options.stream,
-        verbose_tools: options.verbose_tools,
-        heartbeat: env.knobs.heartbeat,
-        tool_summary: env.knobs.tool_summary,
-        format: step.spec.format(options.output_format),
-    };
     let (log, log_name) = open_log(runner, step, focus);
     let mut transcript = Transcript::new(
         step.agent.as_ref(),
-        display,
+        display_options(env, step),
         promises,
         options.promise_anywhere,
     )?
@@ -223,22 +216,26 @@ fn agent_run(
             let _ = state::save_agent_group(&path, &state);
         }
     });
-    let run_timeout = focus
-        .and_then(|focus| focus.timeout)
-        .or(options.iteration_timeout);
-    let run_options = RunOptions {
-        grace: env.knobs.grace,
-        leak_timeout: env.knobs.leak_timeout,
-        tick: Duration::from_millis(100),
-        run_timeout,
-        idle_timeout: options.idle_timeout,
-    };
-    let outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript)?;
+    let run_options = run_options(env, focus);
+    let run_timeout = run_options.run_timeout;
+    let mut outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript)?;
+    let graced = outcome.ended_by == Some(EndedBy::CompletionGrace);
+    if graced {
+        // The promise was said: the agent's work is done, whatever ending it took to stop it.
+        outcome.exit_code = 0;
+        outcome.ended_by = None;
+    }
     if outcome.ended_by.is_none() {
         transcript.agent_exited(outcome.exit_code, usage_report(command).as_deref());
     }
     transcript.end_log(outcome.exit_code);
     let findings = transcript.finish();
+    if graced {
+        env.sink.notice(Notice::CompletionGraceOver {
+            iteration: runner.state.iteration,
+            grace: options.completion_grace,
+        });
+    }
     let files = match (&env.repo, before) {
         (Some(repo), Some(before)) => repo
             .scan(&mut runner.tree)
@@ -257,6 +254,33 @@ fn agent_run(
         files,
         log: log_name,
     })
+}
+
+/// How the agent's output is shown.
+fn display_options(env: &Env<'_>, step: &Step) -> DisplayOptions {
+    let options = &env.config.options;
+    DisplayOptions {
+        stream: options.stream,
+        verbose_tools: options.verbose_tools,
+        heartbeat: env.knobs.heartbeat,
+        tool_summary: env.knobs.tool_summary,
+        format: step.spec.format(options.output_format),
+    }
+}
+
+/// How the agent is run: the task's timeout or `--iteration-timeout`, and the other limits.
+fn run_options(env: &Env<'_>, focus: Option<&Focus>) -> RunOptions {
+    let options = &env.config.options;
+    RunOptions {
+        grace: env.knobs.grace,
+        leak_timeout: env.knobs.leak_timeout,
+        tick: Duration::from_millis(100),
+        run_timeout: focus
+            .and_then(|focus| focus.timeout)
+            .or(options.iteration_timeout),
+        idle_timeout: options.idle_timeout,
+        completion_grace: Some(options.completion_grace),
+    }
 }
 
 /// The usage report the agent wrote, if it writes one (read once: the file is removed).
@@ -430,7 +454,7 @@ fn timeout_failure(runner: &Runner<'_>, iteration: u32, run: &AgentRun) -> Optio
             "ran longer than {}",
             format::long_duration(run.run_timeout.unwrap_or_default())
         ),
-        EndedBy::User => return None,
+        EndedBy::User | EndedBy::CompletionGrace => return None,
     };
     runner.env.sink.notice(Notice::IterationTimedOut {
         iteration,

@@ -71,7 +71,7 @@ impl Transcript<'_> {
         }
         let tools_searchable = self.agent.tool_pattern().is_none() || self.tool_lines.is_some();
         if !plain
-            || self.anywhere
+            || self.promises.anywhere
             || !tools_searchable
             || memchr::memchr2(0x1b, b'\r', text.as_bytes()).is_some()
         {

@@ -56,6 +56,32 @@ fn idle_timeout_ends_a_silent_agent() {
     );
 }
 
+#[test]
+fn an_agent_that_said_its_promise_and_runs_on_is_ended_after_the_completion_grace() {
+    let env = TestEnv::new();
+    env.agent_script(
+        Some(1),
+        "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo '<promise>COMPLETE</promise>'; wait",
+    );
+    let started = Instant::now();
+    let run = env.run_loop(&["task", "--completion-grace", "1s", "--max-iterations", "3"]);
+    run.assert_code(0);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(env.agent_calls(), 1, "the iteration counted as completed");
+    let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();
+    let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
+    assert!(!is_alive(grandchild) && !is_alive(agent));
+    assert_eq!(record(&env, 0)["completion_detected"], true);
+    assert_eq!(record(&env, 0)["exit_code"], 0);
+    assert!(record(&env, 0)["failure"].is_null());
+    assert!(
+        run.stderr()
+            .contains("said its promise but was still running 1s later"),
+        "{}",
+        run.stderr()
+    );
+}
+
 fn claude_result(status: u16, text: &str) -> String {
     format!(
         "cat <<EVENTS\n{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":true,\"api_error_status\":{status},\"result\":\"{text}\",\"num_turns\":1,\"total_cost_usd\":0,\"usage\":{{\"input_tokens\":0,\"output_tokens\":0}}}}\nEVENTS\nexit 1\n"

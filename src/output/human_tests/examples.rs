@@ -381,6 +381,10 @@ fn iteration_notices<'a>(iteration: &'a IterationSummary<'a>) -> Vec<Notice<'a>>
             iteration: 2,
             why: "no output for 10m",
         },
+        Notice::CompletionGraceOver {
+            iteration: 3,
+            grace: Duration::from_secs(30),
+        },
         Notice::Stopping,
         Notice::Struggle {
             no_progress: 3,

@@ -78,6 +78,7 @@ variants!(
         IterationSummary,
         IterationError,
         IterationTimedOut,
+        CompletionGraceOver,
         Stopping,
         Struggle,
         NonzeroExit,
