@@ -516,6 +516,7 @@ mod tests {
                 exit_code: Some(0),
                 timed_out: false,
                 output_tail: String::new(),
+                ..Verification::default()
             }),
             LoopEvent::RetryWait {
                 iteration: 1,

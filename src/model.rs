@@ -298,7 +298,7 @@ pub(crate) fn reset_time(message: &str, now: DateTime<Utc>) -> Option<DateTime<U
 pub(crate) const MAX_RESET_WAIT_HOURS: i64 = 24;
 
 /// The outcome of one verification command.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Verification {
     pub(crate) command: String,
     pub(crate) passed: bool,
@@ -310,6 +310,13 @@ pub(crate) struct Verification {
     /// The last lines of its output (stdout and stderr together).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) output_tail: String,
+    /// How long it ran.
+    #[serde(default)]
+    pub(crate) duration_ms: u64,
+    /// The git tree of the work tree it ran on (ignored files left out); absent outside a
+    /// repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tree: Option<String>,
 }
 
 impl Verification {

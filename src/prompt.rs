@@ -527,6 +527,7 @@ mod tests {
             exit_code: Some(1),
             timed_out: false,
             output_tail: "src/lib.rs still has conflict markers".to_owned(),
+            ..Verification::default()
         }];
         let text = feedback(Feedback::Verification {
             printed: "<promise>READY_FOR_NEXT_TASK</promise>",

@@ -54,11 +54,11 @@ impl OutputHandler for Tail<'_> {
 }
 
 /// Runs the commands in order and tells `finished` each result; stops at the first failure.
+/// `tree` is the git tree of `dir` they run on, recorded as evidence with each result.
 pub(crate) fn run_all(
     commands: &[String],
-    dir: &Path,
-    timeout: Duration,
-    grace: Duration,
+    (dir, tree): (&Path, Option<&str>),
+    (timeout, grace): (Duration, Duration),
     stop: &StopFlag,
     voice: &Voice,
     finished: &dyn Fn(&Verification),
@@ -66,7 +66,10 @@ pub(crate) fn run_all(
     let mut results = Vec::new();
     for command in commands {
         output::verify_started(voice, command);
-        let result = run_one(command, dir, (timeout, grace), stop, voice);
+        let started = Instant::now();
+        let mut result = run_one(command, dir, (timeout, grace), stop, voice);
+        result.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        result.tree = tree.map(str::to_owned);
         finished(&result);
         let passed = result.passed;
         results.push(result);
@@ -116,6 +119,7 @@ fn run_one(
                 exit_code,
                 timed_out,
                 output_tail,
+                ..Verification::default()
             }
         }
         Err(err) => Verification {
@@ -124,6 +128,7 @@ fn run_one(
             exit_code: None,
             timed_out: false,
             output_tail: format!("{err:#}"),
+            ..Verification::default()
         },
     }
 }
@@ -148,6 +153,7 @@ pub(crate) fn conflict_markers(root: &Path, files: &[String]) -> Vec<Verificatio
             exit_code: Some(1),
             timed_out: false,
             output_tail: format!("{file} still has conflict markers (<<<<<<<, =======, >>>>>>>)."),
+            ..Verification::default()
         })
         .collect()
 }
@@ -159,9 +165,11 @@ mod tests {
     fn verify(command: &str, timeout: Duration) -> Verification {
         let results = run_all(
             &[command.to_owned()],
-            Path::new("."),
-            timeout,
-            Duration::from_millis(200),
+            (
+                Path::new("."),
+                Some("4b825dc642cb6eb9a060e54bf8d69288fbee4904"),
+            ),
+            (timeout, Duration::from_millis(200)),
             &StopFlag::default(),
             &Voice::plain(),
             &|_| {},
@@ -171,7 +179,13 @@ mod tests {
 
     #[test]
     fn passing_and_failing_commands() {
-        assert!(verify("true", Duration::from_secs(10)).passed);
+        let passed = verify("true", Duration::from_secs(10));
+        assert!(passed.passed);
+        assert_eq!(
+            passed.tree.as_deref(),
+            Some("4b825dc642cb6eb9a060e54bf8d69288fbee4904"),
+            "the tree it ran on is kept as evidence"
+        );
         let failed = verify("echo one; echo two >&2; exit 3", Duration::from_secs(10));
         assert!(!failed.passed);
         assert_eq!(failed.exit_code, Some(3));

@@ -115,6 +115,35 @@ impl Repo {
     }
 
     /// Scans the tree and keeps the scan in `tree`.
+    /// The git tree object of the work tree as it is now (tracked and untracked files; ignored
+    /// ones, ralph's runtime files among them, left out), written through a temporary index so
+    /// that neither the user's index nor the agent's is touched: what a verify command ran on.
+    pub(crate) fn work_tree_hash(&self) -> Option<String> {
+        let scratch = tempfile::tempdir().ok()?;
+        let index = scratch.path().join("index");
+        let run = |args: &[&str]| {
+            super::git_command(&self.root, args)
+                .env("GIT_INDEX_FILE", &index)
+                .output()
+                .ok()
+                .filter(|output| output.status.success())
+        };
+        // A copy of the real index keeps its stat cache: only changed files are hashed.
+        let copied = self
+            .run(&["rev-parse", "--git-path", "index"])
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| self.root.join(String::from_utf8_lossy(&out.stdout).trim()))
+            .is_some_and(|real| std::fs::copy(real, &index).is_ok());
+        if !copied && self.head_oid().is_some() {
+            run(&["read-tree", "HEAD"])?;
+        }
+        run(&["add", "-A", "--", ":/"])?;
+        let written = run(&["write-tree"])?;
+        let tree = String::from_utf8_lossy(&written.stdout).trim().to_owned();
+        (!tree.is_empty()).then_some(tree)
+    }
+
     pub(crate) fn scan(&self, tree: &mut Tree) -> Option<Snapshot> {
         let snapshot = self.snapshot_keeping(&mut tree.kept);
         self.keep(tree, snapshot.clone());
@@ -392,6 +421,24 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
         assert_eq!(status.head, None);
         assert_eq!(names(&status), ["x"]);
     }
+    #[test]
+    fn the_work_tree_hash_is_the_tree_a_commit_of_everything_would_have_and_the_index_is_untouched()
+    {
+        let Some((dir, repo)) = repo() else { return };
+        let clean = repo.work_tree_hash().unwrap();
+        let head_tree = repo.run(&["rev-parse", "HEAD^{tree}"]).unwrap();
+        assert_eq!(clean, String::from_utf8_lossy(&head_tree.stdout).trim());
+        std::fs::write(dir.path().join("a.txt"), "changed\n").unwrap();
+        std::fs::write(dir.path().join("new.txt"), "new\n").unwrap();
+        let changed = repo.work_tree_hash().unwrap();
+        assert_ne!(changed, clean);
+        let staged = repo.run(&["diff", "--cached", "--name-only"]).unwrap();
+        assert!(staged.stdout.is_empty(), "the user's index is not touched");
+        assert!(repo.run(&["add", "-A"]).unwrap().status.success());
+        let written = repo.run(&["write-tree"]).unwrap();
+        assert_eq!(changed, String::from_utf8_lossy(&written.stdout).trim());
+    }
+
     #[test]
     fn a_second_edit_of_a_modified_file_a_mode_change_and_a_new_file_are_changes() {
         let Some((dir, repo)) = repo() else { return };

@@ -487,11 +487,11 @@ fn open_tasks(dir: &crate::storage::RalphDir) -> Result<Vec<String>, String> {
 fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
     let env = &runner.env;
     let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
+    let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
     crate::verify::run_all(
         commands,
-        dir,
-        env.config.options.verify_timeout,
-        env.knobs.grace,
+        (dir, tree.as_deref()),
+        (env.config.options.verify_timeout, env.knobs.grace),
         env.stop,
         env.sink.voice(),
         &|result| env.sink.emit(LoopEvent::Verified(result.clone())),

@@ -51,7 +51,23 @@ fn a_failing_verify_refuses_completion_and_tells_the_agent_why() {
         "verification failed: `sh check.sh` (exit code 1)"
     );
     assert_eq!(history["iterations"][0]["verification"][0]["passed"], false);
-    assert_eq!(history["iterations"][1]["verification"][0]["passed"], true);
+    let passed = &history["iterations"][1]["verification"][0];
+    assert_eq!(passed["passed"], true);
+    // The evidence: the exit code, how long it ran, and the tree it ran on (the agent's file in it).
+    assert_eq!(passed["exit_code"], 0);
+    assert!(passed["duration_ms"].is_u64(), "{passed}");
+    let tree = passed["tree"].as_str().unwrap();
+    assert_eq!(env.git(&["cat-file", "-t", tree]).trim(), "tree");
+    assert!(
+        env.git(&["ls-tree", "--name-only", tree])
+            .contains("done.txt")
+    );
+    let refused_tree = history["iterations"][0]["verification"][0]["tree"].as_str();
+    assert_ne!(
+        refused_tree,
+        Some(tree),
+        "the first ran on the tree without done.txt"
+    );
 }
 
 #[test]

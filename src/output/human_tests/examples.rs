@@ -58,6 +58,7 @@ fn iteration_events() -> Vec<LoopEvent> {
             exit_code: Some(0),
             timed_out: false,
             output_tail: "test result: ok. 42 passed".to_owned(),
+            ..Verification::default()
         }),
         LoopEvent::Verified(Verification {
             command: "cargo clippy -- -D warnings".to_owned(),
@@ -65,6 +66,7 @@ fn iteration_events() -> Vec<LoopEvent> {
             exit_code: Some(101),
             timed_out: false,
             output_tail: "error: unused variable `x`".to_owned(),
+            ..Verification::default()
         }),
         LoopEvent::Verified(Verification {
             command: "npm test".to_owned(),
@@ -72,6 +74,7 @@ fn iteration_events() -> Vec<LoopEvent> {
             exit_code: None,
             timed_out: true,
             output_tail: String::new(),
+            ..Verification::default()
         }),
         LoopEvent::RetryWait {
             iteration: 3,

@@ -34,6 +34,7 @@ fn verification(command: &str, passed: bool) -> Verification {
         exit_code: Some(i32::from(!passed)),
         timed_out: false,
         output_tail: String::new(),
+        ..Verification::default()
     }
 }
 
