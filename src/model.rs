@@ -324,6 +324,8 @@ impl Verification {
     pub(crate) fn outcome(&self) -> String {
         match (self.timed_out, self.exit_code) {
             (true, _) => "timed out".to_owned(),
+            (false, Some(127)) => "exit code 127: command not found".to_owned(),
+            (false, Some(126)) => "exit code 126: not executable".to_owned(),
             (false, Some(code)) => format!("exit code {code}"),
             (false, None) => "could not start".to_owned(),
         }

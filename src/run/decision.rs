@@ -195,6 +195,9 @@ pub(crate) enum Stop {
     },
     /// In tasks mode, no open task can be started.
     Blocked(Vec<String>),
+    /// A verify command could not run at all (not found, not executable): the claim cannot be
+    /// checked, and asking the agent again would not change that.
+    Unverified(Verification),
     Interrupted,
 }
 
@@ -253,7 +256,12 @@ pub(crate) fn decide(rules: &Rules, facts: &Facts, counters: Counters) -> Decisi
         return decision;
     }
     let completed = judge_claims(rules, facts, &mut decision);
-    if facts.legacy_plugin {
+    if let Some(unrunnable) = unrunnable(facts) {
+        // Not the agent's failed attempt: the check itself is broken.
+        decision.refusal = None;
+        decision.outcome = format!("unverified: `{}` could not run", unrunnable.command);
+        decision.next = Next::Stop(Stop::Unverified(unrunnable));
+    } else if facts.legacy_plugin {
         decision.next = Next::Stop(Stop::LegacyPlugin);
         decision.commit = false;
     } else if completed {
@@ -319,6 +327,15 @@ fn judge_claims(rules: &Rules, facts: &Facts, decision: &mut Decision) -> bool {
         decision.outcome = format!("failed: {}: {}", failure.kind.label(), failure.message);
     }
     completed
+}
+
+/// The first verify command (the run's or the task's) that could not run at all: the shell's
+/// 127 (not found) or 126 (not executable).
+fn unrunnable(facts: &Facts) -> Option<Verification> {
+    let ran = facts.verification.iter().chain(&facts.task_verification);
+    ran.flatten()
+        .find(|result| matches!(result.exit_code, Some(126 | 127)))
+        .cloned()
 }
 
 fn refuse(decision: &mut Decision, refusal: Refusal) {
@@ -499,6 +516,7 @@ impl Stop {
             Self::AgentFailed { .. }
             | Self::AgentKeptFailing { .. }
             | Self::LegacyPlugin
+            | Self::Unverified(_)
             | Self::RalphFailed(_) => ExitStatus::Error,
             Self::Interrupted => ExitStatus::Interrupted,
         }
@@ -543,6 +561,11 @@ impl Stop {
             Self::Blocked(tasks) => format!(
                 "no task can be started ({} failed or blocked)",
                 plural(tasks.len() as u64, "task")
+            ),
+            Self::Unverified(result) => format!(
+                "unverified: `{}` could not run ({}); fix the command and run ralph --resume",
+                result.command,
+                result.outcome()
             ),
             Self::Interrupted => format!("interrupted at iteration {iteration}"),
         }

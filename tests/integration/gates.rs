@@ -262,3 +262,27 @@ fn plain_promises_complete_on_a_bare_last_line_only() {
         .assert_code(0);
     assert_eq!(env.agent_calls(), 2);
 }
+
+#[test]
+fn a_verify_command_that_cannot_run_ends_the_run_unverified_after_one_agent_call() {
+    for (verify, why) in [
+        ("no-such-check-command", "command not found"),
+        ("./check.sh", "not executable"),
+    ] {
+        let env = TestEnv::new();
+        fs::write(env.work().join("check.sh"), "exit 0\n").unwrap();
+        let run = env.run_loop_with(
+            &["task", "--verify", verify, "--max-iterations", "4"],
+            |c| {
+                c.env("FAKE_AGENT_COMPLETE_AT", "1");
+            },
+        );
+        run.assert_code(1);
+        assert_eq!(env.agent_calls(), 1, "{verify}");
+        let all = format!("{}{}", run.stdout(), run.stderr());
+        assert!(all.contains("unverified"), "{all}");
+        assert!(all.contains(why), "{all}");
+        let record = &env.history()["iterations"][0];
+        assert!(record["completion_refused"].is_null(), "{record}");
+    }
+}

@@ -190,6 +190,42 @@ fn failed_verification_refuses_completion() {
 }
 
 #[test]
+fn a_verify_command_that_cannot_run_stops_unverified_without_counting_an_attempt() {
+    for (code, why) in [(127, "command not found"), (126, "not executable")] {
+        for task in [false, true] {
+            let broken = Verification {
+                exit_code: Some(code),
+                ..verification("./check.sh", false)
+            };
+            let facts = if task {
+                Facts {
+                    task_done: true,
+                    task: Some("parser".to_owned()),
+                    task_verification: Some(vec![broken.clone()]),
+                    ..facts(1)
+                }
+            } else {
+                Facts {
+                    completion: true,
+                    verification: Some(vec![broken.clone()]),
+                    ..facts(1)
+                }
+            };
+            let rules = Rules {
+                tasks: true,
+                ..rules()
+            };
+            let decision = decide(&rules, &facts, Counters::default());
+            assert_eq!(decision.next, Next::Stop(Stop::Unverified(broken.clone())));
+            assert_eq!(decision.refusal, None, "not a failed attempt");
+            let stop = Stop::Unverified(broken);
+            assert_eq!(stop.status(), crate::exit::ExitStatus::Error);
+            assert!(stop.reason(1).contains(why), "{}", stop.reason(1));
+        }
+    }
+}
+
+#[test]
 fn passing_verification_completes() {
     let facts = Facts {
         completion: true,
