@@ -7,6 +7,13 @@ use crate::support::{TestEnv, is_alive};
 
 const HANG_WITH_GRANDCHILD: &str = "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo working; wait";
 
+/// The agent and the grandchild of [`HANG_WITH_GRANDCHILD`] (or a script like it) are gone.
+fn assert_agent_and_grandchild_gone(env: &TestEnv) {
+    let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();
+    let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
+    assert!(!is_alive(grandchild) && !is_alive(agent));
+}
+
 fn record(env: &TestEnv, index: usize) -> serde_json::Value {
     env.history()["iterations"][index].clone()
 }
@@ -25,9 +32,7 @@ fn iteration_timeout_ends_the_agent_and_its_grandchild_and_the_loop_goes_on() {
     run.assert_code(0);
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(env.agent_calls(), 2, "the next iteration ran");
-    let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();
-    let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
-    assert!(!is_alive(grandchild) && !is_alive(agent));
+    assert_agent_and_grandchild_gone(&env);
     assert_eq!(record(&env, 0)["failure"]["kind"], "timeout");
     assert!(
         run.stderr()
@@ -61,16 +66,14 @@ fn an_agent_that_said_its_promise_and_runs_on_is_ended_after_the_completion_grac
     let env = TestEnv::new();
     env.agent_script(
         Some(1),
-        "sleep 600 & echo $! > \"$FAKE_AGENT_DIR/grandchild.pid\"; echo $$ > \"$FAKE_AGENT_DIR/agent.pid\"; echo '<promise>COMPLETE</promise>'; wait",
+        &HANG_WITH_GRANDCHILD.replace("echo working", "echo '<promise>COMPLETE</promise>'"),
     );
     let started = Instant::now();
     let run = env.run_loop(&["task", "--completion-grace", "1s", "--max-iterations", "3"]);
     run.assert_code(0);
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(env.agent_calls(), 1, "the iteration counted as completed");
-    let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();
-    let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
-    assert!(!is_alive(grandchild) && !is_alive(agent));
+    assert_agent_and_grandchild_gone(&env);
     assert_eq!(record(&env, 0)["completion_detected"], true);
     assert_eq!(record(&env, 0)["exit_code"], 0);
     assert!(record(&env, 0)["failure"].is_null());
