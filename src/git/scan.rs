@@ -114,7 +114,6 @@ impl Repo {
         })
     }
 
-    /// Scans the tree and keeps the scan in `tree`.
     /// The git tree object of the work tree as it is now (tracked and untracked files; ignored
     /// ones, ralph's runtime files among them, left out), written through a temporary index so
     /// that neither the user's index nor the agent's is touched: what a verify command ran on.
@@ -144,6 +143,7 @@ impl Repo {
         (!tree.is_empty()).then_some(tree)
     }
 
+    /// Scans the tree and keeps the scan in `tree`.
     pub(crate) fn scan(&self, tree: &mut Tree) -> Option<Snapshot> {
         let snapshot = self.snapshot_keeping(&mut tree.kept);
         self.keep(tree, snapshot.clone());
@@ -421,6 +421,7 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
         assert_eq!(status.head, None);
         assert_eq!(names(&status), ["x"]);
     }
+
     #[test]
     fn the_work_tree_hash_is_the_tree_a_commit_of_everything_would_have_and_the_index_is_untouched()
     {
