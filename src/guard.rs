@@ -67,9 +67,10 @@ pub(crate) fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
     ] {
         watched.add(signal);
     }
-    // Blocked before the agent starts, so no signal is missed; the standard library clears the
-    // mask in the agent before it runs.
-    let _ = watched.thread_block();
+    // Blocked only once the agent runs: a child inherits the mask, and an agent with SIGTERM
+    // blocked would ignore every stop until the SIGKILL. Nothing is lost meanwhile: the agent's
+    // exit is looked at before each wait, a stop before the block ends the guard with its group,
+    // and the parent-death signal is asked for after the block.
     let mut agent = match Command::new(&program).args(args).spawn() {
         Ok(agent) => agent,
         Err(err) => {
@@ -80,6 +81,7 @@ pub(crate) fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(127);
         }
     };
+    let _ = watched.thread_block();
     watch_parent(parent);
     loop {
         if let Ok(Some(status)) = agent.try_wait() {

@@ -43,6 +43,24 @@ fn iteration_timeout_ends_the_agent_and_its_grandchild_and_the_loop_goes_on() {
 }
 
 #[test]
+fn a_stopped_agent_hears_sigterm_first_and_can_end_cleanly() {
+    let env = TestEnv::new();
+    env.agent_script(
+        Some(1),
+        "trap 'echo cleaned up > \"$FAKE_AGENT_DIR/term\"; exit 0' TERM; echo working; sleep 600 & wait",
+    );
+    let run = env.run_loop_with(
+        &["task", "--iteration-timeout", "1s", "--max-iterations", "1"],
+        |c| {
+            // A SIGKILL (after this grace) would leave no file behind.
+            c.env("RALPH_GRACE_MS", "10000");
+        },
+    );
+    run.assert_code(2);
+    assert_eq!(env.agent_file("term").trim(), "cleaned up");
+}
+
+#[test]
 fn idle_timeout_ends_a_silent_agent() {
     let env = TestEnv::new();
     env.agent_script(Some(1), "echo once; sleep 600");
