@@ -128,12 +128,7 @@ impl Repo {
                 .filter(|output| output.status.success())
         };
         // A copy of the real index keeps its stat cache: only changed files are hashed.
-        let copied = self
-            .run(&["rev-parse", "--git-path", "index"])
-            .ok()
-            .filter(|out| out.status.success())
-            .map(|out| self.root.join(String::from_utf8_lossy(&out.stdout).trim()))
-            .is_some_and(|real| std::fs::copy(real, &index).is_ok());
+        let copied = std::fs::copy(self.git_dir.join("index"), &index).is_ok();
         if !copied && self.head_oid().is_some() {
             run(&["read-tree", "HEAD"])?;
         }
