@@ -138,19 +138,7 @@ fn check(env: &TestEnv, seed: u64) {
         "seed {seed}: no conflict marker committed: {}",
         String::from_utf8_lossy(&markers.stdout)
     );
-    assert_eq!(
-        env.git(&["branch", "--list", "ralph/*"]).trim(),
-        "",
-        "seed {seed}: no task branch left"
-    );
-    let worktrees = fs::read_dir(env.ralph_file("worktrees"))
-        .map(|dir| {
-            dir.flatten()
-                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                .count()
-        })
-        .unwrap_or(0);
-    assert_eq!(worktrees, 0, "seed {seed}: no task worktree left");
+    env.assert_no_task_leftovers(&format!("seed {seed}: "));
     let fsck = git_raw(&env.work(), &["fsck", "--no-progress"]);
     assert!(
         fsck.status.success(),

@@ -15,6 +15,21 @@ fn committed_since(env: &TestEnv, since: &str) -> Vec<String> {
         .collect()
 }
 
+/// The user's modified `README.md` and untracked `secrets.env` are in no ralph commit and are
+/// still as the user left them.
+fn assert_users_files_left_out(env: &TestEnv, committed: &[String]) {
+    assert!(
+        !committed
+            .iter()
+            .any(|path| path == "README.md" || path == "secrets.env"),
+        "{committed:?}"
+    );
+    assert_eq!(
+        env.git(&["status", "--porcelain"]),
+        " M README.md\n?? secrets.env\n"
+    );
+}
+
 #[test]
 fn files_changed_before_the_loop_are_listed_and_never_committed() {
     let env = TestEnv::new();
@@ -33,16 +48,7 @@ fn files_changed_before_the_loop_are_listed_and_never_committed() {
     );
     let committed = committed_since(&env, &start);
     assert!(committed.contains(&"work.txt".to_owned()), "{committed:?}");
-    assert!(
-        !committed
-            .iter()
-            .any(|path| path == "README.md" || path == "secrets.env"),
-        "{committed:?}"
-    );
-    assert_eq!(
-        env.git(&["status", "--porcelain"]),
-        " M README.md\n?? secrets.env\n"
-    );
+    assert_users_files_left_out(&env, &committed);
     // The list is saved with the loop: a resumed loop leaves them out too, and says so again.
     let resumed = env.run_loop(&["--resume", "--max-iterations", "2"]);
     resumed.assert_code(2);
@@ -53,16 +59,7 @@ fn files_changed_before_the_loop_are_listed_and_never_committed() {
     );
     assert_eq!(env.agent_calls(), 2);
     let committed = committed_since(&env, &start);
-    assert!(
-        !committed
-            .iter()
-            .any(|path| path == "README.md" || path == "secrets.env"),
-        "{committed:?}"
-    );
-    assert_eq!(
-        env.git(&["status", "--porcelain"]),
-        " M README.md\n?? secrets.env\n"
-    );
+    assert_users_files_left_out(&env, &committed);
 }
 
 #[test]

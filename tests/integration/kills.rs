@@ -27,19 +27,7 @@ fn assert_clean_and_merged_once(env: &TestEnv, tasks: &[&str]) {
         "",
         "nothing left uncommitted"
     );
-    assert_eq!(
-        env.git(&["branch", "--list", "ralph/*"]).trim(),
-        "",
-        "no task branch left"
-    );
-    let worktrees = fs::read_dir(env.ralph_file("worktrees"))
-        .map(|dir| {
-            dir.flatten()
-                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                .count()
-        })
-        .unwrap_or(0);
-    assert_eq!(worktrees, 0, "no task worktree left");
+    env.assert_no_task_leftovers("");
     let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
     let subjects = env.git(&["log", "--format=%s"]);
     for task in tasks {

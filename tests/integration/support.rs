@@ -58,6 +58,24 @@ impl TestEnv {
         self.work().join(".ralph").join(name)
     }
 
+    /// Asserts that no task branch (`ralph/*`) and no task worktree is left; `context` starts
+    /// each failure message.
+    pub(crate) fn assert_no_task_leftovers(&self, context: &str) {
+        assert_eq!(
+            self.git(&["branch", "--list", "ralph/*"]).trim(),
+            "",
+            "{context}no task branch left"
+        );
+        let worktrees = fs::read_dir(self.ralph_file("worktrees"))
+            .map(|dir| {
+                dir.flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .count()
+            })
+            .unwrap_or(0);
+        assert_eq!(worktrees, 0, "{context}no task worktree left");
+    }
+
     pub(crate) fn write_executable(&self, name: &str, content: &str) {
         use std::os::unix::fs::PermissionsExt as _;
         let path = self.bin().join(name);
