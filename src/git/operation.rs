@@ -2,13 +2,14 @@
 //! rebase, a cherry-pick…) that a commit must not land in the middle of, and a detached HEAD.
 //!
 //! Operations are read from the marker files git leaves in the work tree's git directory (no
-//! process); only when there is none is git asked for unmerged paths (`git ls-files -u`), which
-//! a `git stash pop` or `git checkout -m` can leave without any operation.
+//! process); only when there is none, and the index file has an unmerged entry, is git asked for
+//! the unmerged paths (`git ls-files -u`), which a `git stash pop` or `git checkout -m` can leave
+//! without any operation.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{Repo, SHORT_HASH, check, scan};
+use super::{Repo, SHORT_HASH, check, refs};
 
 /// An operation git has under way in a work tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +146,9 @@ impl Repo {
 
     /// The paths with unmerged index entries (`git ls-files -u`), sorted, each once.
     fn unmerged_entries(&self) -> Vec<String> {
+        if self.index_has_unmerged() == Some(false) {
+            return Vec::new();
+        }
         let Ok(output) = check(self.run(&["ls-files", "-u", "-z"]), "git ls-files") else {
             return Vec::new();
         };
@@ -180,7 +184,7 @@ impl Repo {
     pub(crate) fn detached_head(&self) -> Option<String> {
         let head = std::fs::read_to_string(self.git_dir.join("HEAD")).ok()?;
         let head = head.trim_end();
-        scan::is_oid(head).then(|| head[..SHORT_HASH].to_owned())
+        refs::is_oid(head).then(|| head[..SHORT_HASH].to_owned())
     }
 
     /// Whether git can write in this repository: a file is created and removed in the work

@@ -7,7 +7,7 @@ use std::process::Output;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Repo, check, git_command};
+use super::{Repo, check, git_command, refs};
 
 /// Where claims live on the remote.
 pub(crate) const CLAIMS: &str = "refs/ralph/claims";
@@ -123,6 +123,14 @@ impl Repo {
 
     /// The commit `rev` names, if it exists.
     pub(crate) fn resolve(&self, rev: &str) -> Option<String> {
+        // Branches and remote-tracking branches name commits: their files say which.
+        if rev.starts_with("refs/heads/") || rev.starts_with("refs/remotes/") {
+            match self.read_ref(rev) {
+                refs::Read::Found(oid) => return Some(oid),
+                refs::Read::Absent => return None,
+                refs::Read::Unknown => {}
+            }
+        }
         let output = self
             .run(&[
                 "rev-parse",

@@ -18,7 +18,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt as _;
 use std::os::unix::fs::MetadataExt as _;
-use std::path::PathBuf;
 
 use crate::storage::{OWN_FILES, RALPH_DIR};
 
@@ -148,13 +147,18 @@ impl Repo {
     /// The tree as it is now: the kept scan while HEAD and the index are as they were then
     /// (ralph's own files fingerprinted again), else a new scan.
     pub(crate) fn current(&self, tree: &mut Tree) -> Option<Snapshot> {
+        self.current_or_fresh(tree).map(|(snapshot, _)| snapshot)
+    }
+
+    /// [`Repo::current`], and whether it is a new scan (`true`) rather than the kept one.
+    pub(super) fn current_or_fresh(&self, tree: &mut Tree) -> Option<(Snapshot, bool)> {
         if let Some((snapshot, stamp)) = &mut tree.seen
             && self.stamp().as_ref() == Some(stamp)
         {
             snapshot.own = self.own_fingerprints();
-            return Some(snapshot.clone());
+            return Some((snapshot.clone(), false));
         }
-        self.scan(tree)
+        self.scan(tree).map(|snapshot| (snapshot, true))
     }
 
     /// Keeps `snapshot` as the tree as it is now (nothing kept when HEAD cannot be read).
@@ -272,39 +276,6 @@ impl Repo {
             index,
         })
     }
-
-    /// HEAD's commit, read from `HEAD`, the loose ref or `packed-refs`.
-    pub(super) fn head_oid(&self) -> Option<String> {
-        let head = std::fs::read_to_string(self.git_dir.join("HEAD")).ok()?;
-        let head = head.trim_end();
-        let Some(name) = head.strip_prefix("ref: ") else {
-            return is_oid(head).then(|| head.to_owned());
-        };
-        let common = self.common_dir();
-        for dir in [&self.git_dir, &common] {
-            if let Ok(text) = std::fs::read_to_string(dir.join(name)) {
-                let oid = text.trim_end();
-                return is_oid(oid).then(|| oid.to_owned());
-            }
-        }
-        let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
-        packed.lines().find_map(|line| {
-            let (oid, reference) = line.split_once(' ')?;
-            (reference == name && is_oid(oid)).then(|| oid.to_owned())
-        })
-    }
-
-    /// The directory shared by every work tree of the repository (refs, objects).
-    pub(super) fn common_dir(&self) -> PathBuf {
-        match std::fs::read_to_string(self.git_dir.join("commondir")) {
-            Ok(text) => self.git_dir.join(text.trim_end()),
-            Err(_) => self.git_dir.clone(),
-        }
-    }
-}
-
-pub(super) fn is_oid(text: &str) -> bool {
-    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Parses `git status --porcelain=v2 -z --branch`: HEAD (absent before the first commit) and the

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Repo, check};
+use super::{Repo, check, refs};
 
 /// How merging a task's branch into the base went.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,15 +89,7 @@ impl Repo {
         if path.join(".git").exists() {
             return Ok(path.to_owned());
         }
-        let exists = self
-            .run(&[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                &format!("refs/heads/{branch}"),
-            ])
-            .is_ok_and(|output| output.status.success());
-        let args: Vec<&str> = if exists {
+        let args: Vec<&str> = if self.has_branch(branch) {
             vec!["worktree", "add", "-q", &shown, branch]
         } else {
             vec!["worktree", "add", "-q", "-b", branch, &shown, base]
@@ -302,6 +294,12 @@ impl Repo {
 
     /// Whether the local branch `branch` exists.
     pub(crate) fn has_branch(&self, branch: &str) -> bool {
+        let name = format!("refs/heads/{branch}");
+        match self.read_ref(&name) {
+            refs::Read::Found(_) => return true,
+            refs::Read::Absent => return false,
+            refs::Read::Unknown => {}
+        }
         self.run(&[
             "rev-parse",
             "--verify",

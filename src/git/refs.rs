@@ -1,0 +1,107 @@
+//! Refs read from the files git keeps them in (`HEAD`, loose refs, `packed-refs`), without a
+//! git process: ralph reads HEAD and its task branches after every step, and a process costs
+//! far more than a file. A repository whose refs live elsewhere (the reftable format) is asked
+//! through git.
+
+use std::path::PathBuf;
+
+use super::Repo;
+
+/// What the ref files say of a ref.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Read {
+    /// The commit (or object) it points to.
+    Found(String),
+    /// It does not exist.
+    Absent,
+    /// The files cannot tell (another ref format, a symbolic ref, an unreadable file): ask git.
+    Unknown,
+}
+
+impl Repo {
+    /// HEAD's commit, read from `HEAD`, the loose ref or `packed-refs`.
+    pub(super) fn head_oid(&self) -> Option<String> {
+        let head = std::fs::read_to_string(self.git_dir.join("HEAD")).ok()?;
+        let head = head.trim_end();
+        let Some(name) = head.strip_prefix("ref: ") else {
+            return is_oid(head).then(|| head.to_owned());
+        };
+        match self.read_ref(name) {
+            Read::Found(oid) => Some(oid),
+            Read::Absent | Read::Unknown => None,
+        }
+    }
+
+    /// The ref `name` (`refs/heads/…`), as its files say.
+    pub(super) fn read_ref(&self, name: &str) -> Read {
+        let common = self.common_dir();
+        if common.join("reftable").exists() {
+            return Read::Unknown;
+        }
+        for dir in [&self.git_dir, &common] {
+            match std::fs::read_to_string(dir.join(name)) {
+                Ok(text) => {
+                    let oid = text.trim_end();
+                    return if is_oid(oid) {
+                        Read::Found(oid.to_owned())
+                    } else {
+                        Read::Unknown
+                    };
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                // A folder where the ref would be (`refs/heads/a` when `a/b` exists), or a file
+                // that cannot be read.
+                Err(_) => return Read::Unknown,
+            }
+        }
+        let packed = match std::fs::read_to_string(common.join("packed-refs")) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Read::Absent,
+            Err(_) => return Read::Unknown,
+        };
+        packed
+            .lines()
+            .find_map(|line| {
+                let (oid, reference) = line.split_once(' ')?;
+                (reference == name && is_oid(oid)).then(|| Read::Found(oid.to_owned()))
+            })
+            .unwrap_or(Read::Absent)
+    }
+
+    /// The directory shared by every work tree of the repository (refs, objects).
+    pub(super) fn common_dir(&self) -> PathBuf {
+        match std::fs::read_to_string(self.git_dir.join("commondir")) {
+            Ok(text) => self.git_dir.join(text.trim_end()),
+            Err(_) => self.git_dir.clone(),
+        }
+    }
+}
+
+pub(super) fn is_oid(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_read_from_files_agree_with_git() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        let head = repo.resolve("HEAD").unwrap();
+        assert_eq!(repo.head_oid().as_deref(), Some(head.as_str()));
+        assert!(repo.run(&["branch", "loose"]).is_ok());
+        assert_eq!(repo.read_ref("refs/heads/loose"), Read::Found(head.clone()));
+        assert!(repo.run(&["branch", "packed"]).is_ok());
+        assert!(repo.run(&["pack-refs", "--all"]).is_ok());
+        assert_eq!(repo.read_ref("refs/heads/packed"), Read::Found(head));
+        assert_eq!(repo.read_ref("refs/heads/none"), Read::Absent);
+        assert!(repo.has_branch("packed") && !repo.has_branch("none"));
+        // `refs/heads/ralph` is a folder once `ralph/x` exists: git is asked.
+        assert!(repo.run(&["branch", "ralph/x"]).is_ok());
+        assert_eq!(repo.read_ref("refs/heads/ralph"), Read::Unknown);
+        assert!(!repo.has_branch("ralph"));
+    }
+}
