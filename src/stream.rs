@@ -603,24 +603,25 @@ mod tests {
     fn an_agent_that_said_its_promise_gets_the_completion_grace_then_ends() {
         let mut opts = options();
         opts.completion_grace = Some(Duration::from_millis(300));
-        for (script, ended_by) in [
+        let cases = [
             ("echo done; sleep 30", Some(EndedBy::CompletionGrace)),
             // An answer that went on after the promise no longer ends with it.
-            ("echo done; echo more; sleep 1", None),
+            ("echo done; echo more; sleep 0.6", None),
             // Without the promise, only the agent's own end (or a timeout) ends it.
-            ("echo working; sleep 1", None),
-        ] {
-            let mut handler = SaysDone::default();
-            let outcome = run(
-                &sh(script),
-                Path::new("."),
-                &opts,
-                &StopFlag::default(),
-                &mut handler,
-            )
-            .unwrap();
-            assert_eq!(outcome.ended_by, ended_by, "{script}");
-        }
+            ("echo working; sleep 0.6", None),
+        ];
+        // The cases wait on their agents side by side.
+        std::thread::scope(|scope| {
+            for (script, ended_by) in cases {
+                let opts = &opts;
+                scope.spawn(move || {
+                    let mut handler = SaysDone::default();
+                    let stop = StopFlag::default();
+                    let outcome = run(&sh(script), Path::new("."), opts, &stop, &mut handler);
+                    assert_eq!(outcome.unwrap().ended_by, ended_by, "{script}");
+                });
+            }
+        });
     }
 
     #[test]

@@ -29,9 +29,14 @@ impl Repo {
         tree: &mut Tree,
         left_out: &mut BTreeSet<String>,
     ) -> Result<Option<String>, String> {
-        let Some(snapshot) = self.current(tree) else {
+        let Some((snapshot, fresh)) = self.current_or_fresh(tree) else {
             return self.commit_everything(message, left_out);
         };
+        if fresh && snapshot.entries.is_empty() {
+            // A scan of just now found nothing changed, ralph's own files included: it stays
+            // the tree as it is.
+            return Ok(None);
+        }
         tree.forget();
         if !left_out.is_empty() {
             let named: HashSet<_> = (snapshot.entries.iter())

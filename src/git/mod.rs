@@ -12,7 +12,9 @@ use crate::storage::{RALPH_DIR, RUNTIME_FILES};
 
 mod commit;
 mod fingerprint;
+mod index;
 mod operation;
+mod refs;
 mod remote;
 mod scan;
 mod worktree;
@@ -39,6 +41,20 @@ pub(crate) struct Repo {
 }
 
 impl Repo {
+    /// The linked worktree whose top is `path`, read from its `.git` file without asking git;
+    /// `None` when there is none there.
+    pub(crate) fn linked_worktree(path: &Path) -> Option<Self> {
+        let link = std::fs::read_to_string(path.join(".git")).ok()?;
+        // git writes an absolute path; a relative one is relative to the worktree.
+        let git_dir = path.join(link.strip_prefix("gitdir:")?.trim());
+        git_dir.join("HEAD").is_file().then(|| Self {
+            root: path.to_owned(),
+            prefix: String::new(),
+            git_dir,
+            keys: fingerprint::keys(),
+        })
+    }
+
     /// The repository around `cwd`, or `None` outside one (or when git is missing).
     pub(crate) fn discover(cwd: &Path) -> Option<Self> {
         let output = git(
@@ -261,5 +277,26 @@ mod tests {
         assert!(run(&["add", "-A"]) && run(&["commit", "-q", "-m", "init"]));
         let repo = Repo::discover(dir.path()).unwrap();
         Some((dir, repo))
+    }
+
+    #[test]
+    fn a_linked_worktree_read_from_its_git_file_is_the_one_git_finds() {
+        let Some((_dir, repo)) = repo() else { return };
+        let path = repo.root.join("wt");
+        assert!(
+            repo.run(&["worktree", "add", "-q", "--detach", "wt"])
+                .is_ok()
+        );
+        let read = Repo::linked_worktree(&path).unwrap();
+        let found = Repo::discover(&path).unwrap();
+        assert_eq!(
+            (&read.root, &read.prefix, &read.git_dir),
+            (&found.root, &found.prefix, &found.git_dir)
+        );
+        assert!(
+            Repo::linked_worktree(&repo.root).is_none(),
+            "not a linked worktree"
+        );
+        assert!(Repo::linked_worktree(&repo.root.join("gone")).is_none());
     }
 }

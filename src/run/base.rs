@@ -1,8 +1,6 @@
 //! The base a run of task loops merges into: its repository and checked-out branch, ralph's own
 //! files there, each task's branch, and the boxes of its task list.
 
-use std::path::Path;
-
 use crate::error::fail;
 use crate::storage::identity::{self, Owner};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
@@ -12,14 +10,14 @@ use crate::git::Repo;
 
 use super::preflight::{OwnMerge, refuse_operation_underway};
 
-/// The repository and its checked-out branch, the base of worktrees; `.ralph/worktrees/` is
-/// kept out of git.
+/// The repository found around the working directory and its checked-out branch, the base of
+/// worktrees; `.ralph/worktrees/` is kept out of git.
 pub(super) fn base_branch(
-    cwd: &Path,
+    found: Option<Repo>,
     dir: &RalphDir,
     flag: &str,
 ) -> anyhow::Result<(Repo, String)> {
-    let repo = Repo::discover(cwd).ok_or_else(|| {
+    let repo = found.ok_or_else(|| {
         fail(format!("{flag} runs in a git worktree, and this is not a git repository; run `git init` and commit first"))
     })?;
     // A merge of ralph's own branch left half done is the caller's to undo or go on with.
@@ -134,7 +132,7 @@ impl Swept {
     /// The uncommitted changes of the worktree at `path` (ralph's own files aside); none when it
     /// is gone.
     fn dirty(path: &std::path::Path) -> Vec<String> {
-        let Some(worktree) = Repo::discover(path).filter(|_| path.join(".git").exists()) else {
+        let Some(worktree) = Repo::linked_worktree(path) else {
             return Vec::new();
         };
         let own = own_files(

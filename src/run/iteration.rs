@@ -385,7 +385,9 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         // A merge conflict counts as resolved only when no conflict marker is left.
         let root = env.repo.as_ref().map_or(env.cwd, Repo::root);
         let left = crate::verify::conflict_markers(root, &task.conflicts);
-        facts.verification.get_or_insert_with(Vec::new).extend(left);
+        if !left.is_empty() {
+            facts.verification.get_or_insert_with(Vec::new).extend(left);
+        }
     } else if facts.task_done && !facts.completion && !env.rules.task_loop {
         let command = focus.and_then(|task| task.verify.clone());
         facts.task_verification = command.map(|command| verify_all(runner, &[command]));

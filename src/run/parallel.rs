@@ -63,7 +63,7 @@ pub(crate) fn run(
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
     nothing_to_run(dir)?;
-    let (repo, base) = prepare(cwd, dir, "--parallel", &sink)?;
+    let (repo, base) = prepare(found.clone(), dir, "--parallel", &sink)?;
     // What a killed run left of tasks merged since: their worktrees and branches.
     tell_swept(&sink, &super::base::sweep(&repo, dir));
     // The run's own state, so `--status` sees it and `--resume` can continue it.
@@ -146,8 +146,13 @@ fn nothing_to_run(dir: &RalphDir) -> anyhow::Result<()> {
 
 /// Checks that the base can host task loops: a git repository, a branch checked out, nothing
 /// uncommitted but ralph's own files (which are committed first, so the task loops see them).
-fn prepare(cwd: &Path, dir: &RalphDir, flag: &str, sink: &Sink) -> anyhow::Result<(Repo, String)> {
-    let (repo, base) = base_branch(cwd, dir, flag)?;
+fn prepare(
+    found: Option<Repo>,
+    dir: &RalphDir,
+    flag: &str,
+    sink: &Sink,
+) -> anyhow::Result<(Repo, String)> {
+    let (repo, base) = base_branch(found, dir, flag)?;
     let own = own_files(
         &repo,
         &[
@@ -414,7 +419,7 @@ impl<'a> Coordinator<'a> {
     /// Removes a task's worktree (and, merged, its branch) — unless work in it is uncommitted.
     fn remove(&self, id: &str, delete_branch: bool) {
         let path = self.dir.worktree(id);
-        let worktree = Repo::discover(&path).filter(|_| path.join(".git").exists());
+        let worktree = Repo::linked_worktree(&path);
         // A merge of the base under way there may hold resolutions the agent did not commit:
         // the worktree is kept as it is, for the user to finish or abort.
         if let Some(worktree) = worktree.as_ref().filter(|worktree| worktree.merging()) {
@@ -545,8 +550,7 @@ pub(super) fn task_config(config: &RunConfig, task: &Task) -> RunConfig {
 
 /// The conflicts a reused worktree still has (a merge of the base in it that was not finished).
 fn pending_conflicts(path: &Path) -> Vec<String> {
-    Repo::discover(path)
-        .filter(|_| path.join(".git").exists())
+    Repo::linked_worktree(path)
         .map(|worktree| worktree.unfinished_merge_conflicts())
         .unwrap_or_default()
 }

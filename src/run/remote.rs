@@ -366,6 +366,8 @@ impl Session<'_> {
     fn integrate(&self, id: &str, task: &Task, claim: &str) -> anyhow::Result<Integrated> {
         let branch = base::branch(id);
         let message = format!("Ralph: merge task {id} — {}", task.text);
+        // A retry follows the fetch that found the claim still ours: the base is fresh.
+        let mut fetched = false;
         for attempt in 0..PUSH_TRIES {
             if attempt > 0 {
                 self.sink.notice(Notice::BaseMoved {
@@ -373,7 +375,7 @@ impl Session<'_> {
                     base: &self.site.base_name(),
                 });
             }
-            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim)? else {
+            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, fetched)? else {
                 return Ok(Integrated::LetGo);
             };
             let own = self.own_files(&tree);
@@ -411,6 +413,7 @@ impl Session<'_> {
             if !self.site.still_ours(id, claim)? {
                 return Ok(Integrated::LetGo);
             }
+            fetched = true;
         }
         Err(fail(format!(
             "{} kept moving while task {id} was merged ({PUSH_TRIES} tries); its branch {branch} is kept, start the worker again",
@@ -419,14 +422,17 @@ impl Session<'_> {
         .into())
     }
 
-    /// The integration worktree at the freshly fetched base: `None` when the task left the
-    /// list meanwhile (its claim is released).
+    /// The integration worktree at the freshly fetched base (fetched now unless `fetched`):
+    /// `None` when the task left the list meanwhile (its claim is released).
     fn fresh_base(
         &self,
         id: &str,
         claim: &str,
+        fetched: bool,
     ) -> anyhow::Result<Option<(Repo, RalphDir, String)>> {
-        self.site.fetch()?;
+        if !fetched {
+            self.site.fetch()?;
+        }
         let base_sha = self
             .site
             .repo
@@ -504,7 +510,7 @@ impl Session<'_> {
     /// Marks the task `[!]` on the base (with why) and drops the claim; its branch is kept.
     fn give_up(&self, id: &str, why: &str, claim: &str) -> anyhow::Result<TaskEnd> {
         for _ in 0..PUSH_TRIES {
-            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim)? else {
+            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, false)? else {
                 return Ok(TaskEnd::LetGo);
             };
             base::mark(&tree_dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;

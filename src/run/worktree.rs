@@ -26,7 +26,7 @@ pub(crate) fn in_worktree(
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
-    let (repo, base) = base_branch(cwd, dir, "--worktree")?;
+    let (repo, base) = base_branch(Repo::discover(cwd), dir, "--worktree")?;
     let path = dir.worktree(name);
     repo.add_worktree(&path, &branch(name), &base)
         .map_err(fail)?;
