@@ -55,6 +55,18 @@ impl Repo {
         })
     }
 
+    /// The same work tree seen from `cwd`, a folder in it (the prefix follows); `None` when
+    /// `cwd` is outside it or its name is not UTF-8.
+    pub(crate) fn seen_from(mut self, cwd: &Path) -> Option<Self> {
+        let inside = cwd.strip_prefix(&self.root).ok()?.to_str()?;
+        self.prefix = if inside.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", inside.trim_end_matches('/'))
+        };
+        Some(self)
+    }
+
     /// The repository around `cwd`, or `None` outside one (or when git is missing).
     pub(crate) fn discover(cwd: &Path) -> Option<Self> {
         let output = git(
@@ -298,5 +310,10 @@ mod tests {
             "not a linked worktree"
         );
         assert!(Repo::linked_worktree(&repo.root.join("gone")).is_none());
+        std::fs::create_dir_all(path.join("sub/dir")).unwrap();
+        let inside = read.clone().seen_from(&path.join("sub/dir")).unwrap();
+        let found = Repo::discover(&path.join("sub/dir")).unwrap();
+        assert_eq!((&inside.root, &inside.prefix), (&found.root, &found.prefix));
+        assert!(read.seen_from(&repo.root).is_none(), "outside the worktree");
     }
 }

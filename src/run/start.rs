@@ -129,7 +129,10 @@ pub(crate) fn run_task_loop(
         },
         _ => Start::Fresh,
     };
-    let repo = Repo::discover(cwd);
+    // The task's worktree is ralph's own: opened from its files, git is not asked.
+    let repo = Repo::linked_worktree(&task.home.worktree(&task.task_id))
+        .and_then(|worktree| worktree.seen_from(cwd))
+        .or_else(|| Repo::discover(cwd));
     let place = Place {
         cwd,
         dir: &dir,

@@ -2,6 +2,7 @@
 //! `--status --remote`.
 
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::error::fail;
@@ -20,6 +21,9 @@ pub(super) struct Site {
     pub(super) base: String,
     /// The task list's path, repository-relative.
     tasks_path: String,
+    /// The base's last read task list and the commit it was read at: a worker polling a base
+    /// that did not move reads no file again.
+    last_list: Mutex<Option<(String, Vec<u8>)>>,
 }
 
 impl Site {
@@ -45,6 +49,7 @@ impl Site {
             remote: remote.to_owned(),
             base,
             tasks_path,
+            last_list: Mutex::default(),
         })
     }
 
@@ -71,9 +76,20 @@ impl Site {
 
     /// The task list of the base as last fetched.
     pub(super) fn list(&self) -> anyhow::Result<TaskList> {
+        let base = self.base_ref();
+        let at = self.repo.resolve(&base);
+        let mut last = self
+            .last_list
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let (Some(at), Some((read_at, content))) = (&at, last.as_ref())
+            && at == read_at
+        {
+            return Ok(TaskList::parse(&String::from_utf8_lossy(content)));
+        }
         let content = self
             .repo
-            .file_at(&self.base_ref(), &self.tasks_path)
+            .file_at(at.as_deref().unwrap_or(&base), &self.tasks_path)
             .ok_or_else(|| {
                 fail(format!(
                     "{} has no {}; add tasks (ralph --add-task \"…\"), commit and push them, then start the workers",
@@ -81,7 +97,9 @@ impl Site {
                     self.tasks_path
                 ))
             })?;
-        Ok(TaskList::parse(&String::from_utf8_lossy(&content)))
+        let list = TaskList::parse(&String::from_utf8_lossy(&content));
+        *last = at.map(|at| (at, content));
+        Ok(list)
     }
 
     /// Whether the remote still holds `sha` as task `id`'s claim (fetched now).
