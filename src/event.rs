@@ -367,6 +367,10 @@ pub(crate) enum Notice<'a> {
         base: &'a str,
     },
     UnfinishedMergeUndone,
+    /// A merge a stopped ralph had begun to land on the base was finished.
+    LandingFinished {
+        task: &'a str,
+    },
     /// A task's worktree could not get the base's submodules (why).
     SubmodulesMissing {
         task: &'a str,

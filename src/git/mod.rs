@@ -13,12 +13,14 @@ use crate::storage::{RALPH_DIR, RUNTIME_FILES};
 mod commit;
 mod fingerprint;
 mod index;
+mod land;
 mod operation;
 mod refs;
 mod remote;
 mod scan;
 mod worktree;
 
+pub(crate) use land::{Landed, Landing};
 pub(crate) use remote::{Claim, Pushed, SeenClaim, Update, claim_ref};
 pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;

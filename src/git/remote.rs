@@ -214,7 +214,7 @@ impl Repo {
         rev: &str,
     ) -> Result<Self, String> {
         if path.join(".git").exists() {
-            let tree = Self::discover(path).ok_or("the integration worktree is broken")?;
+            let tree = Self::linked_worktree(path).ok_or("the integration worktree is broken")?;
             tree.abort_unfinished_merge("");
             check(
                 tree.run(&["checkout", "-q", "-f", "--detach", rev]),
@@ -225,7 +225,8 @@ impl Repo {
         }
         let shown = path.to_string_lossy().into_owned();
         self.add_worktree_pruned(&["worktree", "add", "-q", "-f", "--detach", &shown, rev])?;
-        Self::discover(path).ok_or_else(|| "the integration worktree was not created".to_owned())
+        Self::linked_worktree(path)
+            .ok_or_else(|| "the integration worktree was not created".to_owned())
     }
 
     /// Deletes a remote-tracking ref (`refs/remotes/…`) the next fetch would prune anyway.

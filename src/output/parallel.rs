@@ -109,6 +109,13 @@ pub(crate) fn unfinished_merge_undone(out: &Voice) {
     ]);
 }
 
+/// A merge a stopped ralph had begun to land was finished.
+pub(crate) fn landing_finished(out: &Voice, task: &str) {
+    out.warn(&[&format!(
+        "[{task}] ⚠️  The task's merge was cut off (ralph was stopped while it moved the base to it); it is finished now."
+    )]);
+}
+
 /// A task's worktree lacks the base's submodules.
 pub(crate) fn submodules_missing(out: &Voice, task: &str, why: &str) {
     out.warn(&[&format!(

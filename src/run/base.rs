@@ -4,9 +4,9 @@
 use crate::error::fail;
 use crate::storage::identity::{self, Owner};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
-use crate::storage::{self, RalphDir};
+use crate::storage::{self, Loaded, RalphDir};
 
-use crate::git::Repo;
+use crate::git::{Landed, Landing, Repo};
 
 use super::preflight::{OwnMerge, refuse_operation_underway};
 
@@ -107,6 +107,12 @@ pub(crate) fn sweep(repo: &Repo, dir: &RalphDir) -> Swept {
 /// task afresh instead of taking that work up.
 pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
     let mut swept = Swept::default();
+    // A merge a killed run was landing goes first: the base may already point at it.
+    let _ = finish_landing(repo, dir);
+    let integration = dir.integration_worktree();
+    if integration.join(".git").exists() {
+        repo.remove_worktree(&integration, "", false);
+    }
     let stamp = crate::model::now().format("%Y%m%d%H%M%S").to_string();
     for (id, merged) in repo.task_branches() {
         let path = dir.worktree(&id);
@@ -161,6 +167,25 @@ impl Swept {
             self.removed.push(id.to_owned());
         }
     }
+}
+
+/// Finishes the landing of a merge a killed ralph had begun (see `Repo::land`, recorded in
+/// `.ralph/worktrees/.landing.json`): `Some(task)` when it did. A base moved since by someone else
+/// is left alone; the merge is dropped and its task, not done in the base, merged again.
+pub(crate) fn finish_landing(repo: &Repo, dir: &RalphDir) -> Result<Option<String>, String> {
+    let journal = dir.landing();
+    let Loaded::Found(landing) = storage::read_json::<Landing>(&journal) else {
+        let _ = std::fs::remove_file(&journal);
+        return Ok(None);
+    };
+    let landed = repo.land(&landing).map_err(|why| {
+        format!(
+            "the merge of task {} that a stopped ralph was landing on the base could not be finished ({why}); check `git status`, then run again",
+            landing.task
+        )
+    })?;
+    let _ = std::fs::remove_file(&journal);
+    Ok((landed == Landed::Done).then_some(landing.task))
 }
 
 /// Work set aside: the text it was made for, and the branch that keeps it.

@@ -169,6 +169,9 @@ fn prepare(
         repo.restore_from_head(&own);
         sink.notice(Notice::UnfinishedMergeUndone);
     }
+    if let Some(task) = super::base::finish_landing(&repo, dir).map_err(fail)? {
+        sink.notice(Notice::LandingFinished { task: &task });
+    }
     // Every task gets its id written down, so no change to the list moves an id to another task.
     storage::tasks::edit(dir, |current| (current.and_then(identity::with_ids), ()))?;
     let dirty = repo.dirty_paths(&own).map_err(fail)?;
@@ -474,6 +477,11 @@ impl<'a> Coordinator<'a> {
             None => "not every task is done".to_owned(),
         };
         tell_swept(&self.sink, &super::base::sweep(&self.repo, self.dir));
+        // The worktree the merges were made in is the run's own.
+        let integration = self.dir.integration_worktree();
+        if integration.join(".git").exists() {
+            self.repo.remove_worktree(&integration, "", false);
+        }
         let spent = self.shared.spent();
         let not_started = self.never_started(&list);
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

@@ -33,9 +33,6 @@ use super::sink::{Place, Scope, Sink};
 use super::{Knobs, Shared, TaskLoop, start};
 use pick::{Pick, is_stale, pick};
 
-/// The worktree in which finished tasks are merged into a fresh copy of the base.
-const INTEGRATION: &str = ".integrate";
-
 /// Merges tried before a base that keeps moving is given up on.
 const PUSH_TRIES: u32 = 20;
 
@@ -438,7 +435,7 @@ impl Session<'_> {
             .repo
             .resolve(&self.site.base_ref())
             .ok_or_else(|| fail(format!("{} is gone", self.site.base_name())))?;
-        let path = self.dir.worktree(INTEGRATION);
+        let path = self.dir.integration_worktree();
         let tree = self
             .site
             .repo

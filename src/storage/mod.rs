@@ -115,6 +115,18 @@ impl RalphDir {
         self.root.join(WORKTREES_DIR).join(id)
     }
 
+    /// The temporary worktree where merges into the base are made:
+    /// `.ralph/worktrees/.integrate`.
+    pub(crate) fn integration_worktree(&self) -> PathBuf {
+        self.worktree(".integrate")
+    }
+
+    /// The record of a merge being landed on the base (`.ralph/worktrees/.landing.json`), so a
+    /// landing a kill cut off is finished at the next start.
+    pub(crate) fn landing(&self) -> PathBuf {
+        self.worktree(".landing.json")
+    }
+
     /// The iteration logs: `.ralph/logs/`.
     pub(crate) fn logs(&self) -> PathBuf {
         self.root.join(logs::LOGS_DIR)

@@ -62,14 +62,61 @@ fn a_kill_right_after_a_merge_commit_leaves_nothing_behind_after_resume() {
     let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
     kill_when(&mut run, &marker);
     fs::remove_file(&hook).unwrap();
+    // The merge commit was made in the integration worktree: the base never moved to it.
+    assert_eq!(
+        env.git(&["log", "-1", "--format=%s"]).trim(),
+        "Ralph: task list"
+    );
+    let resumed = env.run(&["--resume"]);
+    resumed.assert_code(0);
+    assert_clean_and_merged_once(&env, &["Alpha"]);
+}
+
+#[test]
+fn a_kill_after_the_base_moved_to_a_merge_is_finished_on_resume() {
+    let env = setup(
+        "- [ ] Alpha
+  - id: alpha
+",
+    );
+    let marker = env.path().join("landed");
+    // The hook holds ralph just after its base moved to the merge, before the files came.
+    let hook = env.work().join(".git/hooks/reference-transaction");
+    fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh
+[ \"$1\" = committed ] || exit 0
+while read -r old new ref; do
+  if [ \"$ref\" = refs/heads/main ] && git log -1 --format=%s \"$new\" | grep -q '^Ralph: merge task'; then touch '{}'; sleep 5; fi
+done
+exit 0
+",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
+    kill_when(&mut run, &marker);
+    fs::remove_file(&hook).unwrap();
+    assert!(
+        env.git(&["log", "-1", "--format=%s"])
+            .starts_with("Ralph: merge task alpha"),
+        "the base is at the merge"
+    );
+    assert!(
+        !env.work().join("Alpha.txt").exists(),
+        "its files are not yet"
+    );
     let resumed = env.run(&["--resume"]);
     resumed.assert_code(0);
     assert!(
         resumed
-            .stdout()
-            .contains("Removed the worktrees and branches of 1 merged task"),
+            .stderr()
+            .contains("[alpha] ⚠️  The task's merge was cut off"),
         "{}",
-        resumed.stdout()
+        resumed.stderr()
     );
     assert_clean_and_merged_once(&env, &["Alpha"]);
 }

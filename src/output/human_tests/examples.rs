@@ -508,6 +508,7 @@ fn run_notices(data: &Data) -> Vec<Notice<'_>> {
             base: "main",
         },
         Notice::UnfinishedMergeUndone,
+        Notice::LandingFinished { task: "api" },
         Notice::SubmodulesMissing {
             task: "build",
             why: "git submodule update failed (fatal: repository 'lib' does not exist)",

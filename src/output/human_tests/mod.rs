@@ -101,6 +101,7 @@ variants!(
         WorktreeLoop,
         WorktreeLeft,
         UnfinishedMergeUndone,
+        LandingFinished,
         SubmodulesMissing,
         MergeWaits,
         WorkSetAside,

@@ -4,8 +4,10 @@
 
 use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
-use crate::git::{Merge, Repo};
+use crate::git::{Landed, Landing, Merge, Repo};
+use crate::storage::carry::Carried;
 use crate::storage::tasks::{Task, TaskStatus};
+use crate::storage::{self, RalphDir};
 
 use super::super::base::{self, branch, find, mark};
 use super::{Coordinator, MERGE_TRIES, Spawner};
@@ -52,17 +54,10 @@ impl<'a> Coordinator<'a> {
         self.repo
             .commit_paths(&own, "Ralph: task list")
             .map_err(fail)?;
-        let (dir, repo) = (self.dir, &self.repo);
-        // What the agent added to the progress log and the task list joins the base's.
-        let mut carried = crate::storage::carry::Carried::default();
-        let mut finish = || {
-            carried = super::super::carry::into_base(repo, dir, &branch(id), id);
-            mark(dir, id, TaskStatus::Complete, None)
+        let Some((merged, carried)) = self.merge_elsewhere(id, &message, &own)? else {
+            return Ok(());
         };
-        match self
-            .repo
-            .merge_branch(&branch(id), &message, &own, &mut finish)
-        {
+        match merged {
             Ok(Merge::Done(hash)) => {
                 self.sink.emit(LoopEvent::TaskMerged {
                     task: id.to_owned(),
@@ -102,6 +97,56 @@ impl<'a> Coordinator<'a> {
             Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
         }
         Ok(())
+    }
+
+    /// Makes task `id`'s merge in a worktree of its own at the base's commit and lands it: the
+    /// base moves to the merge only once it is whole, so a kill never leaves the user's work tree
+    /// half merged. The merge, and what was carried of what the agent added to the progress log
+    /// and the task list; `None` when the base moved meanwhile (merged again in a moment).
+    fn merge_elsewhere(
+        &mut self,
+        id: &str,
+        message: &str,
+        own: &[&str],
+    ) -> anyhow::Result<Option<(Result<Merge, String>, Carried)>> {
+        let from = (self.repo.resolve("HEAD")).ok_or_else(|| fail("the base has no commit"))?;
+        let path = self.dir.integration_worktree();
+        let tree = self.repo.detached_worktree(&path, &from).map_err(fail)?;
+        let tree_dir = RalphDir::new(&path.join(self.repo.prefix()));
+        let mut carried = Carried::default();
+        let mut finish = || {
+            carried = super::super::carry::into_base(&tree, &tree_dir, &branch(id), id);
+            mark(&tree_dir, id, TaskStatus::Complete, None)
+        };
+        let merged = match tree.merge_branch(&branch(id), message, own, &mut finish) {
+            Ok(Merge::Done(hash)) => match self.land(id, from, &tree) {
+                Ok(true) => Ok(Merge::Done(hash)),
+                Ok(false) => return Ok(None),
+                Err(why) => Err(why),
+            },
+            other => other,
+        };
+        Ok(Some((merged, carried)))
+    }
+
+    /// Lands task `id`'s merge commit (the HEAD of `tree`) on the base, recorded first in
+    /// `.ralph/worktrees/` so a kill cannot leave it half done (the next start finishes it).
+    /// `false` when the base moved meanwhile: the merge is tried again in a moment.
+    fn land(&mut self, id: &str, from: String, tree: &Repo) -> Result<bool, String> {
+        let to = tree.resolve("HEAD").ok_or("the merge commit is missing")?;
+        let landing = Landing {
+            task: id.to_owned(),
+            from,
+            to,
+        };
+        let journal = self.dir.landing();
+        storage::write_json(&journal, &landing).map_err(|err| format!("{err:#}"))?;
+        let landed = self.repo.land(&landing)?;
+        let _ = std::fs::remove_file(&journal);
+        if landed == Landed::Moved {
+            self.blocked.insert(id.to_owned());
+        }
+        Ok(landed == Landed::Done)
     }
 
     /// Whether task `id`'s agent changed a submodule. A submodule is a repository of its own: what
