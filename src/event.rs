@@ -367,6 +367,12 @@ pub(crate) enum Notice<'a> {
         base: &'a str,
     },
     UnfinishedMergeUndone,
+    /// A worker started again found its task held by another worker (`by`), which took it
+    /// over: its stale worktree of the task was removed.
+    TakenOverElsewhere {
+        task: &'a str,
+        by: &'a str,
+    },
     /// A merge a stopped ralph had begun to land on the base was finished.
     LandingFinished {
         task: &'a str,

@@ -32,6 +32,21 @@ pub(crate) struct Claim {
     /// which text of the task the work pushed under it was made for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) released: bool,
+    /// The fencing token: 1 for a task's first claim, one more at every take-over of it (0 in
+    /// claims of an older ralph). Refreshes and releases keep it, so a claim's holder is known
+    /// by its token, and a worker whose token is no longer the remote's lost the task.
+    #[serde(default)]
+    pub(crate) token: u64,
+}
+
+impl Claim {
+    /// The fencing token of a claim that takes over `over` (a first claim when `None`).
+    pub(crate) fn token_after(over: Option<&SeenClaim>) -> u64 {
+        let was = over
+            .and_then(|seen| seen.claim.as_ref())
+            .map_or(0, |c| c.token);
+        was.saturating_add(1)
+    }
 }
 
 /// A claim as last fetched: the task id, the claim commit, and its record (`None` when the

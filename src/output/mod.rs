@@ -270,6 +270,7 @@ impl Reporter for Human {
             Notice::WorktreeLoop { name, branch } => worktree_loop(out, name, branch),
             Notice::WorktreeLeft { name, branch, base } => worktree_left(out, name, branch, base),
             Notice::UnfinishedMergeUndone => unfinished_merge_undone(out),
+            Notice::TakenOverElsewhere { task, by } => taken_over_elsewhere(out, task, by),
             Notice::LandingFinished { task } => landing_finished(out, task),
             Notice::SubmodulesMissing { task, why } => submodules_missing(out, task, why),
             Notice::MergeWaits { task, files } => merge_waits(out, task, files),

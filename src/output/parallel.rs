@@ -116,6 +116,13 @@ pub(crate) fn landing_finished(out: &Voice, task: &str) {
     )]);
 }
 
+/// A worker's task was taken over while it was gone: its worktree of it is removed.
+pub(crate) fn taken_over_elsewhere(out: &Voice, task: &str, by: &str) {
+    out.say(&[&format!(
+        "[{task}] 🧹 Worker {by} took this task over while this worker was stopped, and goes on with it from the pushed branch; its worktree here is removed."
+    )]);
+}
+
 /// A task's worktree lacks the base's submodules.
 pub(crate) fn submodules_missing(out: &Voice, task: &str, why: &str) {
     out.warn(&[&format!(

@@ -135,17 +135,17 @@ impl Session<'_> {
             }
             self.site.fetch()?;
             let list = self.site.list()?;
+            let claims = self.site.repo.seen_claims(&self.site.remote);
             if !swept {
                 swept = true;
-                self.sweep_finished(&list);
+                self.sweep_finished(&list, &claims);
             }
-            let claims = self.site.repo.seen_claims(&self.site.remote);
             let now = crate::model::now();
             let ttl = self.config.options.claim_ttl;
             match pick(&list, &claims, (now, ttl), &self.skip) {
                 Pick::Take { id, task, over } => {
                     told_waiting = false;
-                    if let Some(stop) = self.claim_and_run(&id, &task, over.as_ref())? {
+                    if let Some(stop) = self.claim_and_run(&id, &task, over.as_deref())? {
                         return Ok(Some(stop));
                     }
                 }
@@ -178,6 +178,7 @@ impl Session<'_> {
             heartbeat_at: now,
             fingerprint: Some(fingerprint(&task.text)),
             released: false,
+            token: Claim::token_after(over),
         };
         let expect = over.map_or("", |seen| seen.sha.as_str());
         let pushed = self

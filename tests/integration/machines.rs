@@ -288,6 +288,58 @@ if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
     assert!(!machine(&env, "m1").join(".ralph/worktrees/solo").exists());
 }
 
+#[test]
+fn a_worker_started_again_while_another_holds_its_task_removes_its_stale_worktree() {
+    let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
+    // m1 pushes some work, then hangs; m2 goes on with it and waits for the test's go.
+    fs::write(
+        env.agent_dir().join("script"),
+        r#"if [ "$machine" = m1 ]; then
+  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
+  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
+fi
+touch "$dir/m2-started"
+i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+"#,
+    )
+    .unwrap();
+    let fast = [
+        "--claim-heartbeat",
+        "400ms",
+        "--claim-ttl",
+        "1s",
+        "--max-iterations",
+        "5",
+    ];
+    let mut first = start_worker(&env, "m1", &fast);
+    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let stale = machine(&env, "m1").join(".ralph/worktrees/solo");
+    assert!(stale.exists());
+    let second = start_worker(&env, "m2", &fast);
+    crate::support::wait_for_file(&env.agent_dir().join("m2-started"), Duration::from_secs(30));
+    let again = start_worker(&env, "m1", &fast);
+    crate::support::wait_until(Duration::from_secs(30), "m1's stale worktree to go", || {
+        !stale.exists()
+    });
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let (code, stdout, stderr) = finish(again);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("[solo] 🧹 Worker ") && stdout.contains("took this task over"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("every task on origin/main is done"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = finish(second);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(remote_tasks(&env).contains("- [x] Solo"));
+    assert_eq!(runs_of(&events(&env), "Solo"), 3, "m1 twice, m2 once");
+}
+
 /// A worker on m1 exits 1 with one line naming the remote.
 fn fails_in_one_line(env: &TestEnv) {
     let (code, stdout, stderr) = finish(start_worker(env, "m1", &[]));

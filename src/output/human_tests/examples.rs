@@ -508,6 +508,10 @@ fn run_notices(data: &Data) -> Vec<Notice<'_>> {
             base: "main",
         },
         Notice::UnfinishedMergeUndone,
+        Notice::TakenOverElsewhere {
+            task: "api",
+            by: "laptop-4242",
+        },
         Notice::LandingFinished { task: "api" },
         Notice::SubmodulesMissing {
             task: "build",

@@ -101,6 +101,7 @@ variants!(
         WorktreeLoop,
         WorktreeLeft,
         UnfinishedMergeUndone,
+        TakenOverElsewhere,
         LandingFinished,
         SubmodulesMissing,
         MergeWaits,

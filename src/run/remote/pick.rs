@@ -16,7 +16,7 @@ pub(super) enum Pick {
     Take {
         id: String,
         task: Box<Task>,
-        over: Option<SeenClaim>,
+        over: Option<Box<SeenClaim>>,
     },
     /// Nothing is free, but tasks held by other workers may finish (or go stale): wait.
     Wait { held: usize },
@@ -47,7 +47,7 @@ pub(super) fn pick(
             return Pick::Take {
                 id,
                 task: Box::new(task.clone()),
-                over: claim.cloned(),
+                over: claim.cloned().map(Box::new),
             };
         }
     }

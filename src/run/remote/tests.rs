@@ -22,6 +22,7 @@ fn claim(id: &str, heartbeat: i64) -> SeenClaim {
         claim: Some(Claim {
             fingerprint: None,
             released: false,
+            token: 1,
             task: id.to_owned(),
             worker: "other-1".to_owned(),
             host: "other".to_owned(),
@@ -134,4 +135,28 @@ fn an_in_progress_task_without_a_claim_is_free() {
     let text = "- [/] one\n  - id: a\n";
     let picked = pick(&list(text), &[], (at(10), TTL), &BTreeSet::new());
     assert_eq!(taken(&picked), Some(("a", false)));
+}
+
+#[test]
+fn every_take_over_of_a_claim_raises_its_fencing_token() {
+    assert_eq!(Claim::token_after(None), 1, "a task's first claim");
+    let held = claim("a", 0);
+    assert_eq!(Claim::token_after(Some(&held)), 2);
+    let unreadable = SeenClaim {
+        claim: None,
+        ..held.clone()
+    };
+    assert_eq!(Claim::token_after(Some(&unreadable)), 1);
+    // A claim written by an older ralph has no token: it reads as 0.
+    let old: Claim = serde_json::from_str(
+        r#"{"task":"a","worker":"h-1","host":"h","pid":1,"started_at":"2026-01-01T00:00:00Z","heartbeat_at":"2026-01-01T00:00:00Z"}"#,
+    )
+    .unwrap();
+    assert_eq!(old.token, 0);
+    let refreshed = Claim {
+        heartbeat_at: at(60),
+        ..held.claim.clone().unwrap()
+    };
+    let json = serde_json::to_value(&refreshed).unwrap();
+    assert_eq!(json["token"], 1, "a refresh keeps the token: {json}");
 }

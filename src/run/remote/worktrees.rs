@@ -1,16 +1,18 @@
 //! A worker's task worktrees in its clone: the one a task runs in (work saved there for another
-//! text of the task set aside first), and those of tasks another worker finished, removed.
+//! text of the task set aside first), and those of tasks another worker finished or took over,
+//! removed.
 
 use std::path::PathBuf;
 
 use crate::error::fail;
 use crate::event::Notice;
-use crate::git::Update;
+use crate::git::{SeenClaim, Update};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self};
 
 use super::super::base;
 use super::Session;
+use super::pick::is_stale;
 
 impl Session<'_> {
     /// The task's branch on the remote holds work made for another text of the task (the stale
@@ -81,8 +83,18 @@ impl Session<'_> {
     /// Removes the worktrees (and local branches) this clone kept for tasks that are done on the
     /// base or gone from its list: another worker finished them while this one was away. A
     /// worktree with uncommitted changes is kept, and said.
-    pub(super) fn sweep_finished(&self, list: &TaskList) {
+    pub(super) fn sweep_finished(&self, list: &TaskList, claims: &[SeenClaim]) {
         let ids = tasks::task_ids(list);
+        // A task another worker holds now (this one's claim went stale and was taken over):
+        // that worker goes on from the pushed branch, so the work here is stale.
+        let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);
+        let holder = |id: &str| {
+            (claims.iter())
+                .find(|seen| seen.id == id && !is_stale(seen, now, ttl))
+                .and_then(|seen| seen.claim.as_ref())
+                .filter(|claim| claim.worker != self.me)
+                .map(|claim| claim.worker.clone())
+        };
         let finished = |id: &str| {
             ids.iter()
                 .position(|each| each == id)
@@ -94,7 +106,8 @@ impl Session<'_> {
         let mut swept = base::Swept::default();
         for entry in entries.flatten() {
             let id = entry.file_name().to_string_lossy().into_owned();
-            if id.starts_with('.') || !finished(&id) {
+            let held_by = holder(&id);
+            if id.starts_with('.') || !(finished(&id) || held_by.is_some()) {
                 continue;
             }
             // Its branch goes only when the base or the remote has all of its commits.
@@ -108,7 +121,13 @@ impl Session<'_> {
                 swept.kept.push((id, why));
                 continue;
             }
+            let removed = swept.removed.len();
             swept.remove(&self.site.repo, self.dir, &id, true);
+            if let Some(by) = held_by.filter(|_| swept.removed.len() > removed) {
+                swept.removed.pop();
+                self.sink
+                    .notice(Notice::TakenOverElsewhere { task: &id, by: &by });
+            }
         }
         if !swept.removed.is_empty() || !swept.kept.is_empty() {
             self.sink.notice(Notice::Swept {
