@@ -602,13 +602,13 @@ mod tests {
     #[test]
     fn an_agent_that_said_its_promise_gets_the_completion_grace_then_ends() {
         let mut opts = options();
-        opts.completion_grace = Some(Duration::from_millis(300));
+        opts.completion_grace = Some(Duration::from_millis(200));
         let cases = [
             ("echo done; sleep 30", Some(EndedBy::CompletionGrace)),
             // An answer that went on after the promise no longer ends with it.
-            ("echo done; echo more; sleep 0.6", None),
+            ("echo done; echo more; sleep 0.4", None),
             // Without the promise, only the agent's own end (or a timeout) ends it.
-            ("echo working; sleep 0.6", None),
+            ("echo working; sleep 0.4", None),
         ];
         // The cases wait on their agents side by side.
         std::thread::scope(|scope| {

@@ -36,6 +36,13 @@ use pick::{Pick, is_stale, pick};
 /// Merges tried before a base that keeps moving is given up on.
 const PUSH_TRIES: u32 = 20;
 
+/// The wait before a worker's `attempt`-th try to merge again after another merge got there
+/// first: growing, and spread by the process id so that workers on one base drift apart.
+fn backoff(attempt: u32) -> std::time::Duration {
+    let spread = u64::from(std::process::id() % 97) * 3;
+    std::time::Duration::from_millis((u64::from(attempt.min(8)) + 1) * 50 + spread)
+}
+
 /// How one task ended for this worker.
 enum TaskEnd {
     Merged,
@@ -408,6 +415,9 @@ impl Session<'_> {
                     .remove_worktree(&self.dir.worktree(id), &branch, delete);
                 return Ok(Integrated::Merged);
             }
+            // Another worker's merge got there first: workers that lost the race wait apart,
+            // so their next tries do not all meet again.
+            super::wait::pause(self.stop, backoff(attempt));
             if !self.site.still_ours(id, claim)? {
                 return Ok(Integrated::LetGo);
             }

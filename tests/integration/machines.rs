@@ -472,16 +472,17 @@ fn a_workers_dry_run_names_its_first_task_and_shows_that_tasks_loop() {
 
 #[test]
 fn the_agents_notes_and_follow_up_tasks_join_the_remote_base() {
+    // One worker: what two workers racing to merge do is the eight-task test's.
     let env = machines(
         "- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n",
-        &["m1", "m2"],
+        &["m1"],
     );
     fs::write(
         env.agent_dir().join("script"),
         crate::parallel::NOTES_AND_FOLLOW_UPS,
     )
     .unwrap();
-    all_succeed(&env, &["m1", "m2"]);
+    all_succeed(&env, &["m1"]);
     let log = env.git(&["-C", &remote(&env), "show", "main:.ralph/progress.md"]);
     for task in ["alpha", "beta"] {
         let note = format!("LEARNED: the API needs header X-Key (Write {task})");
