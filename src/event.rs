@@ -18,9 +18,19 @@ use crate::model::Verification;
 use crate::storage::carry::Carried;
 use crate::storage::history::{AgentShare, IterationRecord};
 
+/// A task of a plan, as `plan_created` tells it.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct PlannedTask {
+    pub(crate) id: String,
+    pub(crate) content: String,
+    #[serde(rename = "blockedBy")]
+    pub(crate) blocked_by: Vec<String>,
+}
+
 /// Every happening of a run that leaves ralph. Names and fields are the public schema:
-/// `specs/output.md` (a loop), `specs/parallel.md` (a `--parallel` run) and `specs/workers.md`
-/// (a `--worker`) name every one; new fields may be added, none renamed.
+/// `specs/output.md` (a loop), `specs/parallel.md` (a `--parallel` run), `specs/workers.md`
+/// (a `--worker`) and `specs/planning.md` (a plan) name every one; new fields may be added, none
+/// renamed.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub(crate) enum LoopEvent {
@@ -69,6 +79,8 @@ pub(crate) enum LoopEvent {
     Completed { iteration: u32 },
     /// The loop ended.
     RunEnded(RunEnd),
+    /// A spec was planned into a task graph, written to the task file before any task runs.
+    PlanCreated { tasks: Vec<PlannedTask> },
     /// `--parallel`: a task's loop starts in its worktree.
     TaskStarted {
         task: String,
@@ -130,6 +142,7 @@ impl LoopEvent {
             Self::Fallback { .. } => "fallback",
             Self::Completed { .. } => "completed",
             Self::RunEnded(_) => "run_ended",
+            Self::PlanCreated { .. } => "plan_created",
             Self::TaskStarted { .. } => "task_started",
             Self::TaskMerged { .. } => "task_merged",
             Self::NotesCarried { .. } => "notes_carried",
@@ -500,6 +513,13 @@ mod tests {
     fn every_event() -> Vec<LoopEvent> {
         let text = || "x".to_owned();
         vec![
+            LoopEvent::PlanCreated {
+                tasks: vec![PlannedTask {
+                    id: text(),
+                    content: text(),
+                    blocked_by: vec![],
+                }],
+            },
             LoopEvent::RunStarted {
                 agent: text(),
                 model: None,
@@ -614,7 +634,7 @@ mod tests {
 
     #[test]
     fn every_event_is_named_in_the_specs() {
-        let specs: String = ["output.md", "parallel.md", "workers.md"]
+        let specs: String = ["output.md", "parallel.md", "workers.md", "planning.md"]
             .iter()
             .map(|name| {
                 let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

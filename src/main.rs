@@ -17,6 +17,7 @@ mod model;
 mod notify;
 mod options;
 mod output;
+mod planning;
 mod promise;
 mod prompt;
 mod report;

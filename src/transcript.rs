@@ -23,6 +23,7 @@ use crate::promise::Promise;
 use crate::storage::logs::IterationLog;
 use crate::stream::{EndedBy, OutputHandler, Segment, Source};
 
+mod answer;
 mod promises;
 mod runs;
 mod tail;
@@ -105,6 +106,8 @@ pub(crate) struct Transcript<'a> {
     final_text: Option<String>,
     /// The streamed pieces of the assistant message being received.
     pieces: String,
+    /// Everything the agent said on stdout, when asked for ([`Transcript::keeping_answer`]).
+    answer: Option<String>,
     /// Per source: whether the chunk being read may hold an error line (it has an error word,
     /// or "test" and "fail"), and whether the next segment is the chunk's first (which may
     /// continue a line begun in the chunk before, so it is always looked at).
@@ -158,6 +161,7 @@ impl<'a> Transcript<'a> {
             last_text: None,
             final_text: None,
             pieces: String::new(),
+            answer: None,
             chunk_may_err: [true; 2],
             chunk_first: [true; 2],
             segment_may_err: true,
@@ -269,6 +273,7 @@ impl<'a> Transcript<'a> {
     /// Shows one line of agent output (or spills it in buffered mode), after a failure line held
     /// back.
     fn show(&mut self, source: Source, text: &str, ends_line: bool, now: Instant) {
+        self.keep_answer(source, text, ends_line);
         self.show_held_failure(now);
         self.show_now(source, text, ends_line, now);
     }

@@ -155,6 +155,7 @@ impl Reporter for Human {
             }
             LoopEvent::Fallback { to, reason, .. } => fallback_switch(out, to, reason),
             LoopEvent::RunEnded(end) => run_ended(out, end),
+            LoopEvent::PlanCreated { tasks } => plan_created(out, tasks),
             LoopEvent::TaskStarted {
                 task,
                 description,

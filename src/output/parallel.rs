@@ -123,6 +123,25 @@ pub(crate) fn taken_over_elsewhere(out: &Voice, task: &str, by: &str) {
     )]);
 }
 
+/// The plan a spec became: one line per task, with what it waits for.
+pub(crate) fn plan_created(out: &Voice, tasks: &[crate::event::PlannedTask]) {
+    let mut lines = vec![format!(
+        "🗺️  Planned {} task{}:",
+        tasks.len(),
+        if tasks.len() == 1 { "" } else { "s" }
+    )];
+    for task in tasks {
+        let waits = if task.blocked_by.is_empty() {
+            String::new()
+        } else {
+            format!(" (after {})", task.blocked_by.join(", "))
+        };
+        lines.push(format!("   {}  {}{waits}", task.id, task.content));
+    }
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    out.say(&lines);
+}
+
 /// A task's worktree lacks the base's submodules.
 pub(crate) fn submodules_missing(out: &Voice, task: &str, why: &str) {
     out.warn(&[&format!(

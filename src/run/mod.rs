@@ -20,6 +20,7 @@ mod fallback;
 mod iteration;
 mod parallel;
 mod plan;
+mod planner;
 mod preflight;
 mod record;
 mod remote;

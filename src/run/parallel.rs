@@ -62,6 +62,15 @@ pub(crate) fn run(
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
+    let planner = super::planner::Planner {
+        config,
+        cwd,
+        dir,
+        sink: &sink,
+        stop,
+        knobs,
+    };
+    planner.plan_if_needed(resumed.is_some())?;
     nothing_to_run(dir)?;
     let (repo, base) = prepare(found.clone(), dir, "--parallel", &sink)?;
     // What a killed run left of tasks merged since: their worktrees and branches.
@@ -110,15 +119,25 @@ pub(crate) fn run(
     }
     let (status, reason) = run.finish();
     shared.save_into(&mut state);
-    if status == ExitStatus::Success {
-        storage::remove_file(&dir.state())?;
-    } else {
-        state.active = false;
-        state.stopped_at = Some(crate::model::now());
-        state.stop_reason = Some(reason);
-        state::save(&dir.state(), &state)?;
-    }
+    record_end(dir, state, status, reason)?;
     Ok(status)
+}
+
+/// The run's state at its end: gone when every task is done, else kept, stopped, with why (for
+/// `--status` and `--resume`).
+fn record_end(
+    dir: &RalphDir,
+    mut state: state::LoopState,
+    status: ExitStatus,
+    reason: String,
+) -> anyhow::Result<()> {
+    if status == ExitStatus::Success {
+        return storage::remove_file(&dir.state()).map(drop);
+    }
+    state.active = false;
+    state.stopped_at = Some(crate::model::now());
+    state.stop_reason = Some(reason);
+    state::save(&dir.state(), &state)
 }
 
 /// Says what a sweep removed and kept, if anything.

@@ -48,6 +48,15 @@ pub(crate) fn run(
     if let Some(repo) = &repo {
         refuse_operation_underway(repo, OwnMerge::Refused)?;
     }
+    let planner = super::planner::Planner {
+        config,
+        cwd,
+        dir,
+        sink: &sink,
+        stop,
+        knobs,
+    };
+    planner.plan_if_needed(resumed.is_some())?;
     let env = Env {
         config,
         cwd,

@@ -195,8 +195,15 @@ fn gitignore_contents() -> String {
 
 /// The worktrees of parallel tasks, under `.ralph/` (never committed).
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
-/// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report.
-const OWN_DIRS_IGNORE: [&str; 3] = ["/worktrees/", "/logs/", "/report.html"];
+/// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report, a
+/// plan an agent is writing, and a plan that was refused.
+const OWN_DIRS_IGNORE: [&str; 5] = [
+    "/worktrees/",
+    "/logs/",
+    "/report.html",
+    "/plan.json",
+    "/plan-rejected.json",
+];
 
 /// For `skip_serializing_if`: a count that is zero is left out of the file.
 pub(crate) fn is_zero(count: &u32) -> bool {

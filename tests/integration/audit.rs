@@ -350,6 +350,8 @@ fn a_ralph_file_that_is_not_a_directory_is_explained() {
 #[test]
 fn the_last_of_a_repeated_option_wins() {
     let env = TestEnv::new();
+    // A task list, so the run does not plan first.
+    env.run(&["--add-task", "one"]).assert_code(0);
     env.run_loop(&[
         "task",
         "--max-iterations",

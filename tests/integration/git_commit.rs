@@ -110,6 +110,8 @@ fn no_commit_makes_no_commits() {
 #[test]
 fn commits_never_include_ralph_runtime_files_but_include_the_task_file() {
     let env = TestEnv::new();
+    // A task list, so the run does not plan first.
+    env.run(&["--add-task", "one"]).assert_code(0);
     let edit = env.work().join("notes.txt");
     env.run_loop_with(&["task", "--max-iterations", "1", "--tasks"], |c| {
         c.env("FAKE_AGENT_EDIT", &edit);

@@ -19,6 +19,7 @@ mod mock_model;
 mod observe;
 mod parallel;
 mod parallel_runs;
+mod planning;
 mod real_agents;
 mod real_agents_support;
 mod report;

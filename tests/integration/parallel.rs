@@ -9,7 +9,7 @@ use crate::support::TestEnv;
 /// `<task>.txt`, sources `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
 /// Shell built-ins only (every parallel test runs it many times): the task's words joined by `_`
 /// are its id.
-const PARALLEL_AGENT: &str = r#"#!/bin/sh
+pub(crate) const PARALLEL_AGENT: &str = r#"#!/bin/sh
 dir=${FAKE_AGENT_DIR:?}
 for last in "$@"; do :; done
 task=${last#*CURRENT TASK: \"}

@@ -5,23 +5,6 @@ use std::fs;
 use crate::support::TestEnv;
 
 #[test]
-fn tasks_mode_creates_the_task_file_and_says_so() {
-    let env = TestEnv::new();
-    let run = env.run_loop(&["goal", "--tasks", "--max-iterations", "1"]);
-    run.assert_code(2);
-    assert!(
-        run.stdout().contains("📋 Created tasks file:"),
-        "{}",
-        run.stdout()
-    );
-    let content = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
-    assert!(content.starts_with("# Ralph Tasks\n\n"));
-    assert!(!content.contains("- ["), "no example task: {content}");
-    assert!(env.agent_prompt(1).contains("📋 No tasks found."));
-    assert!(run.stdout().contains("Tasks mode: ENABLED"));
-}
-
-#[test]
 fn the_prompt_follows_the_task_file_and_completion_waits_for_every_task() {
     let env = TestEnv::new();
     env.run(&["--add-task", "first"]).assert_code(0);

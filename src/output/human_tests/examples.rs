@@ -19,6 +19,7 @@ pub(super) fn every_event() -> Vec<LoopEvent> {
     [
         iteration_events(),
         end_events(),
+        vec![plan_created()],
         parallel_events(),
         worker_events(),
     ]
@@ -150,6 +151,24 @@ fn end_events() -> Vec<LoopEvent> {
             agents: BTreeMap::new(),
         }),
     ]
+}
+
+/// A spec planned into a task graph.
+fn plan_created() -> LoopEvent {
+    LoopEvent::PlanCreated {
+        tasks: vec![
+            crate::event::PlannedTask {
+                id: "schema".to_owned(),
+                content: "Create the database schema".to_owned(),
+                blocked_by: vec![],
+            },
+            crate::event::PlannedTask {
+                id: "api".to_owned(),
+                content: "Build the REST endpoints".to_owned(),
+                blocked_by: strings(&["schema"]),
+            },
+        ],
+    }
 }
 
 /// A `--parallel` coordinator's events.

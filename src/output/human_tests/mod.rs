@@ -42,6 +42,7 @@ variants!(
         Fallback,
         Completed,
         RunEnded,
+        PlanCreated,
         TaskStarted,
         TaskMerged,
         NotesCarried,

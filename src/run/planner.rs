@@ -1,0 +1,194 @@
+//! The planning call. A run given a spec (`--parallel N` or `--tasks`) and no task list first
+//! asks its agent for a plan (`crate::planning`): the plan is checked, sent back once with its
+//! problems, written to the task file and committed as `Ralph: plan — N tasks`, then run. Two
+//! refused plans end the run (exit 1) with the answers kept in `.ralph/plan-rejected.json`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::agents::{AgentSpec, CommandRequest};
+use crate::config::RunConfig;
+use crate::error::fail;
+use crate::event::{LoopEvent, PlannedTask};
+use crate::git::Repo;
+use crate::planning::{self, Plan};
+use crate::signal::StopFlag;
+use crate::storage::tasks::{self, TaskList};
+use crate::storage::{self, RalphDir, progress};
+use crate::stream::{self, RunOptions};
+use crate::transcript::{DisplayOptions, Transcript};
+
+use super::Knobs;
+use super::sink::Sink;
+
+/// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.
+fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
+    let options = &config.options;
+    let runs_tasks = options.parallel > 0 || options.tasks;
+    runs_tasks
+        && !config.prompt.trim().is_empty()
+        && storage::read_text(&dir.tasks())
+            .ok()
+            .flatten()
+            .is_none_or(|text| TaskList::parse(&text).is_empty())
+}
+
+/// Where a run plans: its configuration and folders, what it reports to, and how it is stopped.
+pub(super) struct Planner<'a> {
+    pub(super) config: &'a RunConfig,
+    pub(super) cwd: &'a Path,
+    pub(super) dir: &'a RalphDir,
+    pub(super) sink: &'a Sink,
+    pub(super) stop: &'a StopFlag,
+    pub(super) knobs: &'a Knobs,
+}
+
+impl Planner<'_> {
+    /// Plans first when the run must (see [`needed`]): not on `--resume`.
+    pub(super) fn plan_if_needed(&self, resumed: bool) -> anyhow::Result<()> {
+        if resumed || !needed(self.config, self.dir) {
+            return Ok(());
+        }
+        self.plan()
+    }
+
+    /// Plans the spec into the task file and commits it (see the module's doc).
+    fn plan(&self) -> anyhow::Result<()> {
+        let custom = &self.config.custom_agents;
+        let known = |name: &str| AgentSpec::resolve(name, custom).is_ok();
+        let mut answers = Vec::new();
+        let mut problems: Option<Vec<String>> = None;
+        for _ in 0..2 {
+            let prompt = planning::prompt(&self.config.prompt, &[], problems.as_deref());
+            let answer = self.ask(&prompt)?;
+            let checked = planning::find(&answer)
+                .ok_or_else(|| {
+                    vec![
+                        "the answer holds no JSON array of tasks (nor a plan in .ralph/plan.json)"
+                            .to_owned(),
+                    ]
+                })
+                .and_then(|value| planning::check(&value, &known));
+            answers.push(answer);
+            match checked {
+                Ok(plan) => return self.land(&plan),
+                Err(found) => problems = Some(found),
+            }
+        }
+        let problems = problems.unwrap_or_default();
+        let kept = self.dir.file(planning::REJECTED_FILE);
+        let record = serde_json::json!({ "problems": problems, "answers": answers });
+        storage::write_json(&kept, &record)?;
+        Err(fail(format!(
+            "the agent's plan was refused twice: {}; its answers are in {}. Fix the spec, or write the task list yourself (ralph --add-task), then run again",
+            problems.join("; "),
+            kept.display()
+        ))
+        .into())
+    }
+
+    /// Runs the agent once on `prompt`: its plan, from the file it wrote or from its answer.
+    fn ask(&self, prompt: &str) -> anyhow::Result<String> {
+        let options = &self.config.options;
+        let steps = super::plan::steps(self.config, self.cwd).map_err(fail)?;
+        let step = steps
+            .rotation
+            .first()
+            .ok_or_else(|| fail("no agent to plan with"))?;
+        let written = self.cwd.join(planning::PLAN_FILE);
+        let _ = std::fs::remove_file(&written);
+        let opencode_config =
+            super::plan::write_opencode_config(self.config, self.dir, &step.spec, self.cwd)?;
+        let format = step.spec.format(options.output_format);
+        let command = step.agent.command(&CommandRequest {
+            binary: &step.binary,
+            prompt,
+            model: step.model.as_deref(),
+            allow_all: options.allow_all,
+            extra_args: &options.agent_args,
+            opencode_config: opencode_config.as_deref(),
+            format,
+            usage_file: None,
+        });
+        let display = DisplayOptions {
+            stream: options.stream,
+            verbose_tools: options.verbose_tools,
+            heartbeat: self.knobs.heartbeat,
+            tool_summary: self.knobs.tool_summary,
+            format,
+        };
+        let mut transcript = Transcript::new(step.agent.as_ref(), display, Vec::new(), false)?
+            .keeping_answer()
+            .with_voice(self.sink.voice().clone());
+        let run = RunOptions {
+            grace: self.knobs.grace,
+            leak_timeout: self.knobs.leak_timeout,
+            tick: Duration::from_millis(100),
+            run_timeout: options.iteration_timeout,
+            idle_timeout: options.idle_timeout,
+            completion_grace: None,
+        };
+        stream::run(&command, self.cwd, &run, self.stop, &mut transcript)?;
+        if self.stop.is_stopping() {
+            return Err(fail("stopped while the agent planned; nothing was written").into());
+        }
+        let answer = transcript.answer().to_owned();
+        let _ = transcript.finish();
+        match std::fs::read_to_string(&written) {
+            Ok(plan) => {
+                let _ = std::fs::remove_file(&written);
+                Ok(plan)
+            }
+            Err(_) => Ok(answer),
+        }
+    }
+
+    /// Writes the plan to the task file, commits it, and tells it.
+    fn land(&self, plan: &Plan) -> anyhow::Result<()> {
+        tasks::edit(self.dir, |current| {
+            let mut text = match current {
+                Some(bytes) if !bytes.is_empty() => String::from_utf8_lossy(bytes).into_owned(),
+                _ => tasks::new_file_content(),
+            };
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push('\n');
+            text.push_str(&plan.blocks);
+            (Some(text.into_bytes()), ())
+        })?;
+        let count = plan.list.tasks.len();
+        if self.config.options.commit
+            && let Some(repo) = Repo::discover(self.cwd)
+        {
+            self.dir.ignore_own_dirs()?;
+            let own = super::base::own_files(
+                &repo,
+                &[
+                    storage::TASKS_FILE,
+                    storage::GITIGNORE_FILE,
+                    progress::PROGRESS_FILE,
+                ],
+            );
+            let own: Vec<&str> = own.iter().map(String::as_str).collect();
+            repo.commit_paths(
+                &own,
+                &format!("Ralph: plan — {count} task{}", plural(count)),
+            )
+            .map_err(fail)?;
+        }
+        let tasks = (plan.list.tasks.iter())
+            .map(|task| PlannedTask {
+                id: task.id().unwrap_or_default().to_owned(),
+                content: task.text.clone(),
+                blocked_by: task.blocked_by().into_iter().map(str::to_owned).collect(),
+            })
+            .collect();
+        self.sink.emit(LoopEvent::PlanCreated { tasks });
+        Ok(())
+    }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}

@@ -1,0 +1,165 @@
+//! A spec and no task list: ralph plans first (one planning call), commits the plan, then runs it.
+
+use std::fs;
+
+use crate::parallel::PARALLEL_AGENT;
+use crate::support::TestEnv;
+
+/// The planning branch of the fake agent: a prompt that starts `# Plan the work` is a planning
+/// call; its prompt is kept as `plan-prompt.N` and it answers with `$FAKE_AGENT_DIR/plan.N`.
+const PLANNING: &str = r##"#!/bin/sh
+dir=${FAKE_AGENT_DIR:?}
+for last in "$@"; do :; done
+printf '%s' "$last" > "$dir/last-prompt"
+case "$last" in
+  "# Plan the work"*)
+    p=0; [ -f "$dir/plans" ] && read -r p < "$dir/plans"
+    p=$((p + 1)); echo "$p" > "$dir/plans"
+    printf '%s' "$last" > "$dir/plan-prompt.$p"
+    echo "Here is the plan:"
+    while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$dir/plan.$p"
+    exit 0;;
+esac
+"##;
+
+const SPEC: &str = "Build a todo API: a schema, the endpoints, and their docs.";
+
+const PLAN: &str = r#"[
+  {"id": "schema", "content": "Create the schema", "status": "pending", "activeForm": "Creating the schema", "blockedBy": []},
+  {"id": "docs", "content": "Write the docs", "status": "pending", "activeForm": "Writing the docs", "blockedBy": []},
+  {"id": "api", "content": "Build the endpoints", "status": "pending", "activeForm": "Building the endpoints", "blockedBy": ["schema", "docs"]}
+]"#;
+
+/// A repository whose agent plans with `plans` (answer N for planning call N) and then does
+/// each task as a parallel test's agent does.
+fn planning_env(plans: &[&str]) -> TestEnv {
+    let env = TestEnv::new();
+    let tasks = &PARALLEL_AGENT["#!/bin/sh\n".len()..];
+    env.write_executable("opencode", &format!("{PLANNING}{tasks}"));
+    for (n, plan) in plans.iter().enumerate() {
+        fs::write(env.agent_dir().join(format!("plan.{}", n + 1)), plan).unwrap();
+    }
+    env
+}
+
+fn plan_prompt(env: &TestEnv, n: u32) -> String {
+    fs::read_to_string(env.agent_dir().join(format!("plan-prompt.{n}"))).unwrap_or_default()
+}
+
+fn planning_calls(env: &TestEnv) -> u32 {
+    let text = fs::read_to_string(env.agent_dir().join("plans")).unwrap_or_default();
+    text.trim().parse().unwrap_or(0)
+}
+
+#[test]
+fn a_spec_with_parallel_is_planned_committed_and_run_side_by_side() {
+    let env = planning_env(&[PLAN]);
+    let run = env.run_loop(&[SPEC, "--parallel", "2", "--json"]);
+    run.assert_code(0);
+    assert_eq!(planning_calls(&env), 1);
+    let prompt = plan_prompt(&env, 1);
+    assert!(
+        prompt.contains(SPEC) && prompt.contains("\"blockedBy\""),
+        "{prompt}"
+    );
+    // The plan's commit comes before any task's work.
+    let subjects = env.git(&["log", "--reverse", "--format=%s"]);
+    let subjects: Vec<&str> = subjects.lines().collect();
+    let plan_at = subjects.iter().position(|s| *s == "Ralph: plan — 3 tasks");
+    let first_merge = subjects
+        .iter()
+        .position(|s| s.starts_with("Ralph: merge task"));
+    assert!(plan_at.is_some() && plan_at < first_merge, "{subjects:?}");
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(list.matches("- [x]").count(), 3, "{list}");
+    assert!(
+        list.contains("  - id: api\n  - blocked_by: schema, docs\n"),
+        "{list}"
+    );
+    // schema and docs ran side by side; api after both.
+    let events = fs::read_to_string(env.agent_dir().join("events")).unwrap();
+    let lines: Vec<&str> = events.lines().collect();
+    assert!(
+        lines[..2].iter().all(|l| l.starts_with("start")),
+        "{events}"
+    );
+    assert_eq!(lines.last(), Some(&"end Build_the_endpoints"), "{events}");
+    let created = run
+        .stdout()
+        .lines()
+        .find(|line| line.contains("\"plan_created\""))
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .expect("a plan_created event");
+    assert_eq!(created["tasks"][2]["id"], "api");
+    assert_eq!(created["tasks"][2]["blockedBy"][1], "docs");
+}
+
+#[test]
+fn a_spec_with_tasks_is_planned_then_run_by_one_loop() {
+    let env = planning_env(&[PLAN]);
+    let run = env.run_loop(&[SPEC, "--tasks", "--max-iterations", "1"]);
+    run.assert_code(2);
+    assert_eq!(planning_calls(&env), 1);
+    assert!(
+        run.stdout().contains("🗺️  Planned 3 tasks:"),
+        "{}",
+        run.stdout()
+    );
+    assert!(
+        run.stdout()
+            .contains("   api  Build the endpoints (after schema, docs)")
+    );
+    // The loop's first prompt is the task list's: its first task is next.
+    let prompt = fs::read_to_string(env.agent_dir().join("last-prompt")).unwrap();
+    assert!(
+        prompt.contains("📍 NEXT TASK: \"Create the schema\""),
+        "{prompt}"
+    );
+    let subjects = env.git(&["log", "--reverse", "--format=%s"]);
+    let subjects: Vec<&str> = subjects.lines().collect();
+    assert_eq!(subjects[1], "Ralph: plan — 3 tasks", "{subjects:?}");
+}
+
+#[test]
+fn a_plan_with_a_cycle_is_sent_back_once_with_the_cycle_named() {
+    let cycle = r#"[{"id": "a", "content": "A", "blockedBy": ["b"]}, {"id": "b", "content": "B", "blockedBy": ["a"]}]"#;
+    let fixed = r#"```json
+[{"id": "a", "content": "Do A", "blockedBy": []}, {"id": "b", "content": "Do B", "blockedBy": ["a"]}]
+```"#;
+    let env = planning_env(&[cycle, fixed]);
+    env.run_loop(&[SPEC, "--parallel", "2"]).assert_code(0);
+    assert_eq!(planning_calls(&env), 2);
+    let again = plan_prompt(&env, 2);
+    assert!(again.contains("in a cycle: a → b → a"), "{again}");
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(
+        list.contains("- [x] Do A") && list.contains("- [x] Do B"),
+        "{list}"
+    );
+}
+
+#[test]
+fn two_refused_plans_end_the_run_with_nothing_committed() {
+    let unknown = r#"[{"id": "a", "content": "A", "agent": "nonesuch"}]"#;
+    let env = planning_env(&[unknown, unknown]);
+    let commits = env.commit_count();
+    let run = env.run_loop(&[SPEC, "--parallel", "2"]);
+    run.assert_code(1);
+    assert!(
+        run.stderr()
+            .contains("names the agent \"nonesuch\", which ralph does not know"),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        run.stderr().contains("plan-rejected.json"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(env.commit_count(), commits, "nothing committed");
+    let kept = fs::read_to_string(env.ralph_file("plan-rejected.json")).unwrap();
+    let kept: serde_json::Value = serde_json::from_str(&kept).unwrap();
+    assert_eq!(kept["answers"].as_array().map(Vec::len), Some(2));
+    assert!(kept["answers"][1].as_str().unwrap().contains("nonesuch"));
+    assert_eq!(planning_calls(&env), 2);
+}
