@@ -380,6 +380,15 @@ pub(crate) enum Notice<'a> {
         base: &'a str,
     },
     UnfinishedMergeUndone,
+    /// A task's work merged with the base failed the run's `--verify` (`command`): back to its
+    /// agent (the `tries`-th time of `most`).
+    GateFailed {
+        task: &'a str,
+        command: &'a str,
+        base: &'a str,
+        tries: u32,
+        most: u32,
+    },
     /// A worker started again found its task held by another worker (`by`), which took it
     /// over: its stale worktree of the task was removed.
     TakenOverElsewhere {

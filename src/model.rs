@@ -320,6 +320,12 @@ pub(crate) struct Verification {
 }
 
 impl Verification {
+    /// The command could not run at all (not found: 127; not executable: 126): nothing was
+    /// verified.
+    pub(crate) fn could_not_run(&self) -> bool {
+        matches!(self.exit_code, Some(126 | 127))
+    }
+
     /// `exit code 1`, `timed out`, `could not start`.
     pub(crate) fn outcome(&self) -> String {
         match (self.timed_out, self.exit_code) {

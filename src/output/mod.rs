@@ -271,6 +271,13 @@ impl Reporter for Human {
             Notice::WorktreeLoop { name, branch } => worktree_loop(out, name, branch),
             Notice::WorktreeLeft { name, branch, base } => worktree_left(out, name, branch, base),
             Notice::UnfinishedMergeUndone => unfinished_merge_undone(out),
+            Notice::GateFailed {
+                task,
+                command,
+                base,
+                tries,
+                most,
+            } => gate_failed(out, (task, command, base), (*tries, *most)),
             Notice::TakenOverElsewhere { task, by } => taken_over_elsewhere(out, task, by),
             Notice::LandingFinished { task } => landing_finished(out, task),
             Notice::SubmodulesMissing { task, why } => submodules_missing(out, task, why),

@@ -142,6 +142,17 @@ pub(crate) fn plan_created(out: &Voice, tasks: &[crate::event::PlannedTask]) {
     out.say(&lines);
 }
 
+/// A task's merge failed the run's `--verify` gate: back to its agent.
+pub(crate) fn gate_failed(
+    out: &Voice,
+    (task, command, base): (&str, &str, &str),
+    (tries, most): (u32, u32),
+) {
+    out.warn(&[&format!(
+        "[{task}] 🚧 Not merged: `{command}` fails on its work merged with {base}. Back to its agent with the output ({tries} of {most})."
+    )]);
+}
+
 /// A task's worktree lacks the base's submodules.
 pub(crate) fn submodules_missing(out: &Voice, task: &str, why: &str) {
     out.warn(&[&format!(

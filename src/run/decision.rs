@@ -333,9 +333,7 @@ fn judge_claims(rules: &Rules, facts: &Facts, decision: &mut Decision) -> bool {
 /// 127 (not found) or 126 (not executable).
 fn unrunnable(facts: &Facts) -> Option<Verification> {
     let ran = facts.verification.iter().chain(&facts.task_verification);
-    ran.flatten()
-        .find(|result| matches!(result.exit_code, Some(126 | 127)))
-        .cloned()
+    ran.flatten().find(|result| result.could_not_run()).cloned()
 }
 
 fn refuse(decision: &mut Decision, refusal: Refusal) {

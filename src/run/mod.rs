@@ -163,12 +163,22 @@ impl TaskLoop {
     /// Adds an iteration of this task's loop to the base's history (the run's record of every
     /// task), under the run's lock: the task loops of a run write it one at a time.
     fn record_in_base(&self, record: &IterationRecord) -> anyhow::Result<()> {
-        let _turn = self
-            .shared
-            .history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let path = self.home.history();
+        self.shared.edit_history(&self.home, |history| {
+            history.record(record.clone(), history::Struggle::Skip);
+        })
+    }
+}
+
+impl Shared {
+    /// Changes the run's history in the base's `.ralph/` (`home`), one writer at a time: the
+    /// task loops and the coordinator of a run all record there.
+    pub(crate) fn edit_history(
+        &self,
+        home: &RalphDir,
+        change: impl FnOnce(&mut History),
+    ) -> anyhow::Result<()> {
+        let _turn = (self.history.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+        let path = home.history();
         let mut history = match history::load(&path) {
             Loaded::Found(history) => history,
             Loaded::Missing => History::default(),
@@ -177,7 +187,7 @@ impl TaskLoop {
                 History::default()
             }
         };
-        history.record(record.clone(), history::Struggle::Skip);
+        change(&mut history);
         history::save(&path, &history)
     }
 }

@@ -30,6 +30,7 @@ use super::sink::{Place, Scope, Sink};
 use super::steer::Relay;
 use super::{Knobs, Shared, TaskLoop, start};
 
+mod gate;
 mod merge;
 
 /// Tries at resolving a merge conflict before a task is given up.
@@ -98,6 +99,7 @@ pub(crate) fn run(
         not_carried: Vec::new(),
         failed: Vec::new(),
         blocked: BTreeSet::new(),
+        gate_tries: BTreeMap::new(),
         ended: None,
     };
     run.sink.notice(Notice::ParallelStarted {
@@ -232,6 +234,8 @@ struct Coordinator<'a> {
     /// Done tasks whose merge waits for the user: they have uncommitted changes in the base to
     /// files the task changed.
     blocked: BTreeSet<String>,
+    /// How often each task's merge failed the run's `--verify` gate.
+    gate_tries: BTreeMap<String, u32>,
     /// Why the run ended early, if it did.
     ended: Option<Stop>,
 }

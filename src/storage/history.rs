@@ -37,6 +37,19 @@ pub(crate) struct History {
     /// What each agent did (agent id → its share), for runs with several agents.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) agents: BTreeMap<String, AgentShare>,
+    /// The checks of a `--parallel` run's merge gate: its `--verify` commands run on each
+    /// task's work merged with the base.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) gates: Vec<GateCheck>,
+}
+
+/// One check of the merge gate: whose merge it judged, when, and its result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct GateCheck {
+    pub(crate) task: String,
+    pub(crate) at: chrono::DateTime<chrono::Utc>,
+    #[serde(flatten)]
+    pub(crate) check: crate::model::Verification,
 }
 
 /// One agent's part of a run.
@@ -308,6 +321,8 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
             total_turns: outline.total_turns,
             total_cost_usd: outline.total_cost_usd,
             agents: outline.agents,
+            // A recent view: the gate checks are read with the whole history only.
+            gates: Vec::new(),
         },
         count,
     ))

@@ -86,6 +86,8 @@ pub(crate) fn read(history_path: &Path, keep: usize) -> Option<(History, usize)>
             total_turns: summary.total_turns,
             total_cost_usd: summary.total_cost_usd,
             agents: summary.agents,
+            // A recent view: the gate checks are read with the whole history only.
+            gates: Vec::new(),
         },
         summary.count,
     ))

@@ -163,3 +163,69 @@ fn two_refused_plans_end_the_run_with_nothing_committed() {
     assert!(kept["answers"][1].as_str().unwrap().contains("nonesuch"));
     assert_eq!(planning_calls(&env), 2);
 }
+
+#[test]
+fn the_run_level_verify_gates_every_merge_and_sends_a_failing_one_back() {
+    // Each task passes the check alone; merged together they fail it.
+    let env = crate::parallel::setup("- [ ] A\n  - id: a\n- [ ] B\n  - id: b\n");
+    fs::write(
+        env.agent_dir().join("script"),
+        "printf '%s\\n---\\n' \"$last\" >> \"$dir/prompts-$id\"\n",
+    )
+    .unwrap();
+    let check = "test ! -f A.txt || test ! -f B.txt";
+    let run = env.run_loop(&[
+        "Build",
+        "--parallel",
+        "2",
+        "--verify",
+        check,
+        "--max-iterations",
+        "2",
+    ]);
+    run.assert_code(3);
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(list.matches("- [x]").count(), 1, "{list}");
+    assert_eq!(list.matches("- [!]").count(), 1, "{list}");
+    let failed = if list.contains("- [!] A") { "A" } else { "B" };
+    assert!(
+        run.stderr().contains(&format!(
+            "🚧 Not merged: `{check}` fails on its work merged with main. Back to its agent with the output (1 of 2)."
+        )),
+        "{}",
+        run.stderr()
+    );
+    // Its agent was told why, with the command's output, in its next prompt.
+    let prompts = fs::read_to_string(env.agent_dir().join(format!("prompts-{failed}"))).unwrap();
+    assert!(prompts.contains("fails the run's check"), "{prompts}");
+    // No commit of main ever held both files.
+    for commit in env
+        .git(&["log", "--first-parent", "--format=%H", "main"])
+        .lines()
+    {
+        let files = env.git(&["ls-tree", "--name-only", commit]);
+        assert!(
+            !(files.contains("A.txt") && files.contains("B.txt")),
+            "{commit} fails the gate: {files}"
+        );
+    }
+    // Every check of the gate is in the history: whose merge, the command, its exit code and
+    // the tree it ran on.
+    let history = env.history();
+    let gates = history["gates"].as_array().expect("the gate's checks");
+    let passed = gates
+        .iter()
+        .find(|g| g["passed"] == true)
+        .expect("a passing check");
+    assert_eq!(passed["command"], check);
+    assert_eq!(passed["exit_code"], 0);
+    assert!(
+        passed["tree"].as_str().is_some_and(|t| t.len() == 40),
+        "{passed}"
+    );
+    let failing = gates
+        .iter()
+        .find(|g| g["passed"] == false)
+        .expect("a failing check");
+    assert_eq!(failing["task"], failed.to_lowercase());
+}

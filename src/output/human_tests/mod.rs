@@ -102,6 +102,7 @@ variants!(
         WorktreeLoop,
         WorktreeLeft,
         UnfinishedMergeUndone,
+        GateFailed,
         TakenOverElsewhere,
         LandingFinished,
         SubmodulesMissing,

@@ -5,12 +5,26 @@
 use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
 use crate::git::{Landed, Landing, Merge, Repo};
+use crate::model::Verification;
 use crate::storage::carry::Carried;
 use crate::storage::tasks::{Task, TaskStatus};
 use crate::storage::{self, RalphDir};
 
 use super::super::base::{self, branch, find, mark};
 use super::{Coordinator, MERGE_TRIES, Spawner};
+
+/// How a task's merge, made in the integration worktree, ended.
+enum Integrated {
+    /// Landed on the base: the merge commit, and what was carried of what the agent added to the
+    /// progress log and the task list.
+    Landed(String, Carried),
+    /// Files in conflict: nothing was merged.
+    Conflict(Vec<String>),
+    /// A check of the run's `--verify` failed on the merged result: the base did not move.
+    GateFailed(Verification),
+    /// The base moved meanwhile (the user committed), or a stop came: merged again later.
+    Later,
+}
 
 impl<'a> Coordinator<'a> {
     /// Work saved in task `id`'s worktree for another task is set aside (see
@@ -54,11 +68,8 @@ impl<'a> Coordinator<'a> {
         self.repo
             .commit_paths(&own, "Ralph: task list")
             .map_err(fail)?;
-        let Some((merged, carried)) = self.merge_elsewhere(id, &message, &own)? else {
-            return Ok(());
-        };
-        match merged {
-            Ok(Merge::Done(hash)) => {
+        match self.merge_elsewhere(id, &message, &own, spawner)? {
+            Ok(Integrated::Landed(hash, carried)) => {
                 self.sink.emit(LoopEvent::TaskMerged {
                     task: id.to_owned(),
                     into: self.base.clone(),
@@ -75,7 +86,7 @@ impl<'a> Coordinator<'a> {
                 self.merged.push(id.to_owned());
                 self.remove(id, !kept);
             }
-            Ok(Merge::Conflict(files)) => {
+            Ok(Integrated::Conflict(files)) => {
                 let tries = self.merge_tries.entry(id.to_owned()).or_default();
                 *tries += 1;
                 if *tries > MERGE_TRIES {
@@ -94,21 +105,27 @@ impl<'a> Coordinator<'a> {
                 });
                 self.resolve(id, &task, spawner)?;
             }
+            Ok(Integrated::GateFailed(check)) => self.send_back(id, &task, &check, spawner)?,
+            Ok(Integrated::Later) => {}
             Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
         }
         Ok(())
     }
 
-    /// Makes task `id`'s merge in a worktree of its own at the base's commit and lands it: the
-    /// base moves to the merge only once it is whole, so a kill never leaves the user's work tree
-    /// half merged. The merge, and what was carried of what the agent added to the progress log
-    /// and the task list; `None` when the base moved meanwhile (merged again in a moment).
-    fn merge_elsewhere(
+    /// Makes task `id`'s merge in a worktree of its own at the base's commit, runs the run's
+    /// `--verify` gate there, and lands it: the base moves to the merge only once it is whole and
+    /// passes, so a kill never leaves the user's work tree half merged and the base never holds
+    /// a state that fails the gate.
+    fn merge_elsewhere<'s>(
         &mut self,
         id: &str,
         message: &str,
         own: &[&str],
-    ) -> anyhow::Result<Option<(Result<Merge, String>, Carried)>> {
+        spawner: &Spawner<'s, '_>,
+    ) -> anyhow::Result<Result<Integrated, String>>
+    where
+        'a: 's,
+    {
         let from = (self.repo.resolve("HEAD")).ok_or_else(|| fail("the base has no commit"))?;
         let path = self.dir.integration_worktree();
         let tree = self.repo.detached_worktree(&path, &from).map_err(fail)?;
@@ -118,15 +135,23 @@ impl<'a> Coordinator<'a> {
             carried = super::super::carry::into_base(&tree, &tree_dir, &branch(id), id);
             mark(&tree_dir, id, TaskStatus::Complete, None)
         };
-        let merged = match tree.merge_branch(&branch(id), message, own, &mut finish) {
-            Ok(Merge::Done(hash)) => match self.land(id, from, &tree) {
-                Ok(true) => Ok(Merge::Done(hash)),
-                Ok(false) => return Ok(None),
-                Err(why) => Err(why),
-            },
-            other => other,
+        let hash = match tree.merge_branch(&branch(id), message, own, &mut finish) {
+            Ok(Merge::Done(hash)) => hash,
+            Ok(Merge::Conflict(files)) => return Ok(Ok(Integrated::Conflict(files))),
+            Err(why) => return Ok(Err(why)),
         };
-        Ok(Some((merged, carried)))
+        if let Some(failed) = self.gate(id, &tree, spawner) {
+            return Ok(Ok(if spawner.stop.is_stopping() {
+                Integrated::Later
+            } else {
+                Integrated::GateFailed(failed)
+            }));
+        }
+        Ok(match self.land(id, from, &tree) {
+            Ok(true) => Ok(Integrated::Landed(hash, carried)),
+            Ok(false) => Ok(Integrated::Later),
+            Err(why) => Err(why),
+        })
     }
 
     /// Lands task `id`'s merge commit (the HEAD of `tree`) on the base, recorded first in

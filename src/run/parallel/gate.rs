@@ -1,0 +1,125 @@
+//! The merge queue's gate: the run's `--verify` commands run on each task's work merged with the
+//! current base (in the integration worktree), and the base moves only when they pass. A failure
+//! goes back to the task's agent with the command's output (at most [`GATE_TRIES`] times), then
+//! the task is failed (`[!]`, exit 3). A command that cannot run ends the run (exit 1).
+
+use crate::error::fail;
+use crate::event::{LoopEvent, Notice};
+use crate::git::Repo;
+use crate::model::Verification;
+use crate::storage::context;
+use crate::storage::history::GateCheck;
+use crate::storage::tasks::Task;
+
+use super::super::base::branch;
+use super::super::decision::Stop;
+use super::{Coordinator, Spawner};
+
+/// How often a task whose merge fails the gate goes back to its agent before it is failed.
+pub(super) const GATE_TRIES: u32 = 2;
+
+impl<'a> Coordinator<'a> {
+    /// Runs the run's `--verify` commands in `tree` (the task's work merged with the base): the
+    /// check that failed, if one did.
+    pub(super) fn gate<'s>(
+        &self,
+        id: &str,
+        tree: &Repo,
+        spawner: &Spawner<'s, '_>,
+    ) -> Option<Verification>
+    where
+        'a: 's,
+    {
+        let commands = &self.config.options.verify;
+        if commands.is_empty() {
+            return None;
+        }
+        let hash = tree.work_tree_hash();
+        let results = crate::verify::run_all(
+            commands,
+            (tree.root(), hash.as_deref()),
+            (self.config.options.verify_timeout, spawner.knobs.grace),
+            spawner.stop,
+            self.sink.voice(),
+            &|result| self.sink.emit(LoopEvent::Verified(result.clone())),
+        );
+        let at = crate::model::now();
+        let recorded = self.shared.edit_history(self.dir, |history| {
+            for check in &results {
+                history.gates.push(GateCheck {
+                    task: id.to_owned(),
+                    at,
+                    check: check.clone(),
+                });
+            }
+        });
+        if let Err(err) = recorded {
+            self.sink.notice(Notice::TaskNotRecorded {
+                task: id,
+                status: "its merge check",
+                why: &format!("{err:#}"),
+            });
+        }
+        results.into_iter().find(|result| !result.passed)
+    }
+
+    /// Task `id`'s merge failed the gate with `check`: its agent gets the base merged into its
+    /// branch and the command's output in its next prompt, or, after [`GATE_TRIES`] times, the
+    /// task is failed with its branch kept. A command that cannot run at all ends the run.
+    pub(super) fn send_back<'s>(
+        &mut self,
+        id: &str,
+        task: &Task,
+        check: &Verification,
+        spawner: &Spawner<'s, '_>,
+    ) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        if check.could_not_run() {
+            self.ended.get_or_insert(Stop::Unverified(check.clone()));
+            self.remove(id, false);
+            return Ok(());
+        }
+        let tries = self.gate_tries.entry(id.to_owned()).or_default();
+        *tries += 1;
+        let tries = *tries;
+        if tries > GATE_TRIES {
+            let why = format!(
+                "its work merged with {} failed the run's check `{}` {GATE_TRIES} times; branch {} is kept",
+                self.base,
+                check.command,
+                branch(id)
+            );
+            self.give_up(id, &why);
+            return Ok(());
+        }
+        self.sink.notice(Notice::GateFailed {
+            task: id,
+            command: &check.command,
+            base: &self.base,
+            tries,
+            most: GATE_TRIES,
+        });
+        let text = format!(
+            "Your task's work, merged with {base}, fails the run's check `{command}`{code}, so it was not merged. {base} is now merged into your branch: make the check pass here, then end with the task's promise again. The end of its output:\n\n```\n{tail}\n```",
+            base = self.base,
+            command = check.command,
+            code = check.exit_code.map_or_else(
+                || " (it timed out)".to_owned(),
+                |code| format!(" (exit {code})")
+            ),
+            tail = check.output_tail,
+        );
+        context::append(self.dir, &text, Some(id), crate::model::now())?;
+        let path = self.dir.worktree(id);
+        let worktree =
+            Repo::linked_worktree(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let conflicts = worktree
+            .merge_base_into_branch(&self.base, &own)
+            .map_err(fail)?;
+        self.start(spawner, (id, task), conflicts)
+    }
+}
