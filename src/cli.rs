@@ -261,6 +261,12 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) dry_run: bool,
 
+    /// Plan the prompt (a spec) into a task graph with the agent, write it to
+    /// .ralph/ralph-tasks.md and show it, then exit; nothing is committed (with --json: the plan
+    /// as a plan_created event). A run of the list (--parallel N or --tasks) then goes on from it.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) plan: bool,
+
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish), then exit.
     #[arg(long, value_name = "SHELL", help_heading = "Commands")]
     pub(crate) completions: Option<clap_complete::Shell>,

@@ -78,6 +78,8 @@ pub(crate) enum Mode {
     Reset,
     Resume,
     DryRun(Box<RunConfig>),
+    /// `--plan`: the prompt planned into the task list, shown, nothing committed or run.
+    Plan(Box<RunConfig>),
     /// `--dry-run --worker`: what the worker would take and its first task's loop.
     WorkerDryRun {
         config: Box<RunConfig>,
@@ -203,7 +205,7 @@ impl Config {
             cli_layer.set("agent_args", Raw::List(agent_args), Source::CommandLine);
         }
         let tasks_flag = matches!(cli_layer.get("tasks"), Some((Raw::Bool(true), _)));
-        let (resume, dry_run) = (commands.resume, commands.dry_run);
+        let (resume, dry_run, plan) = (commands.resume, commands.dry_run, commands.plan);
         let (worktree, merge) = (commands.worktree.clone(), commands.merge);
         let worker = commands.worker_place()?;
         let task_properties = task_properties(&cli_layer, commands.success.clone());
@@ -228,6 +230,7 @@ impl Config {
                 let stack = settings.stack(&[&cli_layer]);
                 let run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
                 match worker {
+                    _ if plan => plan_mode(run, dry_run || worker.is_some())?,
                     Some((remote, base)) => {
                         worker_mode(run, (remote, base), (worktree.is_some(), dry_run))?
                     }
@@ -383,6 +386,17 @@ fn worker_mode(
             base,
         }
     })
+}
+
+/// `--plan`: the prompt planned into the task list, nothing run (refused with `--dry-run` and
+/// `--worker`, which have runs of their own to show or share).
+fn plan_mode(run: Box<RunConfig>, with_another: bool) -> Result<Mode, Error> {
+    if with_another {
+        return Err(usage(
+            "--plan writes a plan and exits; it does not go with --dry-run or --worker (plan first, then start the workers)",
+        ));
+    }
+    Ok(Mode::Plan(run))
 }
 
 /// How the loop runs: shown (`--dry-run`), in its own worktree (`--worktree NAME`), or here.

@@ -89,7 +89,11 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let running = matches!(
         config.mode,
-        Mode::Run(_) | Mode::Resume | Mode::RunInWorktree { .. } | Mode::Worker { .. }
+        Mode::Run(_)
+            | Mode::Resume
+            | Mode::RunInWorktree { .. }
+            | Mode::Worker { .. }
+            | Mode::Plan(_)
     );
     output::configure(config.color, no_color, config.json && running);
     dispatch(config)
@@ -145,6 +149,10 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Export => commands::list_tasks(&ralph_dir, true),
         Mode::Reset => commands::reset(&ralph_dir, &knobs),
         Mode::DryRun(config) => Ok(dry_run::dry_run(&config, &ralph_dir, &cwd)),
+        Mode::Plan(mut config) => {
+            config.json = json;
+            run::plan_only(&config, &cwd, &ralph_dir, &knobs)
+        }
         Mode::WorkerDryRun {
             config,
             remote,

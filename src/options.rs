@@ -209,6 +209,10 @@ loop_options! {
     max_retries: u32 = 3, heading "Limits", value "N";
     /// Longest wait before such a retry when the provider gives no reset time.
     retry_max_wait: Duration = Duration::from_secs(600), heading "Limits", value "DURATION";
+    /// The agent (AGENT[:MODEL]) that plans a spec into a task list; default: the run's agent.
+    plan_agent: parse::Rotation = parse::Rotation(Vec::new()),
+        heading "Tasks", value "AGENT[:MODEL]", example "\"claude-code:opus\"",
+        note "the first agent of the list plans";
     /// Work through .ralph/ralph-tasks.md one task at a time.
     tasks: bool = false, heading "Tasks", value "", short 't';
     /// The text the agent prints when one task is done.

@@ -47,6 +47,7 @@ use crate::storage::{Loaded, RalphDir};
 pub(crate) use base::clear as clear_task_worktrees;
 pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
+pub(crate) use planner::plan_only;
 pub(crate) use remote::{remote_status, worker};
 pub(crate) use start::{resume, run};
 pub(crate) use worktree::in_worktree;

@@ -49,18 +49,20 @@ pub(super) struct Steps {
     pub(super) fallback: Vec<Rc<Step>>,
 }
 
+/// The step of `spec` with `model`: its executable found (from `cwd`, or its variable).
+pub(super) fn step(spec: AgentSpec, model: Option<String>, cwd: &Path) -> Result<Rc<Step>, String> {
+    let binary = spec.find_binary(&|name: &str| std::env::var_os(name), cwd)?;
+    Ok(Rc::new(Step {
+        agent: spec.agent(),
+        spec,
+        binary,
+        model,
+    }))
+}
+
 /// The steps of a loop; every executable is found first, so a missing one stops nothing midway.
 pub(super) fn steps(config: &RunConfig, cwd: &Path) -> Result<Steps, String> {
-    let var = |name: &str| std::env::var_os(name);
-    let resolve = |(spec, model): (AgentSpec, Option<String>)| {
-        let binary = spec.find_binary(&var, cwd)?;
-        Ok(Rc::new(Step {
-            agent: spec.agent(),
-            spec,
-            binary,
-            model,
-        }))
-    };
+    let resolve = |(spec, model): (AgentSpec, Option<String>)| step(spec, model, cwd);
     let fallback = (config.fallback.iter()).map(|step| with_model(step, &config.options.model));
     Ok(Steps {
         rotation: agent_plan(config)

@@ -10,6 +10,7 @@ use crate::agents::{AgentSpec, CommandRequest};
 use crate::config::RunConfig;
 use crate::error::fail;
 use crate::event::{LoopEvent, PlannedTask};
+use crate::exit::ExitStatus;
 use crate::git::Repo;
 use crate::planning::{self, Plan};
 use crate::signal::StopFlag;
@@ -19,7 +20,48 @@ use crate::stream::{self, RunOptions};
 use crate::transcript::{DisplayOptions, Transcript};
 
 use super::Knobs;
-use super::sink::Sink;
+use super::sink::{Place, Scope, Sink};
+
+/// `ralph --plan`: the prompt planned into the task list and shown; nothing is committed and no
+/// task runs. A list that has tasks already is left as it is.
+pub(crate) fn plan_only(
+    config: &RunConfig,
+    cwd: &Path,
+    dir: &RalphDir,
+    knobs: &Knobs,
+) -> anyhow::Result<ExitStatus> {
+    let existing = storage::read_text(&dir.tasks())?.unwrap_or_default();
+    let list = TaskList::parse(&existing);
+    if !list.is_empty() {
+        return Err(fail(format!(
+            "{} has {} task{} already; --plan writes a plan only into an empty list. Remove them (ralph --remove-task N) or move the file away, then plan again",
+            dir.tasks().display(),
+            list.tasks.len(),
+            plural(list.tasks.len())
+        ))
+        .into());
+    }
+    dir.ensure()?;
+    let mut config = config.clone();
+    config.options.commit = false;
+    let repo = Repo::discover(cwd);
+    let place = Place {
+        cwd,
+        dir,
+        repo: repo.as_ref(),
+    };
+    let sink = Sink::for_run(&config, &place, None, Scope::Run);
+    let planner = Planner {
+        config: &config,
+        cwd,
+        dir,
+        sink: &sink,
+        stop: &StopFlag::default(),
+        knobs,
+    };
+    planner.plan()?;
+    Ok(ExitStatus::Success)
+}
 
 /// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.
 fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
@@ -90,11 +132,7 @@ impl Planner<'_> {
     /// Runs the agent once on `prompt`: its plan, from the file it wrote or from its answer.
     fn ask(&self, prompt: &str) -> anyhow::Result<String> {
         let options = &self.config.options;
-        let steps = super::plan::steps(self.config, self.cwd).map_err(fail)?;
-        let step = steps
-            .rotation
-            .first()
-            .ok_or_else(|| fail("no agent to plan with"))?;
+        let step = self.step()?;
         let written = self.cwd.join(planning::PLAN_FILE);
         let _ = std::fs::remove_file(&written);
         let opencode_config =
@@ -141,6 +179,18 @@ impl Planner<'_> {
             }
             Err(_) => Ok(answer),
         }
+    }
+
+    /// The agent that plans: `--plan-agent`'s first, else the run's (the first of a rotation).
+    fn step(&self) -> anyhow::Result<std::rc::Rc<super::plan::Step>> {
+        let Some(entry) = self.config.options.plan_agent.0.first() else {
+            let steps = super::plan::steps(self.config, self.cwd).map_err(fail)?;
+            let first = steps.rotation.into_iter().next();
+            return first.ok_or_else(|| fail("no agent to plan with").into());
+        };
+        let spec = AgentSpec::resolve(&entry.agent, &self.config.custom_agents)
+            .map_err(|why| fail(format!("--plan-agent: {why}")))?;
+        Ok(super::plan::step(spec, entry.model.clone(), self.cwd).map_err(fail)?)
     }
 
     /// Writes the plan to the task file, commits it, and tells it.

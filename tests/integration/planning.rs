@@ -10,12 +10,15 @@ use crate::support::TestEnv;
 const PLANNING: &str = r##"#!/bin/sh
 dir=${FAKE_AGENT_DIR:?}
 for last in "$@"; do :; done
+# Claude Code is given its prompt right after -p.
+[ "${0##*/}" = claude ] && last=$2
 printf '%s' "$last" > "$dir/last-prompt"
 case "$last" in
   "# Plan the work"*)
     p=0; [ -f "$dir/plans" ] && read -r p < "$dir/plans"
     p=$((p + 1)); echo "$p" > "$dir/plans"
     printf '%s' "$last" > "$dir/plan-prompt.$p"
+    echo "${0##*/}" > "$dir/planner"
     echo "Here is the plan:"
     while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$dir/plan.$p"
     exit 0;;
@@ -29,6 +32,56 @@ const PLAN: &str = r#"[
   {"id": "docs", "content": "Write the docs", "status": "pending", "activeForm": "Writing the docs", "blockedBy": []},
   {"id": "api", "content": "Build the endpoints", "status": "pending", "activeForm": "Building the endpoints", "blockedBy": ["schema", "docs"]}
 ]"#;
+
+#[test]
+fn plan_writes_and_shows_the_plan_and_commits_nothing() {
+    let env = planning_env(&[PLAN, PLAN]);
+    fs::write(env.work().join("SPEC.md"), SPEC).unwrap();
+    let commits = env.commit_count();
+    let run = env.run(&["--plan", "-f", "SPEC.md"]);
+    run.assert_code(0);
+    assert!(
+        run.stdout().contains("🗺️  Planned 3 tasks:"),
+        "{}",
+        run.stdout()
+    );
+    assert!(
+        run.stdout()
+            .contains("   api  Build the endpoints (after schema, docs)")
+    );
+    assert!(plan_prompt(&env, 1).contains(SPEC));
+    assert_eq!(env.commit_count(), commits, "nothing committed");
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(list.matches("- [ ]").count(), 3, "{list}");
+    // A list with tasks is not planned over.
+    let again = env.run(&["--plan", SPEC]);
+    again.assert_code(1);
+    assert!(
+        again.stderr().contains("has 3 tasks already"),
+        "{}",
+        again.stderr()
+    );
+    assert_eq!(planning_calls(&env), 1);
+}
+
+#[test]
+fn plan_json_prints_the_plan_as_an_event_and_plan_agent_chooses_the_planner() {
+    let env = planning_env(&[PLAN]);
+    let tasks = &PARALLEL_AGENT["#!/bin/sh\n".len()..];
+    env.write_executable("claude", &format!("{PLANNING}{tasks}"));
+    let run = env.run(&["--plan", SPEC, "--json", "--plan-agent", "claude-code"]);
+    run.assert_code(0);
+    let event: serde_json::Value = run
+        .stdout()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|event| event["event"] == "plan_created")
+        .unwrap_or_else(|| panic!("no plan_created: {}", run.stdout()));
+    assert_eq!(event["tasks"].as_array().map(Vec::len), Some(3));
+    assert_eq!(event["tasks"][0]["content"], "Create the schema");
+    let planner = fs::read_to_string(env.agent_dir().join("planner")).unwrap();
+    assert_eq!(planner.trim(), "claude");
+}
 
 /// A repository whose agent plans with `plans` (answer N for planning call N) and then does
 /// each task as a parallel test's agent does.
