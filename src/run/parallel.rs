@@ -71,19 +71,12 @@ pub(crate) fn run(
         stop,
         knobs,
     };
-    planner.plan_if_needed(resumed.is_some())?;
+    let planning = planner.plan_if_needed(resumed.is_some())?;
     nothing_to_run(dir)?;
     let (repo, base) = prepare(found.clone(), dir, "--parallel", &sink)?;
     // What a killed run left of tasks merged since: their worktrees and branches.
     tell_swept(&sink, &super::base::sweep(&repo, dir));
-    // The run's own state, so `--status` sees it and `--resume` can continue it.
-    let mut state = start::new_state(config, resumed.as_ref());
-    state::save(&dir.state(), &state)?;
-    if resumed.is_none() {
-        // The run's history: every iteration of every task loop (a resumed run adds to it).
-        history::save(&dir.history(), &History::default())?;
-    }
-    let shared = Arc::new(Shared::resumed(&state));
+    let (mut state, shared) = open_records(config, dir, resumed.as_ref(), planning)?;
     let mut run = Coordinator {
         config,
         dir,
@@ -123,6 +116,31 @@ pub(crate) fn run(
     shared.save_into(&mut state);
     record_end(dir, state, status, reason)?;
     Ok(status)
+}
+
+/// The run's own state (so `--status` sees it and `--resume` can continue it) and history
+/// (every iteration of every task loop; a resumed run adds to them), and the budgets its loops
+/// share, which the planning calls spent from already.
+fn open_records(
+    config: &RunConfig,
+    dir: &RalphDir,
+    resumed: Option<&state::LoopState>,
+    planning: Vec<crate::storage::history::AgentCall>,
+) -> anyhow::Result<(state::LoopState, Arc<Shared>)> {
+    let state = start::new_state(config, resumed);
+    state::save(&dir.state(), &state)?;
+    if resumed.is_none() {
+        history::save(&dir.history(), &History::default())?;
+    }
+    let shared = Arc::new(Shared::resumed(&state));
+    for call in planning {
+        shared.add(
+            call.cost_usd,
+            call.tokens.map_or(0, |tokens| tokens.billable()),
+        );
+        shared.edit_history(dir, |history| history.add_call(call))?;
+    }
+    Ok((state, shared))
 }
 
 /// The run's state at its end: gone when every task is done, else kept, stopped, with why (for

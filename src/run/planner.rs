@@ -14,6 +14,8 @@ use crate::exit::ExitStatus;
 use crate::git::Repo;
 use crate::planning::{self, Plan};
 use crate::signal::StopFlag;
+use crate::storage::history::AgentCall;
+use crate::storage::logs::{self, IterationLog};
 use crate::storage::tasks::{self, TaskList};
 use crate::storage::{self, RalphDir, progress};
 use crate::stream::{self, RunOptions};
@@ -59,9 +61,17 @@ pub(crate) fn plan_only(
         stop: &StopFlag::default(),
         knobs,
     };
-    planner.plan()?;
+    let calls = planner.plan()?;
+    let path = dir.history();
+    let mut history = storage::history::load(&path).ok().unwrap_or_default();
+    calls.into_iter().for_each(|call| history.add_call(call));
+    storage::history::save(&path, &history)?;
     Ok(ExitStatus::Success)
 }
+
+/// The folder of the planning calls' logs under `.ralph/logs/` (`ralph --log plan` shows the
+/// last).
+const PLAN_LOGS: &str = "plan";
 
 /// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.
 fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
@@ -86,23 +96,26 @@ pub(super) struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    /// Plans first when the run must (see [`needed`]): not on `--resume`.
-    pub(super) fn plan_if_needed(&self, resumed: bool) -> anyhow::Result<()> {
+    /// Plans first when the run must (see [`needed`]): not on `--resume`. The planning calls,
+    /// for the run's history (and its budgets).
+    pub(super) fn plan_if_needed(&self, resumed: bool) -> anyhow::Result<Vec<AgentCall>> {
         if resumed || !needed(self.config, self.dir) {
-            return Ok(());
+            return Ok(Vec::new());
         }
         self.plan()
     }
 
     /// Plans the spec into the task file and commits it (see the module's doc).
-    fn plan(&self) -> anyhow::Result<()> {
+    fn plan(&self) -> anyhow::Result<Vec<AgentCall>> {
         let custom = &self.config.custom_agents;
         let known = |name: &str| AgentSpec::resolve(name, custom).is_ok();
         let mut answers = Vec::new();
+        let mut calls = Vec::new();
         let mut problems: Option<Vec<String>> = None;
-        for _ in 0..2 {
+        for attempt in 1..=2 {
             let prompt = planning::prompt(&self.config.prompt, &[], problems.as_deref());
-            let answer = self.ask(&prompt)?;
+            let (answer, call) = self.ask(&prompt, attempt)?;
+            calls.push(call);
             let checked = planning::find(&answer)
                 .ok_or_else(|| {
                     vec![
@@ -113,10 +126,15 @@ impl Planner<'_> {
                 .and_then(|value| planning::check(&value, &known));
             answers.push(answer);
             match checked {
-                Ok(plan) => return self.land(&plan),
+                Ok(plan) => return self.land(&plan).map(|()| calls),
                 Err(found) => problems = Some(found),
             }
         }
+        // The refused calls cost what they cost: kept with the history there is.
+        let path = self.dir.history();
+        let mut history = storage::history::load(&path).ok().unwrap_or_default();
+        calls.into_iter().for_each(|call| history.add_call(call));
+        storage::history::save(&path, &history)?;
         let problems = problems.unwrap_or_default();
         let kept = self.dir.file(planning::REJECTED_FILE);
         let record = serde_json::json!({ "problems": problems, "answers": answers });
@@ -129,8 +147,9 @@ impl Planner<'_> {
         .into())
     }
 
-    /// Runs the agent once on `prompt`: its plan, from the file it wrote or from its answer.
-    fn ask(&self, prompt: &str) -> anyhow::Result<String> {
+    /// Runs the agent once on `prompt` (the `attempt`-th planning call): its plan, from the file
+    /// it wrote or from its answer, and the call's record (its log: `.ralph/logs/plan/`).
+    fn ask(&self, prompt: &str, attempt: u32) -> anyhow::Result<(String, AgentCall)> {
         let options = &self.config.options;
         let step = self.step()?;
         let written = self.cwd.join(planning::PLAN_FILE);
@@ -155,8 +174,18 @@ impl Planner<'_> {
             tool_summary: self.knobs.tool_summary,
             format,
         };
+        let start = logs::Start {
+            iteration: attempt,
+            agent: step.spec.id().to_owned(),
+            format: format.name().to_owned(),
+            task: Some(PLAN_LOGS.to_owned()),
+            task_fingerprint: None,
+        };
+        let limit = options.log_max_size.unwrap_or(u64::MAX);
+        let log = IterationLog::create(&self.dir.logs().join(PLAN_LOGS), start, limit).ok();
         let mut transcript = Transcript::new(step.agent.as_ref(), display, Vec::new(), false)?
             .keeping_answer()
+            .with_log(log)
             .with_voice(self.sink.voice().clone());
         let run = RunOptions {
             grace: self.knobs.grace,
@@ -166,19 +195,28 @@ impl Planner<'_> {
             idle_timeout: options.idle_timeout,
             completion_grace: None,
         };
-        stream::run(&command, self.cwd, &run, self.stop, &mut transcript)?;
+        let (started_at, started) = (crate::model::now(), std::time::Instant::now());
+        let outcome = stream::run(&command, self.cwd, &run, self.stop, &mut transcript)?;
         if self.stop.is_stopping() {
             return Err(fail("stopped while the agent planned; nothing was written").into());
         }
+        transcript.end_log(outcome.exit_code);
         let answer = transcript.answer().to_owned();
-        let _ = transcript.finish();
-        match std::fs::read_to_string(&written) {
-            Ok(plan) => {
-                let _ = std::fs::remove_file(&written);
-                Ok(plan)
-            }
-            Err(_) => Ok(answer),
-        }
+        let findings = transcript.finish();
+        let call = AgentCall {
+            kind: "plan".to_owned(),
+            agent: step.spec.id().to_owned(),
+            model: step.model.clone(),
+            started_at,
+            duration_ms: crate::config::millis(started.elapsed()),
+            exit_code: outcome.exit_code,
+            tokens: findings.usage,
+            cost_usd: findings.cost,
+            log: Some(format!("{}/{PLAN_LOGS}/{attempt:04}.jsonl", logs::LOGS_DIR)),
+        };
+        let plan = std::fs::read_to_string(&written).ok();
+        let _ = std::fs::remove_file(&written);
+        Ok((plan.unwrap_or(answer), call))
     }
 
     /// The agent that plans: `--plan-agent`'s first, else the run's (the first of a rotation).

@@ -56,7 +56,7 @@ pub(crate) fn run(
         stop,
         knobs,
     };
-    planner.plan_if_needed(resumed.is_some())?;
+    let planning = planner.plan_if_needed(resumed.is_some())?;
     let env = Env {
         config,
         cwd,
@@ -71,6 +71,10 @@ pub(crate) fn run(
         sink,
     };
     let mut runner = Runner::new(env, resumed)?;
+    // The planning calls are the run's: their cost counts toward its budgets.
+    planning
+        .into_iter()
+        .for_each(|call| runner.history.add_call(call));
     let result = runner.run();
     if let Err(err) = &result {
         runner.record_own_failure(err);

@@ -41,6 +41,30 @@ pub(crate) struct History {
     /// task's work merged with the base.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) gates: Vec<GateCheck>,
+    /// Calls of an agent that are not iterations: planning a spec (`kind: "plan"`). Their cost
+    /// and tokens count in the totals (and so toward `--max-cost` and `--max-tokens`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) calls: Vec<AgentCall>,
+}
+
+/// A call of an agent that is not an iteration of a loop.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AgentCall {
+    /// `plan`.
+    pub(crate) kind: String,
+    pub(crate) agent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) model: Option<String>,
+    pub(crate) started_at: chrono::DateTime<chrono::Utc>,
+    pub(crate) duration_ms: u64,
+    pub(crate) exit_code: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tokens: Option<crate::agents::Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cost_usd: Option<f64>,
+    /// Its log (what the agent printed), relative to `.ralph/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) log: Option<String>,
 }
 
 /// One check of the merge gate: whose merge it judged, when, and its result.
@@ -245,6 +269,18 @@ impl History {
         numbers.len()
     }
 
+    /// Appends a call that is not an iteration, its cost and tokens to the totals.
+    pub(crate) fn add_call(&mut self, call: AgentCall) {
+        self.total_duration_ms = self.total_duration_ms.saturating_add(call.duration_ms);
+        if let Some(tokens) = call.tokens {
+            self.total_tokens.add(tokens);
+        }
+        if let Some(cost) = call.cost_usd {
+            *self.total_cost_usd.get_or_insert(0.0) += cost;
+        }
+        self.calls.push(call);
+    }
+
     /// Appends a record, updating the struggle indicators as `struggle` says.
     pub(crate) fn record(&mut self, record: IterationRecord, struggle: Struggle) {
         self.total_duration_ms = self.total_duration_ms.saturating_add(record.duration_ms);
@@ -323,6 +359,7 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
             agents: outline.agents,
             // A recent view: the gate checks are read with the whole history only.
             gates: Vec::new(),
+            calls: Vec::new(),
         },
         count,
     ))

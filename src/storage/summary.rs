@@ -88,6 +88,7 @@ pub(crate) fn read(history_path: &Path, keep: usize) -> Option<(History, usize)>
             agents: summary.agents,
             // A recent view: the gate checks are read with the whole history only.
             gates: Vec::new(),
+            calls: Vec::new(),
         },
         summary.count,
     ))

@@ -21,6 +21,7 @@ case "$last" in
     echo "${0##*/}" > "$dir/planner"
     echo "Here is the plan:"
     while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$dir/plan.$p"
+    echo '{"type":"step_finish","part":{"tokens":{"input":100,"output":20,"cache":{"read":0,"write":0}},"cost":0.5}}'
     exit 0;;
 esac
 "##;
@@ -145,6 +146,31 @@ fn a_spec_with_parallel_is_planned_committed_and_run_side_by_side() {
         .expect("a plan_created event");
     assert_eq!(created["tasks"][2]["id"], "api");
     assert_eq!(created["tasks"][2]["blockedBy"][1], "docs");
+    // The planning call is in the history, its cost in the totals, its output in a log.
+    let history = env.history();
+    assert_eq!(history["calls"][0]["kind"], "plan");
+    assert_eq!(history["calls"][0]["cost_usd"], 0.5);
+    assert_eq!(history["calls"][0]["tokens"]["input"], 100);
+    assert!(
+        history["total_cost_usd"].as_f64().unwrap() >= 0.5,
+        "{history}"
+    );
+    let log = env.run(&["--log", "plan"]);
+    log.assert_code(0);
+    assert!(
+        log.stdout().contains("Here is the plan:"),
+        "{}",
+        log.stdout()
+    );
+}
+
+#[test]
+fn the_planning_calls_cost_counts_toward_max_cost() {
+    let env = planning_env(&[PLAN]);
+    let run = env.run_loop(&[SPEC, "--parallel", "2", "--max-cost", "0.4"]);
+    run.assert_code(2);
+    assert!(run.stdout().contains("max cost"), "{}", run.stdout());
+    assert!(!env.agent_dir().join("events").exists(), "no task ran");
 }
 
 #[test]
