@@ -347,7 +347,7 @@ impl CommandArgs {
 }
 
 /// The goal a `--worker` gives its agents when none is given: each works on its task.
-const WORKER_PROMPT: &str = "Complete the tasks of this project's task list.";
+pub(crate) const WORKER_PROMPT: &str = "Complete the tasks of this project's task list.";
 
 /// `--worker` (or, with `--dry-run`, what it would do): checked against the options it cannot
 /// go with.

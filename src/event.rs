@@ -455,6 +455,10 @@ pub(crate) enum Notice<'a> {
     WorkerWaiting {
         held: usize,
     },
+    /// A `--worker` given a spec waits for the plan another worker (`by`) is making.
+    WaitingForPlan {
+        by: &'a str,
+    },
 }
 
 /// How a loop ended, as a person is told (the `run_ended` event follows).

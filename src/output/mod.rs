@@ -271,6 +271,9 @@ impl Reporter for Human {
             Notice::WorktreeLoop { name, branch } => worktree_loop(out, name, branch),
             Notice::WorktreeLeft { name, branch, base } => worktree_left(out, name, branch, base),
             Notice::UnfinishedMergeUndone => unfinished_merge_undone(out),
+            Notice::WaitingForPlan { by } => out.say(&[&format!(
+                "⏳ Worker {by} is planning the spec into the task list; this worker waits for its plan."
+            )]),
             Notice::GateFailed {
                 task,
                 command,

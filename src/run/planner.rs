@@ -106,7 +106,7 @@ impl Planner<'_> {
     }
 
     /// Plans the spec into the task file and commits it (see the module's doc).
-    fn plan(&self) -> anyhow::Result<Vec<AgentCall>> {
+    pub(super) fn plan(&self) -> anyhow::Result<Vec<AgentCall>> {
         let custom = &self.config.custom_agents;
         let known = |name: &str| AgentSpec::resolve(name, custom).is_ok();
         let mut answers = Vec::new();

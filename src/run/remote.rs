@@ -19,7 +19,7 @@ use crate::config::RunConfig;
 use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
 use crate::exit::ExitStatus;
-use crate::git::{Claim, Merge, Pushed, Repo, SeenClaim, Update, claim_ref};
+use crate::git::{Claim, Pushed, Repo, SeenClaim};
 use crate::output::format;
 use crate::signal::StopFlag;
 use crate::storage::identity::fingerprint;
@@ -35,13 +35,6 @@ use pick::{Pick, is_stale, pick};
 
 /// Merges tried before a base that keeps moving is given up on.
 const PUSH_TRIES: u32 = 20;
-
-/// The wait before a worker's `attempt`-th try to merge again after another merge got there
-/// first: growing, and spread by the process id so that workers on one base drift apart.
-fn backoff(attempt: u32) -> std::time::Duration {
-    let spread = u64::from(std::process::id() % 97) * 3;
-    std::time::Duration::from_millis((u64::from(attempt.min(8)) + 1) * 50 + spread)
-}
 
 /// How one task ended for this worker.
 enum TaskEnd {
@@ -68,6 +61,8 @@ struct Session<'a> {
     host: String,
     skip: BTreeSet<String>,
     failed: usize,
+    /// The worker said it waits for another worker's plan.
+    told_plan_waits: bool,
 }
 
 /// Runs `ralph --worker`.
@@ -119,6 +114,7 @@ pub(crate) fn worker(
         host,
         skip: BTreeSet::new(),
         failed: 0,
+        told_plan_waits: false,
     };
     let ended = session.run();
     // The worker is not resumed (it is started again), so its state goes with it.
@@ -141,6 +137,9 @@ impl Session<'_> {
                 return Ok(Some(Stop::Interrupted));
             }
             self.site.fetch()?;
+            if self.config.prompt != crate::config::WORKER_PROMPT && self.plan_if_empty()? {
+                continue;
+            }
             let list = self.site.list()?;
             let claims = self.site.repo.seen_claims(&self.site.remote);
             if !swept {
@@ -366,146 +365,6 @@ impl Session<'_> {
         false
     }
 
-    /// Merges the task's branch into a fresh copy of the base and pushes it, with the claim's
-    /// deletion, all or nothing; again while another worker's merge got there first.
-    fn integrate(&self, id: &str, task: &Task, claim: &str) -> anyhow::Result<Integrated> {
-        let branch = base::branch(id);
-        let message = format!("Ralph: merge task {id} — {}", task.text);
-        // A retry follows the fetch that found the claim still ours: the base is fresh.
-        let mut fetched = false;
-        for attempt in 0..PUSH_TRIES {
-            if attempt > 0 {
-                self.sink.notice(Notice::BaseMoved {
-                    task: id,
-                    base: &self.site.base_name(),
-                });
-            }
-            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, fetched)? else {
-                return Ok(Integrated::LetGo);
-            };
-            let own = self.own_files(&tree);
-            let own: Vec<&str> = own.iter().map(String::as_str).collect();
-            // What the agent added to the progress log and the task list joins the base's.
-            let mut carried = crate::storage::carry::Carried::default();
-            let mut finish = || {
-                carried = super::carry::into_base(&tree, &tree_dir, &branch, id);
-                base::mark(&tree_dir, id, TaskStatus::Complete, None)
-            };
-            let hash = match tree.merge_branch(&branch, &message, &own, &mut finish) {
-                Ok(Merge::Done(hash)) => hash,
-                Ok(Merge::Conflict(files)) => return Ok(Integrated::Conflict(files)),
-                Err(why) => return Err(fail(format!("merging task {id} failed: {why}")).into()),
-            };
-            // The task's branch goes with the merge (on the remote when it was ever pushed),
-            // unless it keeps notes or tasks that could not be carried.
-            let delete = carried.problems.is_empty();
-            let published = delete && self.site.repo.resolve(&self.site.task_branch(id)).is_some();
-            if self.push_base(&tree, &base_sha, id, claim, published)? == Pushed::Done {
-                self.sink.emit(LoopEvent::TaskMerged {
-                    task: id.to_owned(),
-                    into: self.site.base_name(),
-                    commit: hash,
-                });
-                let into = self.site.base_name();
-                if let Some(event) = LoopEvent::notes_carried(id, &into, &branch, carried) {
-                    self.sink.emit(event);
-                }
-                self.site
-                    .repo
-                    .remove_worktree(&self.dir.worktree(id), &branch, delete);
-                return Ok(Integrated::Merged);
-            }
-            // Another worker's merge got there first: workers that lost the race wait apart,
-            // so their next tries do not all meet again.
-            super::wait::pause(self.stop, backoff(attempt));
-            if !self.site.still_ours(id, claim)? {
-                return Ok(Integrated::LetGo);
-            }
-            fetched = true;
-        }
-        Err(fail(format!(
-            "{} kept moving while task {id} was merged ({PUSH_TRIES} tries); its branch {branch} is kept, start the worker again",
-            self.site.base_name()
-        ))
-        .into())
-    }
-
-    /// The integration worktree at the freshly fetched base (fetched now unless `fetched`):
-    /// `None` when the task left the list meanwhile (its claim is released).
-    fn fresh_base(
-        &self,
-        id: &str,
-        claim: &str,
-        fetched: bool,
-    ) -> anyhow::Result<Option<(Repo, RalphDir, String)>> {
-        if !fetched {
-            self.site.fetch()?;
-        }
-        let base_sha = self
-            .site
-            .repo
-            .resolve(&self.site.base_ref())
-            .ok_or_else(|| fail(format!("{} is gone", self.site.base_name())))?;
-        let path = self.dir.integration_worktree();
-        let tree = self
-            .site
-            .repo
-            .detached_worktree(&path, &base_sha)
-            .map_err(fail)?;
-        let tree_dir = RalphDir::new(&path.join(self.site.repo.prefix()));
-        let list = self.site.list()?;
-        if base::find(&list, id).is_none() {
-            // The task left the list: its claim goes.
-            let update = Update {
-                dst: claim_ref(id),
-                new: None,
-                expect: Some(claim),
-            };
-            let _ = self.site.repo.push(&self.site.remote, &[update]);
-            return Ok(None);
-        }
-        Ok(Some((tree, tree_dir, base_sha)))
-    }
-
-    /// Pushes the integration tree's HEAD as the base (if the base is still `base_sha`) and
-    /// deletes the claim (if it is still ours), together; with `delete_branch`, the task's
-    /// branch too.
-    fn push_base(
-        &self,
-        tree: &Repo,
-        base_sha: &str,
-        id: &str,
-        claim: &str,
-        delete_branch: bool,
-    ) -> anyhow::Result<Pushed> {
-        let head = tree
-            .resolve("HEAD")
-            .ok_or_else(|| fail("the merge commit is missing"))?;
-        let mut updates = vec![
-            Update {
-                dst: format!("refs/heads/{}", self.site.base),
-                new: Some(&head),
-                expect: Some(base_sha),
-            },
-            Update {
-                dst: claim_ref(id),
-                new: None,
-                expect: Some(claim),
-            },
-        ];
-        if delete_branch {
-            updates.push(Update {
-                dst: format!("refs/heads/{}", base::branch(id)),
-                new: None,
-                expect: None,
-            });
-        }
-        self.site
-            .repo
-            .push(&self.site.remote, &updates)
-            .map_err(|why| unreachable_remote(&self.site.remote, &why).into())
-    }
-
     /// Merges the base into the task's branch in its worktree: the files left in conflict.
     fn merge_base_into(&self, cwd: &Path) -> anyhow::Result<Vec<String>> {
         let tree = Repo::discover(cwd).ok_or_else(|| fail("the task's worktree is gone"))?;
@@ -620,7 +479,9 @@ enum Integrated {
     LetGo,
 }
 
+mod integrate;
 mod pick;
+mod planning;
 mod site;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use crate::support::TestEnv;
 /// A fake agent for workers (shell built-ins only): it finds its task in the prompt, records the
 /// task and the machine (the clone's directory) when it starts and ends, writes `<task>.txt`, sources
 /// `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
-const WORKER_AGENT: &str = r#"#!/bin/sh
+pub(crate) const WORKER_AGENT: &str = r#"#!/bin/sh
 dir=${FAKE_AGENT_DIR:?}
 for last in "$@"; do :; done
 task=${last#*CURRENT TASK: \"}
@@ -50,7 +50,7 @@ pub(crate) fn machines(tasks: &str, names: &[&str]) -> TestEnv {
     env
 }
 
-fn remote(env: &TestEnv) -> String {
+pub(crate) fn remote(env: &TestEnv) -> String {
     env.path().join("remote.git").to_string_lossy().into_owned()
 }
 
@@ -117,16 +117,16 @@ fn runs_of(events: &[(bool, String, String)], task: &str) -> usize {
 }
 
 /// The base's task list on the bare repository.
-fn remote_tasks(env: &TestEnv) -> String {
+pub(crate) fn remote_tasks(env: &TestEnv) -> String {
     env.git(&["-C", &remote(env), "show", "main:.ralph/ralph-tasks.md"])
 }
 
-fn remote_claims(env: &TestEnv) -> String {
+pub(crate) fn remote_claims(env: &TestEnv) -> String {
     env.git(&["-C", &remote(env), "for-each-ref", "refs/ralph/"])
 }
 
 /// Every value the base ever had is an ancestor of its final one.
-fn assert_base_never_rewritten(env: &TestEnv) {
+pub(crate) fn assert_base_never_rewritten(env: &TestEnv) {
     let bare = remote(env);
     let log = env.git(&[
         "-C",

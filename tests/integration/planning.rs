@@ -206,13 +206,14 @@ fn a_plan_with_a_cycle_is_sent_back_once_with_the_cycle_named() {
 [{"id": "a", "content": "Do A", "blockedBy": []}, {"id": "b", "content": "Do B", "blockedBy": ["a"]}]
 ```"#;
     let env = planning_env(&[cycle, fixed]);
-    env.run_loop(&[SPEC, "--parallel", "2"]).assert_code(0);
+    env.run(&["--plan", SPEC]).assert_code(0);
     assert_eq!(planning_calls(&env), 2);
     let again = plan_prompt(&env, 2);
     assert!(again.contains("in a cycle: a → b → a"), "{again}");
     let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(list.contains("- [ ] Do A\n"), "{list}");
     assert!(
-        list.contains("- [x] Do A") && list.contains("- [x] Do B"),
+        list.contains("- [ ] Do B\n  - id: b\n  - blocked_by: a\n"),
         "{list}"
     );
 }
@@ -274,6 +275,11 @@ fn the_run_level_verify_gates_every_merge_and_sends_a_failing_one_back() {
         "{}",
         run.stderr()
     );
+    assert_eq!(
+        env.git(&["status", "--porcelain"]),
+        "",
+        "the base is left clean"
+    );
     // Its agent was told why, with the command's output, in its next prompt.
     let prompts = fs::read_to_string(env.agent_dir().join(format!("prompts-{failed}"))).unwrap();
     assert!(prompts.contains("fails the run's check"), "{prompts}");
@@ -307,4 +313,53 @@ fn the_run_level_verify_gates_every_merge_and_sends_a_failing_one_back() {
         .find(|g| g["passed"] == false)
         .expect("a failing check");
     assert_eq!(failing["task"], failed.to_lowercase());
+}
+
+#[test]
+fn two_workers_with_a_spec_plan_once_and_share_the_tasks() {
+    use crate::machines::{
+        WORKER_AGENT, assert_base_never_rewritten, finish, machines, remote, remote_claims,
+        remote_tasks, start_worker,
+    };
+    let env = machines("", &["m1", "m2"]);
+    let tasks = &WORKER_AGENT["#!/bin/sh\n".len()..];
+    env.write_executable("opencode", &format!("{PLANNING}{tasks}"));
+    let plan = r#"[{"id": "schema", "content": "Create the schema"}, {"id": "docs", "content": "Write the docs"}]"#;
+    fs::write(env.agent_dir().join("plan.1"), plan).unwrap();
+    // Each task takes a while, so both workers get one.
+    fs::write(env.agent_dir().join("script"), "sleep 0.4\n").unwrap();
+    let workers: Vec<_> = ["m1", "m2"]
+        .iter()
+        .map(|name| start_worker(&env, name, &[SPEC]))
+        .collect();
+    for worker in workers {
+        let (code, stdout, stderr) = finish(worker);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    }
+    assert_eq!(planning_calls(&env), 1, "exactly one worker planned");
+    let subjects = env.git(&["-C", &remote(&env), "log", "--format=%s", "main"]);
+    assert_eq!(
+        subjects.matches("Ralph: plan — 2 tasks").count(),
+        1,
+        "{subjects}"
+    );
+    assert_eq!(remote_tasks(&env).matches("- [x]").count(), 2);
+    assert_eq!(
+        remote_claims(&env),
+        "",
+        "no claim is left, the plan's included"
+    );
+    assert_base_never_rewritten(&env);
+    let events = fs::read_to_string(env.agent_dir().join("events")).unwrap();
+    assert_eq!(
+        events.matches("start ").count(),
+        2,
+        "each task ran once: {events}"
+    );
+    for machine in ["m1", "m2"] {
+        assert!(
+            events.contains(&format!(" {machine}\n")),
+            "{machine} took a task: {events}"
+        );
+    }
 }

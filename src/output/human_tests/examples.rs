@@ -411,6 +411,7 @@ fn run_notices(data: &Data) -> Vec<Notice<'_>> {
             base: "main",
         },
         Notice::UnfinishedMergeUndone,
+        Notice::WaitingForPlan { by: "laptop-4242" },
         Notice::GateFailed {
             task: "api",
             command: "cargo test",

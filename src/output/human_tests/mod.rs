@@ -102,6 +102,7 @@ variants!(
         WorktreeLoop,
         WorktreeLeft,
         UnfinishedMergeUndone,
+        WaitingForPlan,
         GateFailed,
         TakenOverElsewhere,
         LandingFinished,

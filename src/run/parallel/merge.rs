@@ -7,6 +7,7 @@ use crate::event::{LoopEvent, Notice};
 use crate::git::{Landed, Landing, Merge, Repo};
 use crate::model::Verification;
 use crate::storage::carry::Carried;
+use crate::storage::progress::PROGRESS_FILE;
 use crate::storage::tasks::{Task, TaskStatus};
 use crate::storage::{self, RalphDir};
 
@@ -64,10 +65,6 @@ impl<'a> Coordinator<'a> {
         if self.waits_for_the_user(id, &own, waited) {
             return Ok(());
         }
-        // Tasks added to the list meanwhile are committed first, so the merge keeps them.
-        self.repo
-            .commit_paths(&own, "Ralph: task list")
-            .map_err(fail)?;
         match self.merge_elsewhere(id, &message, &own, spawner)? {
             Ok(Integrated::Landed(hash, carried)) => {
                 self.sink.emit(LoopEvent::TaskMerged {
@@ -131,7 +128,20 @@ impl<'a> Coordinator<'a> {
         let tree = self.repo.detached_worktree(&path, &from).map_err(fail)?;
         let tree_dir = RalphDir::new(&path.join(self.repo.prefix()));
         let mut carried = Carried::default();
+        let base_dir = self.dir;
         let mut finish = || {
+            // ralph's own files as the base has them now (tasks in progress, tasks added since
+            // its last commit) go into the merge, which then carries and marks.
+            for (from, to) in [
+                (base_dir.tasks(), tree_dir.tasks()),
+                (base_dir.file(PROGRESS_FILE), tree_dir.file(PROGRESS_FILE)),
+            ] {
+                if from.exists() {
+                    std::fs::copy(&from, &to).map_err(|err| {
+                        format!("copying {} into the merge failed: {err}", from.display())
+                    })?;
+                }
+            }
             carried = super::super::carry::into_base(&tree, &tree_dir, &branch(id), id);
             mark(&tree_dir, id, TaskStatus::Complete, None)
         };

@@ -74,6 +74,13 @@ impl Site {
         format!("{}/{}", self.remote, self.base)
     }
 
+    /// Whether the base as last fetched has no task to do or not (no task list, or one without
+    /// a task).
+    pub(super) fn has_no_task(&self) -> bool {
+        (self.repo.file_at(&self.base_ref(), &self.tasks_path))
+            .is_none_or(|text| TaskList::parse(&String::from_utf8_lossy(&text)).is_empty())
+    }
+
     /// The task list of the base as last fetched.
     pub(super) fn list(&self) -> anyhow::Result<TaskList> {
         let base = self.base_ref();
