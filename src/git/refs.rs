@@ -32,6 +32,22 @@ impl Repo {
         }
     }
 
+    /// The branch HEAD names, read from the `HEAD` file: `Some(None)` on a detached HEAD;
+    /// `None` when the file cannot tell (another ref format): git is asked.
+    pub(super) fn head_branch(&self) -> Option<Option<String>> {
+        if self.common_dir().join("reftable").exists() {
+            return None;
+        }
+        let head = std::fs::read_to_string(self.git_dir.join("HEAD")).ok()?;
+        let head = head.trim_end();
+        match head.strip_prefix("ref: ") {
+            Some(name) => {
+                Some(name.strip_prefix("refs/heads/").map(str::to_owned)).filter(Option::is_some)
+            }
+            None => is_oid(head).then_some(None),
+        }
+    }
+
     /// The ref `name` (`refs/heads/…`), as its files say.
     pub(super) fn read_ref(&self, name: &str) -> Read {
         let common = self.common_dir();
@@ -103,5 +119,14 @@ mod tests {
         assert!(repo.run(&["branch", "ralph/x"]).is_ok());
         assert_eq!(repo.read_ref("refs/heads/ralph"), Read::Unknown);
         assert!(!repo.has_branch("ralph"));
+        let git_says = repo
+            .run(&["symbolic-ref", "--short", "HEAD"])
+            .unwrap()
+            .stdout;
+        let git_says = String::from_utf8_lossy(&git_says).trim().to_owned();
+        assert_eq!(repo.head_branch(), Some(Some(git_says)));
+        assert!(repo.run(&["checkout", "-q", "--detach"]).is_ok());
+        assert_eq!(repo.head_branch(), Some(None));
+        assert_eq!(repo.current_branch(), None);
     }
 }

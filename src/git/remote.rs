@@ -138,6 +138,11 @@ impl Repo {
 
     /// The commit `rev` names, if it exists.
     pub(crate) fn resolve(&self, rev: &str) -> Option<String> {
+        if rev == "HEAD"
+            && let Some(oid) = self.head_oid()
+        {
+            return Some(oid);
+        }
         // Branches and remote-tracking branches name commits: their files say which.
         if rev.starts_with("refs/heads/") || rev.starts_with("refs/remotes/") {
             match self.read_ref(rev) {

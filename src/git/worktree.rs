@@ -17,6 +17,9 @@ pub(crate) enum Merge {
 impl Repo {
     /// The branch checked out in this work tree (`None` on a detached HEAD).
     pub(crate) fn current_branch(&self) -> Option<String> {
+        if let Some(read) = self.head_branch() {
+            return read;
+        }
         let output = self
             .run(&["symbolic-ref", "--quiet", "--short", "HEAD"])
             .ok()?;
