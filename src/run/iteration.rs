@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use crate::agents::{AgentCommand, CommandRequest, Failure, FailureKind};
+use crate::agents::{AgentCommand, Failure, FailureKind};
 use crate::event::{IterationSummary, LoopEvent, Notice};
 use crate::git::{Repo, Snapshot};
 use crate::model::Verification;
@@ -17,7 +17,7 @@ use crate::storage::logs::{self, IterationLog, LOGS_DIR};
 use crate::storage::state;
 use crate::storage::tasks::TaskList;
 use crate::stream::{self, EndedBy, RunOptions};
-use crate::transcript::{DisplayOptions, Findings, Transcript};
+use crate::transcript::{Findings, Transcript};
 
 use super::decision::{self, Decision, Facts, Next, Stop};
 use super::fallback::AfterFailure;
@@ -164,18 +164,14 @@ fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
 /// Command: the agent's command line for the prompt.
 fn command(runner: &Runner<'_>, step: &Step, prompt: &str) -> anyhow::Result<AgentCommand> {
     let env = &runner.env;
-    let options = &env.config.options;
-    let opencode_config = plan::write_opencode_config(env.config, env.dir, &step.spec, env.cwd)?;
-    Ok(step.agent.command(&CommandRequest {
-        binary: &step.binary,
+    let usage_file = crate::agents::usage_file_path(runner.state.iteration);
+    plan::agent_command(
+        env.config,
+        (env.dir, env.cwd),
+        step,
         prompt,
-        model: step.model.as_deref(),
-        allow_all: options.allow_all,
-        extra_args: &options.agent_args,
-        opencode_config: opencode_config.as_deref(),
-        format: step.spec.format(options.output_format),
-        usage_file: Some(&crate::agents::usage_file_path(runner.state.iteration)),
-    }))
+        Some(&usage_file),
+    )
 }
 
 /// Stream and transcript: runs the agent, shows its output, and finds what it said and did.
@@ -196,7 +192,7 @@ fn agent_run(
     let (log, log_name) = open_log(runner, step, focus);
     let mut transcript = Transcript::new(
         step.agent.as_ref(),
-        display_options(env, step),
+        plan::display_options(env.config, env.knobs, step),
         promises,
         options.promise_anywhere,
     )?
@@ -254,18 +250,6 @@ fn agent_run(
         files,
         log: log_name,
     })
-}
-
-/// How the agent's output is shown.
-fn display_options(env: &Env<'_>, step: &Step) -> DisplayOptions {
-    let options = &env.config.options;
-    DisplayOptions {
-        stream: options.stream,
-        verbose_tools: options.verbose_tools,
-        heartbeat: env.knobs.heartbeat,
-        tool_summary: env.knobs.tool_summary,
-        format: step.spec.format(options.output_format),
-    }
 }
 
 /// How the agent is run: the task's timeout or `--iteration-timeout`, and the other limits.

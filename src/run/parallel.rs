@@ -63,15 +63,8 @@ pub(crate) fn run(
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
-    let planner = super::planner::Planner {
-        config,
-        cwd,
-        dir,
-        sink: &sink,
-        stop,
-        knobs,
-    };
-    let planning = planner.plan_if_needed(resumed.is_some())?;
+    let planning =
+        super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
     nothing_to_run(dir)?;
     let (repo, base) = prepare(found.clone(), dir, "--parallel", &sink)?;
     // What a killed run left of tasks merged since: their worktrees and branches.

@@ -49,6 +49,45 @@ pub(super) struct Steps {
     pub(super) fallback: Vec<Rc<Step>>,
 }
 
+/// The agent's command line for `prompt` with `step` (its OpenCode configuration written to
+/// `dir` when it needs one); `usage_file`: where the agent writes its usage report, if it does.
+pub(super) fn agent_command(
+    config: &RunConfig,
+    (dir, cwd): (&RalphDir, &Path),
+    step: &Step,
+    prompt: &str,
+    usage_file: Option<&Path>,
+) -> anyhow::Result<agents::AgentCommand> {
+    let options = &config.options;
+    let opencode_config = write_opencode_config(config, dir, &step.spec, cwd)?;
+    Ok(step.agent.command(&agents::CommandRequest {
+        binary: &step.binary,
+        prompt,
+        model: step.model.as_deref(),
+        allow_all: options.allow_all,
+        extra_args: &options.agent_args,
+        opencode_config: opencode_config.as_deref(),
+        format: step.spec.format(options.output_format),
+        usage_file,
+    }))
+}
+
+/// How the agent's output is shown, by `step`'s format.
+pub(super) fn display_options(
+    config: &RunConfig,
+    knobs: &super::Knobs,
+    step: &Step,
+) -> crate::transcript::DisplayOptions {
+    let options = &config.options;
+    crate::transcript::DisplayOptions {
+        stream: options.stream,
+        verbose_tools: options.verbose_tools,
+        heartbeat: knobs.heartbeat,
+        tool_summary: knobs.tool_summary,
+        format: step.spec.format(options.output_format),
+    }
+}
+
 /// The step of `spec` with `model`: its executable found (from `cwd`, or its variable).
 pub(super) fn step(spec: AgentSpec, model: Option<String>, cwd: &Path) -> Result<Rc<Step>, String> {
     let binary = spec.find_binary(&|name: &str| std::env::var_os(name), cwd)?;

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::agents::{AgentSpec, CommandRequest};
+use crate::agents::AgentSpec;
 use crate::config::RunConfig;
 use crate::error::fail;
 use crate::event::{LoopEvent, PlannedTask};
@@ -19,7 +19,7 @@ use crate::storage::logs::{self, IterationLog};
 use crate::storage::tasks::{self, TaskList};
 use crate::storage::{self, RalphDir, progress};
 use crate::stream::{self, RunOptions};
-use crate::transcript::{DisplayOptions, Transcript};
+use crate::transcript::Transcript;
 
 use super::Knobs;
 use super::sink::{Place, Scope, Sink};
@@ -73,6 +73,29 @@ pub(crate) fn plan_only(
 /// last).
 const PLAN_LOGS: &str = "plan";
 
+/// Plans first when a run must (see [`needed`]; not on `--resume`): the planning calls, for the
+/// run's history and budgets.
+pub(super) fn plan_first(
+    config: &RunConfig,
+    place: &Place<'_>,
+    sink: &Sink,
+    (stop, knobs): (&StopFlag, &Knobs),
+    resumed: bool,
+) -> anyhow::Result<Vec<AgentCall>> {
+    if resumed || !needed(config, place.dir) {
+        return Ok(Vec::new());
+    }
+    let planner = Planner {
+        config,
+        cwd: place.cwd,
+        dir: place.dir,
+        sink,
+        stop,
+        knobs,
+    };
+    planner.plan()
+}
+
 /// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.
 fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
     let options = &config.options;
@@ -96,15 +119,6 @@ pub(super) struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    /// Plans first when the run must (see [`needed`]): not on `--resume`. The planning calls,
-    /// for the run's history (and its budgets).
-    pub(super) fn plan_if_needed(&self, resumed: bool) -> anyhow::Result<Vec<AgentCall>> {
-        if resumed || !needed(self.config, self.dir) {
-            return Ok(Vec::new());
-        }
-        self.plan()
-    }
-
     /// Plans the spec into the task file and commits it (see the module's doc).
     pub(super) fn plan(&self) -> anyhow::Result<Vec<AgentCall>> {
         let custom = &self.config.custom_agents;
@@ -154,26 +168,10 @@ impl Planner<'_> {
         let step = self.step()?;
         let written = self.cwd.join(planning::PLAN_FILE);
         let _ = std::fs::remove_file(&written);
-        let opencode_config =
-            super::plan::write_opencode_config(self.config, self.dir, &step.spec, self.cwd)?;
-        let format = step.spec.format(options.output_format);
-        let command = step.agent.command(&CommandRequest {
-            binary: &step.binary,
-            prompt,
-            model: step.model.as_deref(),
-            allow_all: options.allow_all,
-            extra_args: &options.agent_args,
-            opencode_config: opencode_config.as_deref(),
-            format,
-            usage_file: None,
-        });
-        let display = DisplayOptions {
-            stream: options.stream,
-            verbose_tools: options.verbose_tools,
-            heartbeat: self.knobs.heartbeat,
-            tool_summary: self.knobs.tool_summary,
-            format,
-        };
+        let place = (self.dir, self.cwd);
+        let command = super::plan::agent_command(self.config, place, &step, prompt, None)?;
+        let display = super::plan::display_options(self.config, self.knobs, &step);
+        let format = display.format;
         let start = logs::Start {
             iteration: attempt,
             agent: step.spec.id().to_owned(),

@@ -48,15 +48,8 @@ pub(crate) fn run(
     if let Some(repo) = &repo {
         refuse_operation_underway(repo, OwnMerge::Refused)?;
     }
-    let planner = super::planner::Planner {
-        config,
-        cwd,
-        dir,
-        sink: &sink,
-        stop,
-        knobs,
-    };
-    let planning = planner.plan_if_needed(resumed.is_some())?;
+    let planning =
+        super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
     let env = Env {
         config,
         cwd,

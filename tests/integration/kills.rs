@@ -15,6 +15,19 @@ fn kill_when(run: &mut std::process::Child, marker: &std::path::Path) {
     let _ = run.wait();
 }
 
+/// Runs a one-task parallel run with the hook `name` holding it (`body`, shell code that
+/// touches `{marker}` when ralph is where the test wants it), kills it there, and removes the hook.
+fn kill_in_hook(env: &TestEnv, name: &str, body: &str) {
+    let marker = env.path().join("held");
+    let hook = env.work().join(".git/hooks").join(name);
+    let body = body.replace("{marker}", &format!("'{}'", marker.display()));
+    fs::write(&hook, format!("#!/bin/sh\n{body}exit 0\n")).unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
+    kill_when(&mut run, &marker);
+    fs::remove_file(&hook).unwrap();
+}
+
 /// The base is as a finished run leaves it: no merge under way, nothing uncommitted, no task
 /// branch or worktree, every task `[x]`, and each task merged by exactly one merge commit.
 fn assert_clean_and_merged_once(env: &TestEnv, tasks: &[&str]) {
@@ -47,21 +60,12 @@ fn assert_clean_and_merged_once(env: &TestEnv, tasks: &[&str]) {
 #[test]
 fn a_kill_right_after_a_merge_commit_leaves_nothing_behind_after_resume() {
     let env = setup("- [ ] Alpha\n  - id: alpha\n");
-    let marker = env.path().join("merged");
     // The hook holds ralph just after its merge commit.
-    let hook = env.work().join(".git/hooks/post-commit");
-    fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\ncase \"$(git log -1 --format=%s)\" in \"Ralph: merge task\"*) touch '{}'; sleep 5;; esac\nexit 0\n",
-            marker.display()
-        ),
-    )
-    .unwrap();
-    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
-    let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
-    kill_when(&mut run, &marker);
-    fs::remove_file(&hook).unwrap();
+    kill_in_hook(
+        &env,
+        "post-commit",
+        "case \"$(git log -1 --format=%s)\" in \"Ralph: merge task\"*) touch {marker}; sleep 5;; esac\n",
+    );
     // The merge commit was made in the integration worktree: the base never moved to it.
     assert_eq!(
         env.git(&["log", "-1", "--format=%s"]).trim(),
@@ -74,32 +78,13 @@ fn a_kill_right_after_a_merge_commit_leaves_nothing_behind_after_resume() {
 
 #[test]
 fn a_kill_after_the_base_moved_to_a_merge_is_finished_on_resume() {
-    let env = setup(
-        "- [ ] Alpha
-  - id: alpha
-",
-    );
-    let marker = env.path().join("landed");
+    let env = setup("- [ ] Alpha\n  - id: alpha\n");
     // The hook holds ralph just after its base moved to the merge, before the files came.
-    let hook = env.work().join(".git/hooks/reference-transaction");
-    fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh
-[ \"$1\" = committed ] || exit 0
-while read -r old new ref; do
-  if [ \"$ref\" = refs/heads/main ] && git log -1 --format=%s \"$new\" | grep -q '^Ralph: merge task'; then touch '{}'; sleep 5; fi
-done
-exit 0
-",
-            marker.display()
-        ),
-    )
-    .unwrap();
-    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
-    let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
-    kill_when(&mut run, &marker);
-    fs::remove_file(&hook).unwrap();
+    kill_in_hook(
+        &env,
+        "reference-transaction",
+        "[ \"$1\" = committed ] || exit 0\nwhile read -r old new ref; do\n  if [ \"$ref\" = refs/heads/main ] && git log -1 --format=%s \"$new\" | grep -q '^Ralph: merge task'; then touch {marker}; sleep 5; fi\ndone\n",
+    );
     assert!(
         env.git(&["log", "-1", "--format=%s"])
             .starts_with("Ralph: merge task alpha"),

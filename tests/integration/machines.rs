@@ -223,33 +223,40 @@ fn two_workers_finishing_together_both_merge() {
     assert_base_never_rewritten(&env);
 }
 
+/// The agent's script on m1: its first call pushes some work and stops short of the promise, the
+/// second says `ready` and hangs. What follows it is m2's.
+const M1_STALLS: &str = r#"if [ "$machine" = m1 ]; then
+  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
+  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
+fi
+"#;
+
+/// Claims quick to go stale, so a take-over comes within a second.
+const FAST_CLAIMS: [&str; 6] = [
+    "--claim-heartbeat",
+    "400ms",
+    "--claim-ttl",
+    "1s",
+    "--max-iterations",
+    "5",
+];
+
+/// Starts the worker on m1 and kills it (SIGKILL) once its agent hangs mid-task.
+fn kill_m1_mid_task(env: &TestEnv) {
+    let mut first = start_worker(env, "m1", &FAST_CLAIMS);
+    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    first.kill().unwrap();
+    first.wait().unwrap();
+}
+
 #[test]
 fn a_killed_workers_task_is_taken_over_after_the_claim_ttl() {
     let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
     // On m1 the agent commits some work and stops short of the promise, then hangs; on m2 it
     // checks that m1's pushed work is there and finishes.
-    fs::write(
-        env.agent_dir().join("script"),
-        r#"if [ "$machine" = m1 ]; then
-  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
-  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
-fi
-if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
-"#,
-    )
-    .unwrap();
-    let fast = [
-        "--claim-heartbeat",
-        "400ms",
-        "--claim-ttl",
-        "1s",
-        "--max-iterations",
-        "5",
-    ];
-    let mut first = start_worker(&env, "m1", &fast);
-    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
-    first.kill().unwrap();
-    first.wait().unwrap();
+    let m2 = "if [ -f m1-work.txt ]; then touch \"$dir/m2-saw-m1-work\"; fi\n";
+    fs::write(env.agent_dir().join("script"), format!("{M1_STALLS}{m2}")).unwrap();
+    kill_m1_mid_task(&env);
 
     let status = env
         .ralph()
@@ -264,7 +271,7 @@ if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
     assert!(text.contains("TASKS on origin/main"), "{text}");
 
     let started = Instant::now();
-    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &fast));
+    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &FAST_CLAIMS));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("taken over from"), "{stdout}");
     assert!(started.elapsed() < Duration::from_secs(60));
@@ -279,7 +286,7 @@ if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
     assert_eq!(remote_claims(&env), "");
     assert_base_never_rewritten(&env);
     // m1, started again, finds its task done by m2: its worktree and branch go, and it ends.
-    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &fast));
+    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &FAST_CLAIMS));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("Removed the worktrees and branches of 1 merged task"),
@@ -292,34 +299,16 @@ if [ -f m1-work.txt ]; then touch "$dir/m2-saw-m1-work"; fi
 fn a_worker_started_again_while_another_holds_its_task_removes_its_stale_worktree() {
     let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
     // m1 pushes some work, then hangs; m2 goes on with it and waits for the test's go.
-    fs::write(
-        env.agent_dir().join("script"),
-        r#"if [ "$machine" = m1 ]; then
-  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
-  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
-fi
-touch "$dir/m2-started"
+    let m2 = r#"touch "$dir/m2-started"
 i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-"#,
-    )
-    .unwrap();
-    let fast = [
-        "--claim-heartbeat",
-        "400ms",
-        "--claim-ttl",
-        "1s",
-        "--max-iterations",
-        "5",
-    ];
-    let mut first = start_worker(&env, "m1", &fast);
-    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
-    first.kill().unwrap();
-    first.wait().unwrap();
+"#;
+    fs::write(env.agent_dir().join("script"), format!("{M1_STALLS}{m2}")).unwrap();
+    kill_m1_mid_task(&env);
     let stale = machine(&env, "m1").join(".ralph/worktrees/solo");
     assert!(stale.exists());
-    let second = start_worker(&env, "m2", &fast);
+    let second = start_worker(&env, "m2", &FAST_CLAIMS);
     crate::support::wait_for_file(&env.agent_dir().join("m2-started"), Duration::from_secs(30));
-    let again = start_worker(&env, "m1", &fast);
+    let again = start_worker(&env, "m1", &FAST_CLAIMS);
     crate::support::wait_until(Duration::from_secs(30), "m1's stale worktree to go", || {
         !stale.exists()
     });

@@ -41,15 +41,7 @@ fn plan_writes_and_shows_the_plan_and_commits_nothing() {
     let commits = env.commit_count();
     let run = env.run(&["--plan", "-f", "SPEC.md"]);
     run.assert_code(0);
-    assert!(
-        run.stdout().contains("🗺️  Planned 3 tasks:"),
-        "{}",
-        run.stdout()
-    );
-    assert!(
-        run.stdout()
-            .contains("   api  Build the endpoints (after schema, docs)")
-    );
+    assert_shows_the_plan(&run.stdout());
     assert!(plan_prompt(&env, 1).contains(SPEC));
     assert_eq!(env.commit_count(), commits, "nothing committed");
     let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
@@ -94,6 +86,15 @@ fn planning_env(plans: &[&str]) -> TestEnv {
         fs::write(env.agent_dir().join(format!("plan.{}", n + 1)), plan).unwrap();
     }
     env
+}
+
+/// The terminal shows [`PLAN`]: how many tasks, and each with what it waits for.
+fn assert_shows_the_plan(stdout: &str) {
+    assert!(stdout.contains("🗺️  Planned 3 tasks:"), "{stdout}");
+    assert!(
+        stdout.contains("   api  Build the endpoints (after schema, docs)"),
+        "{stdout}"
+    );
 }
 
 fn plan_prompt(env: &TestEnv, n: u32) -> String {
@@ -179,15 +180,7 @@ fn a_spec_with_tasks_is_planned_then_run_by_one_loop() {
     let run = env.run_loop(&[SPEC, "--tasks", "--max-iterations", "1"]);
     run.assert_code(2);
     assert_eq!(planning_calls(&env), 1);
-    assert!(
-        run.stdout().contains("🗺️  Planned 3 tasks:"),
-        "{}",
-        run.stdout()
-    );
-    assert!(
-        run.stdout()
-            .contains("   api  Build the endpoints (after schema, docs)")
-    );
+    assert_shows_the_plan(&run.stdout());
     // The loop's first prompt is the task list's: its first task is next.
     let prompt = fs::read_to_string(env.agent_dir().join("last-prompt")).unwrap();
     assert!(
