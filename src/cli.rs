@@ -267,6 +267,12 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) plan: bool,
 
+    /// Plan the prompt (a new spec) again: the done tasks are kept and shown to the planner, the
+    /// others are replaced by the new plan. With --plan (write and show) or a run of the list
+    /// (--parallel N, --tasks).
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) replan: bool,
+
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish), then exit.
     #[arg(long, value_name = "SHELL", help_heading = "Commands")]
     pub(crate) completions: Option<clap_complete::Shell>,

@@ -134,6 +134,8 @@ pub(crate) struct RunConfig {
     pub(crate) custom_agents: BTreeMap<String, CustomAgentDef>,
     /// `--json`: stdout carries the run's events as JSON lines, and nothing else.
     pub(crate) json: bool,
+    /// `--replan`: plan the prompt again over a list that has tasks (the done ones kept).
+    pub(crate) replan: bool,
 }
 
 /// Which iteration `--log` shows.
@@ -208,6 +210,12 @@ impl Config {
         let (resume, dry_run, plan) = (commands.resume, commands.dry_run, commands.plan);
         let (worktree, merge) = (commands.worktree.clone(), commands.merge);
         let worker = commands.worker_place()?;
+        let replan_flag = commands.replan;
+        if replan_flag && (resume || worker.is_some()) {
+            return Err(usage(
+                "--replan plans a new spec over this clone's task list; it does not go with --resume or --worker",
+            ));
+        }
         let task_properties = task_properties(&cli_layer, commands.success.clone());
         let mode = match commands.mode(tasks_flag, task_properties)? {
             Some(mode) => mode,
@@ -228,7 +236,8 @@ impl Config {
                     resolve_prompt(prompt, prompt_file, &cwd, input)?
                 };
                 let stack = settings.stack(&[&cli_layer]);
-                let run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
+                let mut run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
+                run.replan = replan_flag;
                 match worker {
                     _ if plan => plan_mode(run, dry_run || worker.is_some())?,
                     Some((remote, base)) => {
@@ -492,6 +501,7 @@ impl RunConfig {
             options,
             custom_agents: agents.clone(),
             json: false,
+            replan: false,
         };
         config.validate()?;
         Ok(config)

@@ -105,10 +105,12 @@ pub(crate) struct Plan {
 }
 
 /// The plan `value` as task blocks, or every problem that keeps it from being run, one line
-/// each (`known_agent` says whether ralph knows an agent's name).
+/// each (`known_agent` says whether ralph knows an agent's name; `kept`: the ids of the tasks
+/// done already, which the plan may wait for but not reuse).
 pub(crate) fn check(
     value: &Value,
     known_agent: &dyn Fn(&str) -> bool,
+    kept: &[String],
 ) -> Result<Plan, Vec<String>> {
     let mut problems = Vec::new();
     if let Some(items) = value.as_array().or_else(|| {
@@ -132,7 +134,7 @@ pub(crate) fn check(
     if list.is_empty() {
         problems.push("the plan has no task".to_owned());
     }
-    problems.extend(graph_problems(&list));
+    problems.extend(graph_problems(&list, kept));
     for task in &list.tasks {
         problems.extend(property_problems(task, known_agent));
     }
@@ -143,12 +145,17 @@ pub(crate) fn check(
     }
 }
 
-/// Ids used twice, blockers that name no task, and cycles (named by their ids in order).
-fn graph_problems(list: &TaskList) -> Vec<String> {
+/// Ids used twice (or taken by a done task), blockers that name no task, and cycles (named by
+/// their ids in order).
+fn graph_problems(list: &TaskList, kept: &[String]) -> Vec<String> {
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
     for id in list.tasks.iter().filter_map(Task::id) {
-        if !seen.insert(id) {
+        if kept.iter().any(|done| done == id) {
+            problems.push(format!(
+                "the id \"{id}\" is a done task's; give the new task another"
+            ));
+        } else if !seen.insert(id) {
             problems.push(format!("the id \"{id}\" is used by more than one task"));
         }
     }
@@ -158,7 +165,7 @@ fn graph_problems(list: &TaskList) -> Vec<String> {
         for blocker in task.blocked_by() {
             if seen.contains(blocker) {
                 edges.entry(id).or_default().push(blocker);
-            } else {
+            } else if !kept.iter().any(|done| done == blocker) {
                 problems.push(format!(
                     "task \"{id}\" is blocked by \"{blocker}\", which is no task of the plan"
                 ));
@@ -259,7 +266,7 @@ mod tests {
         }
         assert!(find("no plan here [1, 2]").is_none());
         let wrapped = find(r#"{"tasks": [{"id": "a", "content": "A"}]}"#).unwrap();
-        assert!(check(&wrapped, &known).is_ok());
+        assert!(check(&wrapped, &known, &[]).is_ok());
     }
 
     #[test]
@@ -269,7 +276,7 @@ mod tests {
                 {"id": "api", "content": "Build the API", "status": "pending", "blockedBy": ["schema"], "agent": "codex", "max_iterations": 5, "verify": "make test"}]"#,
         )
         .unwrap();
-        let plan = check(&value, &known).unwrap();
+        let plan = check(&value, &known, &[]).unwrap();
         assert_eq!(plan.list.tasks.len(), 2);
         let api = plan.list.by_id("api").unwrap();
         assert_eq!(api.blocked_by(), ["schema"]);
@@ -292,7 +299,7 @@ mod tests {
             {"id": "a", "content": "A again", "max_iterations": 0},
             {"content": "No id", "timeout": "soon"}
         ]);
-        let problems = check(&value, &known).unwrap_err();
+        let problems = check(&value, &known, &[]).unwrap_err();
         let all = problems.join("\n");
         for expected in [
             "task 5 has no \"id\"",
@@ -306,9 +313,25 @@ mod tests {
             assert!(all.contains(expected), "{expected}\n---\n{all}");
         }
         assert_eq!(
-            check(&serde_json::json!([]), &known).unwrap_err(),
+            check(&serde_json::json!([]), &known, &[]).unwrap_err(),
             ["the plan has no task"]
         );
+    }
+
+    #[test]
+    fn a_new_plan_may_wait_for_done_tasks_but_not_take_their_ids() {
+        let done = ["schema".to_owned()];
+        let value = serde_json::json!([
+            {"id": "api", "content": "Build the API", "blockedBy": ["schema"]},
+            {"id": "schema", "content": "Again"}
+        ]);
+        let problems = check(&value, &known, &done).unwrap_err();
+        assert_eq!(
+            problems,
+            ["the id \"schema\" is a done task's; give the new task another"]
+        );
+        let value = serde_json::json!([{"id": "api", "content": "Build", "blockedBy": ["schema"]}]);
+        assert!(check(&value, &known, &done).is_ok());
     }
 
     #[test]

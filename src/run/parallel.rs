@@ -507,6 +507,13 @@ impl<'a> Coordinator<'a> {
                 "interrupted; `ralph --resume` goes on with every unfinished task".to_owned()
             }
             Some(stop) => stop.reason(0),
+            // Nothing was left to run: a new spec is planned over the list with --replan.
+            None if self.started.is_empty() && open == 0 => {
+                "every task of the list was done already; to plan a new spec over it, run again with --replan".to_owned()
+            }
+            None if self.started.is_empty() => {
+                "no task is left that can run; fix or remove the failed ones, or plan a new spec with --replan".to_owned()
+            }
             None if open == 0 => "every task is done and merged".to_owned(),
             None => "not every task is done".to_owned(),
         };

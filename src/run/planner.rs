@@ -34,9 +34,9 @@ pub(crate) fn plan_only(
 ) -> anyhow::Result<ExitStatus> {
     let existing = storage::read_text(&dir.tasks())?.unwrap_or_default();
     let list = TaskList::parse(&existing);
-    if !list.is_empty() {
+    if !list.is_empty() && !config.replan {
         return Err(fail(format!(
-            "{} has {} task{} already; --plan writes a plan only into an empty list. Remove them (ralph --remove-task N) or move the file away, then plan again",
+            "{} has {} task{} already; --plan writes a plan only into an empty list. Add --replan to keep the done tasks and replace the others, or remove them (ralph --remove-task N), then plan again",
             dir.tasks().display(),
             list.tasks.len(),
             plural(list.tasks.len())
@@ -102,10 +102,25 @@ fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
     let runs_tasks = options.parallel > 0 || options.tasks;
     runs_tasks
         && !config.prompt.trim().is_empty()
-        && storage::read_text(&dir.tasks())
-            .ok()
-            .flatten()
-            .is_none_or(|text| TaskList::parse(&text).is_empty())
+        && (config.replan
+            || storage::read_text(&dir.tasks())
+                .ok()
+                .flatten()
+                .is_none_or(|text| TaskList::parse(&text).is_empty()))
+}
+
+/// The tasks done already (`--replan` keeps them): their ids, and `id: text` for the planner.
+fn done_tasks(dir: &RalphDir) -> (Vec<String>, Vec<String>) {
+    let text = storage::read_text(&dir.tasks())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let list = TaskList::parse(&text);
+    let ids = tasks::task_ids(&list);
+    (list.tasks.iter().zip(ids))
+        .filter(|(task, _)| task.status == tasks::TaskStatus::Complete)
+        .map(|(task, id)| (id.clone(), format!("{id}: {}", task.text)))
+        .unzip()
 }
 
 /// Where a run plans: its configuration and folders, what it reports to, and how it is stopped.
@@ -126,8 +141,13 @@ impl Planner<'_> {
         let mut answers = Vec::new();
         let mut calls = Vec::new();
         let mut problems: Option<Vec<String>> = None;
+        let (kept, done) = if self.config.replan {
+            done_tasks(self.dir)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         for attempt in 1..=2 {
-            let prompt = planning::prompt(&self.config.prompt, &[], problems.as_deref());
+            let prompt = planning::prompt(&self.config.prompt, &done, problems.as_deref());
             let (answer, call) = self.ask(&prompt, attempt)?;
             calls.push(call);
             let checked = planning::find(&answer)
@@ -137,7 +157,7 @@ impl Planner<'_> {
                             .to_owned(),
                     ]
                 })
-                .and_then(|value| planning::check(&value, &known));
+                .and_then(|value| planning::check(&value, &known, &kept));
             answers.push(answer);
             match checked {
                 Ok(plan) => return self.land(&plan).map(|()| calls),
@@ -231,11 +251,15 @@ impl Planner<'_> {
 
     /// Writes the plan to the task file, commits it, and tells it.
     fn land(&self, plan: &Plan) -> anyhow::Result<()> {
+        let replan = self.config.replan;
         tasks::edit(self.dir, |current| {
             let mut text = match current {
                 Some(bytes) if !bytes.is_empty() => String::from_utf8_lossy(bytes).into_owned(),
                 _ => tasks::new_file_content(),
             };
+            if replan {
+                text = without_open_tasks(&text);
+            }
             if !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -273,6 +297,20 @@ impl Planner<'_> {
         self.sink.emit(LoopEvent::PlanCreated { tasks });
         Ok(())
     }
+}
+
+/// The task file without its tasks that are not done (the last first, so numbers hold).
+fn without_open_tasks(text: &str) -> String {
+    let list = TaskList::parse(text);
+    let mut bytes = text.as_bytes().to_vec();
+    for task in list.tasks.iter().rev() {
+        if task.status != tasks::TaskStatus::Complete
+            && let Ok(kept) = tasks::remove_task(&bytes, task.number)
+        {
+            bytes = kept;
+        }
+    }
+    String::from_utf8_lossy(&bytes).trim_end().to_owned() + "\n"
 }
 
 fn plural(count: usize) -> &'static str {

@@ -356,3 +356,48 @@ fn two_workers_with_a_spec_plan_once_and_share_the_tasks() {
         );
     }
 }
+
+#[test]
+fn replan_keeps_the_done_tasks_shows_them_to_the_planner_and_replaces_the_others() {
+    let new = r#"[{"id": "api", "content": "Build the API", "blockedBy": ["setup"]}]"#;
+    let env = planning_env(&[new]);
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "# Tasks\n\n- [x] Set up\n  - id: setup\n- [ ] Old idea\n  - id: old\n- [!] Failed idea\n",
+    )
+    .unwrap();
+    let run = env.run(&["--plan", "--replan", "Now build the API on it"]);
+    run.assert_code(0);
+    let prompt = plan_prompt(&env, 1);
+    assert!(
+        prompt.contains("Already done") && prompt.contains("- setup: Set up"),
+        "{prompt}"
+    );
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(list.contains("- [x] Set up\n  - id: setup\n"), "{list}");
+    assert!(
+        !list.contains("Old idea") && !list.contains("Failed idea"),
+        "{list}"
+    );
+    assert!(
+        list.contains("- [ ] Build the API\n  - id: api\n  - blocked_by: setup\n"),
+        "{list}"
+    );
+}
+
+#[test]
+fn a_list_with_every_task_done_runs_as_before_and_points_to_replan() {
+    let env = crate::parallel::setup("- [x] Done already\n  - id: done\n");
+    let run = env.run_loop(&[SPEC, "--parallel", "2"]);
+    run.assert_code(0);
+    assert!(
+        run.stdout().contains("every task of the list was done already; to plan a new spec over it, run again with --replan"),
+        "{}",
+        run.stdout()
+    );
+    assert!(
+        !env.agent_dir().join("events").exists(),
+        "no agent ran, none planned"
+    );
+}
