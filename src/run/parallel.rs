@@ -30,7 +30,7 @@ use super::sink::{Place, Scope, Sink};
 use super::steer::Relay;
 use super::{Knobs, Shared, TaskLoop, start};
 
-mod gate;
+pub(super) mod gate;
 mod merge;
 
 /// Tries at resolving a merge conflict before a task is given up.

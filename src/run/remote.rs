@@ -28,6 +28,7 @@ use crate::storage::{self, RalphDir, progress, state};
 
 use super::base;
 use super::decision::Stop;
+use super::parallel::gate::{GATE_TRIES, feedback};
 use super::parallel::{self, MERGE_TRIES, Outcome};
 use super::sink::{Place, Scope, Sink};
 use super::{Knobs, Shared, TaskLoop, start};
@@ -235,7 +236,7 @@ impl Session<'_> {
         let id = holder.claim.task.clone();
         let cwd = self.task_worktree(&id, task)?;
         let mut conflicts = Vec::new();
-        let mut tries = 0;
+        let (mut tries, mut gate_tries) = (0, 0);
         loop {
             let (result, lost) = self.work(&cwd, task, holder, conflicts)?;
             if lost {
@@ -274,9 +275,51 @@ impl Session<'_> {
                             break left;
                         }
                     }
+                    Integrated::GateFailed(check) => {
+                        if let Some(end) = self.gate_failed(&id, &check, holder, &mut gate_tries)? {
+                            return Ok(end);
+                        }
+                        break self.merge_base_into(&cwd)?;
+                    }
                 }
             };
         }
+    }
+
+    /// The task's merge failed the gate with `check`: its agent is told (a context section for
+    /// the task in this clone) and goes on after the base is merged into its branch, or, the
+    /// [`GATE_TRIES`]-th time, the task is failed; a check that cannot run ends the worker.
+    fn gate_failed(
+        &self,
+        id: &str,
+        check: &crate::model::Verification,
+        holder: &Holder,
+        tries: &mut u32,
+    ) -> anyhow::Result<Option<TaskEnd>> {
+        if check.could_not_run() {
+            self.release(&holder.claim, &holder.sha);
+            return Ok(Some(TaskEnd::Ended(Stop::Unverified(check.clone()))));
+        }
+        *tries += 1;
+        let base = self.site.base_name();
+        if *tries > GATE_TRIES {
+            let why = format!(
+                "its work merged with {base} failed the run's check `{}` {GATE_TRIES} times; branch {} is kept",
+                check.command,
+                base::branch(id)
+            );
+            return self.give_up(id, &why, &holder.sha).map(Some);
+        }
+        self.sink.notice(Notice::GateFailed {
+            task: id,
+            command: &check.command,
+            base: &base,
+            tries: *tries,
+            most: GATE_TRIES,
+        });
+        let text = feedback(&base, check);
+        crate::storage::context::append(self.dir, &text, Some(id), crate::model::now())?;
+        Ok(None)
     }
 
     /// Runs the task's loop with the claim kept fresh beside it; `true` when the claim was
@@ -476,6 +519,8 @@ struct Holder {
 enum Integrated {
     Merged,
     Conflict(Vec<String>),
+    /// A check of the run's `--verify` failed on the merged result: the base did not move.
+    GateFailed(crate::model::Verification),
     LetGo,
 }
 

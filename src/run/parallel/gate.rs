@@ -16,20 +16,26 @@ use super::super::decision::Stop;
 use super::{Coordinator, Spawner};
 
 /// How often a task whose merge fails the gate goes back to its agent before it is failed.
-pub(super) const GATE_TRIES: u32 = 2;
+pub(in crate::run) const GATE_TRIES: u32 = 2;
 
-impl<'a> Coordinator<'a> {
-    /// Runs the run's `--verify` commands in `tree` (the task's work merged with the base): the
-    /// check that failed, if one did.
-    pub(super) fn gate<'s>(
+/// What the gate needs of a run (a `--parallel` coordinator or a `--worker`): its options, its
+/// `.ralph/` (whose history records the checks), the history's writer, and its reporters.
+pub(in crate::run) struct Gate<'g> {
+    pub(in crate::run) config: &'g crate::config::RunConfig,
+    pub(in crate::run) home: &'g crate::storage::RalphDir,
+    pub(in crate::run) shared: &'g super::super::Shared,
+    pub(in crate::run) sink: &'g super::super::sink::Sink,
+}
+
+impl Gate<'_> {
+    /// Runs the run's `--verify` commands in `tree` (task `id`'s work merged with the base),
+    /// records each check in the history (`gates`): the check that failed, if one did.
+    pub(in crate::run) fn check(
         &self,
         id: &str,
         tree: &Repo,
-        spawner: &Spawner<'s, '_>,
-    ) -> Option<Verification>
-    where
-        'a: 's,
-    {
+        (stop, knobs): (&crate::signal::StopFlag, &super::super::Knobs),
+    ) -> Option<Verification> {
         let commands = &self.config.options.verify;
         if commands.is_empty() {
             return None;
@@ -38,13 +44,13 @@ impl<'a> Coordinator<'a> {
         let results = crate::verify::run_all(
             commands,
             (tree.root(), hash.as_deref()),
-            (self.config.options.verify_timeout, spawner.knobs.grace),
-            spawner.stop,
+            (self.config.options.verify_timeout, knobs.grace),
+            stop,
             self.sink.voice(),
             &|result| self.sink.emit(LoopEvent::Verified(result.clone())),
         );
         let at = crate::model::now();
-        let recorded = self.shared.edit_history(self.dir, |history| {
+        let recorded = self.shared.edit_history(self.home, |history| {
             for check in &results {
                 history.gates.push(GateCheck {
                     task: id.to_owned(),
@@ -61,6 +67,42 @@ impl<'a> Coordinator<'a> {
             });
         }
         results.into_iter().find(|result| !result.passed)
+    }
+}
+
+/// What a task's agent is told when its merge failed the gate: the command, how it ended, and
+/// the end of its output.
+pub(in crate::run) fn feedback(base: &str, check: &Verification) -> String {
+    let code = check.exit_code.map_or_else(
+        || " (it timed out)".to_owned(),
+        |code| format!(" (exit {code})"),
+    );
+    format!(
+        "Your task's work, merged with {base}, fails the run's check `{command}`{code}, so it was not merged. {base} is now merged into your branch: make the check pass here, then end with the task's promise again. The end of its output:\n\n```\n{tail}\n```",
+        command = check.command,
+        tail = check.output_tail,
+    )
+}
+
+impl<'a> Coordinator<'a> {
+    /// Runs the gate on task `id`'s merge in `tree` (see [`check`]): the check that failed, if
+    /// one did.
+    pub(super) fn gate<'s>(
+        &self,
+        id: &str,
+        tree: &Repo,
+        spawner: &Spawner<'s, '_>,
+    ) -> Option<Verification>
+    where
+        'a: 's,
+    {
+        let place = Gate {
+            config: self.config,
+            home: self.dir,
+            shared: &self.shared,
+            sink: &self.sink,
+        };
+        place.check(id, tree, (spawner.stop, spawner.knobs))
     }
 
     /// Task `id`'s merge failed the gate with `check`: its agent gets the base merged into its
@@ -101,16 +143,7 @@ impl<'a> Coordinator<'a> {
             tries,
             most: GATE_TRIES,
         });
-        let text = format!(
-            "Your task's work, merged with {base}, fails the run's check `{command}`{code}, so it was not merged. {base} is now merged into your branch: make the check pass here, then end with the task's promise again. The end of its output:\n\n```\n{tail}\n```",
-            base = self.base,
-            command = check.command,
-            code = check.exit_code.map_or_else(
-                || " (it timed out)".to_owned(),
-                |code| format!(" (exit {code})")
-            ),
-            tail = check.output_tail,
-        );
+        let text = feedback(&self.base, check);
         context::append(self.dir, &text, Some(id), crate::model::now())?;
         let path = self.dir.worktree(id);
         let worktree =

@@ -9,6 +9,7 @@ use crate::storage::RalphDir;
 use crate::storage::tasks::{Task, TaskStatus};
 
 use super::super::base;
+use super::super::parallel::gate::Gate;
 use super::site::unreachable_remote;
 use super::{Integrated, PUSH_TRIES, Session};
 
@@ -48,6 +49,16 @@ impl Session<'_> {
                 Ok(Merge::Conflict(files)) => return Ok(Integrated::Conflict(files)),
                 Err(why) => return Err(fail(format!("merging task {id} failed: {why}")).into()),
             };
+            // The run's --verify is the merge's gate: the base moves only when it passes.
+            let gate = Gate {
+                config: self.config,
+                home: self.dir,
+                shared: &self.shared,
+                sink: &self.sink,
+            };
+            if let Some(failed) = gate.check(id, &tree, (self.stop, self.knobs)) {
+                return Ok(Integrated::GateFailed(failed));
+            }
             // The task's branch goes with the merge (on the remote when it was ever pushed),
             // unless it keeps notes or tasks that could not be carried.
             let delete = carried.problems.is_empty();
