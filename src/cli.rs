@@ -273,6 +273,16 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) replan: bool,
 
+    /// Before planning, have the agent restate the prompt as a spec (goal, constraints,
+    /// acceptance criteria, out of scope); on a terminal ralph shows it and asks to use it, keep
+    /// the original, or edit it. The prompt used is saved to .ralph/prompt.md.
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) refine: bool,
+
+    /// With --refine: use the restated prompt without asking.
+    #[arg(long, requires = "refine", help_heading = "Commands")]
+    pub(crate) yes: bool,
+
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish), then exit.
     #[arg(long, value_name = "SHELL", help_heading = "Commands")]
     pub(crate) completions: Option<clap_complete::Shell>,

@@ -136,6 +136,9 @@ pub(crate) struct RunConfig {
     pub(crate) json: bool,
     /// `--replan`: plan the prompt again over a list that has tasks (the done ones kept).
     pub(crate) replan: bool,
+    /// `--refine`: restate the prompt as a spec first; `yes`: take it without asking.
+    pub(crate) refine: bool,
+    pub(crate) yes: bool,
 }
 
 /// Which iteration `--log` shows.
@@ -211,6 +214,7 @@ impl Config {
         let (worktree, merge) = (commands.worktree.clone(), commands.merge);
         let worker = commands.worker_place()?;
         let replan_flag = commands.replan;
+        let (refine, yes) = (commands.refine, commands.yes);
         if replan_flag && (resume || worker.is_some()) {
             return Err(usage(
                 "--replan plans a new spec over this clone's task list; it does not go with --resume or --worker",
@@ -238,6 +242,7 @@ impl Config {
                 let stack = settings.stack(&[&cli_layer]);
                 let mut run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
                 run.replan = replan_flag;
+                (run.refine, run.yes) = (refine, yes);
                 match worker {
                     _ if plan => plan_mode(run, dry_run || worker.is_some())?,
                     Some((remote, base)) => {
@@ -502,6 +507,8 @@ impl RunConfig {
             custom_agents: agents.clone(),
             json: false,
             replan: false,
+            refine: false,
+            yes: false,
         };
         config.validate()?;
         Ok(config)

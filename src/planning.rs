@@ -64,6 +64,32 @@ pub(crate) fn prompt(spec: &str, done: &[String], problems: Option<&[String]>) -
     text
 }
 
+/// The prompt of the refine call: restate the user's prompt as a structured spec.
+pub(crate) fn refine_prompt(prompt: &str) -> String {
+    format!(
+        "# Restate the spec\n\nYou are not doing the work, and you change no file. Restate the \
+         request below as a clear spec another agent can plan from, in markdown, with these \
+         sections: ## Goal, ## Constraints, ## Acceptance criteria, ## Out of scope. Keep \
+         everything the request says; add nothing it does not imply. Answer with the spec only.\n\n\
+         ## The request\n\n{}\n",
+        prompt.trim()
+    )
+}
+
+/// The spec in a refine call's answer: the answer without a code fence around it; `None` when
+/// it is empty.
+pub(crate) fn refined(answer: &str) -> Option<String> {
+    let text = answer.trim();
+    let text = text
+        .strip_prefix("```markdown")
+        .or_else(|| text.strip_prefix("```md"))
+        .or_else(|| text.strip_prefix("```"))
+        .and_then(|inner| inner.trim_end().strip_suffix("```"))
+        .unwrap_or(text)
+        .trim();
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
 /// The plan in an answer: bare JSON, a fenced block, or an array after prose; `None` when the
 /// answer holds no JSON array (or object with `tasks`).
 pub(crate) fn find(answer: &str) -> Option<Value> {
@@ -332,6 +358,17 @@ mod tests {
         );
         let value = serde_json::json!([{"id": "api", "content": "Build", "blockedBy": ["schema"]}]);
         assert!(check(&value, &known, &done).is_ok());
+    }
+
+    #[test]
+    fn a_refined_spec_is_the_answer_without_its_fence() {
+        assert_eq!(
+            refined("```markdown\n## Goal\nA todo API\n```\n").as_deref(),
+            Some("## Goal\nA todo API")
+        );
+        assert_eq!(refined("## Goal\nX").as_deref(), Some("## Goal\nX"));
+        assert_eq!(refined("  \n"), None);
+        assert!(refine_prompt("Build it").contains("## Acceptance criteria"));
     }
 
     #[test]

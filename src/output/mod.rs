@@ -348,6 +348,21 @@ pub(crate) fn say(lines: &[&str]) {
     Voice::plain().say(lines);
 }
 
+/// Shows the refined prompt and asks whether to use it (`Use this prompt? [Y/n/e] `, no newline).
+pub(crate) fn refine_question(spec: &str) {
+    let mut lines = vec![
+        "📝 The prompt, restated as a spec:".to_owned(),
+        String::new(),
+    ];
+    lines.extend(spec.lines().map(|line| format!("   {line}")));
+    lines.push(String::new());
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    say(&lines);
+    let mut out = io::stdout().lock();
+    let _ = write!(out, "Use this prompt? [Y/n/e] ");
+    let _ = out.flush();
+}
+
 /// Writes lines to stderr (after flushing stdout, to keep the order), as a command does.
 pub(crate) fn warn(lines: &[&str]) {
     Voice::plain().warn(lines);

@@ -63,8 +63,10 @@ pub(crate) fn run(
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
-    let planning =
+    let (planning, refined) =
         super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
+    // With --refine, the prompt the user took is the run's.
+    let config = refined.as_ref().unwrap_or(config);
     nothing_to_run(dir)?;
     let (repo, base) = prepare(found.clone(), dir, "--parallel", &sink)?;
     // What a killed run left of tasks merged since: their worktrees and branches.

@@ -61,7 +61,9 @@ pub(crate) fn plan_only(
         stop: &StopFlag::default(),
         knobs,
     };
-    let calls = planner.plan()?;
+    let (mut calls, refined) = planner.refine_if_asked()?;
+    let config = refined.as_ref().unwrap_or(&config);
+    calls.extend(Planner { config, ..planner }.plan()?);
     let path = dir.history();
     let mut history = storage::history::load(&path).ok().unwrap_or_default();
     calls.into_iter().for_each(|call| history.add_call(call));
@@ -70,8 +72,17 @@ pub(crate) fn plan_only(
 }
 
 /// The folder of the planning calls' logs under `.ralph/logs/` (`ralph --log plan` shows the
-/// last).
+/// last), and their kind in the history.
 const PLAN_LOGS: &str = "plan";
+
+/// Where `--refine` keeps the prompt it used, under `.ralph/`.
+const PROMPT_FILE: &str = "prompt.md";
+
+/// Whether the user can be asked: stdin and stdout are a terminal.
+fn interactive() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
 
 /// Plans first when a run must (see [`needed`]; not on `--resume`): the planning calls, for the
 /// run's history and budgets.
@@ -81,9 +92,9 @@ pub(super) fn plan_first(
     sink: &Sink,
     (stop, knobs): (&StopFlag, &Knobs),
     resumed: bool,
-) -> anyhow::Result<Vec<AgentCall>> {
-    if resumed || !needed(config, place.dir) {
-        return Ok(Vec::new());
+) -> anyhow::Result<(Vec<AgentCall>, Option<RunConfig>)> {
+    if resumed {
+        return Ok((Vec::new(), None));
     }
     let planner = Planner {
         config,
@@ -93,7 +104,12 @@ pub(super) fn plan_first(
         stop,
         knobs,
     };
-    planner.plan()
+    let (mut calls, refined) = planner.refine_if_asked()?;
+    let config = refined.as_ref().unwrap_or(config);
+    if needed(config, place.dir) {
+        calls.extend(Planner { config, ..planner }.plan()?);
+    }
+    Ok((calls, refined))
 }
 
 /// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.
@@ -134,6 +150,19 @@ pub(super) struct Planner<'a> {
 }
 
 impl Planner<'_> {
+    /// With `--refine`: the refine call, and the run's configuration with the prompt to use.
+    fn refine_if_asked(&self) -> anyhow::Result<(Vec<AgentCall>, Option<RunConfig>)> {
+        if !self.config.refine {
+            return Ok((Vec::new(), None));
+        }
+        let (prompt, call) = self.refine()?;
+        let refined = RunConfig {
+            prompt,
+            ..self.config.clone()
+        };
+        Ok((vec![call], Some(refined)))
+    }
+
     /// Plans the spec into the task file and commits it (see the module's doc).
     pub(super) fn plan(&self) -> anyhow::Result<Vec<AgentCall>> {
         let custom = &self.config.custom_agents;
@@ -148,7 +177,7 @@ impl Planner<'_> {
         };
         for attempt in 1..=2 {
             let prompt = planning::prompt(&self.config.prompt, &done, problems.as_deref());
-            let (answer, call) = self.ask(&prompt, attempt)?;
+            let (answer, call) = self.ask(&prompt, (PLAN_LOGS, attempt))?;
             calls.push(call);
             let checked = planning::find(&answer)
                 .ok_or_else(|| {
@@ -181,9 +210,14 @@ impl Planner<'_> {
         .into())
     }
 
-    /// Runs the agent once on `prompt` (the `attempt`-th planning call): its plan, from the file
-    /// it wrote or from its answer, and the call's record (its log: `.ralph/logs/plan/`).
-    fn ask(&self, prompt: &str, attempt: u32) -> anyhow::Result<(String, AgentCall)> {
+    /// Runs the agent once on `prompt` (the `attempt`-th call of `kind`, `plan` or `refine`): its
+    /// answer (for a plan, the file it wrote wins) and the call's record (its log:
+    /// `.ralph/logs/<kind>/`).
+    fn ask(
+        &self,
+        prompt: &str,
+        (kind, attempt): (&str, u32),
+    ) -> anyhow::Result<(String, AgentCall)> {
         let options = &self.config.options;
         let step = self.step()?;
         let written = self.cwd.join(planning::PLAN_FILE);
@@ -196,11 +230,11 @@ impl Planner<'_> {
             iteration: attempt,
             agent: step.spec.id().to_owned(),
             format: format.name().to_owned(),
-            task: Some(PLAN_LOGS.to_owned()),
+            task: Some(kind.to_owned()),
             task_fingerprint: None,
         };
         let limit = options.log_max_size.unwrap_or(u64::MAX);
-        let log = IterationLog::create(&self.dir.logs().join(PLAN_LOGS), start, limit).ok();
+        let log = IterationLog::create(&self.dir.logs().join(kind), start, limit).ok();
         let mut transcript = Transcript::new(step.agent.as_ref(), display, Vec::new(), false)?
             .keeping_answer()
             .with_log(log)
@@ -216,13 +250,16 @@ impl Planner<'_> {
         let (started_at, started) = (crate::model::now(), std::time::Instant::now());
         let outcome = stream::run(&command, self.cwd, &run, self.stop, &mut transcript)?;
         if self.stop.is_stopping() {
-            return Err(fail("stopped while the agent planned; nothing was written").into());
+            return Err(fail(format!(
+                "stopped during the {kind} call; nothing was written"
+            ))
+            .into());
         }
         transcript.end_log(outcome.exit_code);
         let answer = transcript.answer().to_owned();
         let findings = transcript.finish();
         let call = AgentCall {
-            kind: "plan".to_owned(),
+            kind: kind.to_owned(),
             agent: step.spec.id().to_owned(),
             model: step.model.clone(),
             started_at,
@@ -230,11 +267,61 @@ impl Planner<'_> {
             exit_code: outcome.exit_code,
             tokens: findings.usage,
             cost_usd: findings.cost,
-            log: Some(format!("{}/{PLAN_LOGS}/{attempt:04}.jsonl", logs::LOGS_DIR)),
+            log: Some(format!("{}/{kind}/{attempt:04}.jsonl", logs::LOGS_DIR)),
         };
-        let plan = std::fs::read_to_string(&written).ok();
+        let plan = std::fs::read_to_string(&written)
+            .ok()
+            .filter(|_| kind == PLAN_LOGS);
         let _ = std::fs::remove_file(&written);
         Ok((plan.unwrap_or(answer), call))
+    }
+
+    /// `--refine`: the agent restates the prompt as a spec; on a terminal (without `--yes`) the
+    /// user takes it, keeps the original, or edits it. The prompt to use, saved to
+    /// `.ralph/prompt.md`, and the call's record.
+    fn refine(&self) -> anyhow::Result<(String, AgentCall)> {
+        let original = self.config.prompt.clone();
+        let (answer, call) = self.ask(&planning::refine_prompt(&original), ("refine", 1))?;
+        let accepted = match planning::refined(&answer) {
+            None => original,
+            Some(spec) if self.config.yes || self.config.json || !interactive() => spec,
+            Some(spec) => self.choose(spec, original)?,
+        };
+        storage::write_atomic(&self.dir.file(PROMPT_FILE), accepted.as_bytes())?;
+        Ok((accepted, call))
+    }
+
+    /// Asks `Use this prompt? [Y/n/e]` about `spec`: it, `original`, or `spec` as edited in
+    /// `$VISUAL`/`$EDITOR` (vi when neither is set).
+    fn choose(&self, spec: String, original: String) -> anyhow::Result<String> {
+        crate::output::refine_question(&spec);
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        match line.trim().to_lowercase().as_str() {
+            "n" | "no" => Ok(original),
+            "e" | "edit" => {
+                let path = self.dir.file(PROMPT_FILE);
+                storage::write_atomic(&path, spec.as_bytes())?;
+                let editor = (std::env::var("VISUAL").ok())
+                    .or_else(|| std::env::var("EDITOR").ok())
+                    .filter(|editor| !editor.trim().is_empty())
+                    .unwrap_or_else(|| "vi".to_owned());
+                let status = std::process::Command::new("sh")
+                    .args(["-c", &format!("{editor} \"$1\""), "sh"])
+                    .arg(&path)
+                    .status()
+                    .map_err(|err| fail(format!("could not start the editor {editor}: {err}")))?;
+                if !status.success() {
+                    return Err(fail(format!(
+                        "the editor {editor} failed ({status}); the restated prompt is in {}",
+                        path.display()
+                    ))
+                    .into());
+                }
+                Ok(std::fs::read_to_string(&path)?.trim().to_owned())
+            }
+            _ => Ok(spec),
+        }
     }
 
     /// The agent that plans: `--plan-agent`'s first, else the run's (the first of a rotation).

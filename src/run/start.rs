@@ -48,8 +48,10 @@ pub(crate) fn run(
     if let Some(repo) = &repo {
         refuse_operation_underway(repo, OwnMerge::Refused)?;
     }
-    let planning =
+    let (planning, refined) =
         super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
+    // With --refine, the prompt the user took is the run's.
+    let config = refined.as_ref().unwrap_or(config);
     let env = Env {
         config,
         cwd,

@@ -197,12 +197,13 @@ fn gitignore_contents() -> String {
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
 /// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report, a
 /// plan an agent is writing, and a plan that was refused.
-const OWN_DIRS_IGNORE: [&str; 5] = [
+const OWN_DIRS_IGNORE: [&str; 6] = [
     "/worktrees/",
     "/logs/",
     "/report.html",
     "/plan.json",
     "/plan-rejected.json",
+    "/prompt.md",
 ];
 
 /// For `skip_serializing_if`: a count that is zero is left out of the file.

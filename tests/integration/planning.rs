@@ -7,13 +7,17 @@ use crate::support::TestEnv;
 
 /// The planning branch of the fake agent: a prompt that starts `# Plan the work` is a planning
 /// call; its prompt is kept as `plan-prompt.N` and it answers with `$FAKE_AGENT_DIR/plan.N`.
-const PLANNING: &str = r##"#!/bin/sh
+const PLANNING: &str = r###"#!/bin/sh
 dir=${FAKE_AGENT_DIR:?}
 for last in "$@"; do :; done
 # Claude Code is given its prompt right after -p.
 [ "${0##*/}" = claude ] && last=$2
 printf '%s' "$last" > "$dir/last-prompt"
 case "$last" in
+  "# Restate the spec"*)
+    echo "## Goal"
+    echo "REFINED: build the todo API"
+    exit 0;;
   "# Plan the work"*)
     p=0; [ -f "$dir/plans" ] && read -r p < "$dir/plans"
     p=$((p + 1)); echo "$p" > "$dir/plans"
@@ -24,7 +28,7 @@ case "$last" in
     echo '{"type":"step_finish","part":{"tokens":{"input":100,"output":20,"cache":{"read":0,"write":0}},"cost":0.5}}'
     exit 0;;
 esac
-"##;
+"###;
 
 const SPEC: &str = "Build a todo API: a schema, the endpoints, and their docs.";
 
@@ -435,4 +439,50 @@ fn the_gate_holds_for_workers_too() {
             "{commit} fails the gate: {files}"
         );
     }
+}
+
+#[test]
+fn refine_yes_plans_from_the_restated_prompt_and_keeps_it() {
+    let env = planning_env(&[PLAN]);
+    let run = env.run(&["--plan", "--refine", "--yes", SPEC]);
+    run.assert_code(0);
+    let kept = fs::read_to_string(env.ralph_file("prompt.md")).unwrap();
+    assert_eq!(kept, "## Goal\nREFINED: build the todo API");
+    let prompt = plan_prompt(&env, 1);
+    assert!(prompt.contains("REFINED: build the todo API"), "{prompt}");
+    let history = env.history();
+    assert_eq!(history["calls"][0]["kind"], "refine");
+    assert_eq!(history["calls"][1]["kind"], "plan");
+}
+
+#[test]
+fn refine_answered_n_on_a_terminal_keeps_the_original_prompt() {
+    let env = planning_env(&[PLAN]);
+    let Some(tmux) = crate::watch::Tmux::new(&env) else {
+        return;
+    };
+    let ralph = assert_cmd::cargo::cargo_bin!("ralph").display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "watch",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "sh",
+        "-c",
+        &format!(
+            "'{ralph}' --plan --refine 'Build the todo API'; echo \"ralph exited $?\"; sleep 60"
+        ),
+    ]);
+    tmux.wait_for(&["REFINED: build the todo API", "Use this prompt? [Y/n/e]"]);
+    tmux.run(&["send-keys", "-t", "watch", "n", "Enter"]);
+    tmux.wait_for(&["Planned 3 tasks", "ralph exited 0"]);
+    let kept = fs::read_to_string(env.ralph_file("prompt.md")).unwrap();
+    assert_eq!(kept, "Build the todo API");
+    let prompt = plan_prompt(&env, 1);
+    assert!(prompt.contains("Build the todo API"), "{prompt}");
+    assert!(!prompt.contains("REFINED"), "{prompt}");
 }

@@ -10,7 +10,7 @@ use crate::support::{TestEnv, wait_until};
 
 /// A tmux server of the test's own (its socket in the test's directory), with the test's
 /// environment.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: PathBuf,
     template: Command,
 }
@@ -21,13 +21,13 @@ impl Tmux {
         clippy::print_stderr,
         reason = "the one line that explains a skipped test"
     )]
-    fn new(env: &TestEnv) -> Option<Self> {
+    pub(crate) fn new(env: &TestEnv) -> Option<Self> {
         let found = Command::new("tmux")
             .arg("-V")
             .output()
             .is_ok_and(|out| out.status.success());
         if !found {
-            eprintln!("note: tmux is not installed; the --watch screen test is skipped");
+            eprintln!("note: tmux is not installed; a terminal screen test is skipped");
             return None;
         }
         Some(Self {
@@ -57,7 +57,7 @@ impl Tmux {
         command
     }
 
-    fn run(&self, args: &[&str]) -> String {
+    pub(crate) fn run(&self, args: &[&str]) -> String {
         let mut child = self
             .command(args)
             .stdout(Stdio::piped())
@@ -73,7 +73,7 @@ impl Tmux {
     }
 
     /// Waits (10 s at most) until the screen shows every one of `texts`.
-    fn wait_for(&self, texts: &[&str]) -> String {
+    pub(crate) fn wait_for(&self, texts: &[&str]) -> String {
         let mut screen = String::new();
         wait_until(
             Duration::from_secs(10),
