@@ -179,21 +179,51 @@ fn the_planning_calls_cost_counts_toward_max_cost() {
 }
 
 #[test]
-fn a_spec_with_tasks_is_planned_then_run_by_one_loop() {
-    let env = planning_env(&[PLAN]);
-    let run = env.run_loop(&[SPEC, "--tasks", "--max-iterations", "1"]);
-    run.assert_code(2);
+fn a_spec_with_tasks_is_planned_then_run_by_one_loop_in_order() {
+    let env = TestEnv::new();
+    // Planning as the other tests; then, as an agent in tasks mode does, it marks the first
+    // open task done (and says so), and says the whole is complete when none is left.
+    let tasks_mode = r#"
+list=.ralph/ralph-tasks.md
+if grep -q '^- \[ \]' "$list"; then
+  grep -m1 '^- \[ \]' "$list" | cut -c7- >> "$dir/order"
+  sed -i '0,/^- \[ \]/s//- [x]/' "$list"
+  echo "<promise>READY_FOR_NEXT_TASK</promise>"
+else
+  echo "<promise>COMPLETE</promise>"
+fi
+"#;
+    env.write_executable("opencode", &format!("{PLANNING}{tasks_mode}"));
+    fs::write(env.agent_dir().join("plan.1"), PLAN).unwrap();
+    let run = env.run_loop(&[SPEC, "--tasks", "--max-iterations", "6"]);
+    run.assert_code(0);
     assert_eq!(planning_calls(&env), 1);
     assert_shows_the_plan(&run.stdout());
-    // The loop's first prompt is the task list's: its first task is next.
-    let prompt = fs::read_to_string(env.agent_dir().join("last-prompt")).unwrap();
-    assert!(
-        prompt.contains("📍 NEXT TASK: \"Create the schema\""),
-        "{prompt}"
+    let order = fs::read_to_string(env.agent_dir().join("order")).unwrap();
+    assert_eq!(
+        order,
+        "Create the schema\nWrite the docs\nBuild the endpoints\n"
     );
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(list.matches("- [x]").count(), 3, "{list}");
     let subjects = env.git(&["log", "--reverse", "--format=%s"]);
     let subjects: Vec<&str> = subjects.lines().collect();
     assert_eq!(subjects[1], "Ralph: plan — 3 tasks", "{subjects:?}");
+}
+
+#[test]
+fn two_plans_with_a_cycle_end_the_run_naming_it() {
+    let cycle = r#"[{"id": "a", "content": "A", "blockedBy": ["b"]}, {"id": "b", "content": "B", "blockedBy": ["a"]}]"#;
+    let env = planning_env(&[cycle, cycle]);
+    let run = env.run_loop(&[SPEC, "--tasks"]);
+    run.assert_code(1);
+    assert!(
+        run.stderr()
+            .contains("the tasks wait for each other in a cycle: a → b → a"),
+        "{}",
+        run.stderr()
+    );
+    assert!(env.ralph_file("plan-rejected.json").exists());
 }
 
 #[test]
