@@ -491,22 +491,7 @@ fn refine_answered_n_on_a_terminal_keeps_the_original_prompt() {
     let Some(tmux) = crate::watch::Tmux::new(&env) else {
         return;
     };
-    let ralph = assert_cmd::cargo::cargo_bin!("ralph").display().to_string();
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "watch",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "sh",
-        "-c",
-        &format!(
-            "'{ralph}' --plan --refine 'Build the todo API'; echo \"ralph exited $?\"; sleep 60"
-        ),
-    ]);
+    tmux.start_ralph("--plan --refine 'Build the todo API'", (120, 40));
     tmux.wait_for(&["REFINED: build the todo API", "Use this prompt? [Y/n/e]"]);
     tmux.run(&["send-keys", "-t", "watch", "n", "Enter"]);
     tmux.wait_for(&["Planned 3 tasks", "ralph exited 0"]);

@@ -68,6 +68,18 @@ impl Tmux {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// Starts `ralph ARGS` (the arguments shell-quoted as given) in a detached session of
+    /// `cols` × `rows`; when ralph exits the screen says `ralph exited <code>`.
+    pub(crate) fn start_ralph(&self, args: &str, (cols, rows): (u32, u32)) {
+        let ralph = assert_cmd::cargo::cargo_bin!("ralph").display().to_string();
+        let script = format!("'{ralph}' {args}; echo \"ralph exited $?\"; sleep 60");
+        let (cols, rows) = (cols.to_string(), rows.to_string());
+        let session = ["new-session", "-d", "-s", "watch", "-x", &cols, "-y", &rows];
+        let mut command: Vec<&str> = session.to_vec();
+        command.extend(["sh", "-c", &script]);
+        self.run(&command);
+    }
+
     fn screen(&self) -> String {
         self.run(&["capture-pane", "-p", "-t", "watch"])
     }
@@ -113,20 +125,7 @@ fn watch_shows_the_running_iteration_and_the_agents_last_line_then_quits_cleanly
         .spawn()
         .unwrap();
     env.wait_for_agent();
-    let ralph = assert_cmd::cargo::cargo_bin!("ralph").display().to_string();
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "watch",
-        "-x",
-        "100",
-        "-y",
-        "32",
-        "sh",
-        "-c",
-        &format!("'{ralph}' --watch; echo \"watch exited $?\"; sleep 60"),
-    ]);
+    tmux.start_ralph("--watch", (100, 32));
     let screen = tmux.wait_for(&[
         "running",
         "iteration 1 / 3",
@@ -141,7 +140,7 @@ fn watch_shows_the_running_iteration_and_the_agents_last_line_then_quits_cleanly
     tmux.wait_for(&["iteration 1 / 3"]);
     std::fs::write(&go, "").unwrap();
     tmux.run(&["send-keys", "-t", "watch", "q"]);
-    let screen = tmux.wait_for(&["watch exited 0"]);
+    let screen = tmux.wait_for(&["ralph exited 0"]);
     // The dashboard was on the alternate screen: the terminal is back as it was.
     assert!(!screen.contains("agent output"), "{screen}");
     wait_output(&mut run, Duration::from_secs(20));
@@ -196,20 +195,7 @@ fn watch_follows_a_parallel_run_one_row_per_running_task() {
         status.contains("Progress: 0/2 complete, 2 in progress"),
         "{status}"
     );
-    let ralph = assert_cmd::cargo::cargo_bin!("ralph").display().to_string();
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "watch",
-        "-x",
-        "110",
-        "-y",
-        "32",
-        "sh",
-        "-c",
-        &format!("'{ralph}' --watch; echo \"watch exited $?\"; sleep 60"),
-    ]);
+    tmux.start_ralph("--watch", (110, 32));
     let screen = tmux.wait_for(&["parallel run, up to 2 tasks at once", "alpha", "beta"]);
     let rows: Vec<&str> = screen
         .lines()
@@ -219,6 +205,6 @@ fn watch_follows_a_parallel_run_one_row_per_running_task() {
     assert_eq!(rows.len(), 2, "{screen}");
     std::fs::write(&go, "").unwrap();
     tmux.run(&["send-keys", "-t", "watch", "q"]);
-    tmux.wait_for(&["watch exited 0"]);
+    tmux.wait_for(&["ralph exited 0"]);
     wait_output(&mut run, Duration::from_secs(20));
 }
