@@ -64,11 +64,16 @@ pub(crate) fn plan_only(
     let (mut calls, refined) = planner.refine_if_asked()?;
     let config = refined.as_ref().unwrap_or(&config);
     calls.extend(Planner { config, ..planner }.plan()?);
+    record_calls(dir, calls)?;
+    Ok(ExitStatus::Success)
+}
+
+/// Adds `calls` to the history in `dir` (as it is: no run resets it after them).
+fn record_calls(dir: &RalphDir, calls: Vec<AgentCall>) -> anyhow::Result<()> {
     let path = dir.history();
     let mut history = storage::history::load(&path).ok().unwrap_or_default();
     calls.into_iter().for_each(|call| history.add_call(call));
-    storage::history::save(&path, &history)?;
-    Ok(ExitStatus::Success)
+    storage::history::save(&path, &history)
 }
 
 /// The folder of the planning calls' logs under `.ralph/logs/` (`ralph --log plan` shows the
@@ -194,10 +199,7 @@ impl Planner<'_> {
             }
         }
         // The refused calls cost what they cost: kept with the history there is.
-        let path = self.dir.history();
-        let mut history = storage::history::load(&path).ok().unwrap_or_default();
-        calls.into_iter().for_each(|call| history.add_call(call));
-        storage::history::save(&path, &history)?;
+        record_calls(self.dir, calls)?;
         let problems = problems.unwrap_or_default();
         let kept = self.dir.file(planning::REJECTED_FILE);
         let record = serde_json::json!({ "problems": problems, "answers": answers });
