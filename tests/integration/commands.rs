@@ -174,11 +174,7 @@ fn status_of_an_active_loop_and_of_an_interrupted_one() {
         "--status and --list-tasks change nothing on disk"
     );
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    crate::support::interrupt(&child);
     let output = crate::signals::wait_output(&mut child, std::time::Duration::from_secs(30));
     assert_eq!(output.status.code(), Some(130));
     let run = env.run(&["--status"]);

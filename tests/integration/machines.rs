@@ -241,9 +241,9 @@ const FAST_CLAIMS: [&str; 6] = [
     "5",
 ];
 
-/// Starts the worker on m1 and kills it (SIGKILL) once its agent hangs mid-task.
-fn kill_m1_mid_task(env: &TestEnv) {
-    let mut first = start_worker(env, "m1", &FAST_CLAIMS);
+/// Starts the worker on m1 with `args` and kills it (SIGKILL) once its agent hangs mid-task.
+fn kill_m1_mid_task(env: &TestEnv, args: &[&str]) {
+    let mut first = start_worker(env, "m1", args);
     crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     first.kill().unwrap();
     first.wait().unwrap();
@@ -256,7 +256,7 @@ fn a_killed_workers_task_is_taken_over_after_the_claim_ttl() {
     // checks that m1's pushed work is there and finishes.
     let m2 = "if [ -f m1-work.txt ]; then touch \"$dir/m2-saw-m1-work\"; fi\n";
     fs::write(env.agent_dir().join("script"), format!("{M1_STALLS}{m2}")).unwrap();
-    kill_m1_mid_task(&env);
+    kill_m1_mid_task(&env, &FAST_CLAIMS);
 
     let status = env
         .ralph()
@@ -303,7 +303,7 @@ fn a_worker_started_again_while_another_holds_its_task_removes_its_stale_worktre
 i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 "#;
     fs::write(env.agent_dir().join("script"), format!("{M1_STALLS}{m2}")).unwrap();
-    kill_m1_mid_task(&env);
+    kill_m1_mid_task(&env, &FAST_CLAIMS);
     let stale = machine(&env, "m1").join(".ralph/worktrees/solo");
     assert!(stale.exists());
     let second = start_worker(&env, "m2", &FAST_CLAIMS);
@@ -378,11 +378,7 @@ fn ctrl_c_releases_the_claim_and_leaves_no_agent() {
     let worker = start_worker(&env, "m1", &[]);
     crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     assert!(remote_claims(&env).contains("refs/ralph/claims/long"));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(worker.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    crate::support::interrupt(&worker);
     let (code, stdout, stderr) = finish(worker);
     assert_eq!(code, Some(130), "{stdout}\n{stderr}");
     assert!(stdout.contains("the claim is released"), "{stdout}");
@@ -589,15 +585,7 @@ fi
 fn work_pushed_for_another_text_of_a_task_is_set_aside_when_its_claim_is_taken_over() {
     let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
     // m1 commits work (pushed to ralph/solo), then hangs; m2 finishes whatever it is given.
-    fs::write(
-        env.agent_dir().join("script"),
-        r#"if [ "$machine" = m1 ]; then
-  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
-  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
-fi
-"#,
-    )
-    .unwrap();
+    fs::write(env.agent_dir().join("script"), M1_STALLS).unwrap();
     let fast = [
         "--claim-heartbeat",
         "200ms",
@@ -606,24 +594,11 @@ fi
         "--max-iterations",
         "5",
     ];
-    let mut first = start_worker(&env, "m1", &fast);
-    crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
-    first.kill().unwrap();
-    first.wait().unwrap();
-    // The user rewords the task on the base (its id stays).
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] Solo, reworded\n  - id: solo\n",
-    )
-    .unwrap();
-    env.git(&["commit", "-qam", "reword"]);
-    env.git(&["push", "-q", &remote(&env), "HEAD:main"]);
+    kill_m1_mid_task(&env, &fast);
+    reword_solo_on_the_base(&env);
     let (code, stdout, stderr) = finish(start_worker(&env, "m2", &fast));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains("was made for another text of it"),
-        "{stderr}"
-    );
+    assert_old_work_set_aside(&env, &stderr);
     let bare = remote(&env);
     let kept = env.git(&[
         "-C",
@@ -633,53 +608,46 @@ fi
         "refs/heads/ralph-kept/",
     ]);
     assert!(kept.contains("refs/heads/ralph-kept/solo-"), "{kept}");
-    assert!(
-        !env.git(&["-C", &bare, "ls-tree", "--name-only", "main"])
-            .contains("m1-work.txt"),
-        "the work made for the old text is not merged"
-    );
-    assert!(remote_tasks(&env).contains("- [x] Solo, reworded"));
 }
 
 #[test]
 fn work_pushed_under_a_released_claim_for_another_text_is_set_aside() {
     let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
     // m1 commits work (pushed), then waits in its second iteration until stopped with Ctrl+C.
-    fs::write(
-        env.agent_dir().join("script"),
-        r#"if [ "$machine" = m1 ]; then
-  if [ -f "$dir/m1-first" ]; then echo ready > "$dir/ready"; sleep 600; fi
-  touch "$dir/m1-first"; echo work > m1-work.txt; exit 0
-fi
-"#,
-    )
-    .unwrap();
+    fs::write(env.agent_dir().join("script"), M1_STALLS).unwrap();
     let worker = start_worker(&env, "m1", &["--max-iterations", "5"]);
     crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(worker.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    crate::support::interrupt(&worker);
     let (code, _, _) = finish(worker);
     assert_eq!(code, Some(130));
+    reword_solo_on_the_base(&env);
+    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &[]));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_old_work_set_aside(&env, &stderr);
+}
+
+/// The user rewords task `solo` on the base (its id stays) and pushes it.
+fn reword_solo_on_the_base(env: &TestEnv) {
     fs::write(
         env.ralph_file("ralph-tasks.md"),
         "- [ ] Solo, reworded\n  - id: solo\n",
     )
     .unwrap();
     env.git(&["commit", "-qam", "reword"]);
-    env.git(&["push", "-q", &remote(&env), "HEAD:main"]);
-    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &[]));
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    env.git(&["push", "-q", &remote(env), "HEAD:main"]);
+}
+
+/// m1's work, made for the old text of `solo`, was said to be set aside and is not merged; the
+/// reworded task is done.
+fn assert_old_work_set_aside(env: &TestEnv, stderr: &str) {
     assert!(
         stderr.contains("was made for another text of it"),
         "{stderr}"
     );
     assert!(
-        !env.git(&["-C", &remote(&env), "ls-tree", "--name-only", "main"])
+        !env.git(&["-C", &remote(env), "ls-tree", "--name-only", "main"])
             .contains("m1-work.txt"),
         "the work made for the old text is not merged"
     );
-    assert!(remote_tasks(&env).contains("- [x] Solo, reworded"));
+    assert!(remote_tasks(env).contains("- [x] Solo, reworded"));
 }

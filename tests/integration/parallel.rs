@@ -338,11 +338,7 @@ fn ctrl_c_stops_every_worker_and_its_agent() {
         .map(|pid| pid.parse().unwrap())
         .collect();
     assert_eq!(pids.len(), 4);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(ralph.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    crate::support::interrupt(&ralph);
     let output = crate::signals::wait_output(&mut ralph, Duration::from_secs(10));
     assert_eq!(
         output.status.code(),

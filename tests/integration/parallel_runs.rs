@@ -182,8 +182,7 @@ fn interrupt_during_write_tests(env: &crate::support::TestEnv) {
     );
     let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
     crate::support::wait_for_file(&started, std::time::Duration::from_secs(20));
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    crate::support::interrupt(&run);
     let ended = crate::signals::wait_output(&mut run, std::time::Duration::from_secs(20));
     assert_eq!(ended.status.code(), Some(130));
 }

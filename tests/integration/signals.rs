@@ -23,11 +23,7 @@ fn ctrl_c_ends_the_agent_and_its_grandchild_and_keeps_resumable_state() {
     let grandchild: i32 = env.agent_file("grandchild.pid").trim().parse().unwrap();
     let agent: i32 = env.agent_file("agent.pid").trim().parse().unwrap();
     let sent = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    crate::support::interrupt(&child);
     let output = wait_output(&mut child, Duration::from_secs(10));
     assert!(
         sent.elapsed() < Duration::from_secs(5),

@@ -375,6 +375,12 @@ pub(crate) fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> 
     }
 }
 
+/// Sends SIGINT (Ctrl+C) to `child`.
+pub(crate) fn interrupt(child: &std::process::Child) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+}
+
 /// Polls until `path` exists, failing after `limit`.
 pub(crate) fn wait_for_file(path: &Path, limit: Duration) {
     wait_until(limit, &format!("{} did not appear", path.display()), || {

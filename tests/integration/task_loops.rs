@@ -218,11 +218,7 @@ fn a_stopped_worker_points_to_ralph_worker_and_status_shows_it_running() {
     let status = env.run_with(&["--status"], |c| {
         c.current_dir(machine(&env, "m1"));
     });
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(worker.id()).unwrap()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    crate::support::interrupt(&worker);
     let (code, stdout, stderr) = finish(worker);
     assert_eq!(code, Some(130), "{stdout}\n{stderr}");
     let text = format!("{stdout}\n{stderr}");
