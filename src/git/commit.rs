@@ -310,6 +310,16 @@ mod tests {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// For a test repository at `dir`: a path in it, and git run there (its stdout).
+    fn helpers(
+        dir: &std::path::Path,
+    ) -> (
+        impl Fn(&str) -> std::path::PathBuf + '_,
+        impl Fn(&[&str]) -> String + '_,
+    ) {
+        (move |name| dir.join(name), move |args| run(dir, args))
+    }
+
     #[test]
     fn commits_leave_out_tracked_runtime_files_even_when_staged() {
         let Some((dir, repo)) = repo() else { return };
@@ -362,10 +372,7 @@ mod tests {
     #[test]
     fn the_users_changes_from_before_the_loop_are_never_committed() {
         let Some((dir, repo)) = repo() else { return };
-        let (path, git) = (
-            |name: &str| dir.path().join(name),
-            |args: &[&str]| run(dir.path(), args),
-        );
+        let (path, git) = helpers(dir.path());
         std::fs::write(path("b.txt"), "the user's edit\n").unwrap();
         std::fs::write(path("secrets.env"), "KEY=1\n").unwrap();
         let mut tree = Tree::default();
@@ -409,10 +416,7 @@ mod tests {
     #[test]
     fn a_staged_change_left_out_stays_staged_and_out_of_the_commit() {
         let Some((dir, repo)) = repo() else { return };
-        let (path, git) = (
-            |name: &str| dir.path().join(name),
-            |args: &[&str]| run(dir.path(), args),
-        );
+        let (path, git) = helpers(dir.path());
         std::fs::write(path("b.txt"), "staged by the user\n").unwrap();
         git(&["add", "b.txt"]);
         let mut tree = Tree::default();
@@ -452,10 +456,7 @@ mod tests {
     #[test]
     fn without_a_scan_the_changes_left_out_are_not_staged() {
         let Some((dir, repo)) = repo() else { return };
-        let (path, git) = (
-            |name: &str| dir.path().join(name),
-            |args: &[&str]| run(dir.path(), args),
-        );
+        let (path, git) = helpers(dir.path());
         std::fs::write(path("b.txt"), "the user's\n").unwrap();
         std::fs::write(path("a.txt"), "agent\n").unwrap();
         let left_out = BTreeSet::from(["b.txt".to_owned()]);
@@ -475,10 +476,7 @@ mod tests {
     #[test]
     fn a_path_left_out_that_the_user_commits_is_the_agents_afterwards() {
         let Some((dir, repo)) = repo() else { return };
-        let (path, git) = (
-            |name: &str| dir.path().join(name),
-            |args: &[&str]| run(dir.path(), args),
-        );
+        let (path, git) = helpers(dir.path());
         std::fs::write(path("b.txt"), "the user's\n").unwrap();
         let mut tree = Tree::default();
         let mut left_out = repo.uncommitted(&repo.scan(&mut tree).unwrap());
