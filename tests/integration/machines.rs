@@ -241,6 +241,16 @@ const FAST_CLAIMS: [&str; 6] = [
     "5",
 ];
 
+/// Claims that go stale within a second, for the tests that race a stalled worker's pushes.
+const FASTEST_CLAIMS: [&str; 6] = [
+    "--claim-heartbeat",
+    "200ms",
+    "--claim-ttl",
+    "600ms",
+    "--max-iterations",
+    "5",
+];
+
 /// Starts the worker on m1 with `args` and kills it (SIGKILL) once its agent hangs mid-task.
 fn kill_m1_mid_task(env: &TestEnv, args: &[&str]) {
     let mut first = start_worker(env, "m1", args);
@@ -552,14 +562,7 @@ fi
 "#,
     )
     .unwrap();
-    let fast = [
-        "--claim-heartbeat",
-        "200ms",
-        "--claim-ttl",
-        "600ms",
-        "--max-iterations",
-        "5",
-    ];
+    let fast = FASTEST_CLAIMS;
     let first = start_worker(&env, "m1", &fast);
     crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
     // m1 stalls (its heartbeat stops) past the claim's time to live.
@@ -586,14 +589,7 @@ fn work_pushed_for_another_text_of_a_task_is_set_aside_when_its_claim_is_taken_o
     let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
     // m1 commits work (pushed to ralph/solo), then hangs; m2 finishes whatever it is given.
     fs::write(env.agent_dir().join("script"), M1_STALLS).unwrap();
-    let fast = [
-        "--claim-heartbeat",
-        "200ms",
-        "--claim-ttl",
-        "600ms",
-        "--max-iterations",
-        "5",
-    ];
+    let fast = FASTEST_CLAIMS;
     kill_m1_mid_task(&env, &fast);
     reword_solo_on_the_base(&env);
     let (code, stdout, stderr) = finish(start_worker(&env, "m2", &fast));
