@@ -521,10 +521,7 @@ impl<'a> Coordinator<'a> {
         };
         tell_swept(&self.sink, &super::base::sweep(&self.repo, self.dir));
         // The worktree the merges were made in is the run's own.
-        let integration = self.dir.integration_worktree();
-        if integration.join(".git").exists() {
-            self.repo.remove_worktree(&integration, "", false);
-        }
+        super::base::remove_integration_worktree(&self.repo, self.dir);
         let spent = self.shared.spent();
         let not_started = self.never_started(&list);
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

@@ -168,6 +168,27 @@ impl Session<'_> {
         }
     }
 
+    /// This worker's new claim of `task` (taking `over` a stale one), made now.
+    fn new_claim(
+        &self,
+        task: &str,
+        fingerprint: Option<String>,
+        over: Option<&SeenClaim>,
+    ) -> Claim {
+        let now = crate::model::now();
+        Claim {
+            task: task.to_owned(),
+            worker: self.me.clone(),
+            host: self.host.clone(),
+            pid: std::process::id(),
+            started_at: now,
+            heartbeat_at: now,
+            fingerprint,
+            released: false,
+            token: Claim::token_after(over),
+        }
+    }
+
     /// Claims the task (taking `over` a stale claim) and runs it if the claim took.
     fn claim_and_run(
         &mut self,
@@ -175,18 +196,7 @@ impl Session<'_> {
         task: &Task,
         over: Option<&SeenClaim>,
     ) -> anyhow::Result<Option<Stop>> {
-        let now = crate::model::now();
-        let claim = Claim {
-            task: id.to_owned(),
-            worker: self.me.clone(),
-            host: self.host.clone(),
-            pid: std::process::id(),
-            started_at: now,
-            heartbeat_at: now,
-            fingerprint: Some(fingerprint(&task.text)),
-            released: false,
-            token: Claim::token_after(over),
-        };
+        let claim = self.new_claim(id, Some(fingerprint(&task.text)), over);
         let expect = over.map_or("", |seen| seen.sha.as_str());
         let pushed = self
             .site

@@ -6,7 +6,7 @@
 
 use crate::error::fail;
 use crate::event::Notice;
-use crate::git::{Claim, Pushed, Update, claim_ref};
+use crate::git::{Pushed, Update, claim_ref};
 use crate::storage::RalphDir;
 
 use super::super::planner::Planner;
@@ -39,17 +39,7 @@ impl Session<'_> {
             super::super::wait::pause(self.stop, self.knobs.worker_poll);
             return Ok(true);
         }
-        let claim = Claim {
-            task: PLAN_CLAIM.to_owned(),
-            worker: self.me.clone(),
-            host: self.host.clone(),
-            pid: std::process::id(),
-            started_at: now,
-            heartbeat_at: now,
-            fingerprint: None,
-            released: false,
-            token: Claim::token_after(held),
-        };
+        let claim = self.new_claim(PLAN_CLAIM, None, held);
         let expect = held.map_or("", |seen| seen.sha.as_str());
         let pushed = (self.site.repo.push_claim(&self.site.remote, &claim, expect))
             .map_err(|why| unreachable_remote(&self.site.remote, &why))?;
@@ -91,29 +81,13 @@ impl Session<'_> {
             let tokens = call.tokens.map_or(0, |tokens| tokens.billable());
             self.shared.add(call.cost_usd, tokens);
         }
-        let head = tree
-            .resolve("HEAD")
-            .ok_or_else(|| fail("the plan's commit is missing"))?;
-        let updates = [
-            Update {
-                dst: format!("refs/heads/{}", self.site.base),
-                new: Some(&head),
-                expect: Some(&base_sha),
-            },
-            Update {
-                dst: claim_ref(PLAN_CLAIM),
-                new: None,
-                expect: Some(claim),
-            },
-        ];
-        match repo.push(&self.site.remote, &updates) {
-            Ok(Pushed::Done) => Ok(()),
-            Ok(Pushed::Moved) => Err(fail(format!(
+        match self.push_base(&tree, &base_sha, PLAN_CLAIM, claim, false)? {
+            Pushed::Done => Ok(()),
+            Pushed::Moved => Err(fail(format!(
                 "{} moved while this worker planned; start the worker again to plan on the new base",
                 self.site.base_name()
             ))
             .into()),
-            Err(why) => Err(unreachable_remote(&self.site.remote, &why).into()),
         }
     }
 }

@@ -77,12 +77,24 @@ impl Site {
     /// Whether the base as last fetched has no task to do or not (no task list, or one without
     /// a task).
     pub(super) fn has_no_task(&self) -> bool {
-        (self.repo.file_at(&self.base_ref(), &self.tasks_path))
-            .is_none_or(|text| TaskList::parse(&String::from_utf8_lossy(&text)).is_empty())
+        self.read_list().is_none_or(|list| list.is_empty())
     }
 
     /// The task list of the base as last fetched.
     pub(super) fn list(&self) -> anyhow::Result<TaskList> {
+        self.read_list().ok_or_else(|| {
+            fail(format!(
+                "{} has no {}; add tasks (ralph --add-task \"…\"), commit and push them, then start the workers",
+                self.base_name(),
+                self.tasks_path
+            ))
+            .into()
+        })
+    }
+
+    /// The task list of the base as last fetched (`None` when it has none), read again only
+    /// when the base moved.
+    fn read_list(&self) -> Option<TaskList> {
         let base = self.base_ref();
         let at = self.repo.resolve(&base);
         let mut last = self
@@ -92,21 +104,12 @@ impl Site {
         if let (Some(at), Some((read_at, content))) = (&at, last.as_ref())
             && at == read_at
         {
-            return Ok(TaskList::parse(&String::from_utf8_lossy(content)));
+            return Some(TaskList::parse(&String::from_utf8_lossy(content)));
         }
-        let content = self
-            .repo
-            .file_at(at.as_deref().unwrap_or(&base), &self.tasks_path)
-            .ok_or_else(|| {
-                fail(format!(
-                    "{} has no {}; add tasks (ralph --add-task \"…\"), commit and push them, then start the workers",
-                    self.base_name(),
-                    self.tasks_path
-                ))
-            })?;
+        let content = (self.repo).file_at(at.as_deref().unwrap_or(&base), &self.tasks_path)?;
         let list = TaskList::parse(&String::from_utf8_lossy(&content));
         *last = at.map(|at| (at, content));
-        Ok(list)
+        Some(list)
     }
 
     /// Whether the remote still holds `sha` as task `id`'s claim (fetched now).
