@@ -28,7 +28,7 @@ use crate::storage::{self, RalphDir, progress, state};
 
 use super::base;
 use super::decision::Stop;
-use super::parallel::gate::{GATE_TRIES, feedback};
+use super::parallel::gate::{GATE_TRIES, feedback, given_up};
 use super::parallel::{self, MERGE_TRIES, Outcome};
 use super::sink::{Place, Scope, Sink};
 use super::{Knobs, Shared, TaskLoop, start};
@@ -313,11 +313,7 @@ impl Session<'_> {
         *tries += 1;
         let base = self.site.base_name();
         if *tries > GATE_TRIES {
-            let why = format!(
-                "its work merged with {base} failed the run's check `{}` {GATE_TRIES} times; branch {} is kept",
-                check.command,
-                base::branch(id)
-            );
+            let why = given_up(&base, check, id);
             return self.give_up(id, &why, &holder.sha).map(Some);
         }
         self.sink.notice(Notice::GateFailed {

@@ -53,10 +53,30 @@ pub(super) fn keep_text_tail(slot: &mut Option<String>, text: &str) {
 pub(super) fn push_tail(tail: &mut String, text: &str) {
     tail.push_str(text);
     if tail.len() > LINE_TAIL_BYTES {
-        let mut cut = tail.len() - LINE_TAIL_BYTES;
-        while !tail.is_char_boundary(cut) {
-            cut += 1;
-        }
-        tail.drain(..cut);
+        keep_last(tail, LINE_TAIL_BYTES);
+    }
+}
+
+/// Cuts `text` to its last `bytes` bytes at most (never inside a character).
+pub(super) fn keep_last(text: &mut String, bytes: usize) {
+    let mut cut = text.len().saturating_sub(bytes);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text.drain(..cut);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_bytes_kept_never_cut_a_character() {
+        let mut text = "aé".repeat(10);
+        keep_last(&mut text, 4);
+        assert_eq!(text, "aé");
+        let mut short = "abc".to_owned();
+        keep_last(&mut short, 10);
+        assert_eq!(short, "abc");
     }
 }

@@ -70,6 +70,15 @@ impl Gate<'_> {
     }
 }
 
+/// Why task `id` is failed after its merge failed the gate [`GATE_TRIES`] times.
+pub(in crate::run) fn given_up(base: &str, check: &Verification, id: &str) -> String {
+    format!(
+        "its work merged with {base} failed the run's check `{}` {GATE_TRIES} times; branch {} is kept",
+        check.command,
+        branch(id)
+    )
+}
+
 /// What a task's agent is told when its merge failed the gate: the command, how it ended, and
 /// the end of its output.
 pub(in crate::run) fn feedback(base: &str, check: &Verification) -> String {
@@ -127,12 +136,7 @@ impl<'a> Coordinator<'a> {
         *tries += 1;
         let tries = *tries;
         if tries > GATE_TRIES {
-            let why = format!(
-                "its work merged with {} failed the run's check `{}` {GATE_TRIES} times; branch {} is kept",
-                self.base,
-                check.command,
-                branch(id)
-            );
+            let why = given_up(&self.base, check, id);
             self.give_up(id, &why);
             return Ok(());
         }
