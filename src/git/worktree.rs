@@ -115,8 +115,8 @@ impl Repo {
             .filter(|line| !line.starts_with('-'))
             .filter_map(|line| line.get(1..)?.split_whitespace().nth(1).map(str::to_owned))
             .collect();
-        let worktree =
-            Repo::discover(path).ok_or_else(|| format!("{} is no git worktree", path.display()))?;
+        let worktree = Repo::linked_worktree(path)
+            .ok_or_else(|| format!("{} is no git worktree", path.display()))?;
         for sub in &paths {
             // Worktrees share the repository's config: the URL is only overridden for this call.
             let url = format!("submodule.{sub}.url={}", self.root.join(sub).display());
@@ -146,7 +146,7 @@ impl Repo {
         if !self.root.join(".gitmodules").exists() {
             return Vec::new();
         }
-        let mut changed: Vec<String> = Repo::discover(path)
+        let mut changed: Vec<String> = Repo::linked_worktree(path)
             .and_then(|worktree| {
                 worktree
                     .run(&["status", "--porcelain=v2", "--ignore-submodules=none"])
@@ -245,8 +245,8 @@ impl Repo {
         if !path.join(".git").exists() {
             return self.rename_branch(branch, keep);
         }
-        let worktree =
-            Repo::discover(path).ok_or_else(|| format!("{} is no git worktree", path.display()))?;
+        let worktree = Repo::linked_worktree(path)
+            .ok_or_else(|| format!("{} is no git worktree", path.display()))?;
         check(worktree.run(&["switch", "-q", "-c", keep]), "git switch")?;
         check(worktree.run(&["add", "-A"]), "git add")?;
         if !worktree

@@ -56,6 +56,7 @@ pub(crate) fn plan_only(
     let planner = Planner {
         config: &config,
         cwd,
+        repo: repo.as_ref(),
         dir,
         sink: &sink,
         stop: &StopFlag::default(),
@@ -104,6 +105,7 @@ pub(super) fn plan_first(
     let planner = Planner {
         config,
         cwd: place.cwd,
+        repo: place.repo,
         dir: place.dir,
         sink,
         stop,
@@ -148,6 +150,8 @@ fn done_tasks(dir: &RalphDir) -> (Vec<String>, Vec<String>) {
 pub(super) struct Planner<'a> {
     pub(super) config: &'a RunConfig,
     pub(super) cwd: &'a Path,
+    /// The repository around `cwd`, where the plan is committed (none: not committed).
+    pub(super) repo: Option<&'a Repo>,
     pub(super) dir: &'a RalphDir,
     pub(super) sink: &'a Sink,
     pub(super) stop: &'a StopFlag,
@@ -358,11 +362,11 @@ impl Planner<'_> {
         })?;
         let count = plan.list.tasks.len();
         if self.config.options.commit
-            && let Some(repo) = Repo::discover(self.cwd)
+            && let Some(repo) = self.repo
         {
             self.dir.ignore_own_dirs()?;
             let own = super::base::own_files(
-                &repo,
+                repo,
                 &[
                     storage::TASKS_FILE,
                     storage::GITIGNORE_FILE,

@@ -256,7 +256,8 @@ impl<'a> Coordinator<'a> {
         'a: 's,
     {
         let path = self.dir.worktree(id);
-        let worktree = Repo::discover(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
+        let worktree =
+            Repo::linked_worktree(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
         let own = self.own_files();
         let own: Vec<&str> = own.iter().map(String::as_str).collect();
         let conflicts = worktree

@@ -69,9 +69,12 @@ impl Session<'_> {
         let tree = repo.detached_worktree(&path, &base_sha).map_err(fail)?;
         let cwd = path.join(repo.prefix());
         let tree_dir = RalphDir::new(&cwd);
+        // The worktree seen from where ralph's folder is in it (the plan's paths are relative).
+        let here = tree.clone().seen_from(&cwd);
         let planner = Planner {
             config: self.config,
             cwd: &cwd,
+            repo: here.as_ref(),
             dir: &tree_dir,
             sink: &self.sink,
             stop: self.stop,
