@@ -128,12 +128,16 @@ fn open_records(
         history::save(&dir.history(), &History::default())?;
     }
     let shared = Arc::new(Shared::resumed(&state));
-    for call in planning {
+    for call in &planning {
         shared.add(
             call.cost_usd,
             call.tokens.map_or(0, |tokens| tokens.billable()),
         );
-        shared.edit_history(dir, |history| history.add_call(call))?;
+    }
+    if !planning.is_empty() {
+        shared.edit_history(dir, |history| {
+            planning.into_iter().for_each(|c| history.add_call(c))
+        })?;
     }
     Ok((state, shared))
 }
