@@ -23,8 +23,13 @@ case "$last" in
     p=$((p + 1)); echo "$p" > "$dir/plans"
     printf '%s' "$last" > "$dir/plan-prompt.$p"
     echo "${0##*/}" > "$dir/planner"
-    echo "Here is the plan:"
-    while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$dir/plan.$p"
+    if [ -f "$dir/write-plan" ]; then
+      # The plan goes to the file the prompt names; the answer only says so.
+      cp "$dir/plan.$p" .ralph/plan.json; echo "The plan is in .ralph/plan.json."
+    else
+      echo "Here is the plan:"
+      while IFS= read -r line || [ -n "$line" ]; do printf '%s\n' "$line"; done < "$dir/plan.$p"
+    fi
     echo '{"type":"step_finish","part":{"tokens":{"input":100,"output":20,"cache":{"read":0,"write":0}},"cost":0.5}}'
     exit 0;;
 esac
@@ -500,4 +505,30 @@ fn refine_answered_n_on_a_terminal_keeps_the_original_prompt() {
     let prompt = plan_prompt(&env, 1);
     assert!(prompt.contains("Build the todo API"), "{prompt}");
     assert!(!prompt.contains("REFINED"), "{prompt}");
+}
+
+#[test]
+fn a_plan_the_agent_writes_to_its_file_is_used() {
+    let env = planning_env(&[PLAN]);
+    fs::write(env.agent_dir().join("write-plan"), "").unwrap();
+    let run = env.run(&["--plan", SPEC]);
+    run.assert_code(0);
+    assert_shows_the_plan(&run.stdout());
+    assert!(
+        !env.ralph_file("plan.json").exists(),
+        "the file is taken, then removed"
+    );
+}
+
+#[test]
+fn refine_without_a_terminal_takes_the_restated_prompt_for_every_loop() {
+    let env = planning_env(&[PLAN]);
+    // No --yes: stdin and stdout are not a terminal here.
+    let run = env.run_loop(&[SPEC, "--refine", "--tasks", "--max-iterations", "1"]);
+    run.assert_code(2);
+    assert!(plan_prompt(&env, 1).contains("REFINED: build the todo API"));
+    // The loop's own prompt is the restated one.
+    let prompt = fs::read_to_string(env.agent_dir().join("last-prompt")).unwrap();
+    assert!(prompt.contains("REFINED: build the todo API"), "{prompt}");
+    assert!(!prompt.contains(SPEC), "{prompt}");
 }
