@@ -170,7 +170,9 @@ fn worker_lines(
     }
     let base = match base {
         Some(base) => base.to_owned(),
-        None => match repo.remote_default_branch(remote) {
+        None => match repo.remote_heads(remote).and_then(|heads| {
+            (heads.default).ok_or_else(|| format!("{remote} names no default branch"))
+        }) {
             Ok(base) => base,
             Err(why) => return stop(format!("cannot use the git remote '{remote}': {why}")),
         },

@@ -240,7 +240,13 @@ impl Repo {
             args.extend(specs.iter().cloned());
             args
         };
-        check(self.run_owned(&with(&["add", "-A", "--"])), "git add")?;
+        // `git commit -- PATHS` takes tracked paths as they are in the work tree: they need no
+        // `git add` first (one process fewer for the progress log, tracked after its first
+        // commit).
+        let added = !self.all_tracked(&self.existing(paths));
+        if added {
+            check(self.run_owned(&with(&["add", "-A", "--"])), "git add")?;
+        }
         let mut args = vec!["-m", message, "--"];
         args.extend(specs.iter().map(String::as_str));
         // Usually there is something to commit: git is asked whether there was only when the
@@ -248,6 +254,9 @@ impl Repo {
         match self.commit(&args) {
             Ok(hash) => Ok(Some(hash)),
             Err(why) => {
+                if !added {
+                    check(self.run_owned(&with(&["add", "-A", "--"])), "git add")?;
+                }
                 let unchanged = self
                     .run_owned(&with(&["diff", "--cached", "--quiet", "--"]))
                     .is_ok_and(|diff| diff.status.success());

@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use crate::storage::{RALPH_DIR, RUNTIME_FILES};
 
 mod commit;
+mod discover;
 mod fingerprint;
 mod index;
 mod land;
@@ -21,7 +22,7 @@ mod scan;
 mod worktree;
 
 pub(crate) use land::{Landed, Landing};
-pub(crate) use remote::{Claim, Pushed, SeenClaim, Update, claim_ref};
+pub(crate) use remote::{Claim, Pushed, RemoteHeads, SeenClaim, Update, claim_ref};
 pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;
 
@@ -71,6 +72,14 @@ impl Repo {
 
     /// The repository around `cwd`, or `None` outside one (or when git is missing).
     pub(crate) fn discover(cwd: &Path) -> Option<Self> {
+        if let Some(found) = discover::from_files(cwd) {
+            return Some(Self {
+                root: found.root,
+                prefix: found.prefix,
+                git_dir: found.git_dir,
+                keys: fingerprint::keys(),
+            });
+        }
         let output = git(
             cwd,
             &[

@@ -84,6 +84,26 @@ impl Repo {
             .unwrap_or(Read::Absent)
     }
 
+    /// Whether any ref starts with `prefix` (`refs/heads/ralph/`), as the loose ref files and
+    /// `packed-refs` say; `None` when the files cannot tell (another ref format).
+    pub(super) fn has_refs_under(&self, prefix: &str) -> Option<bool> {
+        let common = self.common_dir();
+        if common.join("reftable").exists() {
+            return None;
+        }
+        if has_file_below(&common.join(prefix))? {
+            return Some(true);
+        }
+        match std::fs::read_to_string(common.join("packed-refs")) {
+            Ok(text) => Some(text.lines().any(|line| {
+                line.split_once(' ')
+                    .is_some_and(|(_, name)| name.starts_with(prefix))
+            })),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(false),
+            Err(_) => None,
+        }
+    }
+
     /// The directory shared by every work tree of the repository (refs, objects).
     pub(super) fn common_dir(&self) -> PathBuf {
         match std::fs::read_to_string(self.git_dir.join("commondir")) {
@@ -91,6 +111,23 @@ impl Repo {
             Err(_) => self.git_dir.clone(),
         }
     }
+}
+
+/// Whether the folder `dir` holds a file at any depth (`Some(false)` when it does not exist);
+/// `None` when a folder cannot be read.
+fn has_file_below(dir: &std::path::Path) -> Option<bool> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(false),
+        Err(_) => return None,
+    };
+    for entry in entries {
+        let entry = entry.ok()?;
+        if !entry.file_type().ok()?.is_dir() || has_file_below(&entry.path())? {
+            return Some(true);
+        }
+    }
+    Some(false)
 }
 
 pub(super) fn is_oid(text: &str) -> bool {
@@ -114,10 +151,17 @@ mod tests {
         assert!(repo.run(&["pack-refs", "--all"]).is_ok());
         assert_eq!(repo.read_ref("refs/heads/packed"), Read::Found(head));
         assert_eq!(repo.read_ref("refs/heads/none"), Read::Absent);
+        assert_eq!(repo.has_refs_under("refs/heads/ralph/"), Some(false));
+        assert_eq!(repo.has_refs_under("refs/heads/pack"), Some(true), "packed");
         assert!(repo.has_branch("packed") && !repo.has_branch("none"));
         // `refs/heads/ralph` is a folder once `ralph/x` exists: git is asked.
         assert!(repo.run(&["branch", "ralph/x"]).is_ok());
         assert_eq!(repo.read_ref("refs/heads/ralph"), Read::Unknown);
+        assert_eq!(
+            repo.has_refs_under("refs/heads/ralph/"),
+            Some(true),
+            "loose"
+        );
         assert!(!repo.has_branch("ralph"));
         let git_says = repo
             .run(&["symbolic-ref", "--short", "HEAD"])

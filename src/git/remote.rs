@@ -74,6 +74,14 @@ pub(crate) enum Pushed {
     Moved,
 }
 
+/// What the remote says of its branches.
+#[derive(Debug, Default)]
+pub(crate) struct RemoteHeads {
+    pub(crate) branches: Vec<String>,
+    /// The branch its HEAD points to (`None` when it names none).
+    pub(crate) default: Option<String>,
+}
+
 impl Repo {
     /// Runs git with no terminal prompt (a worker runs unattended).
     fn remote_run(&self, args: &[&str]) -> std::io::Result<Output> {
@@ -88,30 +96,27 @@ impl Repo {
             .is_ok_and(|output| output.status.success())
     }
 
-    /// The remote's default branch (what its HEAD points to).
-    pub(crate) fn remote_default_branch(&self, remote: &str) -> Result<String, String> {
+    /// The remote's branches (task branches included) and its default branch (what its HEAD
+    /// points to, when it says), asked in one call.
+    pub(crate) fn remote_heads(&self, remote: &str) -> Result<RemoteHeads, String> {
         let output = check(
-            self.remote_run(&["ls-remote", "--symref", remote, "HEAD"]),
+            self.remote_run(&["ls-remote", "--symref", remote, "HEAD", "refs/heads/*"]),
             &format!("git ls-remote {remote}"),
         )?;
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .find_map(|line| line.strip_prefix("ref: refs/heads/")?.split('\t').next())
-            .map(str::to_owned)
-            .ok_or_else(|| format!("{remote} names no default branch"))
-    }
-
-    /// The branches the remote has (task branches included).
-    pub(crate) fn remote_branches(&self, remote: &str) -> Result<Vec<String>, String> {
-        let output = check(
-            self.remote_run(&["ls-remote", "--heads", remote]),
-            &format!("git ls-remote {remote}"),
-        )?;
-        Ok(String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| line.split('\t').nth(1)?.strip_prefix("refs/heads/"))
-            .map(str::to_owned)
-            .collect())
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut heads = RemoteHeads::default();
+        for line in text.lines() {
+            if let Some(symref) = line.strip_prefix("ref: refs/heads/") {
+                if symref.ends_with("\tHEAD") {
+                    heads.default = symref.split('\t').next().map(str::to_owned);
+                }
+            } else if let Some(name) =
+                (line.split('\t').nth(1)).and_then(|name| name.strip_prefix("refs/heads/"))
+            {
+                heads.branches.push(name.to_owned());
+            }
+        }
+        Ok(heads)
     }
 
     /// Fetches the base branch, the task branches and every claim (what is gone from the

@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::{Repo, check, refs};
 
+/// A file at a revision, as [`Repo::files_at`] read it.
+pub(crate) type FileAt = Result<Option<Vec<u8>>, String>;
+
 /// How merging a task's branch into the base went.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Merge {
@@ -207,6 +210,9 @@ impl Repo {
     /// The task branches (`ralph/<id>`), each with whether HEAD has all of its work (it is
     /// merged, or has none of its own).
     pub(crate) fn task_branches(&self) -> Vec<(String, bool)> {
+        if self.has_refs_under("refs/heads/ralph/") == Some(false) {
+            return Vec::new();
+        }
         let names = |args: &[&str]| -> Vec<String> {
             self.run(args)
                 .ok()
@@ -440,9 +446,9 @@ impl Repo {
     }
 
     /// The contents of files at revisions (`(rev, repository-relative path)`), read by one git
-    /// process: `None` for a file (or revision) that does not exist. A path that names something
-    /// other than a file (a folder) is an error, as is git failing.
-    pub(crate) fn files_at(&self, wanted: &[(&str, &str)]) -> Result<Vec<Option<Vec<u8>>>, String> {
+    /// process: `None` for a file (or revision) that does not exist, an error for a path that
+    /// names something other than a file (a folder); git failing fails them all.
+    pub(crate) fn files_at(&self, wanted: &[(&str, &str)]) -> Result<Vec<FileAt>, String> {
         let mut input = Vec::new();
         for (rev, path) in wanted {
             input.extend_from_slice(format!("{rev}:{path}\n").as_bytes());
@@ -467,16 +473,17 @@ impl Repo {
                 .and_then(|size| size.parse::<usize>().ok())
                 .filter(|_| found)
             else {
-                files.push(None);
+                files.push(Ok(None));
                 continue;
             };
             if rest.len() < size + 1 {
                 return Err("git cat-file stopped short".to_owned());
             }
-            if kind != Some("blob") {
-                return Err(format!("not a file at {rev}"));
-            }
-            files.push(Some(rest[..size].to_vec()));
+            files.push(if kind == Some("blob") {
+                Ok(Some(rest[..size].to_vec()))
+            } else {
+                Err(format!("not a file at {rev}"))
+            });
             rest = &rest[size + 1..];
         }
         Ok(files)
@@ -492,6 +499,9 @@ impl Repo {
     }
 
     fn unmerged_paths(&self) -> Result<Vec<String>, String> {
+        if let Some(paths) = self.index_unmerged_paths() {
+            return Ok(paths);
+        }
         let output = check(
             self.run(&["diff", "--name-only", "--diff-filter=U", "-z"]),
             "git diff",

@@ -10,39 +10,48 @@ use crate::storage::{self, RalphDir, progress, tasks};
 /// `id`) and to the task list. Never fails: what could not be carried is in `problems`.
 pub(super) fn into_base(repo: &Repo, dir: &RalphDir, branch: &str, id: &str) -> Carried {
     let paths = super::base::own_files(repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE]);
+    let (tasks_path, log_path) = (paths[0].as_str(), paths[1].as_str());
     let merge_base = repo.merge_base("HEAD", branch);
-    let from = (merge_base.as_deref(), branch);
     let mut carried = Carried::default();
-    match notes(repo, dir, from, (&paths[1], id)) {
+    // Every version both need, read by one git process: the branch's, the base's and the merge
+    // base's log, then the branch's and the merge base's task list.
+    let mut wanted = vec![(branch, log_path), ("HEAD", log_path)];
+    wanted.extend(merge_base.as_deref().map(|rev| (rev, log_path)));
+    wanted.push((branch, tasks_path));
+    wanted.extend(merge_base.as_deref().map(|rev| (rev, tasks_path)));
+    let files = match repo.files_at(&wanted) {
+        Ok(files) => files,
+        Err(why) => vec![Err(why); wanted.len()],
+    };
+    let mut files = files.into_iter();
+    let mut next = || files.next().unwrap_or(Ok(None));
+    let (ours, base) = (next(), next());
+    let before = merge_base.as_ref().map_or(Ok(None), |_| next());
+    let logs = (|| Ok::<_, String>((before?, ours?, base?)))();
+    match logs.and_then(|logs| notes(dir, logs, id)) {
         Ok(wrote) => carried.notes = wrote,
         Err(why) => carried
             .problems
-            .push(format!("its notes in {} ({why})", paths[1])),
+            .push(format!("its notes in {log_path} ({why})")),
     }
-    match added_tasks(repo, dir, from, &paths[0]) {
+    let ours = next();
+    let before = merge_base.as_ref().map_or(Ok(None), |_| next());
+    let lists = (|| Ok::<_, String>((before?, ours?)))();
+    match lists.and_then(|lists| added_tasks(dir, lists)) {
         Ok(texts) => carried.tasks = texts,
         Err(why) => carried
             .problems
-            .push(format!("the tasks it added to {} ({why})", paths[0])),
+            .push(format!("the tasks it added to {tasks_path} ({why})")),
     }
     carried
 }
 
-/// Appends the notes the branch added to `path` to the base's log: `true` when there were any.
-fn notes(
-    repo: &Repo,
-    dir: &RalphDir,
-    (merge_base, branch): (Option<&str>, &str),
-    (path, id): (&str, &str),
-) -> Result<bool, String> {
-    let mut wanted = vec![(branch, path), ("HEAD", path)];
-    wanted.extend(merge_base.map(|rev| (rev, path)));
-    let mut files = repo.files_at(&wanted)?.into_iter();
-    let (Some(ours), base, before) = (
-        files.next().flatten(),
-        files.next().flatten(),
-        files.next().flatten(),
-    ) else {
+/// The log as the merge base, the branch and the base have it.
+type Logs = (Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Appends the notes the branch added to the log to the base's: `true` when there were any.
+fn notes(dir: &RalphDir, (before, ours, base): Logs, id: &str) -> Result<bool, String> {
+    let Some(ours) = ours else {
         return Ok(false);
     };
     let Some(log) = carry::notes(before.as_deref(), &ours, base.as_deref(), id) else {
@@ -53,18 +62,13 @@ fn notes(
     Ok(true)
 }
 
-/// Appends the tasks the branch added to `path` to the base's list, under its lock: their
-/// descriptions.
+/// Appends the tasks the branch added to its list (`ours`, `before` at the merge base) to the
+/// base's list, under its lock: their descriptions.
 fn added_tasks(
-    repo: &Repo,
     dir: &RalphDir,
-    (merge_base, branch): (Option<&str>, &str),
-    path: &str,
+    (before, ours): (Option<Vec<u8>>, Option<Vec<u8>>),
 ) -> Result<Vec<String>, String> {
-    let mut wanted = vec![(branch, path)];
-    wanted.extend(merge_base.map(|rev| (rev, path)));
-    let mut files = repo.files_at(&wanted)?.into_iter();
-    let (Some(ours), before) = (files.next().flatten(), files.next().flatten()) else {
+    let Some(ours) = ours else {
         return Ok(Vec::new());
     };
     tasks::edit(dir, |current| {

@@ -88,6 +88,7 @@ pub(crate) fn run(
         failed: Vec::new(),
         blocked: BTreeSet::new(),
         gate_tries: BTreeMap::new(),
+        integration_clean_at: None,
         ended: None,
     };
     run.sink.notice(Notice::ParallelStarted {
@@ -253,6 +254,9 @@ struct Coordinator<'a> {
     blocked: BTreeSet<String>,
     /// How often each task's merge failed the run's `--verify` gate.
     gate_tries: BTreeMap<String, u32>,
+    /// The commit the integration worktree was left at by the last merge landed, when nothing
+    /// ran in it since (no gate): the next merge from there needs no checkout and no clean.
+    integration_clean_at: Option<String>,
     /// Why the run ended early, if it did.
     ended: Option<Stop>,
 }

@@ -125,7 +125,14 @@ impl<'a> Coordinator<'a> {
     {
         let from = (self.repo.resolve("HEAD")).ok_or_else(|| fail("the base has no commit"))?;
         let path = self.dir.integration_worktree();
-        let tree = self.repo.detached_worktree(&path, &from).map_err(fail)?;
+        let reused = (self.integration_clean_at.take())
+            .filter(|at| *at == from)
+            .and_then(|_| Repo::linked_worktree(&path))
+            .filter(|tree| tree.resolve("HEAD").as_deref() == Some(from.as_str()));
+        let tree = match reused {
+            Some(tree) => tree,
+            None => self.repo.detached_worktree(&path, &from).map_err(fail)?,
+        };
         let tree_dir = RalphDir::new(&path.join(self.repo.prefix()));
         let mut carried = Carried::default();
         let base_dir = self.dir;
@@ -178,6 +185,9 @@ impl<'a> Coordinator<'a> {
         storage::write_json(&journal, &landing).map_err(|err| format!("{err:#}"))?;
         let landed = self.repo.land(&landing)?;
         let _ = std::fs::remove_file(&journal);
+        if landed == Landed::Done && self.config.options.verify.is_empty() {
+            self.integration_clean_at = Some(landing.to);
+        }
         if landed == Landed::Moved {
             self.blocked.insert(id.to_owned());
         }

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::error::fail;
-use crate::git::Repo;
+use crate::git::{RemoteHeads, Repo};
 use crate::output::{BoardLine, ClaimLine};
 use crate::storage;
 use crate::storage::tasks::{self, TaskList};
@@ -34,10 +34,10 @@ impl Site {
         if !repo.has_remote(remote) {
             return Err(no_such_remote(&repo, remote).into());
         }
-        let branches = repo
-            .remote_branches(remote)
+        let heads = repo
+            .remote_heads(remote)
             .map_err(|why| unreachable_remote(remote, &why))?;
-        let base = choose_base(&repo, remote, base, &branches)?;
+        let base = choose_base(&repo, remote, base, &heads)?;
         let tasks_path = format!(
             "{}{}/{}",
             repo.prefix(),
@@ -150,8 +150,9 @@ fn choose_base(
     repo: &Repo,
     remote: &str,
     base: Option<&str>,
-    branches: &[String],
+    heads: &RemoteHeads,
 ) -> Result<String, crate::error::Error> {
+    let branches = &heads.branches;
     let own: Vec<&str> = (branches.iter().map(String::as_str))
         .filter(|branch| !branch.starts_with("ralph/"))
         .collect();
@@ -170,9 +171,9 @@ fn choose_base(
     };
     let base = match base {
         Some(base) => base.to_owned(),
-        None => repo.remote_default_branch(remote).map_err(|why| {
+        None => heads.default.clone().ok_or_else(|| {
             fail(format!(
-                "cannot tell the default branch of the git remote '{remote}' ({why}); pass --base with one of its branches: {}",
+                "cannot tell the default branch of the git remote '{remote}' ({remote} names no default branch); pass --base with one of its branches: {}",
                 shown(&own)
             ))
         })?,
