@@ -305,6 +305,18 @@ pub(crate) enum Notice<'a> {
         iteration: u32,
         why: &'a str,
     },
+    /// The sandbox's proxy refused these hosts (`host:port` → how often) in the iteration.
+    SandboxBlocked {
+        hosts: &'a std::collections::BTreeMap<String, u32>,
+    },
+    /// The agent was killed by the sandbox's memory limit (`--sandbox-memory`, as given).
+    OutOfMemory {
+        iteration: u32,
+        limit: &'a str,
+    },
+    /// A `--parallel` run or a `--worker` lets its agents use every tool, unattended, with no
+    /// sandbox.
+    Unsandboxed,
     /// The agent said its promise but was still running after `--completion-grace`: ralph ended
     /// it, and the iteration counts as completed.
     CompletionGraceOver {

@@ -71,6 +71,9 @@ pub(crate) fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
     // blocked would ignore every stop until the SIGKILL. Nothing is lost meanwhile: the agent's
     // exit is looked at before each wait, a stop before the block ends the guard with its group,
     // and the parent-death signal is asked for after the block.
+    // The sandbox's cgroup (or rlimits), joined before the agent starts so that it and all it
+    // starts are inside.
+    crate::sandbox::join_limits();
     let mut agent = match Command::new(&program).args(args).spawn() {
         Ok(agent) => agent,
         Err(err) => {

@@ -22,6 +22,7 @@ mod promise;
 mod prompt;
 mod report;
 mod run;
+mod sandbox;
 mod settings;
 mod setup;
 mod signal;
@@ -47,6 +48,12 @@ fn main() -> ExitCode {
     let first = args.next();
     if first.as_ref().is_some_and(|first| first == guard::ARG) {
         return guard::main(args);
+    }
+    if first
+        .as_ref()
+        .is_some_and(|first| first == sandbox::bridge::ARG)
+    {
+        return sandbox::bridge::main(args);
     }
     // `ralph --version` alone answers before the command line's parser is built (most of
     // ralph's start-up); it prints what clap's version action prints.

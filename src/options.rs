@@ -268,9 +268,51 @@ loop_options! {
     notify_format: String = "auto".to_owned(), heading "Hooks", value "FORMAT";
     /// Keep the HTML report (.ralph/report.html, see --report) up to date after every iteration.
     report: bool = false, heading "Hooks", value "", cli Cli::None;
+    /// Run every agent (and what ralph runs after it) in a sandbox: auto (bwrap on Linux, Seatbelt on macOS), bwrap, seatbelt, docker, podman or none; `--sandbox` alone is auto.
+    sandbox: crate::sandbox::Backend = crate::sandbox::Backend::None,
+        heading "Sandbox", value "BACKEND", note "auto, bwrap, seatbelt, docker, podman or none";
+    /// What a sandboxed agent may reach on the network: api (its model's API and --sandbox-allow hosts, through ralph's proxy), none, or full.
+    sandbox_net: crate::sandbox::Net = crate::sandbox::Net::Api,
+        heading "Sandbox", value "NET", note "api, none or full";
+    /// A host (HOST or HOST:PORT) a sandboxed agent may reach besides its API (repeatable; presets @npm @pypi @crates @github).
+    sandbox_allow: Vec<String> = Vec::new(),
+        heading "Sandbox", value "HOST[:PORT]", example "[\"@crates\"]";
+    /// An environment variable passed into the sandbox besides the agent's own (repeatable).
+    sandbox_env: Vec<String> = Vec::new(), heading "Sandbox", value "NAME";
+    /// A path mounted into the sandbox, read-only (:ro, the default) or writable (:rw) (repeatable).
+    sandbox_mount: Vec<String> = Vec::new(), heading "Sandbox", value "PATH[:ro|rw]";
+    /// The memory a sandboxed agent and everything it starts may use (e.g. 512M, 2G).
+    sandbox_memory: Option<crate::sandbox::Bytes> = None,
+        heading "Sandbox", value "BYTES", example "\"2G\"";
+    /// The CPUs a sandboxed agent may use (e.g. 1.5).
+    sandbox_cpus: Option<crate::sandbox::Cpus> = None, heading "Sandbox", value "N", example "2.0";
+    /// The most processes a sandboxed agent may have at once.
+    sandbox_pids: Option<u32> = None, heading "Sandbox", value "N", example "512";
+    /// The image a docker or podman sandbox runs.
+    sandbox_image: Option<String> = None, heading "Sandbox", value "IMAGE";
+    /// A command line put before the agent's (srt, firejail, a cloud sandbox's CLI), instead of a backend.
+    sandbox_wrapper: Option<String> = None, heading "Sandbox", value "CMD";
     /// When to colour ralph's own messages.
     color: ColorChoice = ColorChoice::Auto,
         heading "Agent and output", value "WHEN", note "auto, always or never";
+}
+
+impl LoopOptions {
+    /// What the `--sandbox…` options ask for.
+    pub(crate) fn sandbox(&self) -> crate::sandbox::Settings {
+        crate::sandbox::Settings {
+            backend: self.sandbox,
+            net: self.sandbox_net,
+            allow: self.sandbox_allow.clone(),
+            env: self.sandbox_env.clone(),
+            mount: self.sandbox_mount.clone(),
+            memory: self.sandbox_memory,
+            cpus: self.sandbox_cpus,
+            pids: self.sandbox_pids,
+            image: self.sandbox_image.clone(),
+            wrapper: self.sandbox_wrapper.clone(),
+        }
+    }
 }
 
 /// The declaration of `key`.

@@ -55,9 +55,12 @@ impl OutputHandler for Tail<'_> {
 
 /// Runs the commands in order and tells `finished` each result; stops at the first failure.
 /// `tree` is the git tree of `dir` they run on, recorded as evidence with each result.
+/// What turns a command into the one that runs it inside the loop's sandbox (`None`: as it is).
+pub(crate) type Wrap<'a> = Option<&'a dyn Fn(&AgentCommand) -> AgentCommand>;
+
 pub(crate) fn run_all(
     commands: &[String],
-    (dir, tree): (&Path, Option<&str>),
+    (dir, tree, wrap): (&Path, Option<&str>, Wrap<'_>),
     (timeout, grace): (Duration, Duration),
     stop: &StopFlag,
     voice: &Voice,
@@ -67,7 +70,7 @@ pub(crate) fn run_all(
     for command in commands {
         output::verify_started(voice, command);
         let started = Instant::now();
-        let mut result = run_one(command, dir, (timeout, grace), stop, voice);
+        let mut result = run_one(command, (dir, wrap), (timeout, grace), stop, voice);
         result.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         result.tree = tree.map(str::to_owned);
         finished(&result);
@@ -82,7 +85,7 @@ pub(crate) fn run_all(
 
 fn run_one(
     command: &str,
-    dir: &Path,
+    (dir, wrap): (&Path, Wrap<'_>),
     (timeout, grace): (Duration, Duration),
     stop: &StopFlag,
     voice: &Voice,
@@ -106,6 +109,10 @@ fn run_one(
         lines: std::collections::VecDeque::new(),
         current: String::new(),
         voice,
+    };
+    let shell = match wrap {
+        Some(wrap) => wrap(&shell),
+        None => shell,
     };
     let outcome = stream::run(&shell, dir, &options, stop, &mut tail);
     let output_tail = tail.lines.into_iter().collect::<Vec<_>>().join("\n");
@@ -168,6 +175,7 @@ mod tests {
             (
                 Path::new("."),
                 Some("4b825dc642cb6eb9a060e54bf8d69288fbee4904"),
+                None,
             ),
             (timeout, Duration::from_millis(200)),
             &StopFlag::default(),

@@ -108,6 +108,18 @@ impl Repo {
         })
     }
 
+    /// The git directory every work tree of the repository shares (objects, refs).
+    pub(crate) fn git_common_dir(&self) -> PathBuf {
+        self.common_dir()
+    }
+
+    /// The `core.hooksPath` folder, when one is set (relative to the top).
+    pub(crate) fn hooks_path(&self) -> Option<PathBuf> {
+        let output = self.run(&["config", "--get", "core.hooksPath"]).ok()?;
+        let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        (output.status.success() && !text.is_empty()).then(|| self.root.join(text))
+    }
+
     /// The top of the work tree.
     pub(crate) fn root(&self) -> &Path {
         &self.root

@@ -285,7 +285,13 @@ impl OptionValue for Rotation {
 
 /// A choice among named values (`xml`/`plain`, `json`/`text`, `auto`/`always`/`never`).
 macro_rules! choice {
+    ($ty:ty, optional $missing:literal) => {
+        choice!(@impl $ty, |arg: Arg| arg.num_args(0..=1).default_missing_value($missing));
+    };
     ($ty:ty) => {
+        choice!(@impl $ty, |arg: Arg| arg);
+    };
+    (@impl $ty:ty, $extra:expr) => {
         impl OptionValue for $ty {
             const WANTS: &'static str = "a string";
 
@@ -311,13 +317,14 @@ macro_rules! choice {
             }
 
             fn arg(arg: Arg) -> Arg {
-                arg.action(ArgAction::Set).value_parser(
+                let extra = $extra;
+                extra(arg.action(ArgAction::Set).value_parser(
                     clap::builder::EnumValueParser::<$ty>::new().map(|v| {
                         clap::ValueEnum::to_possible_value(&v)
                             .map(|p| p.get_name().to_owned())
                             .unwrap_or_default()
                     }),
-                )
+                ))
             }
         }
     };
@@ -326,6 +333,46 @@ macro_rules! choice {
 choice!(PromiseFormat);
 choice!(OutputFormat);
 choice!(ColorChoice);
+choice!(crate::sandbox::Net);
+choice!(crate::sandbox::Backend, optional "auto");
+
+/// `--sandbox-memory`: a size (`512M`, `2G`).
+impl OptionValue for Option<crate::sandbox::Bytes> {
+    const WANTS: &'static str = "a string like \"512M\" or a number of bytes";
+
+    fn from_raw(raw: &Raw) -> Result<Self, String> {
+        match raw {
+            Raw::Null => Ok(None),
+            Raw::Text(text) | Raw::Str(text) | Raw::Int(text) => {
+                crate::sandbox::Bytes::parse(text).map(Some)
+            }
+            _ => wrong::<Self, _>(),
+        }
+    }
+
+    fn to_raw(&self) -> Raw {
+        self.map_or(Raw::Null, |bytes| Raw::Str(bytes.shown()))
+    }
+}
+
+/// `--sandbox-cpus`: a number of CPUs.
+impl OptionValue for Option<crate::sandbox::Cpus> {
+    const WANTS: &'static str = "a number";
+
+    fn from_raw(raw: &Raw) -> Result<Self, String> {
+        match raw {
+            Raw::Null => Ok(None),
+            Raw::Text(text) | Raw::Int(text) | Raw::Float(text) => {
+                crate::sandbox::Cpus::parse(text).map(Some)
+            }
+            _ => wrong::<Self, _>(),
+        }
+    }
+
+    fn to_raw(&self) -> Raw {
+        self.map_or(Raw::Null, |cpus| Raw::Float(cpus.0.to_string()))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -584,3 +584,34 @@ pub(crate) fn dirty_at_start(out: &Voice, paths: &[String]) {
     }
     out.warn(&lines.iter().map(String::as_str).collect::<Vec<_>>());
 }
+
+/// The hosts the sandbox's proxy refused in an iteration, and how to allow them.
+pub(crate) fn sandbox_blocked(out: &Voice, hosts: &std::collections::BTreeMap<String, u32>) {
+    let shown: Vec<String> = hosts
+        .iter()
+        .map(|(host, count)| format!("{host} ×{count}"))
+        .collect();
+    let first = hosts.keys().next().map_or("", |host| {
+        host.rsplit_once(':')
+            .filter(|(_, port)| *port == "443" || *port == "80")
+            .map_or(host.as_str(), |(name, _)| name)
+    });
+    out.warn(&[&format!(
+        "🚧 blocked: {} — allow with --sandbox-allow {first}",
+        shown.join(", ")
+    )]);
+}
+
+/// The agent was killed by the sandbox's memory limit.
+pub(crate) fn out_of_memory(out: &Voice, iteration: u32, limit: &str) {
+    out.warn(&[&format!(
+        "💥 Iteration {iteration}: the agent ran out of memory: the sandbox allows {limit} (--sandbox-memory); raise it if the work needs more"
+    )]);
+}
+
+/// An unattended run with every permission and no sandbox.
+pub(crate) fn unsandboxed(out: &Voice) {
+    out.warn(&[
+        "⚠️  The agents run unattended with every permission and no sandbox: they can read your secrets and reach any host; --sandbox keeps each in its own work tree (see the README's Sandbox section)",
+    ]);
+}

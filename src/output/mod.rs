@@ -216,6 +216,9 @@ impl Reporter for Human {
             Notice::MaxStalledUnavailable => max_stalled_unavailable(out),
             Notice::DetachedHead(head) => detached_head(out, head),
             Notice::DirtyAtStart(paths) => dirty_at_start(out, paths),
+            Notice::SandboxBlocked { hosts } => sandbox_blocked(out, hosts),
+            Notice::OutOfMemory { iteration, limit } => out_of_memory(out, *iteration, limit),
+            Notice::Unsandboxed => unsandboxed(out),
             Notice::LogUnavailable { dir, error } => log_unavailable(out, dir, error),
             Notice::IterationHeader {
                 iteration,

@@ -45,6 +45,10 @@ pub(super) struct AgentRun {
     pub(super) files: Vec<String>,
     /// The iteration's log, relative to `.ralph/`.
     pub(super) log: Option<String>,
+    /// The hosts the sandbox refused the agent, with how often.
+    pub(super) blocked: std::collections::BTreeMap<String, u32>,
+    /// The agent was killed by the sandbox's memory limit.
+    pub(super) out_of_memory: bool,
 }
 
 /// Runs iteration `iteration` and says what comes next.
@@ -165,13 +169,17 @@ fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
 fn command(runner: &Runner<'_>, step: &Step, prompt: &str) -> anyhow::Result<AgentCommand> {
     let env = &runner.env;
     let usage_file = crate::agents::usage_file_path(runner.state.iteration);
-    plan::agent_command(
+    let command = plan::agent_command(
         env.config,
         (env.dir, env.cwd),
         step,
         prompt,
         Some(&usage_file),
-    )
+    )?;
+    Ok(match &env.sandbox {
+        Some(sandbox) => sandbox.wrap(&command, Some(&step.spec)),
+        None => command,
+    })
 }
 
 /// Stream and transcript: runs the agent, shows its output, and finds what it said and did.
@@ -240,6 +248,7 @@ fn agent_run(
         _ => Vec::new(),
     };
     runner.announced_stop |= findings.stop_announced;
+    let (blocked, out_of_memory) = sandbox_findings(env, runner.state.iteration, outcome.exit_code);
     Ok(AgentRun {
         findings,
         run_timeout,
@@ -249,7 +258,30 @@ fn agent_run(
         elapsed: started.elapsed(),
         files,
         log: log_name,
+        blocked,
+        out_of_memory,
     })
+}
+
+/// What the sandbox saw of the iteration's agent (exited with `exit_code`), said as it is found:
+/// the hosts it refused, and whether the memory limit killed the agent.
+fn sandbox_findings(
+    env: &super::Env<'_>,
+    iteration: u32,
+    exit_code: i32,
+) -> (std::collections::BTreeMap<String, u32>, bool) {
+    let Some(sandbox) = &env.sandbox else {
+        return Default::default();
+    };
+    let blocked = sandbox.take_blocked();
+    if !blocked.is_empty() {
+        env.sink.notice(Notice::SandboxBlocked { hosts: &blocked });
+    }
+    let limit = sandbox.out_of_memory(exit_code);
+    if let Some(limit) = &limit {
+        env.sink.notice(Notice::OutOfMemory { iteration, limit });
+    }
+    (blocked, limit.is_some())
 }
 
 /// How the agent is run: the task's timeout or `--iteration-timeout`, and the other limits.
@@ -474,9 +506,14 @@ fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
     let env = &runner.env;
     let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
     let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
+    // The commands run the agent's code: inside its sandbox when it has one.
+    let wrap = |command: &crate::agents::AgentCommand| {
+        (env.sandbox.as_ref())
+            .map_or_else(|| command.clone(), |sandbox| sandbox.wrap(command, None))
+    };
     crate::verify::run_all(
         commands,
-        (dir, tree.as_deref()),
+        (dir, tree.as_deref(), Some(&wrap)),
         (env.config.options.verify_timeout, env.knobs.grace),
         env.stop,
         env.sink.voice(),

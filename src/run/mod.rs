@@ -24,6 +24,7 @@ mod planner;
 mod preflight;
 mod record;
 mod remote;
+mod sandboxed;
 mod sink;
 mod start;
 mod steer;
@@ -108,6 +109,8 @@ struct Env<'a> {
     shape: Shape,
     /// Where the loop's events go.
     sink: sink::Sink,
+    /// The sandbox its agents run in (`--sandbox`), if any.
+    sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 /// The shapes a loop takes. A run is one loop of its own, or several task loops: those of a

@@ -63,6 +63,9 @@ pub(crate) fn run(
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
+    if super::sandboxed::check_fleet_sandbox(config, cwd, found.as_ref(), dir)? {
+        sink.notice(Notice::Unsandboxed);
+    }
     let (planning, refined) =
         super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
     // With --refine, the prompt the user took is the run's.

@@ -49,6 +49,16 @@ pub(super) struct Steps {
     pub(super) fallback: Vec<Rc<Step>>,
 }
 
+impl Steps {
+    /// Every step, the rotation's then the fallbacks'.
+    pub(super) fn all(&self) -> impl Iterator<Item = &Step> {
+        self.rotation
+            .iter()
+            .chain(&self.fallback)
+            .map(|step| &**step)
+    }
+}
+
 /// The agent's command line for `prompt` with `step` (its OpenCode configuration written to
 /// `dir` when it needs one); `usage_file`: where the agent writes its usage report, if it does.
 pub(super) fn agent_command(

@@ -230,6 +230,13 @@ impl Planner<'_> {
         let _ = std::fs::remove_file(&written);
         let place = (self.dir, self.cwd);
         let command = super::plan::agent_command(self.config, place, &step, prompt, None)?;
+        // The planning call runs in the loop's sandbox too, with the plan file writable.
+        let sandbox =
+            super::sandboxed::sandbox_for(self.config, self.cwd, self.repo, self.dir, [&*step])?;
+        let command = match &sandbox {
+            Some(sandbox) => sandbox.wrap_writing(&command, Some(&step.spec), &[&written]),
+            None => command,
+        };
         let display = super::plan::display_options(self.config, self.knobs, &step);
         let format = display.format;
         let start = logs::Start {
@@ -277,7 +284,7 @@ impl Planner<'_> {
         };
         let plan = std::fs::read_to_string(&written)
             .ok()
-            .filter(|_| kind == PLAN_LOGS);
+            .filter(|text| kind == PLAN_LOGS && !text.trim().is_empty());
         let _ = std::fs::remove_file(&written);
         Ok((plan.unwrap_or(answer), call))
     }

@@ -100,6 +100,8 @@ fn record_of(
         log: run.log.clone(),
         task_id: task_loop.map(|task| task.task_id.clone()),
         branch: task_loop.map(super::TaskLoop::branch),
+        sandbox_blocked: run.blocked.clone(),
+        out_of_memory: run.out_of_memory,
     }
 }
 

@@ -64,6 +64,8 @@ struct Session<'a> {
     failed: usize,
     /// The worker said it waits for another worker's plan.
     told_plan_waits: bool,
+    /// The agents run with every permission and no sandbox: said when the first task starts.
+    warn_unsandboxed: bool,
 }
 
 /// Runs `ralph --worker`.
@@ -94,6 +96,7 @@ pub(crate) fn worker(
         repo: Some(&site.repo),
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
+    let unsandboxed = super::sandboxed::check_fleet_sandbox(config, cwd, Some(&site.repo), dir)?;
     // The worker's own state in its clone, so `--status` there shows it while it runs.
     let mut state = start::new_state(config, None);
     state.worker = Some(format!("{me} on {}/{}", site.remote, site.base));
@@ -116,6 +119,7 @@ pub(crate) fn worker(
         skip: BTreeSet::new(),
         failed: 0,
         told_plan_waits: false,
+        warn_unsandboxed: unsandboxed,
     };
     let ended = session.run();
     // The worker is not resumed (it is started again), so its state goes with it.
@@ -223,6 +227,9 @@ impl Session<'_> {
             // The claim is given back, so no other worker waits for it to go stale.
             self.release(&claim, &sha);
             return Err(err);
+        }
+        if std::mem::take(&mut self.warn_unsandboxed) {
+            self.sink.notice(Notice::Unsandboxed);
         }
         let mut holder = Holder { claim, sha };
         let ended = self.run_task(&mut holder, task);

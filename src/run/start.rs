@@ -52,6 +52,7 @@ pub(crate) fn run(
         super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
+    let sandbox = super::sandboxed::sandbox_for(config, cwd, repo.as_ref(), dir, steps.all())?;
     let env = Env {
         config,
         cwd,
@@ -64,6 +65,7 @@ pub(crate) fn run(
         promises: Promises::new(&config.options),
         shape: Shape::Single,
         sink,
+        sandbox,
     };
     let mut runner = Runner::new(env, resumed)?;
     // The planning calls are the run's: their cost counts toward its budgets.
@@ -150,6 +152,8 @@ pub(crate) fn run_task_loop(
     let (_lock, resumed) = claim(&dir, start, knobs, &sink)?;
     let mut rules = Rules::new(&config.options, knobs.error_pause, false);
     rules.task_loop = true;
+    let sandbox =
+        super::sandboxed::sandbox_for(config, cwd, repo.as_ref(), &task.home, steps.all())?;
     let env = Env {
         config,
         cwd,
@@ -162,6 +166,7 @@ pub(crate) fn run_task_loop(
         promises: Promises::new(&config.options),
         shape: Shape::Task(task),
         sink,
+        sandbox,
     };
     let mut runner = Runner::new(env, resumed)?;
     let result = runner.run_loop();

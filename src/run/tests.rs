@@ -72,6 +72,7 @@ fn run(config: &RunConfig, cwd: &Path, task: Option<&str>) -> (ExitStatus, Vec<s
         promises: Promises::new(&config.options),
         shape: Shape::Single,
         sink,
+        sandbox: None,
     };
     let status = Runner::new(env, None).unwrap().run().unwrap();
     let events = heard.0.lock().unwrap().clone();

@@ -187,6 +187,12 @@ pub(crate) struct IterationRecord {
     /// The iteration's log (what the agent printed), relative to `.ralph/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) log: Option<String>,
+    /// The hosts the sandbox refused the agent (`host:port` → how often).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) sandbox_blocked: BTreeMap<String, u32>,
+    /// The agent was killed by the sandbox's memory limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) out_of_memory: bool,
 }
 
 /// Signs that the agent is going round in circles.

@@ -171,6 +171,7 @@ pub(super) struct Data {
     dirty: Vec<String>,
     secret: Vec<String>,
     io_error: std::io::Error,
+    refused_hosts: BTreeMap<String, u32>,
 }
 
 impl Data {
@@ -208,6 +209,10 @@ impl Data {
             dirty: (1..=12).map(|n| format!("notes/draft-{n:02}.md")).collect(),
             secret: strings(&["secrets.env"]),
             io_error: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+            refused_hosts: BTreeMap::from([
+                ("crates.io:443".to_owned(), 3),
+                ("static.crates.io:443".to_owned(), 1),
+            ]),
         }
     }
 }
@@ -262,6 +267,14 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
             dir: Path::new(".ralph/logs"),
             error: &data.io_error,
         },
+        Notice::SandboxBlocked {
+            hosts: &data.refused_hosts,
+        },
+        Notice::OutOfMemory {
+            iteration: 2,
+            limit: "64M",
+        },
+        Notice::Unsandboxed,
     ]
 }
 

@@ -43,7 +43,7 @@ impl Gate<'_> {
         let hash = tree.work_tree_hash();
         let results = crate::verify::run_all(
             commands,
-            (tree.root(), hash.as_deref()),
+            (tree.root(), hash.as_deref(), None),
             (self.config.options.verify_timeout, knobs.grace),
             stop,
             self.sink.voice(),

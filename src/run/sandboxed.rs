@@ -1,0 +1,57 @@
+//! A loop's sandbox (`--sandbox`, see `src/sandbox/`): made, and its agents checked to start in
+//! it, before the loop's first agent runs.
+
+use std::path::Path;
+
+use crate::config::RunConfig;
+use crate::error::fail;
+use crate::git::Repo;
+use crate::storage::RalphDir;
+
+use super::plan;
+
+/// The loop's sandbox (`--sandbox`), its agents checked to start inside it: a backend, a mount
+/// or an agent that cannot work is one line, exit 1, before any iteration.
+pub(super) fn sandbox_for<'s>(
+    config: &RunConfig,
+    cwd: &Path,
+    repo: Option<&Repo>,
+    home: &RalphDir,
+    steps: impl IntoIterator<Item = &'s plan::Step>,
+) -> anyhow::Result<Option<crate::sandbox::Sandbox>> {
+    let place = crate::sandbox::Place {
+        work: repo.map_or(cwd, Repo::root),
+        git_dir: repo.map(Repo::git_common_dir),
+        hooks_path: repo.and_then(Repo::hooks_path),
+        home: home.root(),
+    };
+    let Some(sandbox) = crate::sandbox::Sandbox::for_loop(&config.options.sandbox(), &place)?
+    else {
+        return Ok(None);
+    };
+    if let Some(warning) = sandbox.limits_warning() {
+        crate::output::warn(&[warning]);
+    }
+    for step in steps {
+        sandbox
+            .preflight(&step.spec, &step.binary)
+            .map_err(|why| fail(format!("--sandbox: {why}")))?;
+    }
+    Ok(Some(sandbox))
+}
+
+/// Before a run of several loops (`--parallel`, `--worker`): a sandbox that cannot work is one
+/// line, exit 1, before any task starts. `true` when the run has no sandbox while its agents
+/// have every permission (worth a warning once the work begins).
+pub(super) fn check_fleet_sandbox(
+    config: &RunConfig,
+    cwd: &Path,
+    repo: Option<&Repo>,
+    dir: &RalphDir,
+) -> anyhow::Result<bool> {
+    if crate::sandbox::chosen(&config.options.sandbox())?.is_none() {
+        return Ok(config.options.allow_all);
+    }
+    let steps = plan::steps(config, cwd).map_err(fail)?;
+    sandbox_for(config, cwd, repo, dir, steps.all()).map(|_| false)
+}

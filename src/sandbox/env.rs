@@ -1,0 +1,203 @@
+//! What a sandboxed agent's environment holds: a few general variables, the agent's own key and
+//! base-URL variables, what ralph sets for it, the `--sandbox-env` extras; nothing else
+//! (`GITHUB_TOKEN`, `AWS_*`, `SSH_AUTH_SOCK` stay out).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+use crate::agents::{AgentKind, AgentSpec};
+
+/// Passed to every agent.
+const GENERAL: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "TERM",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "COLORTERM",
+    "NO_COLOR",
+];
+
+/// An agent's variables (names, or prefixes ending in `_`… matched as prefixes when they end in
+/// `*`) and the API hosts it needs.
+pub(super) struct Table {
+    pub(super) names: Vec<&'static str>,
+    pub(super) hosts: Vec<&'static str>,
+}
+
+/// The variables and hosts of `agent`.
+pub(super) fn table(agent: Option<&AgentSpec>) -> Table {
+    let kind = match agent {
+        Some(AgentSpec::Builtin(kind)) => Some(*kind),
+        Some(AgentSpec::Custom(def)) => def.events,
+        None => None,
+    };
+    let (names, hosts): (&[&str], &[&str]) = match kind {
+        Some(AgentKind::ClaudeCode) => (
+            &["ANTHROPIC_*", "CLAUDE_*", "DISABLE_*"],
+            &[
+                "api.anthropic.com",
+                "statsig.anthropic.com",
+                "console.anthropic.com",
+            ],
+        ),
+        Some(AgentKind::Codex) => (
+            &["OPENAI_*", "CODEX_*"],
+            &["api.openai.com", "chatgpt.com", "auth.openai.com"],
+        ),
+        Some(AgentKind::OpenCode) => (
+            &[
+                "OPENCODE*",
+                "ANTHROPIC_*",
+                "OPENAI_*",
+                "OPENROUTER_*",
+                "GEMINI_*",
+                "GOOGLE_*",
+                "GROQ_*",
+                "XAI_*",
+                "DEEPSEEK_*",
+                "MISTRAL_*",
+            ],
+            &[
+                "models.dev",
+                "opencode.ai",
+                "api.anthropic.com",
+                "api.openai.com",
+                "openrouter.ai",
+                "generativelanguage.googleapis.com",
+            ],
+        ),
+        Some(AgentKind::Gemini) => (
+            &["GEMINI_*", "GOOGLE_*"],
+            &[
+                "generativelanguage.googleapis.com",
+                "oauth2.googleapis.com",
+                "cloudcode-pa.googleapis.com",
+            ],
+        ),
+        Some(AgentKind::Qwen) => (
+            &["QWEN_*", "OPENAI_*", "DASHSCOPE_*"],
+            &["dashscope.aliyuncs.com", "chat.qwen.ai"],
+        ),
+        Some(AgentKind::Pi) => (
+            &["PI_*", "ANTHROPIC_*", "OPENAI_*", "GEMINI_*"],
+            &["api.anthropic.com", "api.openai.com"],
+        ),
+        Some(AgentKind::Copilot) => (
+            &["COPILOT_*"],
+            &["api.githubcopilot.com", "api.github.com", "github.com"],
+        ),
+        Some(AgentKind::Droid) => (&["FACTORY_*"], &["api.factory.ai", "app.factory.ai"]),
+        None => (&[], &[]),
+    };
+    Table {
+        names: names.to_vec(),
+        hosts: hosts.to_vec(),
+    }
+}
+
+/// Whether `name` is one of `patterns` (a name, or a prefix ending in `*`).
+fn listed(name: &str, patterns: &[&str]) -> bool {
+    patterns
+        .iter()
+        .any(|pattern| match pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *pattern,
+        })
+}
+
+/// The environment inside: from `host` the general variables, `LC_*`, the agent's `names` and
+/// the `extras`; then what ralph sets for the agent (`set`), over them.
+pub(super) fn filtered(
+    host: impl Iterator<Item = (OsString, OsString)>,
+    set: &[(String, OsString)],
+    names: &[&str],
+    extras: &[String],
+) -> BTreeMap<String, OsString> {
+    let mut vars: BTreeMap<String, OsString> = host
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value)))
+        .filter(|(name, _)| {
+            listed(name, GENERAL)
+                || name.starts_with("LC_")
+                || listed(name, names)
+                || extras.iter().any(|extra| extra == name)
+        })
+        .collect();
+    vars.extend(set.iter().cloned());
+    vars
+}
+
+/// Points the agent at ralph's proxy inside the sandbox (`127.0.0.1:PORT`), loopback excepted.
+pub(super) fn point_at_proxy(vars: &mut BTreeMap<String, OsString>, port: u16) {
+    let proxy = OsString::from(format!("http://127.0.0.1:{port}"));
+    for name in [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "ALL_PROXY",
+    ] {
+        vars.insert(name.to_owned(), proxy.clone());
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        vars.insert(name.to_owned(), OsString::from("localhost,127.0.0.1,::1"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_general_variables_the_agents_own_and_the_extras_pass() {
+        let host = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C.UTF-8"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+            ("OPENAI_API_KEY", "sk-openai"),
+            ("GITHUB_TOKEN", "ghp"),
+            ("AWS_SECRET_ACCESS_KEY", "aws"),
+            ("SSH_AUTH_SOCK", "/run/ssh"),
+            ("MY_EXTRA", "x"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let claude = table(Some(&AgentSpec::Builtin(AgentKind::ClaudeCode)));
+        let set = [("CLAUDE_CODE_X".to_owned(), OsString::from("1"))];
+        let vars = filtered(
+            host.into_iter(),
+            &set,
+            &claude.names,
+            &["MY_EXTRA".to_owned()],
+        );
+        let names: Vec<&str> = vars.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_BASE_URL",
+                "CLAUDE_CODE_X",
+                "HOME",
+                "LC_ALL",
+                "MY_EXTRA",
+                "PATH"
+            ]
+        );
+        assert!(claude.hosts.contains(&"api.anthropic.com"));
+        let codex = table(Some(&AgentSpec::Builtin(AgentKind::Codex)));
+        assert!(
+            listed("OPENAI_API_KEY", &codex.names) && !listed("ANTHROPIC_API_KEY", &codex.names)
+        );
+    }
+
+    #[test]
+    fn the_proxy_variables_point_inside_and_spare_loopback() {
+        let mut vars = BTreeMap::new();
+        point_at_proxy(&mut vars, 3128);
+        assert_eq!(vars["HTTPS_PROXY"], "http://127.0.0.1:3128");
+        assert_eq!(vars["NO_PROXY"], "localhost,127.0.0.1,::1");
+    }
+}
