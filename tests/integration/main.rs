@@ -25,6 +25,7 @@ mod real_agents_support;
 mod report;
 mod rough_edges;
 mod run_loop;
+mod sandbox;
 mod settings;
 mod signals;
 mod state_files;
