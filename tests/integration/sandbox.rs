@@ -42,6 +42,15 @@ echo work > work.txt
 echo "<promise>COMPLETE</promise>"
 "#;
 
+/// The one line that says why a test is skipped.
+#[expect(
+    clippy::print_stderr,
+    reason = "the one line that explains a skipped test"
+)]
+fn skipped(why: &str) {
+    eprintln!("{why}");
+}
+
 /// Whether bwrap can make a sandbox here; says why not when it cannot.
 fn bwrap_works() -> bool {
     let works = Command::new("bwrap")
@@ -57,8 +66,8 @@ fn bwrap_works() -> bool {
         .output()
         .is_ok_and(|output| output.status.success());
     if !works {
-        eprintln!(
-            "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)"
+        skipped(
+            "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)",
         );
     }
     works
@@ -315,7 +324,7 @@ fn a_sandboxed_agent_of_an_unprivileged_user_is_held_the_same() {
     if !nix::unistd::geteuid().is_root()
         || Command::new("setpriv").arg("--version").output().is_err()
     {
-        eprintln!("skipped: the unprivileged run needs root and setpriv to become nobody");
+        skipped("skipped: the unprivileged run needs root and setpriv to become nobody");
         return;
     }
     let env = probe_env();
@@ -446,7 +455,7 @@ fn memory_cgroups_work() -> bool {
     let works = fs::create_dir(&probe).is_ok();
     let _ = fs::remove_dir(&probe);
     if !works {
-        eprintln!("skipped: no cgroup can be made here (not root, or cgroupfs is read-only)");
+        skipped("skipped: no cgroup can be made here (not root, or cgroupfs is read-only)");
     }
     works
 }
@@ -507,7 +516,7 @@ fn refused_in_one_line(env: &TestEnv, args: &[&str], expected: &str) {
 fn a_sandbox_that_cannot_work_is_one_line_before_any_iteration() {
     let env = TestEnv::new();
     if which_podman() {
-        eprintln!("note: podman is installed here, so its missing-backend line is not checked");
+        skipped("note: podman is installed here, so its missing-backend line is not checked");
     } else {
         refused_in_one_line(
             &env,
