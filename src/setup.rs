@@ -140,6 +140,7 @@ pub(crate) fn doctor(settings: &Settings, cli: &Layer, dir: &RalphDir, cwd: &Pat
     check_git(cwd, &mut checks);
     check_agents(settings, cli, cwd, &mut checks);
     check_ralph_dir(dir, &mut checks);
+    check_sandbox(settings, cli, &mut checks);
     let mut lines = vec!["ralph doctor".to_owned()];
     for check in &checks {
         let icon = match (check.ok, check.optional) {
@@ -161,6 +162,24 @@ pub(crate) fn doctor(settings: &Settings, cli: &Layer, dir: &RalphDir, cwd: &Pat
         ExitStatus::Success
     } else {
         ExitStatus::Error
+    }
+}
+
+/// Which sandbox backends work here; the one the configuration chooses must.
+fn check_sandbox(settings: &Settings, cli: &Layer, checks: &mut Vec<Check>) {
+    let settings = LoopOptions::resolve(&settings.stack(&[cli]))
+        .map(|options| options.sandbox())
+        .unwrap_or_default();
+    match crate::sandbox::chosen(&settings) {
+        Ok(Some(_)) => checks.push(Check::pass("the configured --sandbox can run here")),
+        Ok(None) => {}
+        Err(err) => checks.push(Check::fail(format!("{err:#}"))),
+    }
+    for (name, works) in crate::sandbox::backends_here() {
+        checks.push(Check::note(match works {
+            Ok(path) => format!("sandbox backend {name}: works ({path})"),
+            Err(why) => format!("sandbox backend {name}: {why}"),
+        }));
     }
 }
 

@@ -174,6 +174,66 @@ pub(crate) fn chosen(options: &Settings) -> anyhow::Result<Option<Kind>> {
     Ok(Some(kind))
 }
 
+/// For `--doctor`: each backend, and whether it works here (`Ok`: what runs it) or why not.
+pub(crate) fn backends_here() -> Vec<(&'static str, Result<String, String>)> {
+    let mut found = Vec::new();
+    for kind in [Kind::Bwrap, Kind::Seatbelt, Kind::Docker, Kind::Podman] {
+        let Some((program, name, install)) = kind.program() else {
+            continue;
+        };
+        let works = match which::which(program) {
+            Err(_) if kind == Kind::Seatbelt && !cfg!(target_os = "macos") => {
+                Err("macOS only".to_owned())
+            }
+            Err(_) => Err(format!("not installed ({install})")),
+            Ok(path) if kind == Kind::Bwrap => bwrap_runs(&path),
+            Ok(path) if kind == Kind::Docker => docker_answers(&path),
+            Ok(path) => Ok(path.display().to_string()),
+        };
+        found.push((name, works));
+    }
+    found
+}
+
+/// Whether docker's daemon answers.
+fn docker_answers(path: &Path) -> Result<String, String> {
+    let mut probe = std::process::Command::new(path);
+    probe
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .stdin(std::process::Stdio::null());
+    match output_with_deadline(&mut probe, std::time::Duration::from_secs(10)) {
+        Ok(output) if output.status.success() => Ok(path.display().to_string()),
+        _ => Err("installed, but its daemon does not answer (start dockerd)".to_owned()),
+    }
+}
+
+/// Whether bwrap can make the namespaces ralph asks for.
+fn bwrap_runs(path: &Path) -> Result<String, String> {
+    let mut probe = std::process::Command::new(path);
+    probe
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-all",
+            "--cap-drop",
+            "ALL",
+            "--",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null());
+    let output = output_with_deadline(&mut probe, std::time::Duration::from_secs(10))
+        .map_err(|err| err.to_string())?;
+    if output.status.success() {
+        return Ok(path.display().to_string());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    Err(format!(
+        "installed but cannot make a sandbox here ({})",
+        said.lines().next().unwrap_or("no reason given").trim()
+    ))
+}
+
 /// Where a loop's agents run, as the sandbox sees it.
 pub(crate) struct Place<'a> {
     /// The top of the work tree the agent works in (a task's own worktree under `--parallel`).
@@ -373,9 +433,12 @@ impl Sandbox {
     /// Runs `argv` (a program and its arguments) through the sandbox, to see that it starts:
     /// `Err` with what went wrong, in one line, naming the path.
     pub(crate) fn preflight(&self, agent: &AgentSpec, binary: &Path) -> Result<(), String> {
-        for argv in [
-            vec![OsString::from("true")],
-            vec![binary.as_os_str().to_owned(), "--version".into()],
+        for (first, argv) in [
+            (true, vec![OsString::from("true")]),
+            (
+                false,
+                vec![binary.as_os_str().to_owned(), "--version".into()],
+            ),
         ] {
             let probe = AgentCommand {
                 program: PathBuf::from(&argv[0]),
@@ -385,7 +448,7 @@ impl Sandbox {
                 usage_file: None,
             };
             let wrapped = self.wrap(&probe, Some(agent));
-            preflight_one(&wrapped, binary)?;
+            preflight_one(&wrapped, binary, first)?;
         }
         Ok(())
     }
@@ -405,8 +468,9 @@ fn touch(path: &Path) -> Vec<OsString> {
     vec!["--bind".into(), path.into(), path.into()]
 }
 
-/// Runs one preflight command with a deadline.
-fn preflight_one(command: &AgentCommand, binary: &Path) -> Result<(), String> {
+/// Runs one preflight command with a deadline: `sandbox_only`, the sandbox's own `true`, which
+/// must pass; else the agent's `--version`, which must at least start.
+fn preflight_one(command: &AgentCommand, binary: &Path, sandbox_only: bool) -> Result<(), String> {
     let mut process = std::process::Command::new(&command.program);
     process
         .args(&command.args)
@@ -438,7 +502,12 @@ fn preflight_one(command: &AgentCommand, binary: &Path) -> Result<(), String> {
                 .map_or_else(String::new, |p| p.display().to_string())
         ));
     }
-    if said.starts_with("bwrap:") || said.contains("sandbox") {
+    if sandbox_only || said.starts_with("bwrap:") {
+        let said = if said.is_empty() {
+            "it exited with an error, saying nothing"
+        } else {
+            &said
+        };
         return Err(format!("the sandbox cannot start here: {said}"));
     }
     // The agent ran: a `--version` it does not know is its own business.
