@@ -537,6 +537,27 @@ par_ok=$(calc "$par_mb / 36")
 row "8. Peak RSS of ralph, \`--parallel 4\`, $PAR_FILES files" "$par_mb MB" "20 MB + 4 × 4 MB" \
   "${par_ok}×" "≤ 36 MB" "$(verdict "$par_ok" 1)"
 
+# --- Case 9: what --sandbox bwrap adds to an iteration -----------------------------------------------
+# The same loop of instant iterations with and without the sandbox (bwrap, its network namespace,
+# ralph's proxy and bridge); the preflight at the start is part of the run.
+if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-all --cap-drop ALL true 2>/dev/null; then
+  SB="$WORK/dirs/sandbox"
+  mkdir -p "$SB" && (cd "$SB" && git init -q && echo x >x && git add -A && git commit -q -m init)
+  agent sb-instant '[ "$1" = --version ] && exit 0' 'echo "Nothing to do in this iteration."'
+  sb_iters=$([ "$MODE" = full ] && echo 20 || echo 5)
+  say "case 9: the sandbox's cost per iteration"
+  cd "$SB"
+  with_agent sb-instant hf case9 --warmup 1 --runs "$LOOP_RUNS" -i \
+    -n sandboxed "'$RALPH' x --max-iterations $sb_iters --pause 0 --no-commit --output-format text --sandbox bwrap --sandbox-mount '$WORK/agents/sb-instant'" \
+    -n plain "'$RALPH' x --max-iterations $sb_iters --pause 0 --no-commit --output-format text"
+  cd "$ROOT"
+  sb_cost=$(calc "($(mean case9 sandboxed) - $(mean case9 plain)) / $sb_iters * 1000" 1)
+  row "9. \`--sandbox bwrap\` added per iteration ($sb_iters instant iterations)" "$sb_cost ms/iteration" \
+    "the same loop without a sandbox" "—" "≤ 20 ms" "$(verdict "$sb_cost" 20)"
+else
+  say "case 9 skipped: bubblewrap cannot make a sandbox here (bash scripts/install-test-tools.sh)"
+fi
+
 # --- Report ----------------------------------------------------------------------------------------
 missed() { # CASE-NUMBER: was a row of this case missed?
   local name
@@ -546,6 +567,7 @@ missed() { # CASE-NUMBER: was a row of this case missed?
 # Why a missed target is missed, and what would close the gap (printed only for missed cases).
 gap_notes() {
   missed 1 || missed 2 || missed 3 || missed 4 || missed 5 || missed 6 || missed 7 || missed 8 ||
+    missed 9 ||
     return 0
   echo
   echo "## Gaps"
