@@ -323,6 +323,7 @@ fn loop_lines(
         opencode_config: opencode.as_ref().map(|_| absolute.as_path()),
         format: spec.format(config.options.output_format),
         usage_file: Some(&crate::agents::usage_file_path(1)),
+        sandboxed: false,
     });
     let mut lines = command_lines(&command, prompt, run_in);
     if let Some(content) = opencode {

@@ -36,9 +36,16 @@ impl Agent for Codex {
             args.extend(["--model".to_owned(), model.to_owned()]);
         }
         if request.allow_all {
+            // Inside ralph's sandbox, Codex's own would be a sandbox in a sandbox (which fails
+            // as root): Codex documents danger-full-access for runs sandboxed from outside.
+            let mode = if request.sandboxed {
+                "danger-full-access"
+            } else {
+                "workspace-write"
+            };
             args.extend([
                 "--sandbox".to_owned(),
-                "workspace-write".to_owned(),
+                mode.to_owned(),
                 "--skip-git-repo-check".to_owned(),
             ]);
         }
@@ -193,6 +200,23 @@ mod tests {
                     .any(|arg| arg == "--full-auto")
             );
         }
+    }
+
+    #[test]
+    fn in_ralphs_sandbox_codex_does_not_nest_its_own() {
+        let mut asked = request("go", None, true);
+        asked.sandboxed = true;
+        let args = Codex.command(&asked).display_args();
+        assert_eq!(
+            args,
+            [
+                "exec",
+                "--sandbox",
+                "danger-full-access",
+                "--skip-git-repo-check",
+                "go"
+            ]
+        );
     }
 
     #[test]

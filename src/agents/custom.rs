@@ -260,6 +260,7 @@ mod tests {
             opencode_config: None,
             format: OutputFormat::Text,
             usage_file: None,
+            sandboxed: false,
         };
         let command = agent.command(&request);
         assert_eq!(

@@ -203,6 +203,8 @@ pub(crate) struct CommandRequest<'a> {
     /// A path the agent may be asked to write its usage report to (Copilot); ralph reads and
     /// removes it after the run.
     pub(crate) usage_file: Option<&'a Path>,
+    /// The agent runs in ralph's sandbox: its own sandbox is not nested inside (Codex).
+    pub(crate) sandboxed: bool,
 }
 
 /// A fully described agent invocation.
@@ -457,6 +459,7 @@ mod tests {
             opencode_config: None,
             format: OutputFormat::Text,
             usage_file: None,
+            sandboxed: false,
         }
     }
 

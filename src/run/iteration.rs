@@ -168,7 +168,11 @@ fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
 /// Command: the agent's command line for the prompt.
 fn command(runner: &Runner<'_>, step: &Step, prompt: &str) -> anyhow::Result<AgentCommand> {
     let env = &runner.env;
-    let usage_file = crate::agents::usage_file_path(runner.state.iteration);
+    let usage_file = match &env.sandbox {
+        // The agent replaces the file as it writes it: in a folder it may write.
+        Some(sandbox) => sandbox.private_file(&format!("usage-{}.json", runner.state.iteration)),
+        None => crate::agents::usage_file_path(runner.state.iteration),
+    };
     let command = plan::agent_command(
         env.config,
         (env.dir, env.cwd),

@@ -79,6 +79,7 @@ pub(super) fn agent_command(
         opencode_config: opencode_config.as_deref(),
         format: step.spec.format(options.output_format),
         usage_file,
+        sandboxed: options.sandbox().backend != crate::sandbox::Backend::None,
     }))
 }
 

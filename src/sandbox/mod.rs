@@ -253,6 +253,8 @@ pub(crate) struct Sandbox {
     mounts: bwrap::Mounts,
     proxy: Option<Arc<proxy::Proxy>>,
     limits: limits::Applied,
+    /// A private folder, writable inside, for files the agent writes for ralph (usage reports).
+    files: tempfile::TempDir,
     /// The files an agent writes outside its tree that ralph reads (usage reports).
     root: bool,
 }
@@ -276,14 +278,29 @@ impl Sandbox {
             None
         };
         let limits = limits::apply(options);
+        let files = tempfile::Builder::new()
+            .prefix("ralph-sandbox")
+            .tempdir()
+            .map_err(|err| {
+                fail(format!(
+                    "--sandbox: a private folder could not be made: {err}"
+                ))
+            })?;
         Ok(Some(Self {
             kind,
             options: options.clone(),
             mounts,
             proxy,
             limits,
+            files,
             root,
         }))
+    }
+
+    /// Where an agent in this sandbox writes a file named `name` for ralph (the folder is
+    /// writable inside; a file there may be replaced, as atomic writes do).
+    pub(crate) fn private_file(&self, name: &str) -> PathBuf {
+        self.files.path().join(name)
     }
 
     /// What the limits could not be applied as asked (one warning line), if anything.
@@ -323,8 +340,7 @@ impl Sandbox {
             forwards
         });
         let inner = self.inner_argv(command, forwards.as_deref());
-        let files = (command.usage_file.as_deref().into_iter()).chain(writable.iter().copied());
-        let (program, args) = self.outer(&vars, inner, files);
+        let (program, args) = self.outer(&vars, inner, writable.iter().copied());
         let mut guard_env = Vec::new();
         if let Some(cgroups) = self.limits.cgroups_variable() {
             guard_env.push((limits::CGROUPS_VARIABLE.to_owned(), cgroups));
@@ -353,7 +369,12 @@ impl Sandbox {
         match self.kind {
             Kind::Bwrap => {
                 let sockets = self.proxy.as_ref().map(|p| p.sockets()).unwrap_or_default();
-                let extra = files.flat_map(touch);
+                let private = self.files.path();
+                let extra = (files.flat_map(touch)).chain([
+                    "--bind".into(),
+                    private.into(),
+                    private.into(),
+                ]);
                 let argv = self.mounts.argv(self.options.net, vars, &sockets, extra);
                 (PathBuf::from("bwrap"), [argv, inner].concat())
             }

@@ -152,10 +152,19 @@ impl Proxy {
             .add(hosts);
     }
 
-    /// Opens a forward for every loopback base URL in `vars` (a local model): its ports. The
-    /// hosts of other base URLs join the allowlist.
+    /// Opens a forward for every loopback base URL in `vars` (a local model) and every loopback
+    /// `HOST:PORT` allowed: their ports. The hosts of other base URLs join the allowlist.
     pub(super) fn forward_loopback(&self, vars: &BTreeMap<String, OsString>) -> Vec<u16> {
-        let mut ports = Vec::new();
+        let allowed: Vec<u16> = (self.allow.lock().unwrap_or_else(PoisonError::into_inner))
+            .entries
+            .iter()
+            .filter(|(host, _)| is_loopback(host))
+            .filter_map(|(_, port)| *port)
+            .collect();
+        let mut ports: Vec<u16> = allowed
+            .into_iter()
+            .filter(|port| self.open_forward(*port).is_ok())
+            .collect();
         for (name, value) in vars {
             if !(name.ends_with("_BASE_URL")
                 || name.ends_with("_ENDPOINT")
@@ -166,8 +175,8 @@ impl Proxy {
             let Some((host, port)) = value.to_str().and_then(url_host) else {
                 continue;
             };
-            if host == "127.0.0.1" || host == "localhost" || host == "::1" {
-                if self.open_forward(port).is_ok() {
+            if is_loopback(&host) {
+                if !ports.contains(&port) && self.open_forward(port).is_ok() {
                     ports.push(port);
                 }
             } else {
@@ -230,6 +239,11 @@ impl Proxy {
     pub(super) fn take_blocked(&self) -> BTreeMap<String, u32> {
         std::mem::take(&mut *self.blocked.lock().unwrap_or_else(PoisonError::into_inner))
     }
+}
+
+/// Whether `host` names this machine's loopback.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
 /// The host and port of an `http(s)://host[:port]/…` URL.

@@ -56,6 +56,40 @@ fn ralph_args(command: &mut Command, agent: Agent, setup: &AgentSetup) -> Run {
 /// Iteration 1: the model writes `hello.txt` with a tool, then answers without the promise.
 /// Iteration 2: the model keeps the promise. ralph commits the file and records two iterations.
 fn completes_in_two_iterations(agent: Agent) {
+    completes_in_two_iterations_as(agent, false);
+}
+
+/// [`completes_in_two_iterations`] with the agent in ralph's sandbox (`--sandbox bwrap`), its
+/// model reached through the sandbox's forward of the mock model's port.
+fn completes_in_two_iterations_sandboxed(agent: Agent) {
+    let works = Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-all",
+            "--cap-drop",
+            "ALL",
+            "true",
+        ])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !works {
+        skipped("bubblewrap cannot make a sandbox here (bash scripts/install-test-tools.sh)");
+        return;
+    }
+    completes_in_two_iterations_as(agent, true);
+}
+
+#[expect(
+    clippy::print_stderr,
+    reason = "the one line that explains a skipped test"
+)]
+fn skipped(why: &str) {
+    eprintln!("skipped: {why}");
+}
+
+fn completes_in_two_iterations_as(agent: Agent, sandboxed: bool) {
     let Some(binary) = agent.installed_or_skip() else {
         return;
     };
@@ -70,7 +104,13 @@ fn completes_in_two_iterations(agent: Agent) {
         Turn::Text("Everything is in place.\n<promise>COMPLETE</promise>".into()),
     ]);
 
-    let run = run_ralph(&env, agent, &binary, &mock, &["--max-iterations", "3"]);
+    let setup = AgentSetup::new(agent, &binary, &mock, env.path());
+    let mut command = env.ralph();
+    command.args(["--max-iterations", "3"]);
+    if sandboxed {
+        command.args(setup.sandbox_args(&mock));
+    }
+    let run = ralph_args(&mut command, agent, &setup);
 
     let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
     assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
@@ -222,6 +262,46 @@ fn claude_verbose_tools_show_the_written_path() {
         "{}",
         run.stdout()
     );
+}
+
+#[test]
+fn claude_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::Claude);
+}
+
+#[test]
+fn codex_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::Codex);
+}
+
+#[test]
+fn opencode_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::OpenCode);
+}
+
+#[test]
+fn gemini_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::Gemini);
+}
+
+#[test]
+fn qwen_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::Qwen);
+}
+
+#[test]
+fn pi_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::Pi);
+}
+
+#[test]
+fn copilot_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::Copilot);
+}
+
+#[test]
+fn droid_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::Droid);
 }
 
 #[test]

@@ -288,6 +288,29 @@ impl AgentSetup {
         }
     }
 
+    /// ralph's `--sandbox bwrap` arguments for this agent against `mock`: its variables passed
+    /// in, the folders they name mounted writable, the mock model's port allowed.
+    pub(crate) fn sandbox_args(&self, mock: &MockModel) -> Vec<String> {
+        let port = mock.url().rsplit(':').next().unwrap_or_default().to_owned();
+        let mut args = vec![
+            "--sandbox".to_owned(),
+            "bwrap".to_owned(),
+            "--sandbox-allow".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ];
+        for (name, value) in &self.vars {
+            args.extend(["--sandbox-env".to_owned(), name.clone()]);
+            let path = Path::new(value);
+            if path.is_absolute() && path.is_dir() {
+                args.extend([
+                    "--sandbox-mount".to_owned(),
+                    format!("{}:rw", path.display()),
+                ]);
+            }
+        }
+        args
+    }
+
     /// The CLI itself with `args`, run in `cwd` with a clean environment and `home` as `HOME`.
     pub(crate) fn direct(&self, cwd: &Path, home: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(&self.binary);
