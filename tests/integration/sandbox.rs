@@ -555,3 +555,80 @@ fn a_sandbox_that_cannot_work_is_one_line_before_any_iteration() {
 fn which_podman() -> bool {
     Command::new("podman").arg("--version").output().is_ok()
 }
+
+#[test]
+fn verify_commands_and_the_merge_gate_run_inside_the_sandbox() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = TestEnv::new();
+    env.write_executable("opencode", TASK_PROBE);
+    fs::create_dir_all(env.ralph_file("")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] alpha\n  - id: alpha\n",
+    )
+    .unwrap();
+    let outside = env.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let escape = |name: &str| format!("echo x > '{}/{name}' 2>/dev/null; true", outside.display());
+    let bin = env.bin().to_string_lossy().into_owned();
+    let gate = escape("gate");
+    let run = env.run_loop_with(
+        &[
+            "Build",
+            "--parallel",
+            "1",
+            "--sandbox",
+            "bwrap",
+            "--sandbox-mount",
+            &bin,
+            "--verify",
+            &gate,
+        ],
+        |command| {
+            command.env("MAIN", env.work());
+        },
+    );
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    assert!(env.work().join("alpha.txt").exists(), "the task was merged");
+    env.write_executable(
+        "opencode",
+        "#!/bin/sh\n[ \"$1\" = --version ] && exit 0\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let check = escape("check");
+    let run = env.run_loop(&[
+        "Again",
+        "--max-iterations",
+        "1",
+        "--sandbox",
+        "bwrap",
+        "--sandbox-mount",
+        &bin,
+        "--verify",
+        &check,
+    ]);
+    run.assert_code(0);
+    let history = env.history();
+    let last = history["iterations"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last["verification"][0]["command"],
+        check.as_str(),
+        "{history}"
+    );
+    assert_eq!(last["verification"][0]["passed"], true, "{history}");
+    let escaped: Vec<String> = fs::read_dir(&outside)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        escaped.is_empty(),
+        "the commands wrote outside the tree: {escaped:?}"
+    );
+}

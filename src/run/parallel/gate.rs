@@ -41,9 +41,31 @@ impl Gate<'_> {
             return None;
         }
         let hash = tree.work_tree_hash();
+        // The commands run the agents' code: in the run's sandbox (around the integration
+        // worktree) when it has one. One that cannot be made fails the check.
+        let sandbox = match super::super::sandboxed::sandbox_for(
+            self.config,
+            tree.root(),
+            Some(tree),
+            self.home,
+            [],
+        ) {
+            Ok(sandbox) => sandbox,
+            Err(err) => {
+                return Some(Verification {
+                    command: commands.join(" && "),
+                    output_tail: format!("{err:#}"),
+                    ..Verification::default()
+                });
+            }
+        };
+        let wrap = |command: &crate::agents::AgentCommand| {
+            (sandbox.as_ref())
+                .map_or_else(|| command.clone(), |sandbox| sandbox.wrap(command, None))
+        };
         let results = crate::verify::run_all(
             commands,
-            (tree.root(), hash.as_deref(), None),
+            (tree.root(), hash.as_deref(), Some(&wrap)),
             (self.config.options.verify_timeout, knobs.grace),
             stop,
             self.sink.voice(),
