@@ -46,14 +46,12 @@ use crate::exit::ExitStatus;
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
     let first = args.next();
-    if first.as_ref().is_some_and(|first| first == guard::ARG) {
-        return guard::main(args);
-    }
-    if first
-        .as_ref()
-        .is_some_and(|first| first == sandbox::bridge::ARG)
-    {
-        return sandbox::bridge::main(args);
+    // ralph's own helper processes: the agent's guard, the sandbox's bridge and hooks.
+    match first.as_ref().and_then(|first| first.to_str()) {
+        Some(guard::ARG) => return guard::main(args),
+        Some(sandbox::bridge::ARG) => return sandbox::bridge::main(args),
+        Some(sandbox::hooks::ARG) => return sandbox::hooks::main(args),
+        _ => {}
     }
     // `ralph --version` alone answers before the command line's parser is built (most of
     // ralph's start-up); it prints what clap's version action prints.

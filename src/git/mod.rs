@@ -41,6 +41,9 @@ pub(crate) struct Repo {
     /// Keys of the content fingerprints; random per process, fixed for the repository's life
     /// (snapshots are compared only within one process).
     keys: [RandomState; 2],
+    /// The hooks ralph's own git commands run instead of the repository's (the same hooks, run
+    /// inside the loop's sandbox), when there is a sandbox.
+    hooks: Option<PathBuf>,
 }
 
 impl Repo {
@@ -55,6 +58,7 @@ impl Repo {
             prefix: String::new(),
             git_dir,
             keys: fingerprint::keys(),
+            hooks: None,
         })
     }
 
@@ -78,6 +82,7 @@ impl Repo {
                 prefix: found.prefix,
                 git_dir: found.git_dir,
                 keys: fingerprint::keys(),
+                hooks: None,
             });
         }
         let output = git(
@@ -105,6 +110,7 @@ impl Repo {
             prefix,
             git_dir,
             keys: fingerprint::keys(),
+            hooks: None,
         })
     }
 
@@ -201,12 +207,31 @@ impl Repo {
         })
     }
 
+    /// The same repository, its git commands running the hooks in `hooks` (a folder of the
+    /// loop's sandbox that runs each of the repository's hooks inside it).
+    pub(crate) fn with_hooks(mut self, hooks: Option<PathBuf>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// `git ARGS` in the top folder, with the sandbox's hooks when there are.
+    fn command(&self, args: &[&str]) -> Command {
+        let Some(hooks) = &self.hooks else {
+            return git_command(&self.root, args);
+        };
+        let setting = format!("core.hooksPath={}", hooks.display());
+        let mut all = vec!["-c", setting.as_str()];
+        all.extend_from_slice(args);
+        git_command(&self.root, &all)
+    }
+
     fn run(&self, args: &[&str]) -> std::io::Result<Output> {
-        git(&self.root, args)
+        self.command(args).output()
     }
 
     fn run_with_input(&self, args: &[&str], input: &[u8]) -> std::io::Result<Output> {
-        let mut child = git_command(&self.root, args)
+        let mut child = self
+            .command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -225,7 +250,8 @@ impl Repo {
         use std::io::{Read as _, Seek as _};
         let mut stdout = tempfile::tempfile()?;
         let mut stderr = tempfile::tempfile()?;
-        let status = git_command(&self.root, args)
+        let status = self
+            .command(args)
             .stdout(stdout.try_clone()?)
             .stderr(stderr.try_clone()?)
             .status()?;

@@ -85,9 +85,7 @@ pub(crate) struct RemoteHeads {
 impl Repo {
     /// Runs git with no terminal prompt (a worker runs unattended).
     fn remote_run(&self, args: &[&str]) -> std::io::Result<Output> {
-        git_command(self.root(), args)
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .output()
+        self.command(args).env("GIT_TERMINAL_PROMPT", "0").output()
     }
 
     /// Whether this clone has a remote `name`.

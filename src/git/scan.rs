@@ -120,7 +120,7 @@ impl Repo {
         let scratch = tempfile::tempdir().ok()?;
         let index = scratch.path().join("index");
         let run = |args: &[&str]| {
-            super::git_command(&self.root, args)
+            self.command(args)
                 .env("GIT_INDEX_FILE", &index)
                 .output()
                 .ok()

@@ -55,3 +55,13 @@ pub(super) fn check_fleet_sandbox(
     let steps = plan::steps(config, cwd).map_err(fail)?;
     sandbox_for(config, cwd, repo, dir, steps.all()).map(|_| false)
 }
+
+/// `repo`, its git commands running the repository's hooks inside `sandbox` (when there is one).
+pub(super) fn with_hooks(
+    repo: Option<Repo>,
+    sandbox: Option<&crate::sandbox::Sandbox>,
+) -> Option<Repo> {
+    let repo = repo?;
+    let hooks = sandbox.and_then(|sandbox| sandbox.hooks_for(&repo));
+    Some(repo.with_hooks(hooks))
+}

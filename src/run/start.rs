@@ -53,6 +53,7 @@ pub(crate) fn run(
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
     let sandbox = super::sandboxed::sandbox_for(config, cwd, repo.as_ref(), dir, steps.all())?;
+    let repo = super::sandboxed::with_hooks(repo, sandbox.as_ref());
     let env = Env {
         config,
         cwd,
@@ -154,6 +155,7 @@ pub(crate) fn run_task_loop(
     rules.task_loop = true;
     let sandbox =
         super::sandboxed::sandbox_for(config, cwd, repo.as_ref(), &task.home, steps.all())?;
+    let repo = super::sandboxed::with_hooks(repo, sandbox.as_ref());
     let env = Env {
         config,
         cwd,

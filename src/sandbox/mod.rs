@@ -19,6 +19,7 @@ pub(crate) mod bridge;
 mod bwrap;
 mod container;
 mod env;
+pub(crate) mod hooks;
 mod limits;
 mod mounts;
 mod proxy;
@@ -301,6 +302,20 @@ impl Sandbox {
     /// writable inside; a file there may be replaced, as atomic writes do).
     pub(crate) fn private_file(&self, name: &str) -> PathBuf {
         self.files.path().join(name)
+    }
+
+    /// The folder ralph's git commands in `repo` take their hooks from, so that the
+    /// repository's hooks run inside this sandbox (`None`: the repository has none, or the
+    /// backend is not bwrap, whose hooks run as they always did).
+    pub(crate) fn hooks_for(&self, repo: &crate::git::Repo) -> Option<PathBuf> {
+        if self.kind != Kind::Bwrap {
+            return None;
+        }
+        let real = repo
+            .hooks_path()
+            .unwrap_or_else(|| repo.git_common_dir().join("hooks"));
+        let dir = self.files.path().join("hooks");
+        hooks::prepare(&real, &dir, &|command| self.wrap(command, None))
     }
 
     /// What the limits could not be applied as asked (one warning line), if anything.

@@ -632,3 +632,50 @@ fn verify_commands_and_the_merge_gate_run_inside_the_sandbox() {
         "the commands wrote outside the tree: {escaped:?}"
     );
 }
+
+#[test]
+fn the_users_git_hooks_run_by_ralphs_commits_run_inside_the_sandbox() {
+    if !bwrap_works() {
+        return;
+    }
+    let env = TestEnv::new();
+    env.write_executable(
+        "opencode",
+        "#!/bin/sh\n[ \"$1\" = --version ] && exit 0\necho work > work.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let outside = env.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    // The user's hook: it records that it ran (in the tree) and tries to write outside.
+    let hook = env.work().join(".git/hooks/pre-commit");
+    fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho \"$GIT_INDEX_FILE\" > hook-ran.txt\necho x > '{}/hook-escape' 2>/dev/null\nexit 0\n",
+            outside.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = env.bin().to_string_lossy().into_owned();
+    let run = env.run_loop(&[
+        "Work",
+        "--max-iterations",
+        "1",
+        "--sandbox",
+        "bwrap",
+        "--sandbox-mount",
+        &bin,
+    ]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let ran = fs::read_to_string(env.work().join("hook-ran.txt")).unwrap_or_default();
+    assert!(
+        ran.trim().ends_with(".git/index"),
+        "the hook ran, with git's variables: {ran:?}"
+    );
+    assert!(
+        !outside.join("hook-escape").exists(),
+        "the hook ran inside the sandbox"
+    );
+    let committed = env.git(&["show", "--name-only", "--format=%s", "HEAD"]);
+    assert!(committed.contains("work.txt"), "{committed}");
+}
