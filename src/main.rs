@@ -28,6 +28,8 @@ mod setup;
 mod signal;
 mod storage;
 mod stream;
+#[cfg(test)]
+mod testing;
 mod text;
 mod transcript;
 mod verify;

@@ -432,7 +432,7 @@ mod tests {
 
     #[test]
     fn config_keeps_only_auth_plugins_and_allows_every_permission() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let home = dir.path().join("config");
         std::fs::create_dir_all(home.join("opencode")).unwrap();
         std::fs::write(

@@ -181,7 +181,7 @@ mod tests {
         if Command::new("git").arg("--version").output().is_err() {
             return;
         }
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let top = tmp.path().join("repo");
         let deep = top.join("a b/ç");
         std::fs::create_dir_all(&deep).unwrap();

@@ -107,7 +107,7 @@ mod tests {
             assert!(out.status.success(), "{args:?}: {out:?}");
             String::from_utf8_lossy(&out.stdout).trim().to_owned()
         };
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let path = dir.path().join("elsewhere");
         run(&["worktree", "add", "-q", "--detach", &path.to_string_lossy()]);
         let elsewhere = Repo::linked_worktree(&path).unwrap();

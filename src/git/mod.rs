@@ -312,7 +312,7 @@ mod tests {
 
     /// A repository with one commit of `a.txt` and `b.txt`, or `None` without git.
     pub(super) fn repo() -> Option<(tempfile::TempDir, Repo)> {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let run = |args: &[&str]| {
             Command::new("git")
                 .args(args)

@@ -358,11 +358,13 @@ impl Repo {
     /// Merges `branch` into the checked-out base with a merge commit whose message is `message`.
     /// ralph's own files (`own`: the task list, the progress log) never conflict: the base's
     /// version is kept, and `finish` may change them (mark the task done) before the commit.
+    /// `written`: those of them `finish` writes whole itself (their base version is not put back
+    /// first).
     pub(crate) fn merge_branch(
         &self,
         branch: &str,
         message: &str,
-        own: &[&str],
+        (own, written): (&[&str], &[&str]),
         finish: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<Merge, String> {
         let merged = self.run_unpiped(&["merge", "--no-ff", "--no-commit", "-q", branch]);
@@ -385,7 +387,12 @@ impl Repo {
             }
             return Ok(Merge::Conflict(real));
         }
-        self.keep_base_versions(own);
+        let restored: Vec<&str> = (own.iter().copied())
+            .filter(|path| !written.contains(path))
+            .collect();
+        if !restored.is_empty() {
+            self.keep_base_versions(&restored);
+        }
         if let Err(why) = finish() {
             let _ = self.run_unpiped(&["merge", "--abort"]);
             return Err(why);

@@ -90,7 +90,7 @@ mod tests {
     /// A repository on `main` with a task list and a progress log, and a branch `ralph/t` from
     /// it on which `change` ran (then committed); `None` without git.
     fn branched(change: impl FnOnce(&std::path::Path)) -> Option<(tempfile::TempDir, Repo)> {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let root = tmp.path();
         let git = |args: &[&str]| {
             Command::new("git")

@@ -110,7 +110,7 @@ mod tests {
 
     #[test]
     fn a_merge_of_a_ralph_branch_is_left_to_the_caller_and_any_other_refused() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let path = dir.path();
         if !git(path, &["init", "-q", "-b", "main"]) {
             return;

@@ -19,14 +19,18 @@ pub(super) fn sandbox_for<'s>(
     home: &RalphDir,
     steps: impl IntoIterator<Item = &'s plan::Step>,
 ) -> anyhow::Result<Option<crate::sandbox::Sandbox>> {
+    let settings = config.options.sandbox();
+    // Without a sandbox nothing is asked of git (a loop's start costs no process more).
+    if crate::sandbox::chosen(&settings)?.is_none() {
+        return Ok(None);
+    }
     let place = crate::sandbox::Place {
         work: repo.map_or(cwd, Repo::root),
         git_dir: repo.map(Repo::git_common_dir),
         hooks_path: repo.and_then(Repo::hooks_path),
         home: home.root(),
     };
-    let Some(sandbox) = crate::sandbox::Sandbox::for_loop(&config.options.sandbox(), &place)?
-    else {
+    let Some(sandbox) = crate::sandbox::Sandbox::for_loop(&settings, &place)? else {
         return Ok(None);
     };
     if let Some(warning) = sandbox.limits_warning() {

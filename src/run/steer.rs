@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn the_loops_of_running_tasks_get_the_base_context_in_their_worktrees() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let base = RalphDir::new(tmp.path());
         let now = crate::model::now();
         context::append(&base, "use sqlite", None, now).unwrap();
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn waiting_passes_context_on_until_a_message_comes() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let base = RalphDir::new(tmp.path());
         context::append(&base, "hint", None, crate::model::now()).unwrap();
         let (sender, receiver) = mpsc::channel();

@@ -14,7 +14,7 @@ use sink::{Collected, Sink};
 /// A directory with a fake agent whose answer is `script`'s output (its call number in `$n`),
 /// and a config file that makes it the loop's agent, with `options` (config-file lines) too.
 fn setup(script: &str, options: &str) -> (tempfile::TempDir, RunConfig) {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::testing::tempdir().unwrap();
     let agent = tmp.path().join("agent.sh");
     let calls = tmp.path().join("calls");
     std::fs::write(

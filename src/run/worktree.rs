@@ -89,7 +89,7 @@ fn merge_into_base(repo: &Repo, base: &str, name: &str, prompt: &str) -> anyhow:
     let kept = own_files(repo, &[tasks, progress]);
     let kept: Vec<&str> = kept.iter().map(String::as_str).collect();
     match repo
-        .merge_branch(&branch(name), &message, &kept, &mut || Ok(()))
+        .merge_branch(&branch(name), &message, (&kept, &[]), &mut || Ok(()))
         .map_err(fail)?
     {
         Merge::Done(hash) => Ok(hash),

@@ -223,7 +223,7 @@ mod tests {
     use super::*;
 
     fn planned(root: bool) -> (tempfile::TempDir, Mounts) {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let work = tmp.path().join("work");
         let git_dir = work.join(".git");
         std::fs::create_dir_all(git_dir.join("hooks")).unwrap();

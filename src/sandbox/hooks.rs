@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn a_script_is_made_for_each_runnable_hook_and_none_for_samples() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let hooks = tmp.path().join("hooks");
         std::fs::create_dir(&hooks).unwrap();
         for (name, mode) in [

@@ -469,24 +469,24 @@ impl Sandbox {
     /// Runs `argv` (a program and its arguments) through the sandbox, to see that it starts:
     /// `Err` with what went wrong, in one line, naming the path.
     pub(crate) fn preflight(&self, agent: &AgentSpec, binary: &Path) -> Result<(), String> {
-        for (first, argv) in [
-            (true, vec![OsString::from("true")]),
-            (
-                false,
-                vec![binary.as_os_str().to_owned(), "--version".into()],
-            ),
-        ] {
-            let probe = AgentCommand {
+        let probe = |argv: Vec<OsString>| {
+            let command = AgentCommand {
                 program: PathBuf::from(&argv[0]),
                 args: argv[1..].to_vec(),
                 env: Vec::new(),
                 stdin: None,
                 usage_file: None,
             };
-            let wrapped = self.wrap(&probe, Some(agent));
-            preflight_one(&wrapped, binary, first)?;
+            self.wrap(&command, Some(agent))
+        };
+        // The agent's version inside; only when that fails, `true` inside tells whether the
+        // sandbox itself is what fails (one sandbox started in the usual case, not two).
+        let version = probe(vec![binary.as_os_str().to_owned(), "--version".into()]);
+        if preflight_one(&version, binary, false) == Ok(true) {
+            return Ok(());
         }
-        Ok(())
+        preflight_one(&probe(vec![OsString::from("true")]), binary, true)?;
+        preflight_one(&version, binary, false).map(drop)
     }
 }
 
@@ -505,8 +505,13 @@ fn touch(path: &Path) -> Vec<OsString> {
 }
 
 /// Runs one preflight command with a deadline: `sandbox_only`, the sandbox's own `true`, which
-/// must pass; else the agent's `--version`, which must at least start.
-fn preflight_one(command: &AgentCommand, binary: &Path, sandbox_only: bool) -> Result<(), String> {
+/// must pass; else the agent's `--version`, which must at least start. `Ok(true)` when it exited
+/// 0, `Ok(false)` when the agent ran and failed (a `--version` it does not know).
+fn preflight_one(
+    command: &AgentCommand,
+    binary: &Path,
+    sandbox_only: bool,
+) -> Result<bool, String> {
     let mut process = std::process::Command::new(&command.program);
     process
         .args(&command.args)
@@ -527,7 +532,7 @@ fn preflight_one(command: &AgentCommand, binary: &Path, sandbox_only: bool) -> R
         .trim()
         .to_owned();
     if output.status.success() {
-        return Ok(());
+        return Ok(true);
     }
     if said.contains("execvp") || said.contains("No such file") {
         return Err(format!(
@@ -547,7 +552,7 @@ fn preflight_one(command: &AgentCommand, binary: &Path, sandbox_only: bool) -> R
         return Err(format!("the sandbox cannot start here: {said}"));
     }
     // The agent ran: a `--version` it does not know is its own business.
-    Ok(())
+    Ok(false)
 }
 
 /// Runs `process` to its end, its output captured; ended after `limit`.

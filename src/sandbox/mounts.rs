@@ -49,7 +49,7 @@ mod tests {
 
     #[test]
     fn a_mount_is_read_only_unless_it_says_rw_and_must_exist() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let dir = tmp.path().to_string_lossy().into_owned();
         assert_eq!(parse(&dir).unwrap(), (tmp.path().to_owned(), Mode::Ro));
         assert_eq!(parse(&format!("{dir}:rw")).unwrap().1, Mode::Rw);

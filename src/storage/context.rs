@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn append_creates_the_heading_then_adds_sections() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let dir = RalphDir::new(tmp.path());
         append(&dir, "use sqlite", None, now()).unwrap();
         append(&dir, "and tests", None, now()).unwrap();
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn consume_keeps_what_was_added_after_the_snapshot() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let dir = RalphDir::new(tmp.path());
         append(&dir, "first", None, now()).unwrap();
         let snapshot = pending(&dir.context()).unwrap().unwrap();
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn consume_keeps_bytes_that_are_not_utf8() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let dir = RalphDir::new(tmp.path());
         append(&dir, "first", None, now()).unwrap();
         let snapshot = pending(&dir.context()).unwrap().unwrap();
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_section_for_one_task_names_it_in_its_heading() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let dir = RalphDir::new(tmp.path());
         append(&dir, "use sqlite", Some("alpha"), now()).unwrap();
         let text = std::fs::read_to_string(dir.context()).unwrap();
@@ -367,7 +367,7 @@ mod tests {
         assert_eq!(sections(b"# Ralph Loop Context\n\n"), []);
         assert_eq!(sections(b""), []);
         // The file rebuilt from its sections is the file `append` writes.
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let dir = RalphDir::new(tmp.path());
         append(&dir, "one\n\ntwo", None, now()).unwrap();
         append(&dir, "three", Some("beta"), now()).unwrap();
@@ -388,7 +388,7 @@ mod tests {
 
     #[test]
     fn delivery_gives_every_loop_the_shared_sections_and_one_loop_its_own() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let base = RalphDir::new(tmp.path());
         let loops = [
             task_loop(tmp.path(), "alpha"),
@@ -429,7 +429,7 @@ mod tests {
 
     #[test]
     fn without_running_loops_the_context_stays_pending() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let base = RalphDir::new(tmp.path());
         append(&base, "hint", None, now()).unwrap();
         let before = std::fs::read(base.context()).unwrap();
@@ -440,7 +440,7 @@ mod tests {
     #[test]
     fn a_loop_that_cannot_be_written_to_leaves_the_section_pending() {
         use std::os::unix::fs::PermissionsExt as _;
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let base = RalphDir::new(tmp.path());
         let loops = [
             task_loop(tmp.path(), "alpha"),
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn clear_reports_whether_there_was_anything() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let dir = RalphDir::new(tmp.path());
         assert!(!clear(&dir).unwrap());
         append(&dir, "x", None, now()).unwrap();

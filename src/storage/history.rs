@@ -399,7 +399,7 @@ mod tests {
 
     #[test]
     fn the_summary_answers_for_the_recent_records_until_the_history_changes_behind_it() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let path = dir.path().join("ralph-history.json");
         let mut history = History::default();
         for n in 1..=200 {
@@ -475,7 +475,7 @@ mod tests {
 
     #[test]
     fn load_recent_builds_only_the_tail() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let path = dir.path().join("h.json");
         let mut history = History::default();
         for i in 1..=20 {

@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn lines_are_recorded_with_their_stream_and_an_end() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let mut log = IterationLog::create(dir.path(), start(7), 1_000_000).unwrap();
         log.segment(false, "hello ", false);
         log.segment(false, "world", true);
@@ -406,7 +406,7 @@ mod tests {
 
     #[test]
     fn a_log_is_cut_at_its_limit_with_a_note() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let mut log = IterationLog::create(dir.path(), start(1), 300).unwrap();
         for n in 0..100 {
             log.segment(false, &format!("line {n}"), true);
@@ -425,7 +425,7 @@ mod tests {
 
     #[test]
     fn only_the_newest_logs_are_kept() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         for n in 1..=12 {
             IterationLog::create(dir.path(), start(n), 1000).unwrap();
         }

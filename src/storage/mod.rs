@@ -402,7 +402,7 @@ mod tests {
 
     #[test]
     fn an_atomic_write_that_cannot_start_names_no_temporary_file() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let error = write_atomic(&dir.path().join("nodir/x.html"), b"x").unwrap_err();
         let text = format!("{error:#}");
         assert!(text.contains("No such file or directory"), "{text}");
@@ -411,7 +411,7 @@ mod tests {
 
     #[test]
     fn atomic_write_creates_private_files_and_replaces_content() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let path = dir.path().join("x.json");
         write_atomic(&path, b"one").unwrap();
         write_atomic(&path, b"two").unwrap();
@@ -424,7 +424,7 @@ mod tests {
 
     #[test]
     fn read_json_tells_missing_empty_and_corrupt_apart() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let path = dir.path().join("x.json");
         assert!(matches!(
             read_json::<serde_json::Value>(&path),
@@ -449,7 +449,7 @@ mod tests {
 
     #[test]
     fn ensure_creates_a_private_directory_with_a_gitignore() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::tempdir().unwrap();
         let ralph = RalphDir::new(dir.path());
         ralph.ensure().unwrap();
         let mode = fs::metadata(ralph.root()).unwrap().permissions().mode() & 0o777;

@@ -88,7 +88,7 @@ mod tests {
 
     #[test]
     fn sections_are_appended_after_a_header_and_agent_notes_stay() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::tempdir().unwrap();
         let dir = RalphDir::new(tmp.path());
         let files = vec!["src/a.rs".to_owned()];
         append(

@@ -90,6 +90,9 @@ fn four_independent_tasks_two_at_a_time_are_all_merged() {
         "cat >> \"$FAKE_AGENT_DIR/complete.json\"",
     ]);
     run.assert_code(0);
+    // Unattended, every permission, no sandbox: said once.
+    let warning = "The agents run unattended with every permission and no sandbox";
+    assert_eq!(run.stderr().matches(warning).count(), 1, "{}", run.stderr());
     // The run's end fires on_complete once, with the parallel_ended event.
     let ended: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(env.agent_dir().join("complete.json")).unwrap())

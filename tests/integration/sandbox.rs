@@ -85,6 +85,15 @@ fn probe_env() -> TestEnv {
     fs::create_dir_all(env.path().join("outside")).unwrap();
     fs::create_dir_all(env.ralph_file("")).unwrap();
     fs::write(env.ralph_file("config.toml"), "# the user's\n").unwrap();
+    // The user's hook, which ralph's commit runs: it records that it ran (in the tree) and
+    // tries to write outside.
+    let hook = env.work().join(".git/hooks/post-commit");
+    let outside = env.path().join("outside").display().to_string();
+    let body = format!(
+        "#!/bin/sh\necho \"$GIT_INDEX_FILE\" > hook-ran.txt\necho x > '{outside}/hook-escape' 2>/dev/null\nexit 0\n"
+    );
+    fs::write(&hook, body).unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     env
 }
 
@@ -194,10 +203,20 @@ fn chown_nobody(path: &Path) {
 fn assert_contained(env: &TestEnv, run: &Run, listeners: &Listeners) {
     let said = format!("{}{}", run.stdout(), run.stderr());
     assert_eq!(run.code(), 0, "{said}");
-    let outside = env.path().join("outside/escape.txt");
+    let outside = env.path().join("outside");
+    let escaped: Vec<String> = fs::read_dir(&outside)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     assert!(
-        !outside.exists(),
-        "a write outside the work tree stays out: {said}"
+        escaped.is_empty(),
+        "nothing the agent or the git hook wrote outside the tree is there: {escaped:?}\n{said}"
+    );
+    let hook = fs::read_to_string(env.work().join("hook-ran.txt")).unwrap_or_default();
+    assert!(
+        hook.trim().ends_with(".git/index"),
+        "the user's hook ran, with git's variables: {hook:?}"
     );
     assert!(
         !env.path().join("home/escape.txt").exists(),
@@ -342,6 +361,10 @@ fn without_a_sandbox_the_same_probe_reaches_the_host() {
     let run = probe(&env, &listeners, &[], false);
     let said = format!("{}{}", run.stdout(), run.stderr());
     assert!(env.path().join("outside/escape.txt").exists(), "{said}");
+    assert!(
+        env.path().join("outside/hook-escape").exists(),
+        "the hook ran outside: {said}"
+    );
     assert!(env.path().join("home/escape.txt").exists(), "{said}");
     assert!(said.contains("PRIVATE-KEY"), "{said}");
     assert!(said.contains("SEEN GITHUB_TOKEN=ghp_secret"), "{said}");
@@ -420,28 +443,6 @@ fn parallel_sandboxed_agents_each_write_their_own_worktree_and_nothing_else() {
     assert!(
         !said.contains("no sandbox"),
         "a sandboxed run is not warned about: {said}"
-    );
-}
-
-#[test]
-fn an_unattended_run_without_a_sandbox_is_warned_about() {
-    let env = TestEnv::new();
-    env.write_executable("opencode", TASK_PROBE);
-    fs::create_dir_all(env.ralph_file("")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] Alpha\n  - id: alpha\n",
-    )
-    .unwrap();
-    let run = env.run_loop_with(&["Build", "--parallel", "2"], |command| {
-        command.env("MAIN", env.work());
-    });
-    run.assert_code(0);
-    assert!(
-        run.stderr()
-            .contains("The agents run unattended with every permission and no sandbox"),
-        "{}",
-        run.stderr()
     );
 }
 
@@ -631,51 +632,4 @@ fn verify_commands_and_the_merge_gate_run_inside_the_sandbox() {
         escaped.is_empty(),
         "the commands wrote outside the tree: {escaped:?}"
     );
-}
-
-#[test]
-fn the_users_git_hooks_run_by_ralphs_commits_run_inside_the_sandbox() {
-    if !bwrap_works() {
-        return;
-    }
-    let env = TestEnv::new();
-    env.write_executable(
-        "opencode",
-        "#!/bin/sh\n[ \"$1\" = --version ] && exit 0\necho work > work.txt\necho '<promise>COMPLETE</promise>'\n",
-    );
-    let outside = env.path().join("outside");
-    fs::create_dir_all(&outside).unwrap();
-    // The user's hook: it records that it ran (in the tree) and tries to write outside.
-    let hook = env.work().join(".git/hooks/pre-commit");
-    fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\necho \"$GIT_INDEX_FILE\" > hook-ran.txt\necho x > '{}/hook-escape' 2>/dev/null\nexit 0\n",
-            outside.display()
-        ),
-    )
-    .unwrap();
-    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let bin = env.bin().to_string_lossy().into_owned();
-    let run = env.run_loop(&[
-        "Work",
-        "--max-iterations",
-        "1",
-        "--sandbox",
-        "bwrap",
-        "--sandbox-mount",
-        &bin,
-    ]);
-    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
-    let ran = fs::read_to_string(env.work().join("hook-ran.txt")).unwrap_or_default();
-    assert!(
-        ran.trim().ends_with(".git/index"),
-        "the hook ran, with git's variables: {ran:?}"
-    );
-    assert!(
-        !outside.join("hook-escape").exists(),
-        "the hook ran inside the sandbox"
-    );
-    let committed = env.git(&["show", "--name-only", "--format=%s", "HEAD"]);
-    assert!(committed.contains("work.txt"), "{committed}");
 }

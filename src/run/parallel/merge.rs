@@ -152,7 +152,14 @@ impl<'a> Coordinator<'a> {
             carried = super::super::carry::into_base(&tree, &tree_dir, &branch(id), id);
             mark(&tree_dir, id, TaskStatus::Complete, None)
         };
-        let hash = match tree.merge_branch(&branch(id), message, own, &mut finish) {
+        // The files `finish` copies from the base's `.ralph/` need not be put back first.
+        let written: Vec<&str> = (own.iter().copied())
+            .filter(|path| {
+                let name = path.rsplit('/').next().unwrap_or(path);
+                base_dir.file(name).exists()
+            })
+            .collect();
+        let hash = match tree.merge_branch(&branch(id), message, (own, &written), &mut finish) {
             Ok(Merge::Done(hash)) => hash,
             Ok(Merge::Conflict(files)) => return Ok(Ok(Integrated::Conflict(files))),
             Err(why) => return Ok(Err(why)),

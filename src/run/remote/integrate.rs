@@ -44,7 +44,7 @@ impl Session<'_> {
                 carried = super::super::carry::into_base(&tree, &tree_dir, &branch, id);
                 base::mark(&tree_dir, id, TaskStatus::Complete, None)
             };
-            let hash = match tree.merge_branch(&branch, &message, &own, &mut finish) {
+            let hash = match tree.merge_branch(&branch, &message, (&own, &[]), &mut finish) {
                 Ok(Merge::Done(hash)) => hash,
                 Ok(Merge::Conflict(files)) => return Ok(Integrated::Conflict(files)),
                 Err(why) => return Err(fail(format!("merging task {id} failed: {why}")).into()),
