@@ -464,17 +464,26 @@ fn fallback(
     }
 }
 
+/// A time limit as the user gave it: `300ms` below a second (not `0s`), else `1m 30s`.
+fn limit(duration: Duration) -> String {
+    if duration < Duration::from_secs(1) {
+        format!("{}ms", duration.as_millis())
+    } else {
+        format::long_duration(duration)
+    }
+}
+
 /// A timeout ralph enforced, as a failure of the iteration.
 fn timeout_failure(runner: &Runner<'_>, iteration: u32, run: &AgentRun) -> Option<Failure> {
     let options = &runner.env.config.options;
     let message = match run.ended_by? {
         EndedBy::IdleTimeout => format!(
             "no output for {}",
-            format::long_duration(options.idle_timeout.unwrap_or_default())
+            limit(options.idle_timeout.unwrap_or_default())
         ),
         EndedBy::RunTimeout => format!(
             "ran longer than {}",
-            format::long_duration(run.run_timeout.unwrap_or_default())
+            limit(run.run_timeout.unwrap_or_default())
         ),
         EndedBy::User | EndedBy::CompletionGrace => return None,
     };

@@ -60,7 +60,7 @@ fn per_task_properties_reach_the_agent_the_prompt_and_the_limits() {
         "## Tasks\n\n\
          - [ ] **alpha**: Write the alpha file\n  - ralph: true\n  - cli: codex\n  - model: gpt-x\n  \
          - completion_promise: ALPHA_DONE\n  - success: alpha.txt exists\n  - timeout: 60min\n\
-         - [ ] **beta**: Time out once\n  - timeout: 1s\n  - max_iterations: 1\n  - blocked_by: alpha\n",
+         - [ ] **beta**: Time out once\n  - timeout: 300ms\n  - max_iterations: 1\n  - blocked_by: alpha\n",
     )
     .unwrap();
     env.agent_script(
@@ -82,7 +82,7 @@ fn per_task_properties_reach_the_agent_the_prompt_and_the_limits() {
     );
     assert_eq!(env.agent_argv(2)[0], "run", "the loop's agent: opencode");
     assert!(
-        run.stderr().contains("ran longer than 1s"),
+        run.stderr().contains("ran longer than 300ms"),
         "{}",
         run.stderr()
     );
