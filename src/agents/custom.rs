@@ -36,9 +36,13 @@ pub(crate) struct CustomAgentDef {
     pub(crate) events: Option<AgentKind>,
     pub(crate) tool_pattern: Option<Regex>,
     pub(crate) env: BTreeMap<String, String>,
+    /// Under `--sandbox`: the variables of the user's environment the agent needs inside (its
+    /// key, its base URL), and the hosts (HOST or HOST:PORT) it must reach.
+    pub(crate) sandbox_env: Vec<String>,
+    pub(crate) sandbox_hosts: Vec<String>,
 }
 
-const FIELDS: [&str; 8] = [
+const FIELDS: [&str; 10] = [
     "command",
     "args",
     "model_args",
@@ -47,6 +51,8 @@ const FIELDS: [&str; 8] = [
     "format",
     "tool_pattern",
     "env",
+    "sandbox_env",
+    "sandbox_hosts",
 ];
 
 impl CustomAgentDef {
@@ -100,6 +106,8 @@ impl CustomAgentDef {
                 .map(|pattern| tool_pattern(&pattern))
                 .transpose()?,
             env: fields.env()?,
+            sandbox_env: fields.strings("sandbox_env")?,
+            sandbox_hosts: fields.strings("sandbox_hosts")?,
         })
     }
 }
@@ -246,6 +254,21 @@ mod tests {
         let table = toml::de::DeTable::parse(text).unwrap();
         let value = DeValue::Table(table.into_inner());
         CustomAgentDef::from_toml("mine", &value)
+    }
+
+    #[test]
+    fn a_custom_agent_names_what_its_sandbox_lets_through() {
+        let agent = definition(
+            "command = \"my-agent\"\nsandbox_env = [\"MY_KEY\", \"MY_*\"]\nsandbox_hosts = [\"api.example.com\", \"llm.local:8443\"]",
+        )
+        .unwrap();
+        assert_eq!(agent.sandbox_env, ["MY_KEY", "MY_*"]);
+        assert_eq!(agent.sandbox_hosts, ["api.example.com", "llm.local:8443"]);
+        assert!(
+            definition("command = \"a\"\nsandbox_env = \"MY_KEY\"")
+                .unwrap_err()
+                .contains("`sandbox_env` must be a list of strings")
+        );
     }
 
     #[test]

@@ -20,11 +20,10 @@ const GENERAL: &[&str] = &[
     "NO_COLOR",
 ];
 
-/// An agent's variables (names, or prefixes ending in `_`… matched as prefixes when they end in
-/// `*`) and the API hosts it needs.
+/// An agent's variables (names, or prefixes when they end in `*`) and the API hosts it needs.
 pub(super) struct Table {
-    pub(super) names: Vec<&'static str>,
-    pub(super) hosts: Vec<&'static str>,
+    pub(super) names: Vec<String>,
+    pub(super) hosts: Vec<String>,
 }
 
 /// The variables and hosts of `agent`.
@@ -92,20 +91,27 @@ pub(super) fn table(agent: Option<&AgentSpec>) -> Table {
         Some(AgentKind::Droid) => (&["FACTORY_*"], &["api.factory.ai", "app.factory.ai"]),
         None => (&[], &[]),
     };
-    Table {
-        names: names.to_vec(),
-        hosts: hosts.to_vec(),
+    let mut table = Table {
+        names: names.iter().map(|name| (*name).to_owned()).collect(),
+        hosts: hosts.iter().map(|host| (*host).to_owned()).collect(),
+    };
+    // A custom agent names its own (`sandbox_env`, `sandbox_hosts` in `[agents.NAME]`).
+    if let Some(AgentSpec::Custom(def)) = agent {
+        table.names.extend(def.sandbox_env.iter().cloned());
+        table.hosts.extend(def.sandbox_hosts.iter().cloned());
     }
+    table
 }
 
 /// Whether `name` is one of `patterns` (a name, or a prefix ending in `*`).
-fn listed(name: &str, patterns: &[&str]) -> bool {
-    patterns
-        .iter()
-        .any(|pattern| match pattern.strip_suffix('*') {
+fn listed(name: &str, patterns: &[impl AsRef<str>]) -> bool {
+    patterns.iter().any(|pattern| {
+        let pattern = pattern.as_ref();
+        match pattern.strip_suffix('*') {
             Some(prefix) => name.starts_with(prefix),
-            None => name == *pattern,
-        })
+            None => name == pattern,
+        }
+    })
 }
 
 /// The environment inside: from `host` the general variables, `LC_*`, the agent's `names` and
@@ -113,7 +119,7 @@ fn listed(name: &str, patterns: &[&str]) -> bool {
 pub(super) fn filtered(
     host: impl Iterator<Item = (OsString, OsString)>,
     set: &[(String, OsString)],
-    names: &[&str],
+    names: &[String],
     extras: &[String],
 ) -> BTreeMap<String, OsString> {
     let mut vars: BTreeMap<String, OsString> = host
@@ -186,11 +192,27 @@ mod tests {
                 "PATH"
             ]
         );
-        assert!(claude.hosts.contains(&"api.anthropic.com"));
+        assert!(claude.hosts.iter().any(|host| host == "api.anthropic.com"));
         let codex = table(Some(&AgentSpec::Builtin(AgentKind::Codex)));
         assert!(
             listed("OPENAI_API_KEY", &codex.names) && !listed("ANTHROPIC_API_KEY", &codex.names)
         );
+    }
+
+    #[test]
+    fn a_custom_agent_gets_the_variables_and_hosts_it_names() {
+        let text =
+            "command = \"mine\"\nsandbox_env = [\"MY_*\"]\nsandbox_hosts = [\"llm.local:8443\"]";
+        let parsed = toml::de::DeTable::parse(text).unwrap();
+        let value = toml::de::DeValue::Table(parsed.into_inner());
+        let def = crate::agents::custom::CustomAgentDef::from_toml("mine", &value).unwrap();
+        let agent = AgentSpec::Custom(Box::new(def));
+        let mine = table(Some(&agent));
+        assert_eq!(mine.hosts, ["llm.local:8443"]);
+        let host = [("MY_KEY", "k"), ("OPENAI_API_KEY", "o")]
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let vars = filtered(host.into_iter(), &[], &mine.names, &[]);
+        assert_eq!(vars.keys().collect::<Vec<_>>(), ["MY_KEY"]);
     }
 
     #[test]

@@ -144,12 +144,12 @@ impl Proxy {
         Ok(proxy)
     }
 
-    /// Adds an agent's API hosts to the allowlist.
-    pub(super) fn allow_agent(&self, hosts: &[&str]) {
-        self.allow
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(hosts);
+    /// Adds an agent's API hosts (`HOST` or `HOST:PORT`) to the allowlist.
+    pub(super) fn allow_agent(&self, hosts: &[String]) {
+        // A host that is not one (a custom agent's mistake) is left out, not fatal.
+        let extra = Allow::parse(hosts).unwrap_or_default();
+        let mut allow = self.allow.lock().unwrap_or_else(PoisonError::into_inner);
+        allow.entries.extend(extra.entries);
     }
 
     /// Opens a forward for every loopback base URL in `vars` (a local model) and every loopback
