@@ -80,3 +80,68 @@ pub(super) fn argv(
     argv.push(OsString::from(options.image.clone().unwrap_or_default()));
     argv
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::{Bytes, Cpus};
+
+    #[test]
+    fn a_container_gets_the_same_mounts_no_network_no_capabilities_and_the_limits() {
+        let mounts = Mounts {
+            list: vec![
+                Mount::Tmpfs("/tmp".into()),
+                Mount::Mask("/etc/shadow".into()),
+                Mount::Bind {
+                    path: "/w".into(),
+                    writable: true,
+                },
+                Mount::Bind {
+                    path: "/w/.git/hooks".into(),
+                    writable: false,
+                },
+            ],
+            work: PathBuf::from("/w"),
+            home: PathBuf::from("/root"),
+        };
+        let settings = Settings {
+            backend: crate::sandbox::Backend::Podman,
+            memory: Some(Bytes(64 << 20)),
+            cpus: Some(Cpus(1.5)),
+            pids: Some(100),
+            image: Some("agent-image".into()),
+            ..Settings::default()
+        };
+        let vars = BTreeMap::from([("KEY".to_owned(), OsString::from("v"))]);
+        let sockets = [(
+            PathBuf::from("/tmp/s/proxy.sock"),
+            PathBuf::from("/run/ralph/proxy.sock"),
+        )];
+        let argv: Vec<String> = argv(Kind::Podman, &settings, &mounts, &vars, &sockets)
+            .iter()
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect();
+        let has = |needle: &[&str]| argv.windows(needle.len()).any(|w| w == needle);
+        for needle in [
+            &["--network", "none"][..],
+            &["--cap-drop", "ALL"],
+            &["--security-opt", "no-new-privileges"],
+            &["-v", "/w:/w:rw"],
+            &["-v", "/w/.git/hooks:/w/.git/hooks:ro"],
+            &["-v", "/tmp/s/proxy.sock:/run/ralph/proxy.sock:rw"],
+            &["--memory", "67108864"],
+            &["--cpus", "1.5"],
+            &["--pids-limit", "100"],
+            &["-e", "KEY=v"],
+            &["-w", "/w"],
+        ] {
+            assert!(has(needle), "{needle:?} in {argv:?}");
+        }
+        assert!(argv.contains(&"--read-only".to_owned()));
+        assert_eq!(argv.last().map(String::as_str), Some("agent-image"));
+        assert!(
+            !argv.iter().any(|w| w.contains("shadow")),
+            "a container has its own /etc"
+        );
+    }
+}

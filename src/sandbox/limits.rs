@@ -77,6 +77,11 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// Applies `options`' limits for a loop.
 pub(super) fn apply(options: &super::Settings) -> Applied {
+    apply_at(options, Path::new(CGROUP_ROOT))
+}
+
+/// [`apply`] with the cgroup file system at `root`.
+fn apply_at(options: &super::Settings, root: &Path) -> Applied {
     let (memory, cpus, pids) = (options.memory, options.cpus, options.pids);
     if memory.is_none() && cpus.is_none() && pids.is_none() {
         return Applied::default();
@@ -91,10 +96,10 @@ pub(super) fn apply(options: &super::Settings) -> Applied {
         cpus: cpus.map(|c| c.0),
         pids,
     };
-    let made = if Path::new(CGROUP_ROOT).join("cgroup.controllers").exists() {
-        v2(&name, &settings)
+    let made = if root.join("cgroup.controllers").exists() {
+        v2(root, &name, &settings)
     } else {
-        v1(&name, &settings)
+        v1(root, &name, &settings)
     };
     match made {
         Ok((cgroups, memory)) => Applied {
@@ -133,16 +138,20 @@ struct Wanted {
 }
 
 /// One cgroup under the unified hierarchy, beside ralph's own.
-fn v2(name: &str, settings: &Wanted) -> Result<(Vec<PathBuf>, Option<PathBuf>), String> {
+fn v2(
+    root: &Path,
+    name: &str,
+    settings: &Wanted,
+) -> Result<(Vec<PathBuf>, Option<PathBuf>), String> {
     let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|err| err.to_string())?;
     let own = own
         .lines()
         .find_map(|line| line.strip_prefix("0::"))
         .unwrap_or("/");
-    let parent = Path::new(CGROUP_ROOT).join(own.trim_start_matches('/'));
+    let parent = root.join(own.trim_start_matches('/'));
     let parent = parent
         .parent()
-        .map_or_else(|| PathBuf::from(CGROUP_ROOT), Path::to_path_buf);
+        .map_or_else(|| root.to_owned(), Path::to_path_buf);
     let dir = parent.join(name);
     std::fs::create_dir(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
     let write = |file: &str, value: String| {
@@ -173,7 +182,11 @@ fn v2(name: &str, settings: &Wanted) -> Result<(Vec<PathBuf>, Option<PathBuf>), 
 type Files = Vec<(&'static str, String)>;
 
 /// One cgroup per v1 hierarchy a limit needs.
-fn v1(name: &str, settings: &Wanted) -> Result<(Vec<PathBuf>, Option<PathBuf>), String> {
+fn v1(
+    root: &Path,
+    name: &str,
+    settings: &Wanted,
+) -> Result<(Vec<PathBuf>, Option<PathBuf>), String> {
     let mut made = Vec::new();
     let mut memory = None;
     let wanted: [(&str, Option<Files>); 3] = [
@@ -202,7 +215,7 @@ fn v1(name: &str, settings: &Wanted) -> Result<(Vec<PathBuf>, Option<PathBuf>), 
     ];
     for (hierarchy, files) in wanted {
         let Some(files) = files else { continue };
-        let dir = Path::new(CGROUP_ROOT).join(hierarchy).join(name);
+        let dir = root.join(hierarchy).join(name);
         let done = std::fs::create_dir(&dir).map_err(|err| format!("{}: {err}", dir.display()));
         if let Err(why) = done {
             made.iter()
@@ -334,6 +347,68 @@ mod tests {
         assert_eq!(Bytes(64 << 20).shown(), "64M");
         assert_eq!(Bytes(1000).shown(), "1000");
         assert_eq!(quota(1.5), 150_000);
+    }
+
+    fn limited() -> super::super::Settings {
+        super::super::Settings {
+            memory: Some(Bytes(64 << 20)),
+            pids: Some(50),
+            ..super::super::Settings::default()
+        }
+    }
+
+    #[test]
+    fn a_cgroup_of_v2_or_v1_is_made_where_one_can_be_else_rlimits_with_a_warning() {
+        let v2 = crate::testing::tempdir().unwrap();
+        std::fs::write(v2.path().join("cgroup.controllers"), "memory pids\n").unwrap();
+        let applied = apply_at(&limited(), v2.path());
+        let dirs = applied
+            .cgroups_variable()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(!dirs.contains(':') && dirs.contains("/ralph-"), "{dirs}");
+        let made = Path::new(&dirs);
+        assert_eq!(
+            std::fs::read_to_string(made.join("memory.max")).unwrap(),
+            "67108864"
+        );
+        assert_eq!(
+            std::fs::read_to_string(made.join("pids.max")).unwrap(),
+            "50"
+        );
+        assert!(applied.warning.is_none());
+
+        let v1 = crate::testing::tempdir().unwrap();
+        for hierarchy in ["memory", "pids", "cpu"] {
+            std::fs::create_dir(v1.path().join(hierarchy)).unwrap();
+        }
+        let applied = apply_at(&limited(), v1.path());
+        let dirs = applied
+            .cgroups_variable()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let dirs: Vec<&str> = dirs.split(':').collect();
+        assert_eq!(dirs.len(), 2, "memory and pids: {dirs:?}");
+        let memory = Path::new(dirs[0]).join("memory.limit_in_bytes");
+        assert_eq!(std::fs::read_to_string(memory).unwrap(), "67108864");
+
+        let none = crate::testing::tempdir().unwrap();
+        let applied = apply_at(&limited(), none.path());
+        let variable = applied
+            .cgroups_variable()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(variable, "rlimits:as=67108864,nproc=50");
+        assert!(
+            applied
+                .warning
+                .as_deref()
+                .unwrap()
+                .contains("no cgroup could be made")
+        );
     }
 
     #[test]
