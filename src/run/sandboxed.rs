@@ -29,6 +29,7 @@ pub(super) fn sandbox_for<'s>(
         git_dir: repo.map(Repo::git_common_dir),
         hooks_path: repo.and_then(Repo::hooks_path),
         home: home.root(),
+        ralph: cwd.join(crate::storage::RALPH_DIR),
     };
     let Some(sandbox) = crate::sandbox::Sandbox::for_loop(&settings, &place)? else {
         return Ok(None);

@@ -92,7 +92,7 @@ impl Mounts {
         if let Some(hooks) = place.hooks_path.as_ref().filter(|p| p.exists()) {
             list.push(bind(hooks.clone(), false));
         }
-        list.extend(ralph_mounts(place.work)?);
+        list.extend(ralph_mounts(&place.ralph)?);
         for (path, mode) in mounts::parse_all(&options.mount)? {
             list.push(bind(path, mode == Mode::Rw));
         }
@@ -203,9 +203,9 @@ fn home_mounts(place: &Place<'_>, home: &Path, root: bool) -> Result<Vec<Mount>,
     Ok(list)
 }
 
-/// The tree's `.ralph/`, read-only but for the two files the agent writes (made when missing).
-fn ralph_mounts(work: &Path) -> Result<Vec<Mount>, String> {
-    let ralph = work.join(crate::storage::RALPH_DIR);
+/// The loop's `.ralph/`, read-only but for the two files the agent writes (made when missing).
+fn ralph_mounts(ralph: &Path) -> Result<Vec<Mount>, String> {
+    let ralph = ralph.to_owned();
     created(&ralph, std::fs::create_dir_all(&ralph))?;
     let mut list = vec![bind(ralph.clone(), false)];
     for name in AGENT_WRITES {
@@ -234,6 +234,7 @@ mod tests {
             git_dir: Some(git_dir),
             hooks_path: None,
             home: &home,
+            ralph: home.clone(),
         };
         let mounts = Mounts::plan(&Settings::default(), &place, root).unwrap();
         (tmp, mounts)

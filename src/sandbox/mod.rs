@@ -245,6 +245,8 @@ pub(crate) struct Place<'a> {
     pub(crate) hooks_path: Option<PathBuf>,
     /// The run's `.ralph/` (its private caches live in `.ralph/sandbox/`).
     pub(crate) home: &'a Path,
+    /// The loop's own `.ralph/` (in the work tree, below its top when ralph runs in a folder).
+    pub(crate) ralph: PathBuf,
 }
 
 /// A loop's sandbox: how each agent command is wrapped.
@@ -395,6 +397,9 @@ impl Sandbox {
             }
             Kind::Docker | Kind::Podman => {
                 let sockets = self.proxy.as_ref().map(|p| p.sockets()).unwrap_or_default();
+                let private = self.files.path().to_owned();
+                let mut sockets = sockets;
+                sockets.push((private.clone(), private));
                 let argv = container::argv(self.kind, &self.options, &self.mounts, vars, &sockets);
                 (
                     PathBuf::from(self.kind.program().map_or("docker", |p| p.0)),
@@ -402,7 +407,7 @@ impl Sandbox {
                 )
             }
             Kind::Seatbelt => {
-                let profile = seatbelt::profile(&self.mounts, self.proxy.is_some());
+                let profile = seatbelt::profile(&self.mounts, self.options.net);
                 let mut argv: Vec<OsString> =
                     vec!["-p".into(), profile.into(), "env".into(), "-i".into()];
                 argv.extend(vars.iter().map(|(k, v)| {
@@ -435,7 +440,8 @@ impl Sandbox {
         }
         inner.push(command.program.clone().into_os_string());
         inner.extend(command.args.iter().cloned());
-        if self.kind == Kind::Wrapper || self.kind == Kind::Seatbelt {
+        // Only bwrap takes `--` before the command.
+        if self.kind != Kind::Bwrap {
             inner.remove(0);
         }
         inner

@@ -146,10 +146,13 @@ impl Proxy {
 
     /// Adds an agent's API hosts (`HOST` or `HOST:PORT`) to the allowlist.
     pub(super) fn allow_agent(&self, hosts: &[String]) {
-        // A host that is not one (a custom agent's mistake) is left out, not fatal.
-        let extra = Allow::parse(hosts).unwrap_or_default();
         let mut allow = self.allow.lock().unwrap_or_else(PoisonError::into_inner);
-        allow.entries.extend(extra.entries);
+        for host in hosts {
+            // An entry that names no host (a custom agent's mistake) is left out, not fatal.
+            if let Ok(extra) = Allow::parse(std::slice::from_ref(host)) {
+                allow.entries.extend(extra.entries);
+            }
+        }
     }
 
     /// Opens a forward for every loopback base URL in `vars` (a local model) and every loopback

@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use super::Net;
 use super::bwrap::{Mount, Mounts};
 
 /// Folders under `$HOME` whose reading is denied.
@@ -20,7 +21,7 @@ const SECRETS: &[&str] = &[
 ];
 
 /// The profile's text.
-pub(super) fn profile(mounts: &Mounts, proxy: bool) -> String {
+pub(super) fn profile(mounts: &Mounts, net: Net) -> String {
     let quoted = |path: &std::path::Path| format!("{:?}", path.to_string_lossy());
     let mut text = String::from("(version 1)\n(allow default)\n(deny file-write*)\n");
     let _ = writeln!(
@@ -68,9 +69,14 @@ pub(super) fn profile(mounts: &Mounts, proxy: bool) -> String {
             quoted(&mounts.home.join(secret))
         );
     }
-    text.push_str("(deny network*)\n");
-    if proxy {
-        text.push_str("(allow network-outbound (remote unix-socket))\n(allow network-outbound (remote tcp \"localhost:*\"))\n");
+    match net {
+        Net::Full => {}
+        Net::None => text.push_str("(deny network*)\n"),
+        // Seatbelt cannot tell hosts apart: only loopback, where a local model or a proxy
+        // listens.
+        Net::Api => text.push_str(
+            "(deny network*)\n(allow network-outbound (remote unix-socket))\n(allow network-outbound (remote tcp \"localhost:*\"))\n",
+        ),
     }
     text
 }
@@ -106,7 +112,7 @@ mod tests {
             work: PathBuf::from("/w"),
             home: PathBuf::from("/Users/u"),
         };
-        let text = profile(&mounts, false);
+        let text = profile(&mounts, Net::None);
         let at = |line: &str| {
             text.find(line)
                 .unwrap_or_else(|| panic!("{line} in\n{text}"))
@@ -122,5 +128,6 @@ mod tests {
         );
         at("(deny file-read* (subpath \"/Users/u/.ssh\"))");
         assert!(text.ends_with("(deny network*)\n"));
+        assert!(!profile(&mounts, Net::Full).contains("network"));
     }
 }

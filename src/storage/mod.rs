@@ -197,8 +197,9 @@ fn gitignore_contents() -> String {
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
 /// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report, a
 /// plan an agent is writing, and a plan that was refused.
-const OWN_DIRS_IGNORE: [&str; 6] = [
+const OWN_DIRS_IGNORE: [&str; 7] = [
     "/worktrees/",
+    "/sandbox/",
     "/logs/",
     "/report.html",
     "/plan.json",

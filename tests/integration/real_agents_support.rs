@@ -184,6 +184,12 @@ impl AgentSetup {
                 set("DISABLE_ERROR_REPORTING", "1".into());
             }
             Agent::Codex => {
+                // Codex's workspace-write sandbox runs the first bwrap on PATH, and an older
+                // one (Debian 12's 0.8) lacks options it passes: the tool's writes then fail
+                // without a word. The bwrap Codex ships goes first on the test's PATH.
+                if let Some(bundled) = codex_bwrap(binary) {
+                    let _ = std::os::unix::fs::symlink(bundled, root.join("bin/bwrap"));
+                }
                 let codex_home = root.join("codex-home");
                 fs::create_dir_all(&codex_home).expect("create CODEX_HOME");
                 fs::write(codex_home.join("config.toml"), codex_config(mock))
@@ -334,6 +340,27 @@ impl AgentSetup {
 fn write_json(path: &Path, value: &Value) {
     fs::create_dir_all(path.parent().expect("a directory")).expect("create the config directory");
     fs::write(path, value.to_string()).expect("write the config file");
+}
+
+/// The bwrap Codex ships (`@openai/codex-*/vendor/*/codex-resources/bwrap` in the same
+/// `node_modules`), when there is one.
+fn codex_bwrap(binary: &Path) -> Option<PathBuf> {
+    let node_modules = binary
+        .ancestors()
+        .find(|dir| dir.ends_with("node_modules"))?;
+    for package in fs::read_dir(node_modules.join("@openai")).ok()?.flatten() {
+        for target in fs::read_dir(package.path().join("vendor"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let bwrap = target.path().join("codex-resources/bwrap");
+            if bwrap.is_file() {
+                return Some(bwrap);
+            }
+        }
+    }
+    None
 }
 
 /// Codex's `config.toml`: a custom provider on the Responses API that fails fast.
