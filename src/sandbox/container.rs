@@ -72,9 +72,7 @@ pub(super) fn argv(
         ]);
     }
     for (name, value) in vars {
-        let mut pair = OsString::from(format!("{name}="));
-        pair.push(value);
-        argv.extend([OsString::from("-e"), pair]);
+        argv.extend([OsString::from("-e"), super::env::assignment(name, value)]);
     }
     argv.extend([OsString::from("-w"), mounts.work.clone().into_os_string()]);
     argv.push(OsString::from(options.image.clone().unwrap_or_default()));

@@ -135,6 +135,13 @@ pub(super) fn filtered(
     vars
 }
 
+/// `NAME=VALUE`, as `env` and `docker -e` take a variable.
+pub(super) fn assignment(name: &str, value: &std::ffi::OsStr) -> OsString {
+    let mut pair = OsString::from(format!("{name}="));
+    pair.push(value);
+    pair
+}
+
 /// Points the agent at ralph's proxy inside the sandbox (`127.0.0.1:PORT`), loopback excepted.
 pub(super) fn point_at_proxy(vars: &mut BTreeMap<String, OsString>, port: u16) {
     let proxy = OsString::from(format!("http://127.0.0.1:{port}"));

@@ -26,7 +26,7 @@ mod proxy;
 mod seatbelt;
 
 pub(crate) use limits::{Bytes, Cpus, join_from_env as join_limits};
-pub(crate) use proxy::Allow;
+use proxy::Allow;
 
 /// The `--sandbox` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -258,7 +258,7 @@ pub(crate) struct Sandbox {
     limits: limits::Applied,
     /// A private folder, writable inside, for files the agent writes for ralph (usage reports).
     files: tempfile::TempDir,
-    /// The files an agent writes outside its tree that ralph reads (usage reports).
+    /// ralph runs as root (secrets are masked, and agents are told `IS_SANDBOX=1`).
     root: bool,
 }
 
@@ -410,11 +410,7 @@ impl Sandbox {
                 let profile = seatbelt::profile(&self.mounts, self.options.net);
                 let mut argv: Vec<OsString> =
                     vec!["-p".into(), profile.into(), "env".into(), "-i".into()];
-                argv.extend(vars.iter().map(|(k, v)| {
-                    let mut pair = OsString::from(format!("{k}="));
-                    pair.push(v);
-                    pair
-                }));
+                argv.extend(vars.iter().map(|(k, v)| env::assignment(k, v)));
                 (PathBuf::from("sandbox-exec"), [argv, inner].concat())
             }
             Kind::Wrapper => {

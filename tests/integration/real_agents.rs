@@ -62,31 +62,9 @@ fn completes_in_two_iterations(agent: Agent) {
 /// [`completes_in_two_iterations`] with the agent in ralph's sandbox (`--sandbox bwrap`), its
 /// model reached through the sandbox's forward of the mock model's port.
 fn completes_in_two_iterations_sandboxed(agent: Agent) {
-    let works = Command::new("bwrap")
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--unshare-all",
-            "--cap-drop",
-            "ALL",
-            "true",
-        ])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if !works {
-        skipped("bubblewrap cannot make a sandbox here (bash scripts/install-test-tools.sh)");
-        return;
+    if crate::sandbox::bwrap_works() {
+        completes_in_two_iterations_as(agent, true);
     }
-    completes_in_two_iterations_as(agent, true);
-}
-
-#[expect(
-    clippy::print_stderr,
-    reason = "the one line that explains a skipped test"
-)]
-fn skipped(why: &str) {
-    eprintln!("skipped: {why}");
 }
 
 fn completes_in_two_iterations_as(agent: Agent, sandboxed: bool) {

@@ -52,7 +52,7 @@ fn skipped(why: &str) {
 }
 
 /// Whether bwrap can make a sandbox here; says why not when it cannot.
-fn bwrap_works() -> bool {
+pub(crate) fn bwrap_works() -> bool {
     let works = Command::new("bwrap")
         .args([
             "--ro-bind",
@@ -392,19 +392,25 @@ sleep 0.3
 echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
 
+/// A repository with the task probe as `opencode` and a task list of `ids` (each its own text).
+fn task_env(ids: &[&str]) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_executable("opencode", TASK_PROBE);
+    fs::create_dir_all(env.ralph_file("")).unwrap();
+    let list: String = ids
+        .iter()
+        .map(|id| format!("- [ ] {id}\n  - id: {id}\n"))
+        .collect();
+    fs::write(env.ralph_file("ralph-tasks.md"), list).unwrap();
+    env
+}
+
 #[test]
 fn parallel_sandboxed_agents_each_write_their_own_worktree_and_nothing_else() {
     if !bwrap_works() {
         return;
     }
-    let env = TestEnv::new();
-    env.write_executable("opencode", TASK_PROBE);
-    fs::create_dir_all(env.ralph_file("")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] alpha\n  - id: alpha\n- [ ] bravo\n  - id: bravo\n",
-    )
-    .unwrap();
+    let env = task_env(&["alpha", "bravo"]);
     let bin = env.bin().to_string_lossy().into_owned();
     let run = env.run_loop_with(
         &[
@@ -562,14 +568,7 @@ fn verify_commands_and_the_merge_gate_run_inside_the_sandbox() {
     if !bwrap_works() {
         return;
     }
-    let env = TestEnv::new();
-    env.write_executable("opencode", TASK_PROBE);
-    fs::create_dir_all(env.ralph_file("")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] alpha\n  - id: alpha\n",
-    )
-    .unwrap();
+    let env = task_env(&["alpha"]);
     let outside = env.path().join("outside");
     fs::create_dir_all(&outside).unwrap();
     let escape = |name: &str| format!("echo x > '{}/{name}' 2>/dev/null; true", outside.display());
