@@ -63,15 +63,18 @@ pub(crate) fn run(
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
-    if super::sandboxed::check_fleet_sandbox(config, cwd, found.as_ref(), dir)? {
+    let sandbox = super::sandboxed::check_fleet_sandbox(config, cwd, found.as_ref(), dir)?;
+    if matches!(sandbox, Err(true)) {
         sink.notice(Notice::Unsandboxed);
     }
+    // The run's own commits (the task list, the progress log) run the repository's hooks inside.
+    let hooked = super::sandboxed::with_hooks(found.clone(), sandbox.as_ref().ok());
     let (planning, refined) =
         super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
     nothing_to_run(dir)?;
-    let (repo, base) = prepare(found.clone(), dir, "--parallel", &sink)?;
+    let (repo, base) = prepare(hooked, dir, "--parallel", &sink)?;
     // What a killed run left of tasks merged since: their worktrees and branches.
     tell_swept(&sink, &super::base::sweep(&repo, dir));
     let (mut state, shared) = open_records(config, dir, resumed.as_ref(), planning)?;

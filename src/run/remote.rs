@@ -96,7 +96,10 @@ pub(crate) fn worker(
         repo: Some(&site.repo),
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
-    let unsandboxed = super::sandboxed::check_fleet_sandbox(config, cwd, Some(&site.repo), dir)?;
+    let unsandboxed = matches!(
+        super::sandboxed::check_fleet_sandbox(config, cwd, Some(&site.repo), dir)?,
+        Err(true)
+    );
     // The worker's own state in its clone, so `--status` there shows it while it runs.
     let mut state = start::new_state(config, None);
     state.worker = Some(format!("{me} on {}/{}", site.remote, site.base));

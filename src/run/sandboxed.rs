@@ -46,19 +46,21 @@ pub(super) fn sandbox_for<'s>(
 }
 
 /// Before a run of several loops (`--parallel`, `--worker`): a sandbox that cannot work is one
-/// line, exit 1, before any task starts. `true` when the run has no sandbox while its agents
-/// have every permission (worth a warning once the work begins).
+/// line, exit 1, before any task starts. The run's sandbox (whose hooks its own commits run), or
+/// `Err(true)` when there is none while the agents have every permission (worth a warning once
+/// the work begins).
 pub(super) fn check_fleet_sandbox(
     config: &RunConfig,
     cwd: &Path,
     repo: Option<&Repo>,
     dir: &RalphDir,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Result<crate::sandbox::Sandbox, bool>> {
     if crate::sandbox::chosen(&config.options.sandbox())?.is_none() {
-        return Ok(config.options.allow_all);
+        return Ok(Err(config.options.allow_all));
     }
     let steps = plan::steps(config, cwd).map_err(fail)?;
-    sandbox_for(config, cwd, repo, dir, steps.all()).map(|_| false)
+    let sandbox = sandbox_for(config, cwd, repo, dir, steps.all())?;
+    Ok(sandbox.ok_or(false))
 }
 
 /// `repo`, its git commands running the repository's hooks inside `sandbox` (when there is one).
@@ -69,4 +71,18 @@ pub(super) fn with_hooks(
     let repo = repo?;
     let hooks = sandbox.and_then(|sandbox| sandbox.hooks_for(&repo));
     Some(repo.with_hooks(hooks))
+}
+
+/// The integration worktree `tree` of a merge, its git commands running the repository's hooks
+/// inside a sandbox of its own (when the run has one), and that sandbox, to keep while it merges.
+pub(super) fn merging_in(
+    config: &RunConfig,
+    tree: Repo,
+    home: &RalphDir,
+) -> anyhow::Result<(Repo, Option<crate::sandbox::Sandbox>)> {
+    let sandbox = sandbox_for(config, tree.root(), Some(&tree), home, [])?;
+    let hooks = sandbox
+        .as_ref()
+        .and_then(|sandbox| sandbox.hooks_for(&tree));
+    Ok((tree.with_hooks(hooks), sandbox))
 }

@@ -564,7 +564,7 @@ fn which_podman() -> bool {
 }
 
 #[test]
-fn verify_commands_and_the_merge_gate_run_inside_the_sandbox() {
+fn verify_commands_the_merge_gate_and_the_merges_hooks_run_inside_the_sandbox() {
     if !bwrap_works() {
         return;
     }
@@ -572,6 +572,10 @@ fn verify_commands_and_the_merge_gate_run_inside_the_sandbox() {
     let outside = env.path().join("outside");
     fs::create_dir_all(&outside).unwrap();
     let escape = |name: &str| format!("echo x > '{}/{name}' 2>/dev/null; true", outside.display());
+    // The user's hook, run by every commit of the run, the merges' included.
+    let hook = env.work().join(".git/hooks/post-commit");
+    fs::write(&hook, format!("#!/bin/sh\n{}\n", escape("hook"))).unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let bin = env.bin().to_string_lossy().into_owned();
     let gate = escape("gate");
     let run = env.run_loop_with(

@@ -133,6 +133,8 @@ impl<'a> Coordinator<'a> {
             Some(tree) => tree,
             None => self.repo.detached_worktree(&path, &from).map_err(fail)?,
         };
+        // The merge commit runs the repository's hooks: inside the run's sandbox.
+        let (tree, _sandbox) = super::super::sandboxed::merging_in(self.config, tree, self.dir)?;
         let tree_dir = RalphDir::new(&path.join(self.repo.prefix()));
         let mut carried = Carried::default();
         let base_dir = self.dir;

@@ -36,6 +36,9 @@ impl Session<'_> {
             let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, fetched)? else {
                 return Ok(Integrated::LetGo);
             };
+            // The merge commit runs the repository's hooks: inside the run's sandbox.
+            let (tree, _sandbox) =
+                super::super::sandboxed::merging_in(self.config, tree, self.dir)?;
             let own = self.own_files(&tree);
             let own: Vec<&str> = own.iter().map(String::as_str).collect();
             // What the agent added to the progress log and the task list joins the base's.
