@@ -636,3 +636,31 @@ fn verify_commands_the_merge_gate_and_the_merges_hooks_run_inside_the_sandbox() 
         "the commands wrote outside the tree: {escaped:?}"
     );
 }
+
+#[test]
+fn a_sandbox_wrapper_is_put_before_the_agents_command() {
+    let env = TestEnv::new();
+    env.write_executable(
+        "opencode",
+        "#!/bin/sh\n[ \"$1\" = --version ] && exit 0\necho \"$WRAPPED_BY\" > wrapped.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let run = env.run_loop(&[
+        "Work",
+        "--max-iterations",
+        "1",
+        "--sandbox-wrapper",
+        "env WRAPPED_BY=the-wrapper",
+    ]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let wrapped = fs::read_to_string(env.work().join("wrapped.txt")).unwrap();
+    assert_eq!(wrapped.trim(), "the-wrapper");
+    let both = env.run_loop(&["Work", "--sandbox", "bwrap", "--sandbox-wrapper", "env"]);
+    both.assert_code(1);
+    assert!(
+        both.stderr().contains(
+            "--sandbox-wrapper replaces a sandbox backend: give it or --sandbox, not both"
+        ),
+        "{}",
+        both.stderr()
+    );
+}
