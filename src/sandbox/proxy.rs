@@ -9,6 +9,7 @@ use std::io::{BufRead as _, BufReader, Read, Write as _};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -116,6 +117,9 @@ pub(super) struct Proxy {
     allow: Arc<Mutex<Allow>>,
     blocked: Arc<Mutex<BTreeMap<String, u32>>>,
     forwards: Mutex<BTreeSet<u16>>,
+    /// Set when the proxy goes: its listening threads end at their next connection (which the
+    /// drop makes).
+    closed: Arc<AtomicBool>,
 }
 
 impl Proxy {
@@ -129,12 +133,17 @@ impl Proxy {
             allow: Arc::new(Mutex::new(allow)),
             blocked: Arc::default(),
             forwards: Mutex::default(),
+            closed: Arc::default(),
         };
         let (allow, blocked) = (proxy.allow.clone(), proxy.blocked.clone());
+        let closed = proxy.closed.clone();
         std::thread::Builder::new()
             .name("ralph-proxy".into())
             .spawn(move || {
                 for stream in listener.incoming().flatten() {
+                    if closed.load(Ordering::Relaxed) {
+                        break;
+                    }
                     let (allow, blocked) = (allow.clone(), blocked.clone());
                     let _ = std::thread::Builder::new()
                         .name("ralph-proxy-conn".into())
@@ -197,13 +206,22 @@ impl Proxy {
             return Ok(());
         }
         let listener = UnixListener::bind(self.dir.path().join(format!("fwd-{port}.sock")))?;
+        let closed = self.closed.clone();
         std::thread::Builder::new()
             .name("ralph-forward".into())
             .spawn(move || {
                 for inside in listener.incoming().flatten() {
-                    if let Ok(outside) = TcpStream::connect(("127.0.0.1", port)) {
-                        relay(inside, outside, Vec::new());
+                    if closed.load(Ordering::Relaxed) {
+                        break;
                     }
+                    // Each connection of its own: an agent keeps several open at once.
+                    let _ = std::thread::Builder::new()
+                        .name("ralph-forward-conn".into())
+                        .spawn(move || {
+                            if let Ok(outside) = TcpStream::connect(("127.0.0.1", port)) {
+                                relay(inside, outside, Vec::new());
+                            }
+                        });
                 }
             })?;
         open.insert(port);
@@ -247,6 +265,16 @@ impl Proxy {
 /// Whether `host` names this machine's loopback.
 fn is_loopback(host: &str) -> bool {
     host == "localhost" || host == "::1" || host.starts_with("127.")
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
+        // A connection to each socket wakes its listening thread, which then ends.
+        for (socket, _) in self.sockets() {
+            let _ = UnixStream::connect(socket);
+        }
+    }
 }
 
 /// The host and port of an `http(s)://host[:port]/…` URL.
@@ -417,6 +445,41 @@ mod tests {
         );
         assert_eq!(url_host("http://[::1]:9/x"), Some(("::1".into(), 9)));
         assert_eq!(url_host("localhost:9"), None);
+    }
+
+    #[test]
+    fn a_forward_serves_connections_side_by_side() {
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut stream in upstream.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let _ = stream.write_all(b"hi");
+                    // Held open, as a streaming answer is.
+                    std::thread::sleep(Duration::from_secs(30));
+                });
+            }
+        });
+        let proxy = Proxy::start(Allow::default()).unwrap();
+        let vars = BTreeMap::from([(
+            "X_BASE_URL".to_owned(),
+            OsString::from(format!("http://127.0.0.1:{port}")),
+        )]);
+        assert_eq!(proxy.forward_loopback(&vars), [port]);
+        let socket = proxy.dir.path().join(format!("fwd-{port}.sock"));
+        let greet = || {
+            let mut stream = UnixStream::connect(&socket).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut said = [0u8; 2];
+            stream.read_exact(&mut said).unwrap();
+            assert_eq!(&said, b"hi");
+            stream
+        };
+        // The first stays open while the second is served.
+        let _first = greet();
+        let _second = greet();
     }
 
     #[test]
