@@ -327,11 +327,16 @@ fn a_sandboxed_agent_as_root_reaches_only_its_tree_its_key_and_the_allowed_host(
     if !bwrap_works() {
         return;
     }
+    probe_sandboxed(false);
+}
+
+/// Runs the probe in `--sandbox bwrap` (as nobody when `unprivileged`) and takes every verdict.
+fn probe_sandboxed(unprivileged: bool) {
     let env = probe_env();
     let listeners = Listeners::new();
     let args = sandboxed_args(&env, &listeners);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = probe(&env, &listeners, &args, false);
+    let run = probe(&env, &listeners, &args, unprivileged);
     assert_contained(&env, &run, &listeners);
 }
 
@@ -346,12 +351,7 @@ fn a_sandboxed_agent_of_an_unprivileged_user_is_held_the_same() {
         skipped("skipped: the unprivileged run needs root and setpriv to become nobody");
         return;
     }
-    let env = probe_env();
-    let listeners = Listeners::new();
-    let args = sandboxed_args(&env, &listeners);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = probe(&env, &listeners, &args, true);
-    assert_contained(&env, &run, &listeners);
+    probe_sandboxed(true);
 }
 
 #[test]
