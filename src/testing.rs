@@ -28,3 +28,19 @@ fn scratch() -> &'static Path {
         }
     })
 }
+
+/// `git ARGS` in `dir` with no user or system configuration and a fixed identity: whether it
+/// succeeded.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> bool {
+    std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .is_ok_and(|output| output.status.success())
+}

@@ -90,23 +90,9 @@ impl Runner<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
-
     use super::*;
 
-    fn git(dir: &std::path::Path, args: &[&str]) -> bool {
-        Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .output()
-            .is_ok_and(|output| output.status.success())
-    }
+    use crate::testing::git;
 
     #[test]
     fn a_merge_of_a_ralph_branch_is_left_to_the_caller_and_any_other_refused() {
