@@ -282,7 +282,13 @@ fn clap_error(err: &clap::Error) -> ExitStatus {
         .take_while(|line| !line.trim().is_empty())
         .map(str::trim)
         .collect();
-    let message = message.join(" ");
+    let mut message = message.join(" ");
+    if err.kind() == ErrorKind::InvalidValue && message.contains("'--sandbox [<BACKEND>]'") {
+        // `ralph --sandbox "prompt"`: the prompt was taken for the backend.
+        message.push_str(
+            "; --sandbox takes an optional backend, so put the prompt before it (ralph \"…\" --sandbox) or name one (--sandbox auto)",
+        );
+    }
     usage_error(message.strip_prefix("error: ").unwrap_or(&message));
     ExitStatus::Error
 }

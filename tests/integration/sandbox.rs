@@ -531,6 +531,15 @@ fn a_sandbox_that_cannot_work_is_one_line_before_any_iteration() {
             "Error: --sandbox: podman is not installed (apt-get install podman); or run without --sandbox",
         );
     }
+    let prompt_first = env.run(&["--sandbox", "Probe"]);
+    prompt_first.assert_code(1);
+    assert!(
+        prompt_first
+            .stderr()
+            .contains("--sandbox takes an optional backend, so put the prompt before it"),
+        "{}",
+        prompt_first.stderr()
+    );
     let missing = env.path().join("missing");
     refused_in_one_line(
         &env,
