@@ -199,16 +199,21 @@ fn chown_nobody(path: &Path) {
     assert!(status.success());
 }
 
+/// The names of the files in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 /// Every verdict of a sandboxed probe run, taken on the host.
 fn assert_contained(env: &TestEnv, run: &Run, listeners: &Listeners) {
     let said = format!("{}{}", run.stdout(), run.stderr());
     assert_eq!(run.code(), 0, "{said}");
     let outside = env.path().join("outside");
-    let escaped: Vec<String> = fs::read_dir(&outside)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let escaped = names_in(&outside);
     assert!(
         escaped.is_empty(),
         "nothing the agent or the git hook wrote outside the tree is there: {escaped:?}\n{said}"
@@ -439,10 +444,7 @@ fn parallel_sandboxed_agents_each_write_their_own_worktree_and_nothing_else() {
         !everything.contains("intruder"),
         "no task wrote outside its worktree: {everything}"
     );
-    let left: Vec<String> = fs::read_dir(env.work())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+    let left: Vec<String> = (names_in(&env.work()).into_iter())
         .filter(|name| name.starts_with("intruder"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
@@ -635,11 +637,7 @@ fn verify_commands_the_merge_gate_and_the_merges_hooks_run_inside_the_sandbox() 
         "{history}"
     );
     assert_eq!(last["verification"][0]["passed"], true, "{history}");
-    let escaped: Vec<String> = fs::read_dir(&outside)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let escaped = names_in(&outside);
     assert!(
         escaped.is_empty(),
         "the commands wrote outside the tree: {escaped:?}"

@@ -3,7 +3,6 @@
 //! goes back to the task's agent with the command's output (at most [`GATE_TRIES`] times), then
 //! the task is failed (`[!]`, exit 3). A command that cannot run ends the run (exit 1).
 
-use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
 use crate::git::Repo;
 use crate::model::Verification;
@@ -171,14 +170,7 @@ impl<'a> Coordinator<'a> {
         });
         let text = feedback(&self.base, check);
         context::append(self.dir, &text, Some(id), crate::model::now())?;
-        let path = self.dir.worktree(id);
-        let worktree =
-            Repo::linked_worktree(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
-        let own = self.own_files();
-        let own: Vec<&str> = own.iter().map(String::as_str).collect();
-        let conflicts = worktree
-            .merge_base_into_branch(&self.base, &own)
-            .map_err(fail)?;
+        let conflicts = self.merge_base_into_task(id)?;
         self.start(spawner, (id, task), conflicts)
     }
 }

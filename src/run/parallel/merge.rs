@@ -274,18 +274,24 @@ impl<'a> Coordinator<'a> {
     where
         'a: 's,
     {
-        let path = self.dir.worktree(id);
-        let worktree =
-            Repo::linked_worktree(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
-        let own = self.own_files();
-        let own: Vec<&str> = own.iter().map(String::as_str).collect();
-        let conflicts = worktree
-            .merge_base_into_branch(&self.base, &own)
-            .map_err(fail)?;
+        let conflicts = self.merge_base_into_task(id)?;
         if conflicts.is_empty() {
             // The base merged in cleanly: try the merge again.
             return self.merge(id, spawner);
         }
         self.start(spawner, (id, task), conflicts)
+    }
+
+    /// Merges the base into task `id`'s branch in its worktree: the files left in conflict for
+    /// its agent (none when it merged cleanly).
+    pub(super) fn merge_base_into_task(&self, id: &str) -> anyhow::Result<Vec<String>> {
+        let path = self.dir.worktree(id);
+        let worktree =
+            Repo::linked_worktree(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        Ok(worktree
+            .merge_base_into_branch(&self.base, &own)
+            .map_err(fail)?)
     }
 }
