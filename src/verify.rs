@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::agents::AgentCommand;
 pub(crate) use crate::model::Verification;
 use crate::output::{self, Voice};
+use crate::sandbox::Sandbox;
 use crate::signal::StopFlag;
 use crate::stream::{self, EndedBy, OutputHandler, RunOptions, Segment};
 
@@ -54,13 +55,11 @@ impl OutputHandler for Tail<'_> {
 }
 
 /// Runs the commands in order and tells `finished` each result; stops at the first failure.
-/// `tree` is the git tree of `dir` they run on, recorded as evidence with each result.
-/// What turns a command into the one that runs it inside the loop's sandbox (`None`: as it is).
-pub(crate) type Wrap<'a> = Option<&'a dyn Fn(&AgentCommand) -> AgentCommand>;
-
+/// `tree` is the git tree of `dir` they run on, recorded as evidence with each result; `sandbox`,
+/// the loop's, which they run in (they run the agent's code).
 pub(crate) fn run_all(
     commands: &[String],
-    (dir, tree, wrap): (&Path, Option<&str>, Wrap<'_>),
+    (dir, tree, sandbox): (&Path, Option<&str>, Option<&Sandbox>),
     (timeout, grace): (Duration, Duration),
     stop: &StopFlag,
     voice: &Voice,
@@ -70,7 +69,7 @@ pub(crate) fn run_all(
     for command in commands {
         output::verify_started(voice, command);
         let started = Instant::now();
-        let mut result = run_one(command, (dir, wrap), (timeout, grace), stop, voice);
+        let mut result = run_one(command, (dir, sandbox), (timeout, grace), stop, voice);
         result.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         result.tree = tree.map(str::to_owned);
         finished(&result);
@@ -85,7 +84,7 @@ pub(crate) fn run_all(
 
 fn run_one(
     command: &str,
-    (dir, wrap): (&Path, Wrap<'_>),
+    (dir, sandbox): (&Path, Option<&Sandbox>),
     (timeout, grace): (Duration, Duration),
     stop: &StopFlag,
     voice: &Voice,
@@ -110,8 +109,9 @@ fn run_one(
         current: String::new(),
         voice,
     };
-    let shell = match wrap {
-        Some(wrap) => wrap(&shell),
+    // The command runs the agent's code: inside the loop's sandbox when it has one.
+    let shell = match sandbox {
+        Some(sandbox) => sandbox.wrap(&shell, None),
         None => shell,
     };
     let outcome = stream::run(&shell, dir, &options, stop, &mut tail);

@@ -519,14 +519,9 @@ fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
     let env = &runner.env;
     let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
     let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
-    // The commands run the agent's code: inside its sandbox when it has one.
-    let wrap = |command: &crate::agents::AgentCommand| {
-        (env.sandbox.as_ref())
-            .map_or_else(|| command.clone(), |sandbox| sandbox.wrap(command, None))
-    };
     crate::verify::run_all(
         commands,
-        (dir, tree.as_deref(), Some(&wrap)),
+        (dir, tree.as_deref(), env.sandbox.as_ref()),
         (env.config.options.verify_timeout, env.knobs.grace),
         env.stop,
         env.sink.voice(),

@@ -153,8 +153,8 @@ pub(crate) fn run_task_loop(
     let (_lock, resumed) = claim(&dir, start, knobs, &sink)?;
     let mut rules = Rules::new(&config.options, knobs.error_pause, false);
     rules.task_loop = true;
-    let sandbox =
-        super::sandboxed::sandbox_for(config, cwd, repo.as_ref(), &task.home, steps.all())?;
+    // The run checked its agents start in a sandbox (`check_fleet_sandbox`): no preflight again.
+    let sandbox = super::sandboxed::sandbox_for(config, cwd, repo.as_ref(), &task.home, [])?;
     let repo = super::sandboxed::with_hooks(repo, sandbox.as_ref());
     let env = Env {
         config,

@@ -58,13 +58,9 @@ impl Gate<'_> {
                 });
             }
         };
-        let wrap = |command: &crate::agents::AgentCommand| {
-            (sandbox.as_ref())
-                .map_or_else(|| command.clone(), |sandbox| sandbox.wrap(command, None))
-        };
         let results = crate::verify::run_all(
             commands,
-            (tree.root(), hash.as_deref(), Some(&wrap)),
+            (tree.root(), hash.as_deref(), sandbox.as_ref()),
             (self.config.options.verify_timeout, knobs.grace),
             stop,
             self.sink.voice(),
