@@ -396,9 +396,9 @@ impl Sandbox {
                 (PathBuf::from("bwrap"), [argv, inner].concat())
             }
             Kind::Docker | Kind::Podman => {
-                let sockets = self.proxy.as_ref().map(|p| p.sockets()).unwrap_or_default();
+                // The private folder goes in with the proxy's sockets, at its own path.
+                let mut sockets = self.proxy.as_ref().map(|p| p.sockets()).unwrap_or_default();
                 let private = self.files.path().to_owned();
-                let mut sockets = sockets;
                 sockets.push((private.clone(), private));
                 let argv = container::argv(self.kind, &self.options, &self.mounts, vars, &sockets);
                 (
@@ -424,7 +424,11 @@ impl Sandbox {
 
     /// The agent's own argv, behind ralph's bridge when the proxy is on.
     fn inner_argv(&self, command: &AgentCommand, forwards: Option<&[u16]>) -> Vec<OsString> {
-        let mut inner: Vec<OsString> = vec!["--".into()];
+        let mut inner: Vec<OsString> = Vec::new();
+        // Only bwrap takes `--` before the command.
+        if self.kind == Kind::Bwrap {
+            inner.push("--".into());
+        }
         if let (Some(proxy), Some(forwards), Ok(ralph)) =
             (&self.proxy, forwards, std::env::current_exe())
             && self.kind != Kind::Seatbelt
@@ -436,10 +440,6 @@ impl Sandbox {
         }
         inner.push(command.program.clone().into_os_string());
         inner.extend(command.args.iter().cloned());
-        // Only bwrap takes `--` before the command.
-        if self.kind != Kind::Bwrap {
-            inner.remove(0);
-        }
         inner
     }
 
