@@ -227,9 +227,8 @@ impl Repo {
         paths: &[&str],
         message: &str,
     ) -> Result<Option<String>, String> {
-        let specs: Vec<String> = self
-            .existing(paths)
-            .into_iter()
+        let present = self.existing(paths);
+        let specs: Vec<String> = (present.iter())
             .map(|path| format!(":(top,literal){path}"))
             .collect();
         if specs.is_empty() || self.merging() {
@@ -243,7 +242,7 @@ impl Repo {
         // `git commit -- PATHS` takes tracked paths as they are in the work tree: they need no
         // `git add` first (one process fewer for the progress log, tracked after its first
         // commit).
-        let added = !self.all_tracked(&self.existing(paths));
+        let added = !self.all_tracked(&present);
         if added {
             check(self.run_owned(&with(&["add", "-A", "--"])), "git add")?;
         }
