@@ -294,8 +294,20 @@ pub(crate) fn remote_status(
     cwd: &std::path::Path,
     remote: &str,
     ttl: std::time::Duration,
+    json: bool,
 ) -> anyhow::Result<ExitStatus> {
     let seen = crate::run::remote_status(cwd, remote, ttl)?;
+    if json {
+        report::print(&report::RemoteReport {
+            schema: report::SCHEMA,
+            remote: &seen.remote,
+            base: &seen.base,
+            claims: &seen.claims,
+            tasks: report::tasks_report("found", &seen.list),
+            left_to_run: seen.list.left_to_run(),
+        });
+        return Ok(ExitStatus::Success);
+    }
     output::remote_status(
         &seen.remote,
         &seen.base,

@@ -115,12 +115,18 @@ pub(crate) enum LoopEvent {
         worker: String,
         remote: String,
         base: String,
+        /// The engine job it runs in (GitHub Actions, Slurm, Kubernetes), as claims show it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        job: Option<String>,
     },
     /// `--worker`: the worker claimed a task.
     TaskClaimed {
         task: String,
         description: String,
         taken_over_from: Option<String>,
+        /// The claim taken over was made by an earlier attempt of this worker's engine job.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        earlier_attempt: bool,
     },
     /// `--worker`: the worker's claim was taken over by another worker.
     ClaimLost { task: String },
@@ -628,11 +634,13 @@ mod tests {
                 worker: text(),
                 remote: text(),
                 base: text(),
+                job: Some(text()),
             },
             LoopEvent::TaskClaimed {
                 task: text(),
                 description: text(),
                 taken_over_from: None,
+                earlier_attempt: true,
             },
             LoopEvent::ClaimLost { task: text() },
             LoopEvent::WorkerEnded {

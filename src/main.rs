@@ -125,7 +125,8 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Doctor => Ok(setup::doctor(&settings, &cli_layer, &ralph_dir, &cwd)),
         Mode::Status { tasks, remote } => match remote {
             Some(remote) => {
-                commands::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?)
+                let ttl = claim_ttl(&settings, &cli_layer)?;
+                commands::remote_status(&cwd, &remote, ttl, json)
             }
             None => Ok(commands::status(&ralph_dir, tasks, json)),
         },

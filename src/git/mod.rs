@@ -22,7 +22,7 @@ mod scan;
 mod worktree;
 
 pub(crate) use land::{Landed, Landing};
-pub(crate) use remote::{Claim, Pushed, RemoteHeads, SeenClaim, Update, claim_ref};
+pub(crate) use remote::{Claim, Job, Pushed, RemoteHeads, SeenClaim, Update, claim_ref};
 pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;
 

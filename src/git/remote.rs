@@ -37,6 +37,28 @@ pub(crate) struct Claim {
     /// by its token, and a worker whose token is no longer the remote's lost the task.
     #[serde(default)]
     pub(crate) token: u64,
+    /// The engine job the worker runs in (a GitHub Actions job, a Slurm array task, a
+    /// Kubernetes pod), so a stuck task leads to its job's log; absent for a worker started by
+    /// hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) job: Option<Job>,
+}
+
+/// An engine job a worker runs in, as its claims record it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Job {
+    /// `github`, `slurm` or `kubernetes`.
+    pub(crate) engine: String,
+    /// The job's slot: the same for every attempt of it (a re-run, a requeue, a retried pod),
+    /// so an attempt knows the claims of the attempts before it as its own (absent when the
+    /// engine does not tell one slot from another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) slot: Option<String>,
+    /// What a user finds the job by, e.g. `Slurm job 41_2 (node n1)`.
+    pub(crate) label: String,
+    /// Where its log is, when the engine has an address for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) url: Option<String>,
 }
 
 impl Claim {

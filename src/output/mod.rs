@@ -177,12 +177,22 @@ impl Reporter for Human {
                 worker,
                 remote,
                 base,
-            } => remote_worker_started(out, worker, remote, base),
+                job,
+            } => remote_worker_started(out, worker, (remote, base), job.as_deref()),
             LoopEvent::TaskClaimed {
                 task,
                 description,
                 taken_over_from,
-            } => task_claimed(out, task, description, taken_over_from.as_deref()),
+                earlier_attempt,
+            } => {
+                let from = taken_over_from.as_deref();
+                task_claimed(
+                    out,
+                    task,
+                    description,
+                    from.map(|from| (from, *earlier_attempt)),
+                );
+            }
             LoopEvent::ClaimLost { task } => claim_lost(out, task),
             LoopEvent::WorkerEnded { reason, exit_code } => {
                 remote_worker_ended(out, reason, *exit_code);

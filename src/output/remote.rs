@@ -4,17 +4,28 @@ use super::format::{display_width, long_duration, pad};
 use super::{Voice, say};
 use chrono::{DateTime, Utc};
 
-/// A worker starts.
-pub(crate) fn remote_worker_started(out: &Voice, worker: &str, remote: &str, base: &str) {
+/// A worker starts (`job`: the engine job it runs in).
+pub(crate) fn remote_worker_started(
+    out: &Voice,
+    worker: &str,
+    (remote, base): (&str, &str),
+    job: Option<&str>,
+) {
+    let inside = job.map_or_else(String::new, |job| format!(" in {job}"));
     out.say(&[&format!(
-        "🛰️  Worker {worker}: taking tasks from {remote}/{base}; each is merged there when done."
+        "🛰️  Worker {worker}{inside}: taking tasks from {remote}/{base}; each is merged there when done."
     )]);
 }
 
-/// The worker claimed a task (`from`: the worker whose stale claim it took over).
-pub(crate) fn task_claimed(out: &Voice, id: &str, text: &str, from: Option<&str>) {
-    let over = from.map_or_else(String::new, |from| {
-        format!(" (taken over from {from}, whose claim went stale or was given back)")
+/// The worker claimed a task (`from`: the worker whose claim it took over, and whether that
+/// was an earlier attempt of this worker's engine job).
+pub(crate) fn task_claimed(out: &Voice, id: &str, text: &str, from: Option<(&str, bool)>) {
+    let over = from.map_or_else(String::new, |(from, earlier_attempt)| {
+        if earlier_attempt {
+            format!(" (taken back from {from}, an earlier attempt of this job)")
+        } else {
+            format!(" (taken over from {from}, whose claim went stale or was given back)")
+        }
     });
     out.say(&[&format!("[{id}] 📌 Claimed \"{text}\"{over}")]);
 }
@@ -73,7 +84,8 @@ pub(crate) fn remote_worker_ended(out: &Voice, reason: &str, exit_code: u8) {
     out.say(&[&format!("Worker ended: {reason} (exit {exit_code})")]);
 }
 
-/// One claim, as `--status --remote` shows it.
+/// One claim, as `--status --remote` shows it (and its `--json` lists it).
+#[derive(serde::Serialize)]
 pub(crate) struct ClaimLine {
     pub(crate) task: String,
     pub(crate) worker: Option<String>,
@@ -81,6 +93,8 @@ pub(crate) struct ClaimLine {
     pub(crate) started_at: Option<DateTime<Utc>>,
     pub(crate) heartbeat_at: Option<DateTime<Utc>>,
     pub(crate) stale: bool,
+    /// The engine job its worker runs in.
+    pub(crate) job: Option<crate::git::Job>,
 }
 
 /// One task of the base's board, as `--status --remote` shows it.
@@ -119,6 +133,13 @@ pub(crate) fn remote_status(
             ago(claim.heartbeat_at),
             if claim.stale { " · STALE" } else { "" }
         ));
+        if let Some(job) = &claim.job {
+            let log = job
+                .url
+                .as_deref()
+                .map_or_else(String::new, |url| format!(": {url}"));
+            lines.push(format!("   {}  in {}{log}", pad("", column), job.label));
+        }
     }
     lines.push(String::new());
     lines.push(format!("📋 TASKS on {remote}/{base}"));

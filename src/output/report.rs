@@ -84,6 +84,19 @@ pub(crate) struct LoopReport {
     pub(crate) parallel: Option<u32>,
 }
 
+/// `--status --remote NAME --json`: the claims on the remote and the task list on its base.
+#[derive(Serialize)]
+pub(crate) struct RemoteReport<'a> {
+    pub(crate) schema: u32,
+    pub(crate) remote: &'a str,
+    pub(crate) base: &'a str,
+    pub(crate) claims: &'a [super::ClaimLine],
+    pub(crate) tasks: TasksReport,
+    /// Open tasks none of whose blockers (at any depth) failed: what more workers could still
+    /// do. 0 means the list is finished, or what is left waits on a failed task.
+    pub(crate) left_to_run: usize,
+}
+
 /// The task file.
 #[derive(Debug, Serialize)]
 pub(crate) struct TasksReport {

@@ -60,6 +60,8 @@ struct Session<'a> {
     /// `host-pid`, as claims name their worker.
     me: String,
     host: String,
+    /// The engine job the worker runs in, recorded in its claims.
+    job: Option<crate::git::Job>,
     skip: BTreeSet<String>,
     failed: usize,
     /// The worker said it waits for another worker's plan.
@@ -90,6 +92,7 @@ pub(crate) fn worker(
         |h| h.to_string_lossy().into_owned(),
     );
     let me = format!("{host}-{}", std::process::id());
+    let job = job::detect(&|name| std::env::var(name).ok(), &host);
     let place = Place {
         cwd,
         dir,
@@ -108,6 +111,7 @@ pub(crate) fn worker(
         worker: me.clone(),
         remote: site.remote.clone(),
         base: site.base.clone(),
+        job: job.as_ref().map(|job| job.label.clone()),
     });
     let mut session = Session {
         shared: Arc::new(Shared::resumed(&start::new_state(config, None))),
@@ -117,6 +121,7 @@ pub(crate) fn worker(
         dir,
         stop,
         knobs,
+        job,
         me,
         host,
         skip: BTreeSet::new(),
@@ -156,7 +161,8 @@ impl Session<'_> {
             }
             let now = crate::model::now();
             let ttl = self.config.options.claim_ttl;
-            match pick(&list, &claims, (now, ttl), &self.skip) {
+            let slot = self.job.as_ref().and_then(|job| job.slot.as_deref());
+            match pick(&list, &claims, (now, ttl, slot), &self.skip) {
                 Pick::Take { id, task, over } => {
                     told_waiting = false;
                     if let Some(stop) = self.claim_and_run(&id, &task, over.as_deref())? {
@@ -193,6 +199,7 @@ impl Session<'_> {
             fingerprint,
             released: false,
             token: Claim::token_after(over),
+            job: self.job.clone(),
         }
     }
 
@@ -217,10 +224,12 @@ impl Session<'_> {
         let from = over
             .and_then(|seen| seen.claim.as_ref())
             .map(|c| c.worker.as_str());
+        let slot = self.job.as_ref().and_then(|job| job.slot.as_deref());
         self.sink.emit(LoopEvent::TaskClaimed {
             task: id.to_owned(),
             description: task.text.clone(),
             taken_over_from: from.map(str::to_owned),
+            earlier_attempt: over.is_some_and(|seen| pick::earlier_attempt(seen, slot)),
         });
         // Work a stale claim's worker pushed is this task's only if it was claimed for its text.
         let made_for_another = (over.and_then(|seen| seen.claim.as_ref()))
@@ -541,6 +550,7 @@ enum Integrated {
 }
 
 mod integrate;
+mod job;
 mod pick;
 mod planning;
 mod site;

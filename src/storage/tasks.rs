@@ -286,6 +286,41 @@ impl TaskList {
             .filter(|task| task.status == status)
             .count()
     }
+
+    /// How many open tasks could still be done: none of their blockers, nor the blockers'
+    /// blockers, failed or is missing from the list.
+    pub(crate) fn left_to_run(&self) -> usize {
+        let open = |task: &Task| matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
+        // Stuck: failed, or waiting (at any depth) on a failed or unknown task. Grown until
+        // nothing changes; a cycle of open tasks is never stuck by this rule (nor runnable,
+        // but that is the plan's fault, named where the plan is checked).
+        let mut stuck: Vec<bool> = (self.tasks.iter())
+            .map(|task| task.status == TaskStatus::Failed)
+            .collect();
+        let index = |id: &str| self.tasks.iter().position(|task| task.id() == Some(id));
+        loop {
+            let mut changed = false;
+            for (at, task) in self.tasks.iter().enumerate() {
+                if stuck[at] || !open(task) {
+                    continue;
+                }
+                let blocked = task
+                    .blocked_by()
+                    .into_iter()
+                    .any(|id| index(id).is_none_or(|blocker| stuck[blocker]));
+                if blocked {
+                    stuck[at] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        (self.tasks.iter().zip(stuck))
+            .filter(|(task, stuck)| open(task) && !stuck)
+            .count()
+    }
 }
 
 /// The end (exclusive line index) of the block of the task on line `task_line`: the indented
@@ -782,6 +817,15 @@ mod tests {
         assert!(is_ref_safe(&"认".repeat(60)));
         assert!(!is_ref_safe(&"认".repeat(61)));
         assert_eq!(slug(&"长".repeat(50)).chars().count(), 40);
+    }
+
+    #[test]
+    fn tasks_waiting_on_a_failed_task_at_any_depth_are_not_left_to_run() {
+        let list = TaskList::parse(
+            "- [!] a\n  - id: a\n- [ ] b\n  - id: b\n  - blocked_by: a\n- [ ] c\n  - id: c\n  - blocked_by: b\n- [/] d\n  - id: d\n- [ ] e\n  - blocked_by: zz\n- [x] f\n- [ ] g\n  - blocked_by: d\n",
+        );
+        assert_eq!(list.left_to_run(), 2, "d, and g behind it");
+        assert_eq!(TaskList::parse("- [x] a\n- [!] b\n").left_to_run(), 0);
     }
 
     #[test]

@@ -647,3 +647,115 @@ fn assert_old_work_set_aside(env: &TestEnv, stderr: &str) {
     );
     assert!(remote_tasks(env).contains("- [x] Solo, reworded"));
 }
+
+/// `ralph --worker` on a machine inside an engine job (its variables in `vars`).
+fn start_worker_in_job(env: &TestEnv, name: &str, vars: &[(&str, &str)]) -> Child {
+    env.ralph()
+        .current_dir(machine(env, name))
+        .args(["--pause", "0", "--worker", "--max-iterations", "5"])
+        .env("RALPH_WORKER_POLL_MS", "250")
+        .envs(vars.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+const SLURM_41_2: [(&str, &str); 4] = [
+    ("SLURM_JOB_ID", "42"),
+    ("SLURM_ARRAY_JOB_ID", "41"),
+    ("SLURM_ARRAY_TASK_ID", "2"),
+    ("SLURMD_NODENAME", "n7"),
+];
+
+#[test]
+fn claims_name_their_engine_job_and_a_requeued_job_takes_its_task_back_at_once() {
+    let env = machines(
+        "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
+        &["m1", "m2", "m3"],
+    );
+    // The first call on m1 and on m2 hangs until the test says go.
+    let script = r#"case "$machine" in m1|m2)
+  if [ ! -f "$dir/hung-$machine" ]; then
+    touch "$dir/hung-$machine"; echo ready > "$dir/ready-$machine"
+    i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+  fi;;
+esac
+"#;
+    fs::write(env.agent_dir().join("script"), script).unwrap();
+    let github = start_worker_in_job(
+        &env,
+        "m1",
+        &[
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_RUN_ID", "9001"),
+            ("GITHUB_JOB", "work"),
+            ("RALPH_JOB_INDEX", "1"),
+            ("GITHUB_SERVER_URL", "https://github.example"),
+            ("GITHUB_REPOSITORY", "me/app"),
+        ],
+    );
+    crate::support::wait_for_file(&env.agent_dir().join("ready-m1"), Duration::from_secs(30));
+    let mut slurm = start_worker_in_job(&env, "m2", &SLURM_41_2);
+    crate::support::wait_for_file(&env.agent_dir().join("ready-m2"), Duration::from_secs(30));
+
+    let status = |json: bool| {
+        let mut command = env.ralph();
+        command
+            .current_dir(machine(&env, "m3"))
+            .args(["--status", "--remote"]);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let text = status(false);
+    let lines: Vec<&str> = text.lines().collect();
+    let after = |task: &str| {
+        let at = (lines.iter())
+            .position(|line| line.trim_start().starts_with(&format!("{task} ")))
+            .unwrap_or_else(|| panic!("no claim of {task}: {text}"));
+        lines[at + 1].trim()
+    };
+    assert_eq!(
+        after("solo"),
+        "in GitHub Actions run 9001, job work #1: https://github.example/me/app/actions/runs/9001"
+    );
+    assert_eq!(after("duo"), "in Slurm job 41_2 (job id 42) on node n7");
+    let json: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    assert_eq!(json["left_to_run"], 2, "{json}");
+    assert_eq!(json["claims"][0]["task"], "duo", "{json}");
+    assert_eq!(json["claims"][0]["job"]["slot"], "slurm::41_2", "{json}");
+    assert_eq!(json["claims"][1]["job"]["engine"], "github", "{json}");
+
+    // The Slurm job's node dies; the job is requeued onto m3 and takes `duo` back without
+    // waiting for the claim to go stale (its time to live is the default quarter of an hour).
+    slurm.kill().unwrap();
+    slurm.wait().unwrap();
+    let mut requeued = SLURM_41_2.to_vec();
+    requeued[3] = ("SLURMD_NODENAME", "n8");
+    requeued.push(("SLURM_RESTART_COUNT", "1"));
+    let again = start_worker_in_job(&env, "m3", &requeued);
+    crate::support::wait_until(Duration::from_secs(30), "duo to be merged", || {
+        remote_tasks(&env).contains("- [x] Duo")
+    });
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let (code, stdout, stderr) = finish(again);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(" in Slurm job 41_2 (job id 42) on node n8, requeued 1×: taking tasks"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[duo] 📌 Claimed \"Duo\" (taken back from ")
+            && stdout.contains(", an earlier attempt of this job)"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = finish(github);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(remote_tasks(&env).contains("- [x] Solo"));
+    assert_eq!(remote_claims(&env), "");
+    assert_base_never_rewritten(&env);
+}

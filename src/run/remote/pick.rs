@@ -24,12 +24,13 @@ pub(super) enum Pick {
     Finished,
 }
 
-/// The first ready task (open, blockers done in the base) that nobody holds or whose claim is
-/// stale; else whether to wait for held tasks. `skip`: tasks this worker let go of.
+/// The first ready task (open, blockers done in the base) that nobody holds, whose claim is
+/// stale, or whose claim an earlier attempt of this worker's engine job made (`slot`: the job's
+/// slot); else whether to wait for held tasks. `skip`: tasks this worker let go of.
 pub(super) fn pick(
     list: &TaskList,
     claims: &[SeenClaim],
-    (now, ttl): (DateTime<Utc>, Duration),
+    (now, ttl, slot): (DateTime<Utc>, Duration, Option<&str>),
     skip: &BTreeSet<String>,
 ) -> Pick {
     let mut held = 0;
@@ -39,7 +40,7 @@ pub(super) fn pick(
             continue;
         }
         let claim = claims.iter().find(|seen| seen.id == id);
-        if claim.is_some_and(|seen| !is_stale(seen, now, ttl)) {
+        if claim.is_some_and(|seen| !is_stale(seen, now, ttl) && !earlier_attempt(seen, slot)) {
             held += 1;
             continue;
         }
@@ -67,4 +68,13 @@ pub(super) fn is_stale(seen: &SeenClaim, now: DateTime<Utc>, ttl: Duration) -> b
                 .to_std()
                 .is_ok_and(|age| age >= ttl)
     })
+}
+
+/// Whether a claim was made by an earlier attempt of the engine job in `slot` (a re-run, a
+/// requeue, a retried pod): that attempt is over, so its claim is this worker's to take back.
+pub(super) fn earlier_attempt(seen: &SeenClaim, slot: Option<&str>) -> bool {
+    let made_in = (seen.claim.as_ref())
+        .and_then(|claim| claim.job.as_ref())
+        .and_then(|job| job.slot.as_deref());
+    slot.is_some() && made_in == slot
 }

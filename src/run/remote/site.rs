@@ -214,6 +214,7 @@ pub(crate) fn remote_status(
             host: seen.claim.as_ref().map(|c| c.host.clone()),
             started_at: seen.claim.as_ref().map(|c| c.started_at),
             heartbeat_at: seen.claim.as_ref().map(|c| c.heartbeat_at),
+            job: seen.claim.and_then(|c| c.job),
             task: seen.id,
         })
         .collect();
@@ -233,6 +234,7 @@ pub(crate) fn remote_status(
         claims,
         now,
         board,
+        list,
     })
 }
 
@@ -244,4 +246,6 @@ pub(crate) struct RemoteBoard {
     pub(crate) now: chrono::DateTime<chrono::Utc>,
     /// One line per task: its box, id and description.
     pub(crate) board: Vec<BoardLine>,
+    /// The base's task list.
+    pub(crate) list: tasks::TaskList,
 }

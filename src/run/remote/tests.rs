@@ -23,6 +23,7 @@ fn claim(id: &str, heartbeat: i64) -> SeenClaim {
             fingerprint: None,
             released: false,
             token: 1,
+            job: None,
             task: id.to_owned(),
             worker: "other-1".to_owned(),
             host: "other".to_owned(),
@@ -49,7 +50,7 @@ const CHAIN: &str =
 
 #[test]
 fn the_first_ready_unclaimed_task_is_taken() {
-    let picked = pick(&list(CHAIN), &[], (at(10), TTL), &BTreeSet::new());
+    let picked = pick(&list(CHAIN), &[], (at(10), TTL, None), &BTreeSet::new());
     assert_eq!(taken(&picked), Some(("a", false)));
 }
 
@@ -58,7 +59,7 @@ fn a_claimed_task_is_skipped_and_its_dependents_wait() {
     let picked = pick(
         &list(CHAIN),
         &[claim("a", 5)],
-        (at(10), TTL),
+        (at(10), TTL, None),
         &BTreeSet::new(),
     );
     assert!(matches!(picked, Pick::Wait { held: 1 }), "{picked:?}");
@@ -70,7 +71,7 @@ fn the_next_free_task_is_taken_while_another_is_held() {
     let picked = pick(
         &list(text),
         &[claim("a", 5)],
-        (at(10), TTL),
+        (at(10), TTL, None),
         &BTreeSet::new(),
     );
     assert_eq!(taken(&picked), Some(("b", false)));
@@ -82,14 +83,14 @@ fn a_stale_claim_is_taken_over() {
     let picked = pick(
         &list(CHAIN),
         &[claim("a", 5)],
-        (stale_at, TTL),
+        (stale_at, TTL, None),
         &BTreeSet::new(),
     );
     assert_eq!(taken(&picked), Some(("a", true)));
     let fresh = pick(
         &list(CHAIN),
         &[claim("a", 5)],
-        (at(904), TTL),
+        (at(904), TTL, None),
         &BTreeSet::new(),
     );
     assert!(matches!(fresh, Pick::Wait { .. }));
@@ -99,25 +100,30 @@ fn a_stale_claim_is_taken_over() {
 fn an_unreadable_claim_counts_as_stale() {
     let mut unreadable = claim("a", 5);
     unreadable.claim = None;
-    let picked = pick(&list(CHAIN), &[unreadable], (at(10), TTL), &BTreeSet::new());
+    let picked = pick(
+        &list(CHAIN),
+        &[unreadable],
+        (at(10), TTL, None),
+        &BTreeSet::new(),
+    );
     assert_eq!(taken(&picked), Some(("a", true)));
 }
 
 #[test]
 fn done_tasks_unblock_their_dependents() {
     let text = "- [x] first\n  - id: a\n- [ ] second\n  - id: b\n  - blocked_by: a\n";
-    let picked = pick(&list(text), &[], (at(10), TTL), &BTreeSet::new());
+    let picked = pick(&list(text), &[], (at(10), TTL, None), &BTreeSet::new());
     assert_eq!(taken(&picked), Some(("b", false)));
 }
 
 #[test]
 fn nothing_left_but_failed_or_blocked_by_failed_finishes() {
     let text = "- [!] first\n  - id: a\n- [ ] second\n  - id: b\n  - blocked_by: a\n";
-    let picked = pick(&list(text), &[], (at(10), TTL), &BTreeSet::new());
+    let picked = pick(&list(text), &[], (at(10), TTL, None), &BTreeSet::new());
     assert!(matches!(picked, Pick::Finished), "{picked:?}");
     let all_done = "- [x] first\n- [x] second\n";
     assert!(matches!(
-        pick(&list(all_done), &[], (at(10), TTL), &BTreeSet::new()),
+        pick(&list(all_done), &[], (at(10), TTL, None), &BTreeSet::new()),
         Pick::Finished
     ));
 }
@@ -126,14 +132,14 @@ fn nothing_left_but_failed_or_blocked_by_failed_finishes() {
 fn a_task_this_worker_let_go_is_not_taken_again() {
     let skip: BTreeSet<String> = ["a".to_owned()].into();
     let text = "- [ ] one\n  - id: a\n- [ ] two\n  - id: b\n";
-    let picked = pick(&list(text), &[], (at(10), TTL), &skip);
+    let picked = pick(&list(text), &[], (at(10), TTL, None), &skip);
     assert_eq!(taken(&picked), Some(("b", false)));
 }
 
 #[test]
 fn an_in_progress_task_without_a_claim_is_free() {
     let text = "- [/] one\n  - id: a\n";
-    let picked = pick(&list(text), &[], (at(10), TTL), &BTreeSet::new());
+    let picked = pick(&list(text), &[], (at(10), TTL, None), &BTreeSet::new());
     assert_eq!(taken(&picked), Some(("a", false)));
 }
 
@@ -159,4 +165,55 @@ fn every_take_over_of_a_claim_raises_its_fencing_token() {
     };
     let json = serde_json::to_value(&refreshed).unwrap();
     assert_eq!(json["token"], 1, "a refresh keeps the token: {json}");
+}
+
+#[test]
+fn a_retried_engine_job_takes_back_its_earlier_attempts_live_claim_at_once() {
+    let job = |slot: &str| crate::git::Job {
+        engine: "slurm".to_owned(),
+        slot: Some(slot.to_owned()),
+        label: format!("Slurm job {slot}"),
+        url: None,
+    };
+    let mut held = claim("a", 5);
+    if let Some(claim) = held.claim.as_mut() {
+        claim.job = Some(job("slurm::41_2"));
+    }
+    let now = (at(10), TTL);
+    let again = pick(
+        &list(CHAIN),
+        &[held.clone()],
+        (now.0, now.1, Some("slurm::41_2")),
+        &BTreeSet::new(),
+    );
+    assert_eq!(taken(&again), Some(("a", true)), "{again:?}");
+    // Another slot of the same array, or a worker in no job, waits for the claim to go stale.
+    let other = pick(
+        &list(CHAIN),
+        &[held.clone()],
+        (now.0, now.1, Some("slurm::41_1")),
+        &BTreeSet::new(),
+    );
+    assert!(matches!(other, Pick::Wait { held: 1 }), "{other:?}");
+    let by_hand = pick(
+        &list(CHAIN),
+        &[held.clone()],
+        (now.0, now.1, None),
+        &BTreeSet::new(),
+    );
+    assert!(matches!(by_hand, Pick::Wait { held: 1 }), "{by_hand:?}");
+    // A claim made in a job with no slot is nobody's earlier attempt.
+    if let Some(claim) = held.claim.as_mut() {
+        claim.job = Some(crate::git::Job {
+            slot: None,
+            ..job("x")
+        });
+    }
+    let unslotted = pick(
+        &list(CHAIN),
+        &[held],
+        (now.0, now.1, None),
+        &BTreeSet::new(),
+    );
+    assert!(matches!(unslotted, Pick::Wait { held: 1 }), "{unslotted:?}");
 }

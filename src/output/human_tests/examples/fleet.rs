@@ -102,16 +102,25 @@ pub(super) fn worker_events() -> Vec<LoopEvent> {
             worker: "laptop-1".to_owned(),
             remote: "origin".to_owned(),
             base: "main".to_owned(),
+            job: Some("Slurm job 41_2 (job id 42) on node n7".to_owned()),
         },
         LoopEvent::TaskClaimed {
             task: "api".to_owned(),
             description: "Add the /users endpoint".to_owned(),
             taken_over_from: Some("ci-runner-7".to_owned()),
+            earlier_attempt: false,
         },
         LoopEvent::TaskClaimed {
             task: "db".to_owned(),
             description: "Add an index on users.email".to_owned(),
             taken_over_from: None,
+            earlier_attempt: false,
+        },
+        LoopEvent::TaskClaimed {
+            task: "ui".to_owned(),
+            description: "Show the users page".to_owned(),
+            taken_over_from: Some("n7-311".to_owned()),
+            earlier_attempt: true,
         },
         LoopEvent::ClaimLost {
             task: "api".to_owned(),
