@@ -231,8 +231,13 @@ impl Planner<'_> {
         let place = (self.dir, self.cwd);
         let command = super::plan::agent_command(self.config, place, &step, prompt, None)?;
         // The planning call runs in the loop's sandbox too, with the plan file writable.
-        let sandbox =
-            super::sandboxed::sandbox_for(self.config, self.cwd, self.repo, self.dir, [&*step])?;
+        let sandbox = super::sandboxed::sandbox_for(
+            self.config,
+            (self.cwd, true),
+            self.repo,
+            self.dir,
+            [&*step],
+        )?;
         let command = match &sandbox {
             Some(sandbox) => sandbox.wrap_writing(&command, Some(&step.spec), &[&written]),
             None => command,

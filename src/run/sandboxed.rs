@@ -14,7 +14,7 @@ use super::plan;
 /// or an agent that cannot work is one line, exit 1, before any iteration.
 pub(super) fn sandbox_for<'s>(
     config: &RunConfig,
-    cwd: &Path,
+    (cwd, agent): (&Path, bool),
     repo: Option<&Repo>,
     home: &RalphDir,
     steps: impl IntoIterator<Item = &'s plan::Step>,
@@ -30,6 +30,7 @@ pub(super) fn sandbox_for<'s>(
         hooks_path: repo.and_then(Repo::hooks_path),
         home: home.root(),
         ralph: cwd.join(crate::storage::RALPH_DIR),
+        agent,
     };
     let Some(sandbox) = crate::sandbox::Sandbox::for_loop(&settings, &place)? else {
         return Ok(None);
@@ -59,7 +60,7 @@ pub(super) fn check_fleet_sandbox(
         return Ok(Err(config.options.allow_all));
     }
     let steps = plan::steps(config, cwd).map_err(fail)?;
-    let sandbox = sandbox_for(config, cwd, repo, dir, steps.all())?;
+    let sandbox = sandbox_for(config, (cwd, true), repo, dir, steps.all())?;
     Ok(sandbox.ok_or(false))
 }
 
@@ -80,7 +81,7 @@ pub(super) fn merging_in(
     tree: Repo,
     home: &RalphDir,
 ) -> anyhow::Result<(Repo, Option<crate::sandbox::Sandbox>)> {
-    let sandbox = sandbox_for(config, tree.root(), Some(&tree), home, [])?;
+    let sandbox = sandbox_for(config, (tree.root(), false), Some(&tree), home, [])?;
     let hooks = sandbox
         .as_ref()
         .and_then(|sandbox| sandbox.hooks_for(&tree));

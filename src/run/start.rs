@@ -52,7 +52,8 @@ pub(crate) fn run(
         super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
-    let sandbox = super::sandboxed::sandbox_for(config, cwd, repo.as_ref(), dir, steps.all())?;
+    let sandbox =
+        super::sandboxed::sandbox_for(config, (cwd, true), repo.as_ref(), dir, steps.all())?;
     let repo = super::sandboxed::with_hooks(repo, sandbox.as_ref());
     let env = Env {
         config,
@@ -154,7 +155,8 @@ pub(crate) fn run_task_loop(
     let mut rules = Rules::new(&config.options, knobs.error_pause, false);
     rules.task_loop = true;
     // The run checked its agents start in a sandbox (`check_fleet_sandbox`): no preflight again.
-    let sandbox = super::sandboxed::sandbox_for(config, cwd, repo.as_ref(), &task.home, [])?;
+    let sandbox =
+        super::sandboxed::sandbox_for(config, (cwd, true), repo.as_ref(), &task.home, [])?;
     let repo = super::sandboxed::with_hooks(repo, sandbox.as_ref());
     let env = Env {
         config,

@@ -92,7 +92,7 @@ impl Mounts {
         if let Some(hooks) = place.hooks_path.as_ref().filter(|p| p.exists()) {
             list.push(bind(hooks.clone(), false));
         }
-        list.extend(ralph_mounts(&place.ralph)?);
+        list.extend(ralph_mounts(&place.ralph, place.agent)?);
         for (path, mode) in mounts::parse_all(&options.mount)? {
             list.push(bind(path, mode == Mode::Rw));
         }
@@ -203,9 +203,17 @@ fn home_mounts(place: &Place<'_>, home: &Path, root: bool) -> Result<Vec<Mount>,
     Ok(list)
 }
 
-/// The loop's `.ralph/`, read-only but for the two files the agent writes (made when missing).
-fn ralph_mounts(ralph: &Path) -> Result<Vec<Mount>, String> {
+/// The loop's `.ralph/`, read-only but, for an `agent`, the two files it writes (made when
+/// missing).
+fn ralph_mounts(ralph: &Path, agent: bool) -> Result<Vec<Mount>, String> {
     let ralph = ralph.to_owned();
+    if !agent {
+        return Ok(if ralph.exists() {
+            vec![bind(ralph, false)]
+        } else {
+            vec![]
+        });
+    }
     created(&ralph, std::fs::create_dir_all(&ralph))?;
     let mut list = vec![bind(ralph.clone(), false)];
     for name in AGENT_WRITES {
@@ -235,9 +243,34 @@ mod tests {
             hooks_path: None,
             home: &home,
             ralph: home.clone(),
+            agent: true,
         };
         let mounts = Mounts::plan(&Settings::default(), &place, root).unwrap();
         (tmp, mounts)
+    }
+
+    #[test]
+    fn a_sandbox_for_hooks_or_checks_adds_no_file_to_the_tree() {
+        let tmp = crate::testing::tempdir().unwrap();
+        let work = tmp.path().join("integrate");
+        std::fs::create_dir_all(work.join(".ralph")).unwrap();
+        let place = Place {
+            work: &work,
+            git_dir: None,
+            hooks_path: None,
+            home: tmp.path(),
+            ralph: work.join(".ralph"),
+            agent: false,
+        };
+        let mounts = Mounts::plan(&Settings::default(), &place, false).unwrap();
+        let entries = std::fs::read_dir(work.join(".ralph")).unwrap().count();
+        assert_eq!(
+            entries, 0,
+            "no progress.md or task list made: a merge would trip on them"
+        );
+        let ralph = bind(work.join(".ralph"), false);
+        assert!(mounts.list.contains(&ralph), "{:?}", mounts.list);
+        assert!(!mounts.list.iter().any(|m| matches!(m, Mount::Bind { writable: true, path } if path.starts_with(work.join(".ralph")))));
     }
 
     fn words(argv: &[OsString]) -> Vec<String> {

@@ -247,6 +247,10 @@ pub(crate) struct Place<'a> {
     pub(crate) home: &'a Path,
     /// The loop's own `.ralph/` (in the work tree, below its top when ralph runs in a folder).
     pub(crate) ralph: PathBuf,
+    /// An agent runs in it, so the two files it writes in `.ralph/` are writable (made when
+    /// missing); false for a merge's hooks and a gate's checks, which get `.ralph/` read-only
+    /// and find the tree as it was (a file made there would stand in a merge's way).
+    pub(crate) agent: bool,
 }
 
 /// A loop's sandbox: how each agent command is wrapped.

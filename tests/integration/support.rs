@@ -15,9 +15,15 @@ pub(crate) struct TestEnv {
 impl TestEnv {
     /// A fresh environment with an initial commit, so every iteration's commit is countable.
     pub(crate) fn new() -> Self {
+        Self::new_in(scratch())
+    }
+
+    /// A fresh environment under `dir` (a sandboxed agent cannot see `/dev/shm`, where
+    /// `new` makes them when it can).
+    pub(crate) fn new_in(dir: &Path) -> Self {
         let root = tempfile::Builder::new()
             .prefix("ralph-test")
-            .tempdir_in(scratch())
+            .tempdir_in(dir)
             .unwrap();
         let env = Self { root };
         for dir in ["work", "bin", "home", "agent"] {

@@ -44,7 +44,7 @@ impl Gate<'_> {
         // worktree) when it has one. One that cannot be made fails the check.
         let sandbox = match super::super::sandboxed::sandbox_for(
             self.config,
-            tree.root(),
+            (tree.root(), false),
             Some(tree),
             self.home,
             [],
