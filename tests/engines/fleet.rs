@@ -9,8 +9,15 @@ use crate::support::TestEnv;
 /// A worker's fake agent (shell built-ins only, so it runs inside `--sandbox` too): it finds its
 /// task in the prompt, writes `<task>.txt` and keeps the task's promise; a task named `Stuck`
 /// never does, and one named `Crash` waits (a minute at most) for a file `go` in its work tree.
-pub(crate) const AGENT: &str = r#"#!/bin/sh
+/// Asked to plan, it answers with two tasks, `Alpha` and `Beta` (blocked by `Alpha`).
+pub(crate) const AGENT: &str = r###"#!/bin/sh
 for last in "$@"; do :; done
+case "$last" in
+  "# Plan the work"*)
+    echo '[{"id": "alpha", "content": "Alpha", "status": "pending", "activeForm": "Doing alpha", "blockedBy": []},'
+    echo ' {"id": "beta", "content": "Beta", "status": "pending", "activeForm": "Doing beta", "blockedBy": ["alpha"]}]'
+    exit 0;;
+esac
 task=${last#*CURRENT TASK: \"}
 task=${task%%\"*}
 echo "$task" > "$task.txt"
@@ -20,17 +27,25 @@ if [ "$task" = Crash ]; then
   i=0; while [ ! -f go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
 fi
 echo "<promise>READY_FOR_NEXT_TASK</promise>"
-"#;
+"###;
 
 /// A test environment whose `remote.git` has `main` with `tasks` as its task list, and whose
 /// `bin/` holds the fake `opencode`.
 pub(crate) fn seeded(tasks: &str) -> TestEnv {
+    seeded_with(&[(".ralph/ralph-tasks.md", tasks)])
+}
+
+/// Like `seeded`, with `files` (path, content) on `main` instead of a task list.
+pub(crate) fn seeded_with(files: &[(&str, &str)]) -> TestEnv {
     // Under cargo's target directory: the workers' agents run in bubblewrap, where /tmp and
     // /dev (so /dev/shm) are the sandbox's own.
     let env = TestEnv::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
     env.write_executable("opencode", AGENT);
-    fs::create_dir_all(env.work().join(".ralph")).unwrap();
-    fs::write(env.ralph_file("ralph-tasks.md"), tasks).unwrap();
+    for (path, content) in files {
+        let path = env.work().join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
     // Each agent's run log stays out of the commits.
     fs::write(env.work().join(".gitignore"), "runs.log\ngo\n").unwrap();
     env.git(&["add", "-A"]);

@@ -359,3 +359,40 @@ fn a_task_left_open_makes_the_report_job_start_the_next_run() {
         "{gh}"
     );
 }
+
+#[test]
+fn with_a_spec_and_no_list_the_plan_job_plans_and_pushes_before_the_workers_start() {
+    let Some(act_bin) = act_or_skip() else { return };
+    let env = fleet::seeded_with(&[("SPEC.md", "Build alpha, then beta on top of it.\n")]);
+    let (code, printed, _) = act(&env, &act_bin, &["workers=2"]);
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(printed.contains("2 open tasks on main"), "{printed}");
+    let tasks = remote_tasks(&env);
+    assert!(
+        tasks.contains("- [x] Alpha") && tasks.contains("- [x] Beta"),
+        "{tasks}"
+    );
+    assert!(tasks.contains("  - blocked_by: alpha"), "{tasks}");
+    // The plan is on the base before any task's merge.
+    let log = env.git(&[
+        "-C",
+        &fleet::remote(&env),
+        "log",
+        "--reverse",
+        "--first-parent",
+        "--format=%s",
+        "main",
+    ]);
+    let subjects: Vec<&str> = log.lines().collect();
+    let plan = subjects
+        .iter()
+        .position(|s| *s == "Ralph: plan from SPEC.md");
+    let plan = plan.unwrap_or_else(|| panic!("{log}"));
+    let after = &subjects[plan + 1..];
+    assert_eq!(after.len(), 2, "{log}");
+    assert!(
+        after.iter().all(|s| s.starts_with("Ralph: merge task ")),
+        "{log}"
+    );
+    assert_eq!(remote_claims(&env), "");
+}

@@ -113,10 +113,16 @@ impl Cluster {
 
     /// A Slurm command's standard output ("" when it failed).
     fn client(&self, program: &str, args: &[&str]) -> String {
+        self.try_client(program, args).unwrap_or_default()
+    }
+
+    /// A Slurm command's standard output, `None` when it failed.
+    fn try_client(&self, program: &str, args: &[&str]) -> Option<String> {
         let mut command = Command::new(program);
         command.env("SLURM_CONF", self.conf()).args(args);
         let output = run_with_deadline(&mut command, Duration::from_secs(20));
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        let out = String::from_utf8_lossy(&output.stdout).into_owned();
+        output.status.success().then_some(out)
     }
 
     /// `JobState` of one array task.
@@ -198,6 +204,12 @@ PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         ctld_log = at("slurmctld.log"),
         d_log = at("slurmd.log"),
     )
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
 }
 
 /// The claim of `task` on the remote, as JSON (`Null` when there is none).
@@ -290,17 +302,34 @@ fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_cla
     wait_until(Duration::from_secs(30), "the array task to fail", || {
         cluster.state(&element) == "FAILED"
     });
-    // Slurm requeues it (as it does after a node failure), to start now.
-    cluster.client("scontrol", &["requeue", &element]);
-    cluster.client(
-        "scontrol",
-        &["update", &format!("jobid={element}"), "StartTime=now"],
-    );
-    wait_until(
-        Duration::from_secs(30),
-        "the requeued task to take crash back",
-        || claim(&env, "crash")["token"] == 2,
-    );
+    // Slurm requeues it (as it does after a node failure), once, and starts it soon: a requeued
+    // job waits for a begin time of its own otherwise. A requeue that comes too early (the job
+    // still completing) is refused, and given again. slurmd refuses to launch a job in the same
+    // second (its clock's grain) as it ended a run of it, so the start waits for a later one.
+    let ended = unix_seconds();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut requeued = false;
+    while claim(&env, "crash")["token"] != 2 {
+        if !requeued {
+            requeued = cluster
+                .try_client("scontrol", &["requeue", &element])
+                .is_some();
+        } else if unix_seconds() > ended + 1 && cluster.state(&element) == "PENDING" {
+            cluster.client(
+                "scontrol",
+                &["update", &format!("jobid={element}"), "StartTime=now"],
+            );
+        }
+        if std::time::Instant::now() > deadline {
+            let shown = cluster.client("scontrol", &["show", "job", &element]);
+            let log = fs::read_to_string(jobs.join(format!("ralph-worker-{element}.out")));
+            let slurmd = fs::read_to_string(dir.join("slurmd.log")).unwrap_or_default();
+            panic!(
+                "the requeued task did not take crash back in 30 s:\n{shown}\n{log:?}\nslurmd:\n{slurmd}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let clone = nodes.join(format!("ralph-worker-{element}"));
     let tree = clone.join(".ralph/worktrees/crash");
     wait_until(Duration::from_secs(30), "crash's worktree", || {
