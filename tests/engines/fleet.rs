@@ -37,9 +37,8 @@ pub(crate) fn seeded(tasks: &str) -> TestEnv {
 
 /// Like `seeded`, with `files` (path, content) on `main` instead of a task list.
 pub(crate) fn seeded_with(files: &[(&str, &str)]) -> TestEnv {
-    // Under cargo's target directory: the workers' agents run in bubblewrap, where /tmp and
-    // /dev (so /dev/shm) are the sandbox's own.
-    let env = TestEnv::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    // Under /tmp, which the workers' sandboxes hide (their agents' folder is mounted for them).
+    let env = TestEnv::new_in(&std::env::temp_dir());
     env.write_executable("opencode", AGENT);
     for (path, content) in files {
         let path = env.work().join(path);
@@ -54,6 +53,12 @@ pub(crate) fn seeded_with(files: &[(&str, &str)]) -> TestEnv {
     env.git(&["clone", "-q", "--bare", ".", &bare]);
     env.git(&["-C", &bare, "config", "receive.autoGc", "false"]);
     env
+}
+
+/// The fake agents' folder, mounted into the workers' sandboxes (`RALPH_SANDBOX_MOUNT`): where
+/// the tests' files are may be hidden there (`/tmp` and `/dev` are the sandbox's own).
+pub(crate) fn agent_folder(env: &TestEnv) -> PathBuf {
+    env.bin()
 }
 
 pub(crate) fn remote(env: &TestEnv) -> String {

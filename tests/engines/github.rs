@@ -243,7 +243,8 @@ fn act(env: &TestEnv, act: &Path, inputs: &[&str]) -> (Option<i32>, String, Path
         .env("RALPH_TEST_REMOTE", fleet::remote(env))
         .env("RALPH_TEST_ARTIFACTS", &artifacts)
         .env("RALPH_PAUSE", "0")
-        .env("RALPH_WORKER_POLL_MS", "200");
+        .env("RALPH_WORKER_POLL_MS", "200")
+        .env("RALPH_SANDBOX_MOUNT", fleet::agent_folder(env));
     let mut args = vec!["workflow_dispatch", "-P", "ubuntu-latest=-self-hosted"];
     args.extend([
         "--secret",

@@ -252,6 +252,7 @@ fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_cla
         .env("RALPH_AGENT", "opencode")
         .env("RALPH_PAUSE", "0")
         .env("RALPH_WORKER_POLL_MS", "200")
+        .env("RALPH_SANDBOX_MOUNT", fleet::agent_folder(&env))
         .env("RALPH_SCRATCH", &nodes);
     let mut sbatch = Command::new("sbatch");
     sbatch.env_clear();
