@@ -257,6 +257,11 @@ pub(crate) struct CommandArgs {
     #[arg(long, help_heading = "Commands")]
     pub(crate) doctor: bool,
 
+    /// Serve the Model Context Protocol on stdin and stdout, so another agent can read and steer
+    /// ralph's runs here (e.g. claude mcp add ralph -- ralph --mcp).
+    #[arg(long, help_heading = "Commands")]
+    pub(crate) mcp: bool,
+
     /// Show the command, environment and prompt of iteration 1 without running anything.
     #[arg(long, help_heading = "Commands")]
     pub(crate) dry_run: bool,

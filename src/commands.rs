@@ -4,7 +4,10 @@
 //! Read-only commands never create or change anything on disk (not even `.ralph/`), so they are
 //! safe to run in another terminal while a loop works.
 
-mod log;
+pub(crate) mod log;
+mod steer;
+
+pub(crate) use steer::{add_context_to, add_task_to, stop_running};
 mod reset;
 mod watch;
 
@@ -324,14 +327,13 @@ pub(crate) fn add_context(
     text: &str,
     task: Option<&str>,
 ) -> anyhow::Result<ExitStatus> {
-    let task = task.map(|id| known_task(dir, id.trim())).transpose()?;
-    context::append(dir, text.trim_end(), task, crate::model::now())?;
-    output::context_added(&dir.context(), context_readers(dir), task);
+    add_context_to(dir, text, task)?;
+    output::context_added(&dir.context(), context_readers(dir), task.map(str::trim));
     Ok(ExitStatus::Success)
 }
 
 /// `id` when the task list has a task with that id; else the refusal, naming the known ids.
-fn known_task<'a>(dir: &RalphDir, id: &'a str) -> anyhow::Result<&'a str> {
+pub(super) fn known_task<'a>(dir: &RalphDir, id: &'a str) -> anyhow::Result<&'a str> {
     let content = storage::read_text(&dir.tasks())?.unwrap_or_default();
     let ids = tasks::task_ids(&TaskList::parse(&content));
     if ids.iter().any(|each| each == id) {
@@ -402,81 +404,15 @@ pub(crate) fn list_tasks(dir: &RalphDir, json: bool) -> anyhow::Result<ExitStatu
 pub(crate) fn add_task(
     dir: &RalphDir,
     description: &str,
-    (id, blocked_by): (Option<&str>, Option<&str>),
+    place: (Option<&str>, Option<&str>),
     own: &[(&'static str, String)],
 ) -> anyhow::Result<ExitStatus> {
-    let description = match tasks::validate_description(description) {
-        Ok(description) => description,
-        Err(err) => return Err(fail(err.to_string()).into()),
-    };
-    let mut properties = Vec::new();
-    for (key, value) in [(tasks::ID, id), (tasks::BLOCKED_BY, blocked_by)] {
-        if let Some(value) = value {
-            if let Err(err) = tasks::validate_description(value) {
-                return Err(fail(format!("--{}: {err}", key.replace('_', "-"))).into());
-            }
-            properties.push((key, value.trim()));
-        }
+    let (number, unknown) = steer::add_task_with(dir, description, place, own)?;
+    output::task_added(description.trim(), number);
+    if !unknown.is_empty() {
+        output::unknown_blockers(&unknown);
     }
-    for (key, value) in own {
-        if let Err(err) = tasks::validate_description(value) {
-            return Err(fail(format!("the task's {key}: {err}")).into());
-        }
-        properties.push((key, value.trim()));
-    }
-    let id = id.map(str::trim);
-    let blockers: Vec<&str> = blocked_by
-        .map(|ids| {
-            ids.split(',')
-                .map(str::trim)
-                .filter(|id| !id.is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
-    if blocked_by.is_some() && blockers.is_empty() {
-        return Err(fail(
-            "--blocked-by needs task ids separated by commas, e.g. --blocked-by db,api",
-        )
-        .into());
-    }
-    if let Some(id) = id
-        && blockers.contains(&id)
-    {
-        return Err(fail(format!(
-            "task '{id}' cannot be blocked by itself; remove '{id}' from --blocked-by"
-        ))
-        .into());
-    }
-    dir.ensure()?;
-    let outcome = tasks::edit(dir, |current| {
-        let list = TaskList::parse(&String::from_utf8_lossy(current.unwrap_or_default()));
-        if let Some(id) = id
-            && let Some(existing) = list.by_id(id)
-        {
-            let refusal = format!(
-                "a task with id '{id}' already exists (task {}: \"{}\"); choose another --id",
-                existing.number, existing.text
-            );
-            return (None, Err(refusal));
-        }
-        let unknown: Vec<String> = blockers
-            .iter()
-            .filter(|blocker| list.by_id(blocker).is_none())
-            .map(|blocker| (*blocker).to_owned())
-            .collect();
-        let updated = tasks::add_task(current, description, &properties);
-        (Some(updated), Ok((list.tasks.len() + 1, unknown)))
-    })?;
-    match outcome {
-        Ok((number, unknown)) => {
-            output::task_added(description, number);
-            if !unknown.is_empty() {
-                output::unknown_blockers(&unknown);
-            }
-            Ok(ExitStatus::Success)
-        }
-        Err(refusal) => Err(fail(refusal).into()),
-    }
+    Ok(ExitStatus::Success)
 }
 
 /// `--remove-task N`, under the task file's lock.

@@ -17,7 +17,10 @@ use crate::output::ColorChoice;
 use crate::settings::Settings;
 use crate::storage::RalphDir;
 
+mod modes;
 mod validate;
+
+use modes::{loop_mode, plan_mode, resume_mode, serve_mode, worker_mode};
 
 /// What this invocation does.
 #[derive(Debug)]
@@ -41,6 +44,8 @@ pub(crate) enum Mode {
     Init,
     ShowConfig,
     Doctor,
+    /// `--mcp`: a Model Context Protocol server on stdio.
+    Mcp,
     Status {
         tasks: bool,
         /// `--status --remote NAME`: the claims and the task board on that remote.
@@ -87,6 +92,13 @@ pub(crate) enum Mode {
         base: Option<String>,
     },
     Run(Box<RunConfig>),
+    /// `--serve [ADDR]` without a prompt: serve the runs of this repository until Ctrl-C
+    /// (`remote`: with `--remote NAME`, that remote's fleet too).
+    Serve {
+        addr: crate::options::parse::Addr,
+        allow_remote: bool,
+        remote: Option<String>,
+    },
     /// `--worker`: tasks taken from `remote`'s `base` branch (default: its default branch).
     Worker {
         config: Box<RunConfig>,
@@ -210,9 +222,14 @@ impl Config {
             cli_layer.set("agent_args", Raw::List(agent_args), Source::CommandLine);
         }
         let tasks_flag = matches!(cli_layer.get("tasks"), Some((Raw::Bool(true), _)));
+        let serve_flag = cli_layer.get("serve").is_some();
         let (resume, dry_run, plan) = (commands.resume, commands.dry_run, commands.plan);
         let (worktree, merge) = (commands.worktree.clone(), commands.merge);
-        let worker = commands.worker_place()?;
+        let worker = commands.worker_place(serve_flag)?;
+        // `--serve` with nothing to run serves what runs here (with `--remote`, its fleet too).
+        let serving = (serve_flag && worker.is_none() && !(plan || dry_run || resume))
+            .then(|| commands.remote.clone())
+            .filter(|_| prompt.is_empty() && prompt_file.is_none());
         let replan_flag = commands.replan;
         let (refine, yes) = (commands.refine, commands.yes);
         if replan_flag && (resume || worker.is_some()) {
@@ -223,13 +240,9 @@ impl Config {
         let task_properties = task_properties(&cli_layer, commands.success.clone());
         let mode = match commands.mode(tasks_flag, task_properties)? {
             Some(mode) => mode,
-            None if resume => {
-                if !prompt.is_empty() || prompt_file.is_some() {
-                    return Err(usage(
-                        "--resume continues the saved prompt; do not give a new one",
-                    ));
-                }
-                Mode::Resume
+            None if resume => resume_mode(!prompt.is_empty() || prompt_file.is_some())?,
+            None if serving.is_some() => {
+                serve_mode(&settings.stack(&[&cli_layer]), serving.clone().flatten())?
             }
             None => {
                 let (text, file) = if worker.is_some() && prompt.is_empty() && prompt_file.is_none()
@@ -272,8 +285,8 @@ type WorkerPlace = (Option<String>, Option<String>);
 
 impl CommandArgs {
     /// `--worker`'s remote and base, when it is given; `--base` and `--remote` without it are
-    /// refused (`--remote` goes with `--status` too).
-    fn worker_place(&self) -> Result<Option<WorkerPlace>, Error> {
+    /// refused (`--remote` goes with `--status` and `--serve` too).
+    fn worker_place(&self, serve: bool) -> Result<Option<WorkerPlace>, Error> {
         if self.worker {
             return Ok(Some((self.remote.clone(), self.base.clone())));
         }
@@ -282,9 +295,9 @@ impl CommandArgs {
                 "--base names the branch a --worker takes tasks from; add --worker",
             ));
         }
-        if self.remote.is_some() && !self.status {
+        if self.remote.is_some() && !self.status && !serve {
             return Err(usage(
-                "--remote goes with --worker (take tasks from it) or --status (show its claims)",
+                "--remote goes with --worker (take tasks from it), --status or --serve (show its claims)",
             ));
         }
         Ok(None)
@@ -307,6 +320,8 @@ impl CommandArgs {
             Mode::ShowConfig
         } else if self.doctor {
             Mode::Doctor
+        } else if self.mcp {
+            Mode::Mcp
         } else if self.status {
             Mode::Status {
                 tasks: tasks_flag,
@@ -362,92 +377,6 @@ impl CommandArgs {
 
 /// The goal a `--worker` gives its agents when none is given: each works on its task.
 pub(crate) const WORKER_PROMPT: &str = "Complete the tasks of this project's task list.";
-
-/// `--worker` (or, with `--dry-run`, what it would do): checked against the options it cannot
-/// go with.
-fn worker_mode(
-    mut run: Box<RunConfig>,
-    (remote, base): (Option<String>, Option<String>),
-    (worktree, dry_run): (bool, bool),
-) -> Result<Mode, Error> {
-    if worktree || run.options.parallel > 0 {
-        return Err(usage(
-            "--worker runs one task at a time in its own worktree; drop --worktree and --parallel (start more workers instead)",
-        ));
-    }
-    if !run.options.commit {
-        return Err(usage(
-            "--worker merges each task's commits into the base, so it needs auto-commit: drop --no-commit",
-        ));
-    }
-    if run.options.claim_ttl <= run.options.claim_heartbeat {
-        return Err(usage(
-            "--claim-ttl must be longer than --claim-heartbeat, or other workers would take over tasks that are still worked on",
-        ));
-    }
-    run.options.tasks = true;
-    let remote = remote.unwrap_or_else(|| "origin".to_owned());
-    Ok(if dry_run {
-        Mode::WorkerDryRun {
-            config: run,
-            remote,
-            base,
-        }
-    } else {
-        Mode::Worker {
-            config: run,
-            remote,
-            base,
-        }
-    })
-}
-
-/// `--plan`: the prompt planned into the task list, nothing run (refused with `--dry-run` and
-/// `--worker`, which have runs of their own to show or share).
-fn plan_mode(run: Box<RunConfig>, with_another: bool) -> Result<Mode, Error> {
-    if with_another {
-        return Err(usage(
-            "--plan writes a plan and exits; it does not go with --dry-run or --worker (plan first, then start the workers)",
-        ));
-    }
-    Ok(Mode::Plan(run))
-}
-
-/// How the loop runs: shown (`--dry-run`), in its own worktree (`--worktree NAME`), or here.
-fn loop_mode(
-    run: Box<RunConfig>,
-    dry_run: bool,
-    worktree: Option<String>,
-    merge: bool,
-) -> Result<Mode, Error> {
-    Ok(match worktree {
-        _ if dry_run => Mode::DryRun(run),
-        Some(name) => {
-            if !crate::storage::tasks::is_ref_safe(&name) {
-                return Err(usage(format!(
-                    "--worktree needs a name of {}; '{name}' is not one",
-                    crate::storage::tasks::ID_RULE
-                )));
-            }
-            if run.options.parallel > 0 {
-                return Err(usage(
-                    "--worktree runs one loop; --parallel gives every task its own worktree already",
-                ));
-            }
-            if merge && !run.options.commit {
-                return Err(usage(
-                    "--merge merges the loop's commits, so it needs auto-commit: drop --no-commit",
-                ));
-            }
-            Mode::RunInWorktree {
-                config: run,
-                name,
-                merge,
-            }
-        }
-        None => Mode::Run(run),
-    })
-}
 
 /// The options given with `--add-task` that become the task's own properties.
 fn task_properties(cli: &Layer, success: Option<String>) -> Vec<(&'static str, String)> {

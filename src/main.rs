@@ -13,6 +13,8 @@ mod exit;
 mod git;
 mod guard;
 mod hooks;
+mod journal;
+mod mcp;
 mod model;
 mod notify;
 mod options;
@@ -23,6 +25,7 @@ mod prompt;
 mod report;
 mod run;
 mod sandbox;
+mod serve;
 mod settings;
 mod setup;
 mod signal;
@@ -123,6 +126,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Init => setup::init(&ralph_dir, &cwd),
         Mode::ShowConfig => setup::show_config(&settings, &cli_layer),
         Mode::Doctor => Ok(setup::doctor(&settings, &cli_layer, &ralph_dir, &cwd)),
+        Mode::Mcp => mcp::serve(&ralph_dir, &cwd),
         Mode::Status { tasks, remote } => match remote {
             Some(remote) => {
                 let ttl = claim_ttl(&settings, &cli_layer)?;
@@ -157,6 +161,21 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Export => commands::list_tasks(&ralph_dir, true),
         Mode::Reset => commands::reset(&ralph_dir, &knobs),
         Mode::DryRun(config) => Ok(dry_run::dry_run(&config, &ralph_dir, &cwd)),
+        Mode::Serve {
+            addr,
+            allow_remote,
+            remote,
+        } => {
+            let stop = signal::StopFlag::install()?;
+            let site = serve::Site {
+                dir: ralph_dir.clone(),
+                cwd: cwd.clone(),
+                remote,
+                run: None,
+                claim_ttl: claim_ttl(&settings, &cli_layer)?,
+            };
+            serve::serve_beside(&addr, allow_remote, site, &stop)
+        }
         Mode::Plan(mut config) => {
             config.json = json;
             run::plan_only(&config, &cwd, &ralph_dir, &knobs)
@@ -207,6 +226,31 @@ impl Loops<'_> {
             ..
         } = *self;
         let stop = signal::StopFlag::install()?;
+        // `serve = "…"` (or `--serve`) with a run: the server lives as long as the run.
+        let options = options::LoopOptions::resolve(&self.settings.stack(&[self.cli_layer]));
+        let _server = match options {
+            Ok(options) if options.serve.is_some() => {
+                let site = serve::Site {
+                    dir: ralph_dir.clone(),
+                    cwd: cwd.to_owned(),
+                    remote: None,
+                    run: Some(stop.clone()),
+                    claim_ttl: options.claim_ttl,
+                };
+                let addr = options
+                    .serve
+                    .as_ref()
+                    .map_or_else(|| serve::Addr(serve::DEFAULT_ADDR.to_owned()), Clone::clone);
+                let server = serve::Server::start(&addr, options.serve_allow_remote, site)?;
+                output::serving(
+                    &server.url,
+                    &ralph_dir.root().join(serve::TOKEN_FILE),
+                    false,
+                );
+                Some(server)
+            }
+            _ => None,
+        };
         match mode {
             Mode::Resume => run::resume(
                 self.cli_layer,

@@ -292,6 +292,11 @@ loop_options! {
     sandbox_image: Option<String> = None, heading "Sandbox", value "IMAGE";
     /// A command line put before the agent's (srt, firejail, a cloud sandbox's CLI), instead of a backend.
     sandbox_wrapper: Option<String> = None, heading "Sandbox", value "CMD";
+    /// Serve the runs of this repository to a browser and over HTTP at ADDR (default 127.0.0.1:8765): alone, beside a loop started elsewhere; with a prompt, inside the run.
+    serve: Option<crate::options::parse::Addr> = None,
+        heading "Serve", value "ADDR", example "\"127.0.0.1:8765\"";
+    /// Let --serve listen on an address other machines can reach (anyone who reaches it can read your runs; changes still need the token).
+    serve_allow_remote: bool = false, heading "Serve", value "";
     /// When to colour ralph's own messages.
     color: ColorChoice = ColorChoice::Auto,
         heading "Agent and output", value "WHEN", note "auto, always or never";

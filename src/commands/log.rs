@@ -80,7 +80,7 @@ fn gone_quiet(dir: &RalphDir, since: Instant) -> bool {
 
 /// The log `which` names: in `.ralph/logs/`, or where the history record of that iteration says
 /// (a parallel task's folder, `.ralph/logs/<task>/`).
-fn find(dir: &RalphDir, which: &LogTarget) -> anyhow::Result<PathBuf> {
+pub(crate) fn find(dir: &RalphDir, which: &LogTarget) -> anyhow::Result<PathBuf> {
     let history = history::load(&dir.history()).ok();
     let records = history
         .as_ref()

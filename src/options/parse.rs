@@ -1,6 +1,7 @@
 //! Value parsers shared by the command line, config files, environment variables and the saved
 //! loop, with messages a person understands.
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use crate::agents::AgentKind;
@@ -152,9 +153,51 @@ impl clap::builder::TypedValueParser for AgentNameParser {
     }
 }
 
+/// Where `--serve` alone listens.
+pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:8765";
+
+/// A `--serve` address, as given (`HOST:PORT`, `:PORT` for loopback, or a bare port).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Addr(pub(crate) String);
+
+impl Addr {
+    /// Checks `text` names an address to listen on.
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let full = if let Some(port) = text.strip_prefix(':') {
+            format!("127.0.0.1:{port}")
+        } else if text.parse::<u16>().is_ok() {
+            format!("127.0.0.1:{text}")
+        } else {
+            text.to_owned()
+        };
+        match full.to_socket_addrs().map(|mut found| found.next()) {
+            Ok(Some(_)) => Ok(Self(full)),
+            _ => Err(format!(
+                "'{text}' is not an address to listen on; give HOST:PORT (e.g. {DEFAULT_ADDR}) or a port"
+            )),
+        }
+    }
+
+    pub(crate) fn resolved(&self) -> Option<SocketAddr> {
+        self.0.to_socket_addrs().ok()?.next()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_are_host_and_port_or_a_port_on_loopback() {
+        assert_eq!(Addr::parse("127.0.0.1:8765").unwrap().0, "127.0.0.1:8765");
+        assert_eq!(Addr::parse(":9000").unwrap().0, "127.0.0.1:9000");
+        assert_eq!(Addr::parse("9001").unwrap().0, "127.0.0.1:9001");
+        assert_eq!(Addr::parse("0.0.0.0:80").unwrap().0, "0.0.0.0:80");
+        let refused = Addr::parse("not an address").unwrap_err();
+        assert!(refused.contains("give HOST:PORT"), "{refused}");
+        assert!(Addr::parse("127.0.0.1:99999").is_err());
+    }
 
     #[test]
     fn durations_parse() {

@@ -355,6 +355,34 @@ impl OptionValue for Option<crate::sandbox::Bytes> {
     }
 }
 
+/// `--serve [ADDR]`: an address to listen on (`--serve` alone: 127.0.0.1:8765).
+impl OptionValue for Option<crate::options::parse::Addr> {
+    const WANTS: &'static str = "an address like \"127.0.0.1:8765\"";
+
+    fn from_raw(raw: &Raw) -> Result<Self, String> {
+        match raw {
+            Raw::Null => Ok(None),
+            Raw::Text(text) | Raw::Str(text) if text.trim().is_empty() => Ok(None),
+            Raw::Text(text) | Raw::Str(text) | Raw::Int(text) => {
+                crate::options::parse::Addr::parse(text).map(Some)
+            }
+            _ => wrong::<Self, _>(),
+        }
+    }
+
+    fn to_raw(&self) -> Raw {
+        self.as_ref()
+            .map_or(Raw::Null, |addr| Raw::Str(addr.0.clone()))
+    }
+
+    fn arg(arg: Arg) -> Arg {
+        arg.action(ArgAction::Set)
+            .value_parser(validator::<Self>)
+            .num_args(0..=1)
+            .default_missing_value(crate::options::parse::DEFAULT_ADDR)
+    }
+}
+
 /// `--sandbox-cpus`: a number of CPUs.
 impl OptionValue for Option<crate::sandbox::Cpus> {
     const WANTS: &'static str = "a number";

@@ -4,6 +4,28 @@ use super::format::{display_width, long_duration, pad};
 use super::{Voice, say};
 use chrono::{DateTime, Utc};
 
+/// `--serve` listens: the page's address (with its token) and where the token is kept. On
+/// stderr, so a run's `--json` lines stay JSON; `alone`: nothing else runs in this process.
+pub(crate) fn serving(url: &str, token: &std::path::Path, alone: bool) {
+    let until = if alone {
+        "; Ctrl+C stops the server"
+    } else {
+        "; it stops with the run"
+    };
+    super::warn(&[
+        &format!("🌐 Serving this repository's runs at {url}"),
+        &format!(
+            "   The token in the address lets the page add context and stop the run (also in {}){until}.",
+            token.display()
+        ),
+    ]);
+}
+
+/// `ralph --serve` ended.
+pub(crate) fn serve_stopped() {
+    super::warn(&["🌐 Server stopped."]);
+}
+
 /// A worker starts (`job`: the engine job it runs in).
 pub(crate) fn remote_worker_started(
     out: &Voice,

@@ -60,6 +60,7 @@ pub(crate) fn run(
         cwd,
         dir,
         repo: found.as_ref(),
+        home: dir,
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;

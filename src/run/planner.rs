@@ -51,6 +51,7 @@ pub(crate) fn plan_only(
         cwd,
         dir,
         repo: repo.as_ref(),
+        home: dir,
     };
     let sink = Sink::for_run(&config, &place, None, Scope::Run);
     let planner = Planner {

@@ -97,6 +97,7 @@ pub(crate) fn worker(
         cwd,
         dir,
         repo: Some(&site.repo),
+        home: dir,
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let unsandboxed = matches!(

@@ -26,12 +26,14 @@ pub(crate) enum Scope {
     Task,
 }
 
-/// Where a loop runs: its working directory, its `.ralph/`, its repository.
+/// Where a loop runs: its working directory, its `.ralph/`, its repository, and the `.ralph/` of
+/// the run it is part of (its own, but for a task's loop), which keeps the run's event journal.
 #[derive(Clone, Copy)]
 pub(crate) struct Place<'a> {
     pub(crate) cwd: &'a Path,
     pub(crate) dir: &'a RalphDir,
     pub(crate) repo: Option<&'a Repo>,
+    pub(crate) home: &'a RalphDir,
 }
 
 /// The reporters of one loop, and the task it works on.
@@ -51,10 +53,18 @@ impl Sink {
         task: Option<String>,
         scope: Scope,
     ) -> Self {
-        let Place { cwd, dir, repo } = *place;
+        let Place {
+            cwd,
+            dir,
+            repo,
+            home,
+        } = *place;
         let o = &config.options;
         let voice = Voice::for_loop(config.json, task.clone(), o.verbose);
-        let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(Human::new(voice.clone()))];
+        let mut reporters: Vec<Box<dyn Reporter>> = vec![
+            Box::new(Human::new(voice.clone())),
+            Box::new(crate::journal::Journal::new(home)),
+        ];
         if config.json {
             reporters.push(Box::new(JsonLines));
         }

@@ -42,6 +42,7 @@ pub(crate) fn run(
         cwd,
         dir,
         repo: repo.as_ref(),
+        home: dir,
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
@@ -149,6 +150,7 @@ pub(crate) fn run_task_loop(
         cwd,
         dir: &dir,
         repo: repo.as_ref(),
+        home: &task.home,
     };
     let sink = Sink::for_run(config, &place, Some(task.task_id.clone()), Scope::Task);
     let (_lock, resumed) = claim(&dir, start, knobs, &sink)?;

@@ -35,6 +35,7 @@ pub(crate) fn in_worktree(
         cwd,
         dir,
         repo: Some(&repo),
+        home: dir,
     };
     // The loop in the worktree has its own sink; this one tells what happens around it.
     let sink = Sink::for_run(config, &place, None, Scope::Task);

@@ -50,9 +50,19 @@ pub(crate) const CONTEXT_LOCK_FILE: &str = "ralph-context.lock";
 pub(crate) const TASKS_LOCK_FILE: &str = "ralph-tasks.lock";
 /// Keeps ralph's runtime files out of git (`git status`, `git add -A`, auto-commits).
 pub(crate) const GITIGNORE_FILE: &str = ".gitignore";
+/// The event journal (`src/journal.rs`), and the journal before its last rotation.
+pub(crate) const JOURNAL_FILE: &str = "events.jsonl";
+pub(crate) const OLD_JOURNAL_FILE: &str = "events.1.jsonl";
+/// Held while the journal is rotated.
+pub(crate) const JOURNAL_LOCK_FILE: &str = "events.lock";
+/// `--serve`'s token.
+pub(crate) const SERVE_TOKEN_FILE: &str = "serve.token";
+/// What a run `ralph --mcp` started printed, and its prompt.
+pub(crate) const MCP_RUN_LOG: &str = "mcp-run.log";
+pub(crate) const MCP_PROMPT_FILE: &str = "mcp-prompt.md";
 
 /// Files ralph rewrites while it runs; never committed, never counted as the agent's changes.
-pub(crate) const RUNTIME_FILES: [&str; 9] = [
+pub(crate) const RUNTIME_FILES: [&str; 15] = [
     STATE_FILE,
     HISTORY_FILE,
     summary::SUMMARY_FILE,
@@ -62,6 +72,12 @@ pub(crate) const RUNTIME_FILES: [&str; 9] = [
     CONTEXT_LOCK_FILE,
     TASKS_LOCK_FILE,
     identity::TASK_FILE,
+    JOURNAL_FILE,
+    OLD_JOURNAL_FILE,
+    JOURNAL_LOCK_FILE,
+    SERVE_TOKEN_FILE,
+    MCP_RUN_LOG,
+    MCP_PROMPT_FILE,
 ];
 
 /// ralph's files that are committed with the work: the progress log, the task file and the

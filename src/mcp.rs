@@ -1,0 +1,493 @@
+//! `ralph --mcp`: a Model Context Protocol server on stdio, so another agent (Claude Code,
+//! Cursor, …) can read and steer ralph's runs in this repository: JSON-RPC 2.0, one message a
+//! line on stdin and stdout, nothing else on stdout (diagnostics go to stderr).
+//!
+//! Tools: `ralph_status`, `ralph_list_tasks`, `ralph_add_task`, `ralph_add_context`,
+//! `ralph_log`, `ralph_plan`, `ralph_start`, `ralph_stop`. A tool that cannot do what it was asked
+//! answers with `isError: true` and one line saying why; the server itself never stops on a bad
+//! message.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::config::LogTarget;
+use crate::exit::ExitStatus;
+use crate::storage::RalphDir;
+
+/// The protocol revisions this server speaks, newest first; a client asking another gets the
+/// newest.
+const VERSIONS: [&str; 5] = [
+    "2026-07-28",
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+];
+
+/// Where a started run's output goes, and its prompt (a file, so no prompt is taken for an
+/// option), in `.ralph/`.
+use crate::storage::{MCP_PROMPT_FILE as PROMPT_FILE, MCP_RUN_LOG as RUN_LOG};
+
+/// Serves until stdin closes.
+pub(crate) fn serve(dir: &RalphDir, cwd: &Path) -> anyhow::Result<ExitStatus> {
+    let mut server = Server {
+        dir: dir.clone(),
+        cwd: cwd.to_owned(),
+        started: None,
+    };
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some(answer) = server.answer(&line) {
+            let _ = writeln!(out, "{answer}");
+            let _ = out.flush();
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+struct Server {
+    dir: RalphDir,
+    cwd: PathBuf,
+    /// The run `ralph_start` started last.
+    started: Option<Child>,
+}
+
+fn error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// A tool's answer: its text, and whether it is an error.
+fn tool_text(text: &str, is_error: bool) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": is_error})
+}
+
+fn tool_json(value: &Value) -> Value {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false})
+}
+
+impl Server {
+    /// The answer to one message (`None` for a notification).
+    fn answer(&mut self, line: &str) -> Option<Value> {
+        let Ok(message) = serde_json::from_str::<Value>(line) else {
+            return Some(error(
+                &Value::Null,
+                -32700,
+                "parse error: a message is one JSON object a line",
+            ));
+        };
+        let id = message.get("id").cloned();
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(id) = id else {
+            // Notifications (`notifications/initialized`, cancellations) need no answer.
+            return None;
+        };
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        Some(match method {
+            "initialize" => result(&id, initialize(&params)),
+            "ping" => result(&id, json!({})),
+            "tools/list" => result(&id, json!({"tools": tools()})),
+            "tools/call" => {
+                let name = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let arguments = params
+                    .get("arguments")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                result(&id, self.call(name, &arguments))
+            }
+            "" => error(&id, -32600, "invalid request: no method"),
+            other => error(&id, -32601, &format!("method not found: {other}")),
+        })
+    }
+
+    fn call(&mut self, name: &str, arguments: &Value) -> Value {
+        let text = |key: &str| arguments.get(key).and_then(Value::as_str).map(str::trim);
+        let failed = |err: anyhow::Error| tool_text(&format!("{err:#}"), true);
+        match name {
+            "ralph_status" => tool_json(
+                &serde_json::to_value(crate::commands::status_report(&self.dir))
+                    .unwrap_or_default(),
+            ),
+            "ralph_list_tasks" => {
+                let report = crate::commands::status_report(&self.dir);
+                tool_json(&serde_json::to_value(report.tasks).unwrap_or_default())
+            }
+            "ralph_add_task" => match text("text") {
+                None => tool_text(
+                    "ralph_add_task needs \"text\": the task's description",
+                    true,
+                ),
+                Some(description) => {
+                    match crate::commands::add_task_to(
+                        &self.dir,
+                        description,
+                        (text("id"), text("blocked_by")),
+                    ) {
+                        Ok((number, unknown)) => {
+                            tool_json(&json!({"number": number, "unknown_blockers": unknown}))
+                        }
+                        Err(err) => failed(err),
+                    }
+                }
+            },
+            "ralph_add_context" => match text("text").filter(|t| !t.is_empty()) {
+                None => tool_text(
+                    "ralph_add_context needs \"text\": the hint for the next prompt",
+                    true,
+                ),
+                Some(hint) => {
+                    match crate::commands::add_context_to(&self.dir, hint, text("task")) {
+                        Ok(()) => {
+                            tool_text("Added: the next iteration's prompt carries it.", false)
+                        }
+                        Err(err) => failed(err),
+                    }
+                }
+            },
+            "ralph_log" => self.log(text("which").unwrap_or("last")),
+            "ralph_plan" => match text("spec").filter(|t| !t.is_empty()) {
+                None => tool_text("ralph_plan needs \"spec\": what to plan", true),
+                Some(spec) => self.plan(spec),
+            },
+            "ralph_start" => self.start(arguments),
+            "ralph_stop" => match crate::commands::stop_running(&self.dir) {
+                Ok(pid) => tool_text(
+                    &format!(
+                        "Stopping the loop (pid {pid}) as Ctrl+C does; ralph --resume goes on."
+                    ),
+                    false,
+                ),
+                Err(why) => tool_text(&why, true),
+            },
+            other => tool_text(
+                &format!("no tool named {other}; tools/list names them"),
+                true,
+            ),
+        }
+    }
+
+    fn log(&self, which: &str) -> Value {
+        let Ok(target) = LogTarget::parse(which) else {
+            return tool_text("name a log as last, N, TASK or TASK/N", true);
+        };
+        if let LogTarget::Task(task, _) = &target
+            && !crate::storage::tasks::is_ref_safe(task)
+        {
+            return tool_text("a task id is letters, digits, - and _", true);
+        }
+        match crate::commands::log::find(&self.dir, &target) {
+            Ok(path) => {
+                let records = std::fs::read_to_string(&path).unwrap_or_default();
+                let lines: Vec<String> = records
+                    .lines()
+                    .filter_map(|line| {
+                        serde_json::from_str::<crate::storage::logs::Record>(line).ok()
+                    })
+                    .filter_map(|record| record.line)
+                    .collect();
+                tool_text(&lines.join("\n"), false)
+            }
+            Err(err) => tool_text(&format!("{err:#}"), true),
+        }
+    }
+
+    /// `ralph --plan SPEC`, run to its end; what it printed.
+    fn plan(&self, spec: &str) -> Value {
+        let output = self
+            .ralph()
+            .args(["--plan", spec])
+            .stdin(Stdio::null())
+            .output();
+        match output {
+            Ok(output) => {
+                let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+                text.push_str(&String::from_utf8_lossy(&output.stderr));
+                tool_text(text.trim(), !output.status.success())
+            }
+            Err(err) => tool_text(&format!("ralph --plan could not start: {err}"), true),
+        }
+    }
+
+    /// `ralph PROMPT ARGS…` in the background, its output in `.ralph/mcp-run.log`.
+    fn start(&mut self, arguments: &Value) -> Value {
+        let Some(prompt) = arguments
+            .get("prompt")
+            .and_then(Value::as_str)
+            .filter(|p| !p.trim().is_empty())
+        else {
+            return tool_text(
+                "ralph_start needs \"prompt\": what the agent should do",
+                true,
+            );
+        };
+        let extra: Vec<String> = match arguments.get("args") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            Some(_) => {
+                return tool_text(
+                    "\"args\" is a list of ralph's options as strings, e.g. [\"--parallel\", \"2\"]",
+                    true,
+                );
+            }
+        };
+        if let Some(child) = self.started.as_mut()
+            && child.try_wait().ok().flatten().is_none()
+        {
+            return tool_text(
+                &format!(
+                    "a run started here is still going (pid {}); ralph_stop it first, or wait",
+                    child.id()
+                ),
+                true,
+            );
+        }
+        if crate::storage::lock::loop_is_running(&self.dir) {
+            return tool_text(
+                "a loop already runs in this repository; ralph_stop it first, or wait for it",
+                true,
+            );
+        }
+        match self.spawn_run(prompt, &extra) {
+            Ok((child, log)) => {
+                let pid = child.id();
+                self.started = Some(child);
+                tool_json(&json!({"pid": pid, "log": log.display().to_string()}))
+            }
+            Err(why) => tool_text(&why, true),
+        }
+    }
+
+    /// Starts `ralph ARGS --prompt-file .ralph/mcp-prompt.md` in a process group of its own, its
+    /// output in `.ralph/mcp-run.log`.
+    fn spawn_run(&self, prompt: &str, extra: &[String]) -> Result<(Child, PathBuf), String> {
+        use std::os::unix::process::CommandExt as _;
+        self.dir.ensure().map_err(|err| format!("{err:#}"))?;
+        let prompt_file = self.dir.root().join(PROMPT_FILE);
+        std::fs::write(&prompt_file, prompt)
+            .map_err(|err| format!("cannot write {}: {err}", prompt_file.display()))?;
+        let log = self.dir.root().join(RUN_LOG);
+        let cannot = |err: std::io::Error| format!("cannot write {}: {err}", log.display());
+        let file = std::fs::File::create(&log).map_err(cannot)?;
+        let err_file = file.try_clone().map_err(cannot)?;
+        let child = self
+            .ralph()
+            .args(extra)
+            .arg("--prompt-file")
+            .arg(&prompt_file)
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err_file)
+            // Its own process group: a Ctrl+C meant for the MCP client does not reach it.
+            .process_group(0)
+            .spawn()
+            .map_err(|err| format!("ralph could not start: {err}"))?;
+        Ok((child, log))
+    }
+
+    fn ralph(&self) -> Command {
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("ralph"));
+        let mut command = Command::new(exe);
+        command.current_dir(&self.cwd);
+        command
+    }
+}
+
+fn initialize(params: &Value) -> Value {
+    let asked = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let version = VERSIONS
+        .iter()
+        .find(|known| **known == asked)
+        .unwrap_or(&VERSIONS[0]);
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": {"name": "ralph", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": "ralph runs coding agents in a loop until they keep their promise. Read the run with ralph_status, ralph_list_tasks and ralph_log; steer it with ralph_add_task, ralph_add_context, ralph_start and ralph_stop."
+    })
+}
+
+fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object", "properties": properties, "required": required, "additionalProperties": false}
+    })
+}
+
+fn tools() -> Vec<Value> {
+    let text = |what: &str| json!({"type": "string", "description": what});
+    vec![
+        tool(
+            "ralph_status",
+            "The loop and task loops in this repository: state, iteration, cost, tasks (what `ralph --status --json` prints).",
+            json!({}),
+            &[],
+        ),
+        tool(
+            "ralph_list_tasks",
+            "The task list: each task's status, id, blockers and text.",
+            json!({}),
+            &[],
+        ),
+        tool(
+            "ralph_add_task",
+            "Adds a task to the task list.",
+            json!({
+                "text": text("The task's description"),
+                "id": text("An id for it (letters, digits, - and _)"),
+                "blocked_by": text("Ids of tasks it waits for, separated by commas")
+            }),
+            &["text"],
+        ),
+        tool(
+            "ralph_add_context",
+            "Adds a hint to the next iteration's prompt (of every loop, or of one task's).",
+            json!({
+                "text": text("The hint"),
+                "task": text("The id of the task whose loop gets it")
+            }),
+            &["text"],
+        ),
+        tool(
+            "ralph_log",
+            "What the agent printed in an iteration.",
+            json!({
+                "which": text("last (default), N, TASK or TASK/N")
+            }),
+            &[],
+        ),
+        tool(
+            "ralph_plan",
+            "Plans a spec into the task list (`ralph --plan`), without running it.",
+            json!({
+                "spec": text("The spec, or a path to one")
+            }),
+            &["spec"],
+        ),
+        tool(
+            "ralph_start",
+            "Starts a run in the background; refused while a loop runs here. Returns its pid and the file its output goes to.",
+            json!({
+                "prompt": text("What the agent should do"),
+                "args": {"type": "array", "items": {"type": "string"}, "description": "ralph's options, e.g. [\"--parallel\", \"2\", \"--max-cost\", \"5\"]"}
+            }),
+            &["prompt"],
+        ),
+        tool(
+            "ralph_stop",
+            "Stops the running loop as Ctrl+C does (it can be resumed).",
+            json!({}),
+            &[],
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server() -> (tempfile::TempDir, Server) {
+        let dir = crate::testing::tempdir().unwrap();
+        let server = Server {
+            dir: RalphDir::new(dir.path()),
+            cwd: dir.path().to_owned(),
+            started: None,
+        };
+        (dir, server)
+    }
+
+    #[test]
+    fn the_handshake_agrees_a_version_and_lists_tools_with_schemas() {
+        let (_dir, mut server) = server();
+        let init = server
+            .answer(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+            .unwrap();
+        assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+        assert_eq!(init["result"]["serverInfo"]["name"], "ralph");
+        let unknown = server
+            .answer(r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"1999-01-01"}}"#)
+            .unwrap();
+        assert_eq!(unknown["result"]["protocolVersion"], VERSIONS[0]);
+        assert!(
+            server
+                .answer(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+                .is_none()
+        );
+        let listed = server
+            .answer(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#)
+            .unwrap();
+        let tools = listed["result"]["tools"].as_array().unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "ralph_status",
+                "ralph_list_tasks",
+                "ralph_add_task",
+                "ralph_add_context",
+                "ralph_log",
+                "ralph_plan",
+                "ralph_start",
+                "ralph_stop"
+            ]
+        );
+        assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"));
+    }
+
+    #[test]
+    fn bad_messages_get_errors_and_the_server_goes_on() {
+        let (_dir, mut server) = server();
+        assert_eq!(server.answer("{not json").unwrap()["error"]["code"], -32700);
+        assert_eq!(
+            server
+                .answer(r#"{"jsonrpc":"2.0","id":4,"method":"resources/list"}"#)
+                .unwrap()["error"]["code"],
+            -32601
+        );
+        let call = server
+            .answer(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ralph_nothing","arguments":{}}}"#)
+            .unwrap();
+        assert_eq!(call["result"]["isError"], true);
+        let no_text = server
+            .answer(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ralph_add_task","arguments":{}}}"#)
+            .unwrap();
+        assert_eq!(no_text["result"]["isError"], true);
+        let stop = server
+            .answer(
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ralph_stop"}}"#,
+            )
+            .unwrap();
+        assert_eq!(stop["result"]["isError"], true, "nothing runs: {stop}");
+        assert_eq!(
+            server
+                .answer(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#)
+                .unwrap()["result"],
+            json!({})
+        );
+    }
+}

@@ -1,0 +1,201 @@
+//! `--serve [ADDR]`: the runs of this repository on the wire — a small synchronous HTTP server
+//! (one thread for connections, one per request) beside a loop started elsewhere, or inside a
+//! run. It reads what the run leaves in `.ralph/` (its state, task list, logs and event journal),
+//! so it never slows or blocks the loop, and it keeps working from run to run.
+//!
+//! Security: every POST needs `Authorization: Bearer TOKEN` (a random token written to
+//! `.ralph/serve.token`, mode 0600, and printed once); a request whose `Origin` is not the
+//! server's own gets 403, and on loopback so does one whose `Host` is not (no page of another
+//! site can reach it, even through a name that resolves to 127.0.0.1); a non-loopback address
+//! needs `--serve-allow-remote`; bodies are limited to 64 KiB; `/api` reads only `.ralph/`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use crate::error::fail;
+use crate::signal::StopFlag;
+use crate::storage::RalphDir;
+
+mod api;
+mod events;
+mod remote;
+
+pub(crate) use crate::storage::SERVE_TOKEN_FILE as TOKEN_FILE;
+
+/// Connections served at once; more get 503.
+const MOST_CONNECTIONS: usize = 64;
+
+pub(crate) use crate::options::parse::{Addr, DEFAULT_ADDR};
+
+/// What a server serves, and how it stops a run.
+pub(crate) struct Site {
+    pub(crate) dir: RalphDir,
+    pub(crate) cwd: PathBuf,
+    /// `--remote NAME`: the fleet's claims on that remote, in the state and on the page.
+    pub(crate) remote: Option<String>,
+    /// The run this server is part of (`ralph "…" --serve`): a stop request stops it directly.
+    pub(crate) run: Option<StopFlag>,
+    /// `--claim-ttl`: when a claim on the remote shows as stale.
+    pub(crate) claim_ttl: std::time::Duration,
+}
+
+/// A running server; dropping it stops it.
+pub(crate) struct Server {
+    http: Arc<tiny_http::Server>,
+    closing: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+    /// The page's address, token included.
+    pub(crate) url: String,
+}
+
+impl Server {
+    /// Listens on `addr` (a non-loopback one only with `allow_remote`), writes a new token, and
+    /// serves `site` on a thread of its own until dropped.
+    pub(crate) fn start(addr: &Addr, allow_remote: bool, site: Site) -> anyhow::Result<Self> {
+        let wanted = addr
+            .resolved()
+            .ok_or_else(|| fail(format!("--serve: cannot resolve {}", addr.0)))?;
+        if !wanted.ip().is_loopback() && !allow_remote {
+            return Err(fail(format!(
+                "--serve {} listens beyond this machine, where anyone who can reach it may read your runs; add --serve-allow-remote if that is what you want, or serve on 127.0.0.1",
+                addr.0
+            ))
+            .into());
+        }
+        let http = tiny_http::Server::http(wanted).map_err(|err| {
+            fail(format!(
+                "--serve: cannot listen on {wanted}: {err}; choose another port (--serve 127.0.0.1:PORT)"
+            ))
+        })?;
+        let bound = http
+            .server_addr()
+            .to_ip()
+            .ok_or_else(|| fail("--serve: the server has no IP address"))?;
+        let token = new_token()?;
+        site.dir.ensure()?;
+        write_token(&site.dir, &token)?;
+        let shown_host = if bound.ip().is_unspecified() {
+            "127.0.0.1".to_owned()
+        } else {
+            bound.ip().to_string()
+        };
+        let url = format!("http://{shown_host}:{}/#token={token}", bound.port());
+        let http = Arc::new(http);
+        let closing = Arc::new(AtomicBool::new(false));
+        let context = Arc::new(api::Context {
+            site,
+            token,
+            port: bound.port(),
+            check_host: !allow_remote,
+            closing: Arc::clone(&closing),
+            remote: remote::Cache::default(),
+        });
+        let accept = {
+            let (http, closing) = (Arc::clone(&http), Arc::clone(&closing));
+            std::thread::Builder::new()
+                .name("serve".to_owned())
+                .spawn(move || accept(&http, &closing, &context))?
+        };
+        Ok(Self {
+            http,
+            closing,
+            accept: Some(accept),
+            url,
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.http.unblock();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+}
+
+/// Takes connections until the server closes; each request on a thread of its own.
+fn accept(http: &tiny_http::Server, closing: &AtomicBool, context: &Arc<api::Context>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    for request in http.incoming_requests() {
+        if closing.load(Ordering::SeqCst) {
+            break;
+        }
+        if open.load(Ordering::SeqCst) >= MOST_CONNECTIONS {
+            let _ = request.respond(api::text(503, "too many connections; try again later"));
+            continue;
+        }
+        open.fetch_add(1, Ordering::SeqCst);
+        let (context, done) = (Arc::clone(context), Arc::clone(&open));
+        let spawned = std::thread::Builder::new()
+            .name("serve-request".to_owned())
+            .spawn(move || {
+                api::handle(&context, request);
+                done.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// 32 random bytes, as hex.
+fn new_token() -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = [0_u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .map_err(|err| fail(format!("--serve: no random token could be made: {err}")))?;
+    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// Writes the token to `.ralph/serve.token`, readable by the user alone.
+fn write_token(dir: &RalphDir, token: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = dir.root().join(TOKEN_FILE);
+    // A file left by another server (or another user's umask) is replaced, never reused.
+    let _ = std::fs::remove_file(&path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|err| fail(format!("--serve: cannot write {}: {err}", path.display())))?;
+    file.write_all(format!("{token}\n").as_bytes())?;
+    Ok(())
+}
+
+/// `ralph --serve` beside a loop: serves until Ctrl-C.
+pub(crate) fn serve_beside(
+    addr: &Addr,
+    allow_remote: bool,
+    site: Site,
+    stop: &StopFlag,
+) -> anyhow::Result<crate::exit::ExitStatus> {
+    let root = site.dir.root().to_owned();
+    let server = Server::start(addr, allow_remote, site)?;
+    crate::output::serving(&server.url, &root.join(TOKEN_FILE), true);
+    while !stop.is_stopping() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(server);
+    crate::output::serve_stopped();
+    Ok(crate::exit::ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_hex() {
+        let (one, two) = (new_token().unwrap(), new_token().unwrap());
+        assert_eq!(one.len(), 64);
+        assert!(one.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(one, two);
+    }
+}

@@ -1,0 +1,139 @@
+//! `ralph --mcp`, driven over stdio by a test client as another agent would.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::signals::wait_output;
+use crate::support::{TestEnv, wait_for_file};
+
+struct Client {
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    next: u64,
+}
+
+impl Client {
+    /// Sends a request and waits (20 s at most) for its answer.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let message =
+            json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
+        writeln!(self.stdin, "{message}").unwrap();
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("an answer");
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], self.next, "{answer}");
+        answer
+    }
+
+    /// Calls a tool; its result.
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments}))["result"].clone()
+    }
+}
+
+fn structured(result: &Value) -> &Value {
+    &result["structuredContent"]
+}
+
+#[test]
+fn another_agent_adds_a_task_starts_a_run_watches_it_and_stops_it() {
+    let env = TestEnv::new();
+    env.agent_script(Some(1), "touch \"$dir/ready\"; sleep 30\n");
+    let mut server = env
+        .ralph()
+        .arg("--mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    let mut client = Client {
+        stdin: server.stdin.take().unwrap(),
+        lines,
+        next: 0,
+    };
+    let init = client.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    writeln!(
+        client.stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let tools = client.request("tools/list", json!({}));
+    let tools = tools["result"]["tools"].as_array().unwrap().clone();
+    assert_eq!(tools.len(), 8);
+    let add = tools
+        .iter()
+        .find(|tool| tool["name"] == "ralph_add_task")
+        .unwrap();
+    assert_eq!(add["inputSchema"]["required"], json!(["text"]));
+
+    let added = client.call(
+        "ralph_add_task",
+        json!({"text": "Write the docs", "id": "docs"}),
+    );
+    assert_eq!(added["isError"], false, "{added}");
+    assert_eq!(structured(&added)["number"], 1);
+    let listed = client.call("ralph_list_tasks", json!({}));
+    assert_eq!(
+        structured(&listed)["tasks"][0]["text"],
+        "Write the docs",
+        "{listed}"
+    );
+    assert_eq!(structured(&listed)["tasks"][0]["id"], "docs");
+
+    let started = client.call(
+        "ralph_start",
+        json!({"prompt": "Write the docs", "args": ["--pause", "0"]}),
+    );
+    assert_eq!(started["isError"], false, "{started}");
+    assert!(structured(&started)["pid"].is_number());
+    wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = client.call("ralph_status", json!({}));
+        if structured(&status)["loop"]["state"] == "running" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never running: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let again = client.call("ralph_start", json!({"prompt": "Something else"}));
+    assert_eq!(again["isError"], true, "{again}");
+    let stopped = client.call("ralph_stop", json!({}));
+    assert_eq!(stopped["isError"], false, "{stopped}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = client.call("ralph_status", json!({}));
+        if structured(&status)["loop"]["state"] == "stopped" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never stopped: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = std::fs::read_to_string(env.ralph_file("mcp-run.log")).unwrap();
+    assert!(log.contains("Iteration 1"), "{log}");
+    // A tool's failure is the tool's answer; the server goes on.
+    let unknown = client.call("ralph_nothing", json!({}));
+    assert_eq!(unknown["isError"], true);
+    drop(client);
+    let output = wait_output(&mut server, Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}

@@ -1,0 +1,323 @@
+//! `--serve`: the state, the event stream and the steering POSTs, through a real HTTP client (a
+//! socket, spoken to by hand), inside a `--parallel` run and beside one.
+
+use std::fs;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::parallel::setup;
+use crate::signals::wait_output;
+use crate::support::{TestEnv, wait_for_file};
+
+/// A server's port and token, read from the line ralph prints when it listens.
+struct Served {
+    port: u16,
+    token: String,
+}
+
+/// Waits (30 s at most) for the `Serving … at http://127.0.0.1:PORT/#token=T` line on the
+/// child's stderr; the rest of its stderr is kept for the caller.
+fn served(child: &mut Child) -> (Served, mpsc::Receiver<String>) {
+    let stderr = child.stderr.take().unwrap();
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .expect("ralph printed where it serves");
+        if let Some(url) = line.split("runs at http://127.0.0.1:").nth(1) {
+            let (port, token) = url.split_once("/#token=").unwrap();
+            return (
+                Served {
+                    port: port.parse().unwrap(),
+                    token: token.trim().to_owned(),
+                },
+                lines,
+            );
+        }
+    }
+}
+
+/// One HTTP request; the status and body of its answer.
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(name, _)| *name == "Host") {
+        request.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    (status, body.to_owned())
+}
+
+fn get_json(port: u16, path: &str) -> serde_json::Value {
+    let (status, body) = http(port, "GET", path, &[], "");
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|err| panic!("{path}: {err}: {body}"))
+}
+
+/// Reads Server-Sent Events from `/api/v1/events` (after `last`, when given) until `enough`
+/// holds of those read or 60 s pass; each as (id, data).
+fn events_until(
+    port: u16,
+    last: Option<u64>,
+    mut enough: impl FnMut(&[(u64, serde_json::Value)]) -> bool,
+) -> Vec<(u64, serde_json::Value)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let resume = last.map_or_else(String::new, |id| format!("Last-Event-ID: {id}\r\n"));
+    write!(
+        stream,
+        "GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{resume}\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut events = Vec::new();
+    let mut id = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut line = String::new();
+    while Instant::now() < deadline && !enough(&events) {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            continue;
+        }
+        if let Some(number) = line.strip_prefix("id: ") {
+            id = number.trim().parse().ok();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            let value = serde_json::from_str(data.trim()).unwrap();
+            events.push((id.take().expect("every event has an id"), value));
+        }
+    }
+    events
+}
+
+fn has(events: &[(u64, serde_json::Value)], name: &str, task: &str) -> bool {
+    events
+        .iter()
+        .any(|(_, event)| event["event"] == name && event["task"] == task)
+}
+
+fn spawn(env: &TestEnv, args: &[&str]) -> Child {
+    env.ralph()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Each task's agent waits for the test's `go`.
+const HOLD: &str = r#"touch "$dir/started-$id"
+i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+"#;
+
+#[test]
+fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
+    let env = setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
+    fs::write(env.agent_dir().join("script"), HOLD).unwrap();
+    let mut beside = spawn(&env, &["--serve", "127.0.0.1:0"]);
+    let (outside, _) = served(&mut beside);
+    let mut run = spawn(
+        &env,
+        &[
+            "--parallel",
+            "2",
+            "--pause",
+            "0",
+            "--serve",
+            "127.0.0.1:0",
+            "Do the tasks",
+        ],
+    );
+    let (inside, _) = served(&mut run);
+    // The agent names its marker after the task's text.
+    for task in ["Alpha", "Beta"] {
+        wait_for_file(
+            &env.agent_dir().join(format!("started-{task}")),
+            Duration::from_secs(30),
+        );
+    }
+    // Both servers show both tasks running.
+    for port in [inside.port, outside.port] {
+        let state = get_json(port, "/api/v1/state");
+        let running: Vec<&str> = (state["workers"].as_array().unwrap().iter())
+            .filter(|worker| worker["state"] == "running")
+            .map(|worker| worker["task"].as_str().unwrap())
+            .collect();
+        assert_eq!(running, ["alpha", "beta"], "{state}");
+        assert_eq!(state["schema"], 1);
+        let tasks = get_json(port, "/api/v1/tasks");
+        assert_eq!(tasks["total"], 2, "{tasks}");
+    }
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    // The stream delivers both tasks' iterations as they happen.
+    let live = events_until(outside.port, None, |events| {
+        ["alpha", "beta"]
+            .iter()
+            .all(|task| has(events, "iteration_finished", task))
+            && events
+                .iter()
+                .any(|(_, event)| event["event"] == "parallel_ended")
+    });
+    for task in ["alpha", "beta"] {
+        assert!(has(&live, "iteration_started", task), "{live:?}");
+        assert!(has(&live, "iteration_finished", task), "{live:?}");
+    }
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(0));
+    // Ids are the journal's line numbers: nothing lost, nothing repeated.
+    let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
+    let lines: Vec<&str> = journal.lines().collect();
+    let ids: Vec<u64> = live.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    for (id, event) in &live {
+        let line: serde_json::Value = serde_json::from_str(lines[*id as usize - 1]).unwrap();
+        assert_eq!(&line, event);
+    }
+    // A client that reconnects says the last id it got, and gets every line after it.
+    let after = ids[ids.len() / 2];
+    let again = events_until(outside.port, Some(after), |events| {
+        events
+            .last()
+            .is_some_and(|(id, _)| *id == lines.len() as u64)
+    });
+    let resumed: Vec<u64> = again.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        resumed,
+        (after + 1..=lines.len() as u64).collect::<Vec<_>>()
+    );
+    // Afterwards both tasks are done, as the server beside the run says.
+    let state = get_json(outside.port, "/api/v1/state");
+    let done: Vec<&str> = (state["tasks"]["tasks"].as_array().unwrap().iter())
+        .map(|task| task["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(done, ["complete", "complete"], "{state}");
+    crate::support::interrupt(&beside);
+    let output = wait_output(&mut beside, Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
+    let env = TestEnv::new();
+    let mut server = spawn(&env, &["--serve", "127.0.0.1:0"]);
+    let (served, _) = served(&mut server);
+    let port = served.port;
+    let token_file = env.ralph_file("serve.token");
+    let mode = fs::metadata(&token_file).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    assert_eq!(
+        fs::read_to_string(&token_file).unwrap().trim(),
+        served.token
+    );
+    let bearer = format!("Bearer {}", served.token);
+    let own = format!("http://127.0.0.1:{port}");
+    let hint = r#"{"text": "Use the blue palette"}"#;
+    let (status, body) = http(port, "POST", "/api/v1/context", &[], hint);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("Authorization: Bearer"), "{body}");
+    let foreign = [
+        ("Authorization", bearer.as_str()),
+        ("Origin", "http://evil.example"),
+    ];
+    assert_eq!(http(port, "POST", "/api/v1/context", &foreign, hint).0, 403);
+    let rebound = [("Host", "evil.example")];
+    assert_eq!(http(port, "GET", "/api/v1/state", &rebound, "").0, 403);
+    let huge = format!(r#"{{"text": "{}"}}"#, "x".repeat(70 << 10));
+    let allowed = [("Authorization", bearer.as_str()), ("Origin", own.as_str())];
+    assert_eq!(
+        http(port, "POST", "/api/v1/context", &allowed, &huge).0,
+        413
+    );
+    assert_eq!(
+        http(port, "GET", "/api/v1/log/..%2F..%2Fetc", &[], "").0,
+        400
+    );
+    let (status, body) = http(port, "POST", "/api/v1/context", &allowed, hint);
+    assert_eq!(status, 200, "{body}");
+    // The page is the server's own, with nothing from elsewhere.
+    let (status, page) = http(port, "GET", "/", &[], "");
+    assert_eq!(status, 200);
+    assert!(page.contains("EventSource(\"/api/v1/events\")"));
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "no other host"
+    );
+
+    // The hint reaches the next prompt; a stop from the server ends the run as Ctrl+C does.
+    env.agent_script(Some(1), "touch \"$dir/ready\"; sleep 30\n");
+    env.agent_script(Some(2), "echo '<promise>COMPLETE</promise>'\n");
+    let mut run = spawn(&env, &["--pause", "0", "Paint the site"]);
+    wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+    assert!(env.agent_prompt(1).contains("Use the blue palette"));
+    let (status, body) = http(port, "POST", "/api/v1/stop", &allowed, "");
+    assert_eq!(status, 202, "{body}");
+    let output = wait_output(&mut run, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(130));
+    let (status, body) = http(port, "POST", "/api/v1/stop", &allowed, "");
+    assert_eq!(status, 409, "nothing runs now: {body}");
+    let resumed = env.run(&["--resume"]);
+    resumed.assert_code(0);
+    crate::support::interrupt(&server);
+    assert_eq!(
+        wait_output(&mut server, Duration::from_secs(10))
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn serving_beyond_loopback_needs_its_own_flag() {
+    let env = TestEnv::new();
+    let run = env.run(&["--serve", "0.0.0.0:0"]);
+    run.assert_code(1);
+    let stderr = run.stderr();
+    assert!(stderr.contains("--serve-allow-remote"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!env.ralph_file("serve.token").exists());
+    let bad = env.run(&["--serve", "not-an-address"]);
+    bad.assert_code(1);
+    assert!(bad.stderr().contains("give HOST:PORT"), "{}", bad.stderr());
+}
