@@ -27,6 +27,8 @@ pub(super) struct Context {
     /// machine's names are not known).
     pub(super) check_host: bool,
     pub(super) closing: Arc<AtomicBool>,
+    /// Event streams open now: a closing server lets them send their last lines first.
+    pub(super) streams: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) remote: super::remote::Cache,
 }
 

@@ -30,9 +30,17 @@ pub(super) fn stream(context: &Context, request: Request, after: u64) {
     {
         return;
     }
+    context.streams.fetch_add(1, Ordering::SeqCst);
+    send_lines(context, &mut out, after);
+    context.streams.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Sends the journal's lines as they come, and once the server closes, the last ones.
+fn send_lines(context: &Context, out: &mut Box<dyn std::io::Write + Send>, after: u64) {
     let mut reader = Reader::new(context.site.dir.root());
     let mut quiet_since = Instant::now();
-    while !context.closing.load(Ordering::SeqCst) {
+    loop {
+        let last_round = context.closing.load(Ordering::SeqCst);
         let lines = reader.next_lines();
         let mut sent = String::new();
         for (number, line) in lines.into_iter().filter(|(number, _)| *number > after) {
@@ -50,6 +58,9 @@ pub(super) fn stream(context: &Context, request: Request, after: u64) {
             {
                 return;
             }
+        }
+        if last_round {
+            return;
         }
         std::thread::sleep(POLL);
     }

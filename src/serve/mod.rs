@@ -45,6 +45,7 @@ pub(crate) struct Site {
 pub(crate) struct Server {
     http: Arc<tiny_http::Server>,
     closing: Arc<AtomicBool>,
+    streams: Arc<AtomicUsize>,
     accept: Option<JoinHandle<()>>,
     /// The page's address, token included.
     pub(crate) url: String,
@@ -84,7 +85,9 @@ impl Server {
         let url = format!("http://{shown_host}:{}/#token={token}", bound.port());
         let http = Arc::new(http);
         let closing = Arc::new(AtomicBool::new(false));
+        let streams = Arc::new(AtomicUsize::new(0));
         let context = Arc::new(api::Context {
+            streams: Arc::clone(&streams),
             site,
             token,
             port: bound.port(),
@@ -101,6 +104,7 @@ impl Server {
         Ok(Self {
             http,
             closing,
+            streams,
             accept: Some(accept),
             url,
         })
@@ -113,6 +117,11 @@ impl Drop for Server {
         self.http.unblock();
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
+        }
+        // The event streams send what the journal got last (a run's end), then close.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while self.streams.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 }

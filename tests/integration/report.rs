@@ -2,12 +2,9 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use scraper::{Html, Selector};
 
-use crate::signals::wait_output;
 use crate::support::TestEnv;
 
 /// Parses `path` as HTML and fails on any parse error.
@@ -35,32 +32,9 @@ fn text_of(page: &Html) -> String {
     page.root_element().text().collect::<Vec<_>>().join(" ")
 }
 
-/// Three iterations with changes, a verification and a completion, `report = true`.
-fn finished_run() -> TestEnv {
-    let env = TestEnv::new();
-    env.agent_script(Some(2), "cp .ralph/report.html \"$dir/report-at-2.html\"");
-    let edit = env.work().join("notes <b>.txt");
-    env.run_loop_with(
-        &[
-            "Write notes & more",
-            "--max-iterations",
-            "5",
-            "--verify",
-            "echo checked",
-        ],
-        |c| {
-            c.env("FAKE_AGENT_EDIT", &edit)
-                .env("FAKE_AGENT_COMPLETE_AT", "3")
-                .env("RALPH_REPORT", "true");
-        },
-    )
-    .assert_code(0);
-    env
-}
-
 #[test]
 fn report_true_keeps_one_valid_page_up_to_date_and_report_writes_it_anywhere() {
-    let env = finished_run();
+    let env = crate::support::finished_run();
     // Updated after every iteration: the agent of iteration 2 saw iteration 1 in it.
     let early = parse(&env.agent_dir().join("report-at-2.html"));
     assert_eq!(select(&early, "tr.iteration").len(), 1);
@@ -127,63 +101,4 @@ fn report_without_a_loop_is_one_line_and_exit_1() {
         run.stderr()
     );
     assert!(!env.work().join(".ralph").exists(), "nothing was created");
-}
-
-/// A browser to render the page with, if one is installed.
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|name| {
-            Command::new(name)
-                .arg("--version")
-                .output()
-                .is_ok_and(|out| out.status.success())
-        })
-}
-
-#[test]
-#[expect(
-    clippy::print_stderr,
-    reason = "the one line that explains a skipped test"
-)]
-fn the_report_renders_in_a_headless_browser() {
-    let Some(browser) = chromium() else {
-        eprintln!(
-            "note: no Chromium installed (apt-get install chromium); the screenshot test is skipped"
-        );
-        return;
-    };
-    let env = finished_run();
-    let shot = env.path().join("report.png");
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1000,1600",
-        ])
-        .arg(format!(
-            "--user-data-dir={}",
-            env.path().join("browser").display()
-        ))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!(
-            "file://{}",
-            env.ralph_file("report.html").display()
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = wait_output(&mut child, Duration::from_secs(60));
-    assert!(output.status.success(), "{output:?}");
-    let size = fs::metadata(&shot).map(|meta| meta.len()).unwrap_or(0);
-    assert!(size > 10_000, "a screenshot of the page: {size} bytes");
 }

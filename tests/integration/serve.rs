@@ -23,11 +23,10 @@ struct Served {
 fn served(child: &mut Child) -> (Served, mpsc::Receiver<String>) {
     let stderr = child.stderr.take().unwrap();
     let (send, lines) = mpsc::channel();
+    // Drained to the end, whether the caller still listens or not: ralph's stderr never fills.
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if send.send(line).is_err() {
-                break;
-            }
+            let _ = send.send(line);
         }
     });
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -320,4 +319,56 @@ fn serving_beyond_loopback_needs_its_own_flag() {
     let bad = env.run(&["--serve", "not-an-address"]);
     bad.assert_code(1);
     assert!(bad.stderr().contains("give HOST:PORT"), "{}", bad.stderr());
+}
+
+#[test]
+fn serve_with_remote_shows_the_workers_of_other_clones_and_their_claims() {
+    use crate::machines::{machine, machines, start_worker};
+    let env = machines(
+        "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
+        &["m1", "m2", "m3"],
+    );
+    // Each worker's agent holds its task until the test says go.
+    let hold = r#"touch "$dir/held-$machine"
+i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+"#;
+    fs::write(env.agent_dir().join("script"), hold).unwrap();
+    let first = start_worker(&env, "m1", &[]);
+    wait_for_file(&env.agent_dir().join("held-m1"), Duration::from_secs(30));
+    let second = start_worker(&env, "m2", &[]);
+    wait_for_file(&env.agent_dir().join("held-m2"), Duration::from_secs(30));
+    let mut server = env
+        .ralph()
+        .current_dir(machine(&env, "m3"))
+        .args(["--serve", "127.0.0.1:0", "--remote"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (served, _) = served(&mut server);
+    let state = get_json(served.port, "/api/v1/state");
+    let remote = &state["remote"];
+    assert_eq!(remote["remote"], "origin", "{state}");
+    let claims = remote["claims"].as_array().unwrap();
+    let mut held: Vec<&str> = claims.iter().map(|c| c["task"].as_str().unwrap()).collect();
+    held.sort_unstable();
+    assert_eq!(held, ["duo", "solo"], "{state}");
+    assert!(
+        claims
+            .iter()
+            .all(|c| c["worker"].is_string() && c["stale"] == false)
+    );
+    assert_eq!(remote["left_to_run"], 2);
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    for worker in [first, second] {
+        let (code, stdout, stderr) = crate::machines::finish(worker);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    }
+    crate::support::interrupt(&server);
+    assert_eq!(
+        wait_output(&mut server, Duration::from_secs(10))
+            .status
+            .code(),
+        Some(0)
+    );
 }

@@ -54,35 +54,7 @@ fn ctrl_c_ends_the_agent_and_its_grandchild_and_keeps_resumable_state() {
     assert_eq!(env.history()["iterations"].as_array().unwrap().len(), 1);
 }
 
-pub(crate) fn wait_output(
-    child: &mut std::process::Child,
-    limit: Duration,
-) -> std::process::Output {
-    let deadline = Instant::now() + limit;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ralph did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    if let Some(mut out) = child.stdout.take() {
-        std::io::Read::read_to_end(&mut out, &mut stdout).unwrap();
-    }
-    if let Some(mut err) = child.stderr.take() {
-        std::io::Read::read_to_end(&mut err, &mut stderr).unwrap();
-    }
-    std::process::Output {
-        status: child.wait().unwrap(),
-        stdout,
-        stderr,
-    }
-}
+pub(crate) use crate::support::wait_output;
 
 #[test]
 fn a_second_loop_is_refused_and_changes_nothing() {

@@ -414,3 +414,56 @@ pub(crate) fn is_alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+pub(crate) fn wait_output(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> std::process::Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("ralph did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    if let Some(mut out) = child.stdout.take() {
+        std::io::Read::read_to_end(&mut out, &mut stdout).unwrap();
+    }
+    if let Some(mut err) = child.stderr.take() {
+        std::io::Read::read_to_end(&mut err, &mut stderr).unwrap();
+    }
+    std::process::Output {
+        status: child.wait().unwrap(),
+        stdout,
+        stderr,
+    }
+}
+
+/// Three iterations with changes, a verification and a completion, `report = true`.
+pub(crate) fn finished_run() -> TestEnv {
+    let env = TestEnv::new();
+    env.agent_script(Some(2), "cp .ralph/report.html \"$dir/report-at-2.html\"");
+    let edit = env.work().join("notes <b>.txt");
+    env.run_loop_with(
+        &[
+            "Write notes & more",
+            "--max-iterations",
+            "5",
+            "--verify",
+            "echo checked",
+        ],
+        |c| {
+            c.env("FAKE_AGENT_EDIT", &edit)
+                .env("FAKE_AGENT_COMPLETE_AT", "3")
+                .env("RALPH_REPORT", "true");
+        },
+    )
+    .assert_code(0);
+    env
+}

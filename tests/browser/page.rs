@@ -1,0 +1,343 @@
+//! The page `--serve` shows, in headless Chromium driven through the DevTools protocol on a pipe:
+//! it lists the tasks, shows a new iteration and a task turning done without a reload, loads
+//! nothing from another host, and is photographed at 1280×800 and 390×844 (the pictures are kept
+//! in cargo's target directory).
+
+use std::fs;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::report::chromium;
+use crate::support::{TestEnv, wait_for_file, wait_output};
+
+/// A headless Chromium and the page it shows, spoken to over `--remote-debugging-pipe`.
+struct Browser {
+    child: Child,
+    commands: ChildStdin,
+    answers: mpsc::Receiver<Value>,
+    /// Every event the browser sent (network requests among them).
+    events: Arc<Mutex<Vec<Value>>>,
+    session: String,
+    next: u64,
+}
+
+impl Browser {
+    fn open(program: &str, profile: &Path) -> Self {
+        // The protocol runs on fds 3 (commands in) and 4 (answers out): the shell puts the
+        // pipes there.
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"exec "$0" "$@" 3<&0 4>&1 >/dev/null 2>&1"#)
+            .arg(program)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                "--remote-debugging-pipe",
+                // Any host but this machine fails to resolve.
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("about:blank")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let (send, answers) = mpsc::channel();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&events);
+        std::thread::spawn(move || {
+            let mut pending = Vec::new();
+            let mut buffer = [0_u8; 65536];
+            while let Ok(read) = out.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                pending.extend_from_slice(&buffer[..read]);
+                while let Some(end) = pending.iter().position(|&b| b == 0) {
+                    let message: Vec<u8> = pending.drain(..=end).collect();
+                    let Ok(value) = serde_json::from_slice::<Value>(&message[..end]) else {
+                        continue;
+                    };
+                    if value.get("id").is_some() {
+                        let _ = send.send(value);
+                    } else {
+                        seen.lock().unwrap().push(value);
+                    }
+                }
+            }
+        });
+        let commands = child.stdin.take().unwrap();
+        let mut browser = Self {
+            child,
+            commands,
+            answers,
+            events,
+            session: String::new(),
+            next: 0,
+        };
+        let target = browser.send("Target.createTarget", json!({"url": "about:blank"}));
+        let target = target["targetId"].as_str().unwrap().to_owned();
+        let attached = browser.send(
+            "Target.attachToTarget",
+            json!({"targetId": target, "flatten": true}),
+        );
+        browser.session = attached["sessionId"].as_str().unwrap().to_owned();
+        browser.send("Network.enable", json!({}));
+        browser.send("Page.enable", json!({}));
+        browser
+    }
+
+    /// Sends a command (to the page once attached) and waits for its result.
+    fn send(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let mut message = json!({"id": self.next, "method": method, "params": params});
+        if !self.session.is_empty() {
+            message["sessionId"] = json!(self.session);
+        }
+        let mut bytes = serde_json::to_vec(&message).unwrap();
+        bytes.push(0);
+        self.commands.write_all(&bytes).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let answer = self
+                .answers
+                .recv_timeout(left)
+                .expect("the browser answers");
+            if answer["id"] == self.next {
+                assert!(answer.get("error").is_none(), "{method}: {answer}");
+                return answer["result"].clone();
+            }
+        }
+    }
+
+    fn size(&mut self, width: u32, height: u32) {
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500}),
+        );
+    }
+
+    /// The value of a script run in the page.
+    fn eval(&mut self, script: &str) -> Value {
+        let result = self.send(
+            "Runtime.evaluate",
+            json!({"expression": script, "returnByValue": true}),
+        );
+        result["result"]["value"].clone()
+    }
+
+    /// Waits (30 s at most) until `script` is true in the page.
+    fn until(&mut self, what: &str, script: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.eval(script) != json!(true) {
+            let shown = self.eval("document.body.innerText");
+            assert!(
+                Instant::now() < deadline,
+                "{what}; the page shows:\n{shown}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn screenshot(&mut self, path: &Path) {
+        let shot = self.send("Page.captureScreenshot", json!({"format": "png"}));
+        let png = base64(shot["data"].as_str().unwrap());
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        std::fs::write(path, png).unwrap();
+    }
+
+    /// The address of every request the page made.
+    fn requested(&self) -> Vec<String> {
+        let events = self.events.lock().unwrap();
+        events
+            .iter()
+            .filter(|event| event["method"] == "Network.requestWillBeSent")
+            .filter_map(|event| {
+                event["params"]["request"]["url"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn base64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let digits: Vec<u8> = text.bytes().filter_map(value).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let bits = chunk
+            .iter()
+            .enumerate()
+            .fold(0_u32, |acc, (i, d)| acc | (u32::from(*d) << (18 - 6 * i)));
+        let bytes = bits.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    out
+}
+
+/// Where the test keeps its pictures.
+fn artifact(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// A task loop's agent: it finds its task in the prompt (`id`: its words joined with `_`),
+/// says it started, waits for the test's `go-<id>`, reports its cost and keeps the promise.
+const AGENT: &str = r#"#!/bin/sh
+dir=${FAKE_AGENT_DIR:?}
+for last in "$@"; do :; done
+task=${last#*CURRENT TASK: \"}
+task=${task%%\"*}
+id=
+set -f; for word in $task; do id=${id:+${id}_}$word; done; set +f
+echo "$task" > "$id.txt"
+touch "$dir/started-$id"
+i=0; while [ ! -f "$dir/go-$id" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+echo '{"type":"step_finish","part":{"tokens":{"input":1200,"output":300,"cache":{"read":0,"write":0}},"cost":0.04}}'
+echo "<promise>READY_FOR_NEXT_TASK</promise>"
+"#;
+
+/// The port and token of the server `child` started, from the line it prints (its stderr is
+/// drained meanwhile).
+fn served_at(child: &mut std::process::Child) -> (u16, String) {
+    use std::io::BufRead as _;
+    let stderr = child.stderr.take().unwrap();
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = send.send(line);
+        }
+    });
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("ralph printed where it serves");
+        if let Some(url) = line.split("runs at http://127.0.0.1:").nth(1) {
+            let (port, token) = url.split_once("/#token=").unwrap();
+            return (port.parse().unwrap(), token.trim().to_owned());
+        }
+    }
+}
+
+#[test]
+#[expect(
+    clippy::print_stderr,
+    reason = "the one line that explains a skipped test"
+)]
+fn the_page_follows_a_parallel_run_live_in_a_browser() {
+    let Some(program) = chromium() else {
+        eprintln!(
+            "note: no Chromium installed (scripts/install-test-tools.sh installs it); the page test is skipped"
+        );
+        return;
+    };
+    let env = TestEnv::new();
+    env.write_executable("opencode", AGENT);
+    fs::create_dir_all(env.ralph_file("")).unwrap();
+    let tasks = "- [ ] Write the schema\n  - id: schema\n- [ ] Write the docs\n  - id: docs\n";
+    fs::write(env.ralph_file("ralph-tasks.md"), tasks).unwrap();
+    let mut run = env
+        .ralph()
+        .args([
+            "--parallel",
+            "2",
+            "--pause",
+            "0",
+            "--serve",
+            "127.0.0.1:0",
+            "Build the todo API",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, token) = served_at(&mut run);
+    for task in ["Write_the_schema", "Write_the_docs"] {
+        wait_for_file(
+            &env.agent_dir().join(format!("started-{task}")),
+            Duration::from_secs(30),
+        );
+    }
+    let mut browser = Browser::open(program, &env.path().join("browser"));
+    browser.size(1280, 800);
+    let page = format!("http://127.0.0.1:{port}/#token={token}");
+    browser.send("Page.navigate", json!({"url": page}));
+    browser.until(
+        "both tasks running",
+        "document.querySelectorAll('#tasks .badge.running').length === 2",
+    );
+    browser.until(
+        "both tasks' iterations on the timeline",
+        "document.querySelectorAll('#timeline .row').length === 2",
+    );
+    browser.eval("window.loadedOnce = true");
+    browser.screenshot(&artifact("serve-page-1280x800.png"));
+    // The schema's iteration ends: the page shows it done and merged, without a reload.
+    std::fs::write(env.agent_dir().join("go-Write_the_schema"), "").unwrap();
+    browser.until(
+        "the schema done",
+        "[...document.querySelectorAll('#tasks li')].some(li => li.dataset.task === 'schema' && li.querySelector('.badge.complete'))",
+    );
+    browser.until(
+        "the schema merged",
+        "document.getElementById('merges').innerText.includes('schema')",
+    );
+    assert_eq!(
+        browser.eval("window.loadedOnce === true"),
+        json!(true),
+        "never reloaded"
+    );
+    assert!(browser.eval("document.getElementById('cost').innerText") != json!("$0.00"));
+    browser.size(390, 844);
+    browser.until(
+        "the phone layout",
+        "document.documentElement.scrollWidth <= 390",
+    );
+    browser.screenshot(&artifact("serve-page-390x844.png"));
+    // The run's last events reach the page before its server stops with it.
+    std::fs::write(env.agent_dir().join("go-Write_the_docs"), "").unwrap();
+    browser.until(
+        "the run's end",
+        "document.getElementById('events').innerText.includes('parallel_ended')",
+    );
+    let requested = browser.requested();
+    assert!(!requested.is_empty());
+    let own = format!("http://127.0.0.1:{port}/");
+    assert!(
+        requested.iter().all(|url| url.starts_with(&own)),
+        "{requested:?}"
+    );
+    drop(browser);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(0));
+}
