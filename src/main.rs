@@ -230,10 +230,15 @@ impl Loops<'_> {
         let options = options::LoopOptions::resolve(&self.settings.stack(&[self.cli_layer]));
         let _server = match options {
             Ok(options) if options.serve.is_some() => {
+                // A worker's server shows its remote's fleet too.
+                let remote = match &mode {
+                    Mode::Worker { remote, .. } => Some(remote.clone()),
+                    _ => None,
+                };
                 let site = serve::Site {
                     dir: ralph_dir.clone(),
                     cwd: cwd.to_owned(),
-                    remote: None,
+                    remote,
                     run: Some(stop.clone()),
                     claim_ttl: options.claim_ttl,
                 };

@@ -62,6 +62,9 @@ pub(crate) enum Turn {
     WriteFile { path: String, content: String },
     /// Answer with this text and stop.
     Text(String),
+    /// Answer with a call of the tool `name` (an MCP tool as the CLI names it, e.g.
+    /// `mcp__ralph__ralph_status`) with these arguments.
+    CallTool { name: String, arguments: Value },
     /// Respond once with this HTTP status and a JSON error body.
     HttpError(u16),
     /// Respond with this HTTP status to this and every later conversation request (the turn is
@@ -580,6 +583,7 @@ fn respond(request: &HttpRequest, shared: &Shared) -> Response {
             return http_error(api, status, &request.user_agent);
         }
         Turn::Text(text) => Answer::Text(text),
+        Turn::CallTool { name, arguments } => Answer::Tool { name, arguments },
         Turn::WriteFile { path, content } => tools::write_file_call(&body, &path, &content),
     };
     let sse = match api {

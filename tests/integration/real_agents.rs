@@ -649,3 +649,66 @@ fn record_agent_fixtures() {
         }
     }
 }
+
+/// Claude Code, given `ralph --mcp` as an MCP server, calls `ralph_status` when the (mock) model
+/// asks it to, and the model gets ralph's answer: the task list of the repository.
+#[test]
+fn claude_calls_ralph_status_through_mcp() {
+    let Some(binary) = Agent::Claude.installed_or_skip() else {
+        return;
+    };
+    let root = tempfile::Builder::new()
+        .prefix("ralph-mcp")
+        .tempdir_in(crate::support::scratch())
+        .unwrap();
+    let (work, home) = (root.path().join("work"), root.path().join("home"));
+    fs::create_dir_all(work.join(".ralph")).unwrap();
+    fs::create_dir_all(&home).unwrap();
+    fs::write(
+        work.join(".ralph/ralph-tasks.md"),
+        "- [ ] Write the docs\n  - id: docs\n",
+    )
+    .unwrap();
+    let mock = MockModel::start([
+        Turn::CallTool {
+            name: "mcp__ralph__ralph_status".to_owned(),
+            arguments: serde_json::json!({}),
+        },
+        Turn::Text("ralph has one task left.".to_owned()),
+    ]);
+    let setup = AgentSetup::new(Agent::Claude, &binary, &mock, root.path());
+    let ralph = assert_cmd::cargo::cargo_bin!("ralph").display().to_string();
+    let config =
+        serde_json::json!({"mcpServers": {"ralph": {"command": ralph, "args": ["--mcp"]}}})
+            .to_string();
+    let args = [
+        "-p",
+        "What does ralph say about this repository?",
+        "--mcp-config",
+        &config,
+        "--strict-mcp-config",
+        "--allowedTools",
+        "mcp__ralph__ralph_status",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        Agent::Claude.model(),
+    ];
+    let mut command = setup.direct(&work, &home, &args);
+    let output = run_with_deadline(&mut command, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        mock.summary()
+    );
+    // The model's second request carries the tool's result: ralph's status of this repository.
+    let answered = mock
+        .conversation_requests()
+        .iter()
+        .any(|request| request.body.to_string().contains("Write the docs"));
+    assert!(answered, "{}\n{stdout}", mock.summary());
+    assert!(stdout.contains("ralph has one task left."), "{stdout}");
+}
