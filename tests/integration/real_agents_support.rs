@@ -94,10 +94,13 @@ impl Agent {
     }
 
     /// The `--iteration-timeout` a failing run needs where the CLI retries for minutes and has
-    /// no setting to fail fast (Droid retries a 5xx for about 250 s).
+    /// no setting to fail fast (Droid retries a 5xx for about 250 s). Qwen Code's start alone
+    /// takes over 20 s when the whole suite loads two cores: it gets more, so that it reaches the
+    /// mock before the timeout.
     pub(crate) fn failure_timeout(self) -> Option<&'static str> {
         match self {
-            Self::Droid | Self::Qwen => Some("20s"),
+            Self::Droid => Some("20s"),
+            Self::Qwen => Some("45s"),
             _ => None,
         }
     }
