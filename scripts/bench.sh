@@ -576,31 +576,35 @@ hz=$(getconf CLK_TCK)
 idle_pct=$(calc "$ticks / $hz / $IDLE_S * 100" 3)
 row "10. CPU of an idle \`ralph --serve\` over $IDLE_S s" "${idle_pct}% of a core" "—" "—" "< 1%" \
   "$(verdict "$idle_pct" 1)"
-cat >"$WORK/serve-par.sh" <<'SCRIPT'
-cd "$1" || exit 1
-port=$3
-"$2" x --tasks --parallel 4 --pause 0 --output-format text --serve "127.0.0.1:$port" >/dev/null 2>&1 &
-pid=$!
-i=0
-until curl -s -o /dev/null "http://127.0.0.1:$port/" || [ $i -ge 500 ]; do sleep 0.01; i=$((i + 1)); done
-clients=""
-for c in $(seq 1 20); do
-  curl -sN "http://127.0.0.1:$port/api/v1/events" >/dev/null 2>&1 &
-  clients="$clients $!"
-done
-wait "$pid"
-code=$?
-kill $clients 2>/dev/null
-exit $code
-SCRIPT
+# The server runs beside the run (the same .ralph/, which --prepare lays anew: the server reads it
+# by path) with its clients connected before the timing starts, so only their effect on the run
+# is measured, not their start-up.
+hf_par() { # NAME
+  with_agent par-instant hf "$1" --runs "$par_runs" -i --prepare "sh '$WORK/reset-par.sh'" \
+    -n run "sh -c \"cd '$WORK/dirs/par' && '$RALPH' x --tasks --parallel 4 --pause 0 --output-format text\""
+}
+hf_par case10-plain
+sh "$WORK/reset-par.sh"
 serve_port=$(free_port)
-with_agent par-instant hf case10 --runs "$par_runs" -i --prepare "sh '$WORK/reset-par.sh'" \
-  -n served "sh '$WORK/serve-par.sh' '$WORK/dirs/par' '$RALPH' $serve_port" \
-  -n plain "sh -c \"cd '$WORK/dirs/par' && '$RALPH' x --tasks --parallel 4 --pause 0 --output-format text\""
-served_ratio=$(calc "$(mean case10 served) / $(mean case10 plain)" 3)
+(cd "$WORK/dirs/par" && exec "$RALPH" --serve "127.0.0.1:$serve_port" >/dev/null 2>&1) &
+serve_pid=$!
+i=0
+until curl -s -o /dev/null "http://127.0.0.1:$serve_port/" || [ $i -ge 500 ]; do sleep 0.01; i=$((i + 1)); done
+clients=()
+for c in $(seq 1 20); do
+  curl -sN "http://127.0.0.1:$serve_port/api/v1/events" >/dev/null 2>&1 &
+  clients+=($!)
+done
+# One page: its state, fetched again after events (at most about three times a second).
+(while :; do curl -s -o /dev/null "http://127.0.0.1:$serve_port/api/v1/state"; sleep 0.3; done) &
+clients+=($!)
+hf_par case10-served
+kill "${clients[@]}" 2>/dev/null || true
+kill -INT "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
+served_ratio=$(calc "$(mean case10-served run) / $(mean case10-plain run)" 3)
 served_added=$(awk "BEGIN { printf \"%+.1f\", ($served_ratio - 1) * 100 }")
-row "10. 8 tasks, \`--parallel 4\`, served to 20 event-stream clients" "$(calc "$(mean case10 served) * 1000" 0) ms" \
-  "$(calc "$(mean case10 plain) * 1000" 0) ms (the same run, no server)" "${served_added}%" "< +5%" \
+row "10. 8 tasks, \`--parallel 4\`, served to 20 event-stream clients and a page" "$(calc "$(mean case10-served run) * 1000" 0) ms" \
+  "$(calc "$(mean case10-plain run) * 1000" 0) ms (the same run, no server)" "${served_added}%" "< +5%" \
   "$(verdict "$served_added" 5)"
 
 # --- Report ----------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 //! `ralph --watch`: a live, read-only dashboard of the loop in `.ralph/` (or of the last run).
 //!
 //! Everything shown is read from `.ralph/` files, twice a second at most, without taking any
-//! lock: the state, the history, the task list, the workers' folders and the newest iteration
-//! log. Drawing is `output/watch.rs`'s.
+//! lock: the state, the history, the task list, the workers' folders, the newest iteration log
+//! and the event journal (its new lines also bring the next read forward). Drawing is
+//! `output/watch.rs`'s.
 
 use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
@@ -24,6 +25,12 @@ const CHART_ITERATIONS: usize = 120;
 
 /// How many of the agent's lines are kept for the output pane.
 const OUTPUT_LINES: usize = 200;
+
+/// How many of the journal's events are kept for the events pane.
+const EVENT_LINES: usize = 100;
+
+/// How often the journal is looked at for new events between reads.
+const JOURNAL_POLL: Duration = Duration::from_millis(100);
 
 /// Shows the dashboard until `q`, Esc or Ctrl+C.
 pub(crate) fn watch(dir: &RalphDir, colour: bool) -> anyhow::Result<ExitStatus> {
@@ -56,11 +63,14 @@ fn show(
     dir: &RalphDir,
     colour: bool,
 ) -> std::io::Result<ExitStatus> {
-    let mut view = read(dir);
+    let mut journal = Journal::new(dir);
+    let mut view = read(dir, journal.events());
     let mut next_read = Instant::now() + REFRESH;
     loop {
         terminal.draw(|frame| crate::output::watch::draw(frame, &view, colour))?;
-        let wait = next_read.saturating_duration_since(Instant::now());
+        let wait = next_read
+            .saturating_duration_since(Instant::now())
+            .min(JOURNAL_POLL);
         if event::poll(wait)? {
             // A resize needs only the redraw at the top of the loop.
             if let Event::Key(key) = event::read()?
@@ -70,8 +80,9 @@ fn show(
                 return Ok(ExitStatus::Success);
             }
         }
-        if Instant::now() >= next_read {
-            view = read(dir);
+        // Something happened (a new event in the journal), or it is time anyway.
+        if journal.take_new() || Instant::now() >= next_read {
+            view = read(dir, journal.events());
             next_read = Instant::now() + REFRESH;
         }
     }
@@ -82,8 +93,56 @@ fn quits(code: KeyCode, modifiers: KeyModifiers) -> bool {
         || (code == KeyCode::Char('c') && modifiers.contains(KeyModifiers::CONTROL))
 }
 
+/// The run's event journal, followed: its last events, formatted for the events pane.
+struct Journal {
+    reader: crate::journal::Reader,
+    events: std::collections::VecDeque<String>,
+}
+
+impl Journal {
+    fn new(dir: &RalphDir) -> Self {
+        let mut journal = Self {
+            reader: crate::journal::Reader::new(dir.root()),
+            events: std::collections::VecDeque::new(),
+        };
+        journal.take_new();
+        journal
+    }
+
+    /// Reads the journal's new lines; whether there were any.
+    fn take_new(&mut self) -> bool {
+        let lines = self.reader.next_lines();
+        let any = !lines.is_empty();
+        for (_, line) in lines {
+            let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            self.events.push_back(event_summary(&event));
+            if self.events.len() > EVENT_LINES {
+                self.events.pop_front();
+            }
+        }
+        any
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.events.iter().cloned().collect()
+    }
+}
+
+/// `12:04:31 [api] iteration_finished` (the time in UTC, as the journal has it).
+fn event_summary(event: &serde_json::Value) -> String {
+    let time = event["time"].as_str().unwrap_or_default();
+    let clock = time.get(11..19).unwrap_or(time);
+    let name = event["event"].as_str().unwrap_or("?");
+    match event["task"].as_str() {
+        Some(task) => format!("{clock} [{task}] {name}"),
+        None => format!("{clock} {name}"),
+    }
+}
+
 /// Everything the dashboard shows, read from `.ralph/` now.
-fn read(dir: &RalphDir) -> WatchView {
+fn read(dir: &RalphDir, events: Vec<String>) -> WatchView {
     let report = super::status_report(dir);
     let series = history::load_recent(&dir.history(), CHART_ITERATIONS)
         .ok()
@@ -127,6 +186,7 @@ fn read(dir: &RalphDir) -> WatchView {
         output_of,
         last_activity,
         now: crate::model::now(),
+        events,
     }
 }
 
@@ -172,5 +232,37 @@ fn event_line(event: AgentEvent) -> Option<String> {
         AgentEvent::Failure(failure) => Some(format!("error: {}", failure.message)),
         AgentEvent::Notice(text) => Some(text),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_summed_up_by_its_time_task_and_name() {
+        let event = serde_json::json!({"event": "task_merged", "time": "2026-11-26T01:02:03.456Z", "task": "api"});
+        assert_eq!(event_summary(&event), "01:02:03 [api] task_merged");
+        let run = serde_json::json!({"event": "run_ended", "time": "2026-11-26T01:02:04Z"});
+        assert_eq!(event_summary(&run), "01:02:04 run_ended");
+    }
+
+    #[test]
+    fn the_journal_keeps_its_last_events_and_says_when_new_ones_came() {
+        let dir = crate::testing::tempdir().unwrap();
+        let ralph = RalphDir::new(dir.path());
+        std::fs::create_dir_all(ralph.root()).unwrap();
+        let path = ralph.root().join(crate::storage::JOURNAL_FILE);
+        let mut journal = Journal::new(&ralph);
+        assert!(!journal.take_new());
+        let lines: String = (0..EVENT_LINES + 5)
+            .map(|n| format!("{{\"event\":\"e{n}\",\"time\":\"2026-01-01T00:00:00Z\"}}\n"))
+            .collect();
+        std::fs::write(&path, lines).unwrap();
+        assert!(journal.take_new());
+        let events = journal.events();
+        assert_eq!(events.len(), EVENT_LINES);
+        assert_eq!(events.last().map(String::as_str), Some("00:00:00 e104"));
+        assert!(!journal.take_new());
     }
 }

@@ -23,6 +23,8 @@ pub(crate) struct WatchView {
     pub(crate) output_of: Option<String>,
     pub(crate) last_activity: Option<DateTime<Utc>>,
     pub(crate) now: DateTime<Utc>,
+    /// The run's last events from its journal, as `HH:MM:SS [task] event` (newest last).
+    pub(crate) events: Vec<String>,
 }
 
 /// One iteration's measures, for the charts.
@@ -78,11 +80,20 @@ pub(crate) fn draw(frame: &mut Frame<'_>, view: &WatchView, colour: bool) {
         Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)]).areas(middle);
     frame.render_widget(board_widget(view, paint), board);
     frame.render_widget(struggle_widget(view), struggle);
-    frame.render_widget(output_widget(view, output.height), output);
+    // The journal's events beside the agent's output, when the terminal is wide enough.
+    if output.width >= 100 {
+        let [agent, events] =
+            Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)])
+                .areas(output);
+        frame.render_widget(output_widget(view, agent.height), agent);
+        frame.render_widget(events_widget(view, events.height), events);
+    } else {
+        frame.render_widget(output_widget(view, output.height), output);
+    }
     frame.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(" q ", paint.bold()),
-            Span::raw("quit   (read-only: reads .ralph/ twice a second)"),
+            Span::raw("quit   (read-only: follows .ralph/ and its event journal)"),
         ])),
         footer,
     );
@@ -353,6 +364,17 @@ fn output_widget(view: &WatchView, height: u16) -> Paragraph<'static> {
         shown.iter().map(|line| Line::raw(line.clone())).collect()
     };
     Paragraph::new(lines).block(Block::bordered().title(title))
+}
+
+fn events_widget(view: &WatchView, height: u16) -> Paragraph<'static> {
+    let rows = usize::from(height.saturating_sub(2));
+    let shown = &view.events[view.events.len().saturating_sub(rows)..];
+    let lines: Vec<Line<'static>> = if shown.is_empty() {
+        vec![Line::raw("(none yet)")]
+    } else {
+        shown.iter().map(|line| Line::raw(line.clone())).collect()
+    };
+    Paragraph::new(lines).block(Block::bordered().title(" events "))
 }
 
 fn ago(now: DateTime<Utc>, at: DateTime<Utc>) -> String {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::report::chromium;
+use crate::report::{HEADLESS, chromium_or_skip};
 use crate::support::{TestEnv, wait_for_file, wait_output};
 
 /// A headless Chromium and the page it shows, spoken to over `--remote-debugging-pipe`.
@@ -34,15 +34,8 @@ impl Browser {
             .arg("-c")
             .arg(r#"exec "$0" "$@" 3<&0 4>&1 >/dev/null 2>&1"#)
             .arg(program)
+            .args(HEADLESS)
             .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--hide-scrollbars",
                 "--remote-debugging-pipe",
                 // Any host but this machine fails to resolve.
                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
@@ -250,15 +243,8 @@ fn served_at(child: &mut std::process::Child) -> (u16, String) {
 }
 
 #[test]
-#[expect(
-    clippy::print_stderr,
-    reason = "the one line that explains a skipped test"
-)]
 fn the_page_follows_a_parallel_run_live_in_a_browser() {
-    let Some(program) = chromium() else {
-        eprintln!(
-            "note: no Chromium installed (scripts/install-test-tools.sh installs it); the page test is skipped"
-        );
+    let Some(program) = chromium_or_skip("the --serve page's test") else {
         return;
     };
     let env = TestEnv::new();

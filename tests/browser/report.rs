@@ -18,33 +18,44 @@ pub(crate) fn chromium() -> Option<&'static str> {
         })
 }
 
-#[test]
+/// The installed Chromium, or `None` after one line saying that `test` is skipped.
 #[expect(
     clippy::print_stderr,
     reason = "the one line that explains a skipped test"
 )]
-fn the_report_renders_in_a_headless_browser() {
-    let Some(browser) = chromium() else {
+pub(crate) fn chromium_or_skip(test: &str) -> Option<&'static str> {
+    let found = chromium();
+    if found.is_none() {
         eprintln!(
-            "note: no Chromium installed (apt-get install chromium); the screenshot test is skipped"
+            "note: no Chromium installed (scripts/install-test-tools.sh installs it); {test} is skipped"
         );
+    }
+    found
+}
+
+/// How every test starts Chromium: headless, quiet, nothing fetched behind the page's back.
+pub(crate) const HEADLESS: [&str; 9] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--disable-quic",
+];
+
+#[test]
+fn the_report_renders_in_a_headless_browser() {
+    let Some(browser) = chromium_or_skip("the report's screenshot test") else {
         return;
     };
     let env = crate::support::finished_run();
     let shot = env.path().join("report.png");
     let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1000,1600",
-        ])
+        .args(HEADLESS)
+        .arg("--window-size=1000,1600")
         .arg(format!(
             "--user-data-dir={}",
             env.path().join("browser").display()
