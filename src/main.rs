@@ -246,13 +246,18 @@ impl Loops<'_> {
                     .serve
                     .as_ref()
                     .map_or_else(|| serve::Addr(serve::DEFAULT_ADDR.to_owned()), Clone::clone);
-                let server = serve::Server::start(&addr, options.serve_allow_remote, site)?;
-                output::serving(
-                    &server.url,
-                    &ralph_dir.root().join(serve::TOKEN_FILE),
-                    false,
-                );
-                Some(server)
+                // A server that cannot start never keeps the run from starting.
+                match serve::Server::start(&addr, options.serve_allow_remote, site) {
+                    Ok(server) => {
+                        let token = ralph_dir.root().join(serve::TOKEN_FILE);
+                        output::serving(&server.url, &token, false);
+                        Some(server)
+                    }
+                    Err(err) => {
+                        output::serve_failed(&format!("{err:#}"));
+                        None
+                    }
+                }
             }
             _ => None,
         };

@@ -21,6 +21,13 @@ pub(crate) fn serving(url: &str, token: &std::path::Path, alone: bool) {
     ]);
 }
 
+/// A run's server could not start: the run goes on without it.
+pub(crate) fn serve_failed(why: &str) {
+    super::warn(&[&format!(
+        "⚠️  {why}; the run goes on without a server (ralph --serve in another terminal serves it too)"
+    )]);
+}
+
 /// `ralph --serve` ended.
 pub(crate) fn serve_stopped() {
     super::warn(&["🌐 Server stopped."]);

@@ -372,3 +372,20 @@ i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); do
         Some(0)
     );
 }
+
+#[test]
+fn a_run_whose_server_cannot_listen_goes_on_without_it() {
+    let env = TestEnv::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let run = env.run_loop_with(&["Say hello", "--serve", &addr], |command| {
+        command.env("FAKE_AGENT_COMPLETE_AT", "1");
+    });
+    run.assert_code(0);
+    let stderr = run.stderr();
+    assert!(
+        stderr.contains(&format!("--serve: cannot listen on {addr}"))
+            && stderr.contains("the run goes on without a server"),
+        "{stderr}"
+    );
+}
