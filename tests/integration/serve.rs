@@ -229,6 +229,29 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
         .map(|task| task["status"].as_str().unwrap())
         .collect();
     assert_eq!(done, ["complete", "complete"], "{state}");
+    // A task's log, its iteration by number, and the report.
+    for which in ["alpha", "alpha/1", "beta"] {
+        let (status, log) = http(
+            outside.port,
+            "GET",
+            &format!("/api/v1/log/{which}"),
+            &[],
+            "",
+        );
+        assert_eq!(status, 200, "{which}: {log}");
+        let first: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+        assert!(first["start"].is_object(), "{which}: {log}");
+    }
+    assert_eq!(
+        http(outside.port, "GET", "/api/v1/log/alpha/9", &[], "").0,
+        404
+    );
+    let (status, report) = http(outside.port, "GET", "/api/v1/report", &[], "");
+    assert_eq!(status, 200);
+    assert!(
+        report.starts_with("<!doctype html") || report.starts_with("<!DOCTYPE html"),
+        "{report}"
+    );
     crate::support::interrupt(&beside);
     let output = wait_output(&mut beside, Duration::from_secs(10));
     assert_eq!(output.status.code(), Some(0));
@@ -275,6 +298,15 @@ fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
     );
     let (status, body) = http(port, "POST", "/api/v1/context", &allowed, hint);
     assert_eq!(status, 200, "{body}");
+    // A task added through the server is in the list, as --add-task would have it.
+    let task = r#"{"text": "Write the docs", "id": "docs"}"#;
+    let (status, body) = http(port, "POST", "/api/v1/tasks", &allowed, task);
+    assert_eq!(status, 201, "{body}");
+    let tasks = get_json(port, "/api/v1/tasks");
+    assert_eq!(tasks["tasks"][0]["id"], "docs", "{tasks}");
+    let again = http(port, "POST", "/api/v1/tasks", &allowed, task);
+    assert_eq!(again.0, 400, "a duplicate id: {}", again.1);
+    assert!(again.1.contains("already exists"), "{}", again.1);
     // The page is the server's own, with nothing from elsewhere.
     let (status, page) = http(port, "GET", "/", &[], "");
     assert_eq!(status, 200);
