@@ -130,6 +130,22 @@ fn another_agent_adds_a_task_starts_a_run_watches_it_and_stops_it() {
     }
     let log = std::fs::read_to_string(env.ralph_file("mcp-run.log")).unwrap();
     assert!(log.contains("Iteration 1"), "{log}");
+    // What the agent printed, and a hint for the next prompt.
+    let printed = client.call("ralph_log", json!({"which": "last"}));
+    assert_eq!(printed["isError"], false, "{printed}");
+    assert!(
+        printed["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("fake agent call 1"),
+        "{printed}"
+    );
+    let hint = client.call("ralph_add_context", json!({"text": "Use the blue palette"}));
+    assert_eq!(hint["isError"], false, "{hint}");
+    let context = std::fs::read_to_string(env.ralph_file("ralph-context.md")).unwrap();
+    assert!(context.contains("Use the blue palette"), "{context}");
+    let unknown_task = client.call("ralph_add_context", json!({"text": "x", "task": "nope"}));
+    assert_eq!(unknown_task["isError"], true, "{unknown_task}");
     // A tool's failure is the tool's answer; the server goes on.
     let unknown = client.call("ralph_nothing", json!({}));
     assert_eq!(unknown["isError"], true);
