@@ -170,12 +170,15 @@ impl Reader {
 
     fn take_lines(&mut self, text: &[u8], lines: &mut Vec<(u64, String)>) {
         self.partial.extend_from_slice(text);
-        while let Some(end) = self.partial.iter().position(|&byte| byte == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=end).collect();
+        // Whole lines are taken by index, and the buffer shortened once.
+        let mut start = 0;
+        while let Some(end) = memchr::memchr(b'\n', &self.partial[start..]) {
             self.line += 1;
-            let text = String::from_utf8_lossy(&line[..end]).into_owned();
-            lines.push((self.line, text));
+            let line = &self.partial[start..start + end];
+            lines.push((self.line, String::from_utf8_lossy(line).into_owned()));
+            start += end + 1;
         }
+        self.partial.drain(..start);
     }
 }
 

@@ -40,8 +40,10 @@ pub(crate) fn serve(dir: &RalphDir, cwd: &Path) -> anyhow::Result<ExitStatus> {
     };
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
-    for line in stdin.lock().lines() {
+    // Bytes, not text: a line that is not UTF-8 gets a parse error, and the server goes on.
+    for line in stdin.lock().split(b'\n') {
         let Ok(line) = line else { break };
+        let line = String::from_utf8_lossy(&line);
         if line.trim().is_empty() {
             continue;
         }
@@ -88,6 +90,19 @@ impl Server {
                 "parse error: a message is one JSON object a line",
             ));
         };
+        if !message.is_object() {
+            return Some(error(
+                &Value::Null,
+                -32600,
+                "invalid request: a message is one JSON object (batches are not taken)",
+            ));
+        }
+        // A response (to nothing this server asked) needs no answer.
+        if message.get("method").is_none()
+            && (message.get("result").is_some() || message.get("error").is_some())
+        {
+            return None;
+        }
         let id = message.get("id").cloned();
         let method = message
             .get("method")
@@ -209,11 +224,21 @@ impl Server {
         }
     }
 
-    /// `ralph --plan SPEC`, run to its end; what it printed.
+    /// `ralph --plan --prompt-file SPEC`, run to its end; what it printed. (The spec goes in a
+    /// file, so that one starting with `-` is not taken for an option.)
     fn plan(&self, spec: &str) -> Value {
+        if let Err(err) = self.dir.ensure() {
+            return tool_text(&format!("{err:#}"), true);
+        }
+        let file = self.dir.root().join(PROMPT_FILE);
+        if let Err(err) = std::fs::write(&file, spec) {
+            return tool_text(&format!("cannot write {}: {err}", file.display()), true);
+        }
         let output = self
             .ralph()
-            .args(["--plan", spec])
+            .arg("--plan")
+            .arg("--prompt-file")
+            .arg(&file)
             .stdin(Stdio::null())
             .output();
         match output {
@@ -463,6 +488,9 @@ mod tests {
     fn bad_messages_get_errors_and_the_server_goes_on() {
         let (_dir, mut server) = server();
         assert_eq!(server.answer("{not json").unwrap()["error"]["code"], -32700);
+        assert_eq!(server.answer("[1, 2]").unwrap()["error"]["code"], -32600);
+        let response = server.answer(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#);
+        assert!(response.is_none(), "a response gets no answer");
         assert_eq!(
             server
                 .answer(r#"{"jsonrpc":"2.0","id":4,"method":"resources/list"}"#)

@@ -21,7 +21,7 @@ pub(crate) fn stop_running(dir: &RalphDir) -> Result<u32, String> {
         storage::Loaded::Found(saved) if saved.active => saved,
         _ => return Err("no loop is running here".to_owned()),
     };
-    let Some(pid) = saved.pid else {
+    let Some(pid) = saved.pid.filter(|pid| *pid > 1) else {
         return Err("the running loop's state names no process".to_owned());
     };
     if !storage::lock::loop_is_running(dir) {

@@ -1,19 +1,16 @@
 //! The routes of `--serve`: the page, `/api/v1/…` to read a run, and the POSTs that steer it.
 
-use std::io::Read as _;
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use serde_json::{Value, json};
-use tiny_http::{Header, Method, Request, Response};
 
 use super::Site;
+use super::http::{self, Reply, Request, Unreadable};
 use crate::config::LogTarget;
 use crate::storage;
 use crate::storage::tasks::{self, TaskList};
-
-/// The largest request body read.
-const MOST_BODY: usize = 64 << 10;
 
 /// The page, its script and styles inlined.
 const PAGE: &str = include_str!("page.html");
@@ -23,30 +20,17 @@ pub(super) struct Context {
     pub(super) site: Site,
     pub(super) token: String,
     pub(super) port: u16,
-    /// Requests must name this server in `Host` (off with `--serve-allow-remote`, where the
-    /// machine's names are not known).
-    pub(super) check_host: bool,
+    /// `--serve-allow-remote`: `Host` may also name this machine by an address or its name.
+    pub(super) remote_allowed: bool,
     pub(super) closing: Arc<AtomicBool>,
     /// Event streams open now: a closing server lets them send their last lines first.
     pub(super) streams: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) remote: super::remote::Cache,
 }
 
-type Reply = Response<std::io::Cursor<Vec<u8>>>;
-
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).unwrap_or_else(|()| {
-        Header::from_bytes(&b"X-Invalid"[..], &b"1"[..]).unwrap_or_else(|()| unreachable!())
-    })
-}
-
-/// A reply of `kind` with `body`, never cached.
-fn reply(status: u16, kind: &str, body: Vec<u8>) -> Reply {
-    Response::from_data(body)
-        .with_status_code(status)
-        .with_header(header("Content-Type", kind))
-        .with_header(header("Cache-Control", "no-store"))
-        .with_header(header("X-Content-Type-Options", "nosniff"))
+/// A reply of `kind` with `body`.
+fn reply(status: u16, kind: &'static str, body: Vec<u8>) -> Reply {
+    Reply { status, kind, body }
 }
 
 /// A plain-text reply (errors say what was wrong and what to do).
@@ -63,38 +47,50 @@ fn json_reply(status: u16, value: &Value) -> Reply {
     reply(status, "application/json", body)
 }
 
-fn header_value<'r>(request: &'r Request, name: &'static str) -> Option<&'r str> {
-    (request.headers().iter())
-        .find(|header| header.field.equiv(name))
-        .map(|header| header.value.as_str())
+/// Reads one request from the connection and answers it.
+pub(super) fn serve(context: &Context, mut stream: TcpStream) {
+    let request = match http::read_request(&mut stream) {
+        Ok(request) => request,
+        Err(Unreadable(Some((status, why)))) => {
+            let _ = http::write_reply(&mut stream, &text(status, why));
+            return;
+        }
+        Err(Unreadable(None)) => return,
+    };
+    if let Some(refusal) = refused(context, &request) {
+        let _ = http::write_reply(&mut stream, &refusal);
+        return;
+    }
+    let path = request
+        .url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    if request.method == "GET" && path == "/api/v1/events" {
+        let last = request
+            .header("Last-Event-ID")
+            .and_then(|id| id.trim().parse::<u64>().ok())
+            .or_else(|| query(&request.url, "after").and_then(|id| id.parse().ok()))
+            .unwrap_or(0);
+        super::events::stream(context, stream, last);
+        return;
+    }
+    let answer = route(context, &request, &path);
+    let _ = http::write_reply(&mut stream, &answer);
 }
 
-/// Answers one request.
-pub(super) fn handle(context: &Context, mut request: Request) {
-    if let Some(refusal) = refused(context, &request) {
-        let _ = request.respond(refusal);
-        return;
-    }
-    let url = request.url().to_owned();
-    let path = url.split(['?', '#']).next().unwrap_or_default().to_owned();
-    let method = request.method().clone();
-    if method == Method::Get && path == "/api/v1/events" {
-        let last = header_value(&request, "Last-Event-ID")
-            .and_then(|id| id.trim().parse::<u64>().ok())
-            .or_else(|| query(&url, "after").and_then(|id| id.parse().ok()))
-            .unwrap_or(0);
-        super::events::stream(context, request, last);
-        return;
-    }
-    let answer = match (method, path.as_str()) {
-        (Method::Get, "/") => reply(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec()),
-        (Method::Get, "/api/v1/state") => json_reply(200, &state_of(context)),
-        (Method::Get, "/api/v1/tasks") => json_reply(200, &tasks_of(context)),
-        (Method::Get, "/api/v1/report") => report(context),
-        (Method::Get, log) if log.starts_with("/api/v1/log/") => {
+/// The answer to every request but the event stream.
+fn route(context: &Context, request: &Request, path: &str) -> Reply {
+    match (request.method.as_str(), path) {
+        ("GET", "/") => reply(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec()),
+        ("GET", "/api/v1/state") => json_reply(200, &state_of(context)),
+        ("GET", "/api/v1/tasks") => json_reply(200, &tasks_of(context)),
+        ("GET", "/api/v1/report") => report(context),
+        ("GET", log) if log.starts_with("/api/v1/log/") => {
             log_of(context, &log["/api/v1/log/".len()..])
         }
-        (Method::Post, route) => match read_body(&mut request) {
+        ("POST", route) => match body_of(request) {
             Err(refusal) => refusal,
             Ok(body) => post(context, route, &body),
         },
@@ -103,36 +99,63 @@ pub(super) fn handle(context: &Context, mut request: Request) {
             "method not allowed here; see the README's \"Watch from a browser\"",
         ),
         _ => text(404, "not found; the page is at /, the API under /api/v1/"),
-    };
-    let _ = request.respond(answer);
+    }
 }
 
-/// Why a request is refused before it is read: a foreign `Host` or `Origin`, or a POST without
-/// the token.
+/// Whether `host` (a `Host` header) names this server: on its port, `localhost` or a loopback
+/// address, and with `--serve-allow-remote` any address literal or this machine's name. A name
+/// a DNS server chose (a rebinding attack's) is never one.
+fn host_allowed(host: &str, port: u16, remote_allowed: bool) -> bool {
+    let (name, given_port) = match host.rsplit_once(':') {
+        Some((name, given)) if !name.ends_with(':') => (name, given.parse::<u16>().ok()),
+        _ => (host, None),
+    };
+    if given_port != Some(port) {
+        return false;
+    }
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    if bare.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        return ip.is_loopback() || remote_allowed;
+    }
+    remote_allowed
+        && nix::unistd::gethostname().is_ok_and(|own| {
+            let own = own.to_string_lossy();
+            own.eq_ignore_ascii_case(bare)
+                || own
+                    .split('.')
+                    .next()
+                    .is_some_and(|short| short.eq_ignore_ascii_case(bare))
+        })
+}
+
+/// Why a request is refused before it is answered: a foreign `Host` or `Origin`, or a change
+/// without the token.
 fn refused(context: &Context, request: &Request) -> Option<Reply> {
-    let port = context.port;
-    if context.check_host {
-        let host = header_value(request, "Host").unwrap_or_default();
-        let ours = [
-            format!("127.0.0.1:{port}"),
-            format!("localhost:{port}"),
-            format!("[::1]:{port}"),
-        ];
-        if !ours.iter().any(|ours| ours.eq_ignore_ascii_case(host)) {
-            return Some(text(
-                403,
-                "this server answers only to its own address (127.0.0.1)",
-            ));
-        }
+    let host = request.header("Host").unwrap_or_default();
+    if !host_allowed(host, context.port, context.remote_allowed) {
+        return Some(text(
+            403,
+            "this server answers only to its own address (127.0.0.1)",
+        ));
     }
-    if let Some(origin) = header_value(request, "Origin") {
-        let host = header_value(request, "Host").unwrap_or_default();
-        if !origin.eq_ignore_ascii_case(&format!("http://{host}")) {
-            return Some(text(403, "requests from other sites are refused"));
-        }
+    if let Some(origin) = request.header("Origin")
+        && !origin.eq_ignore_ascii_case(&format!("http://{host}"))
+    {
+        return Some(text(403, "requests from other sites are refused"));
     }
-    if *request.method() != Method::Get {
-        let given = header_value(request, "Authorization")
+    // A browser says where a request comes from even when it sends no Origin.
+    if request
+        .header("Sec-Fetch-Site")
+        .is_some_and(|site| site == "cross-site")
+    {
+        return Some(text(403, "requests from other sites are refused"));
+    }
+    if request.method != "GET" {
+        let given = request
+            .header("Authorization")
             .and_then(|value| value.strip_prefix("Bearer "))
             .unwrap_or_default()
             .trim();
@@ -163,22 +186,11 @@ fn query<'u>(url: &'u str, name: &str) -> Option<&'u str> {
         .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
 }
 
-fn read_body(request: &mut Request) -> Result<Value, Reply> {
-    let mut body = Vec::new();
-    let read = request
-        .as_reader()
-        .take(MOST_BODY as u64 + 1)
-        .read_to_end(&mut body);
-    if read.is_err() {
-        return Err(text(400, "the request's body could not be read"));
-    }
-    if body.len() > MOST_BODY {
-        return Err(text(413, "the request's body is over 64 KiB"));
-    }
-    if body.iter().all(u8::is_ascii_whitespace) {
+fn body_of(request: &Request) -> Result<Value, Reply> {
+    if request.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
-    serde_json::from_slice(&body).map_err(|err| {
+    serde_json::from_slice(&request.body).map_err(|err| {
         text(
             400,
             &format!("the body is not JSON ({err}); send e.g. {{\"text\": \"…\"}}"),
@@ -308,6 +320,31 @@ mod tests {
         assert!(!same(b"abd", b"abc"));
         assert!(!same(b"ab", b"abc"));
         assert!(!same(b"", b"abc"));
+    }
+
+    #[test]
+    fn only_this_servers_own_names_pass_the_host_check() {
+        assert!(host_allowed("127.0.0.1:8765", 8765, false));
+        assert!(host_allowed("localhost:8765", 8765, false));
+        assert!(host_allowed("[::1]:8765", 8765, false));
+        assert!(!host_allowed("127.0.0.1:9999", 8765, false), "another port");
+        assert!(!host_allowed("127.0.0.1", 8765, false), "no port");
+        assert!(
+            !host_allowed("evil.example:8765", 8765, false),
+            "a rebound name"
+        );
+        assert!(
+            !host_allowed("192.168.1.5:8765", 8765, false),
+            "not loopback"
+        );
+        // Serving beyond loopback: an address or this machine's name, never another name.
+        assert!(host_allowed("192.168.1.5:8765", 8765, true));
+        assert!(!host_allowed("evil.example:8765", 8765, true));
+        let own = nix::unistd::gethostname()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(host_allowed(&format!("{own}:8765"), 8765, true));
     }
 
     #[test]

@@ -3,12 +3,12 @@
 //! that one, none twice; a comment every 15 s keeps the connection open through proxies.
 
 use std::io::Write as _;
+use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tiny_http::Request;
-
-use super::api::Context;
+use super::api::{Context, text};
+use super::http;
 use crate::journal::Reader;
 
 /// How often the journal is looked at for new lines.
@@ -17,26 +17,32 @@ const POLL: Duration = Duration::from_millis(150);
 /// How often an idle stream gets a keep-alive comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// Event streams served at once; more get 503 (a page reconnects by itself).
+const MOST_STREAMS: usize = 32;
+
+/// How long a client may take to accept what is written to it.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Streams the journal's lines after line `after` until the client goes or the server closes.
-pub(super) fn stream(context: &Context, request: Request, after: u64) {
-    // The head is written by hand: tiny_http buffers a streamed body, and events must leave at
-    // once.
-    let mut out = request.into_writer();
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\nretry: 2000\n\n";
-    if out
-        .write_all(head.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
+pub(super) fn stream(context: &Context, mut out: TcpStream, after: u64) {
+    if context.streams.fetch_add(1, Ordering::SeqCst) >= MOST_STREAMS {
+        context.streams.fetch_sub(1, Ordering::SeqCst);
+        let busy = text(503, "too many event streams; try again later");
+        let _ = http::write_reply(&mut out, &busy);
         return;
     }
-    context.streams.fetch_add(1, Ordering::SeqCst);
-    send_lines(context, &mut out, after);
+    let _ = out.set_write_timeout(Some(WRITE_TIMEOUT));
+    if http::write_stream_head(&mut out)
+        .and_then(|()| out.write_all(b"retry: 2000\n\n"))
+        .is_ok()
+    {
+        send_lines(context, &mut out, after);
+    }
     context.streams.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Sends the journal's lines as they come, and once the server closes, the last ones.
-fn send_lines(context: &Context, out: &mut Box<dyn std::io::Write + Send>, after: u64) {
+fn send_lines(context: &Context, out: &mut TcpStream, after: u64) {
     let mut reader = Reader::new(context.site.dir.root());
     let mut quiet_since = Instant::now();
     loop {

@@ -20,6 +20,7 @@ use crate::storage::RalphDir;
 
 mod api;
 mod events;
+mod http;
 mod remote;
 
 pub(crate) use crate::storage::SERVE_TOKEN_FILE as TOKEN_FILE;
@@ -43,7 +44,7 @@ pub(crate) struct Site {
 
 /// A running server; dropping it stops it.
 pub(crate) struct Server {
-    http: Arc<tiny_http::Server>,
+    wake: std::net::SocketAddr,
     closing: Arc<AtomicBool>,
     streams: Arc<AtomicUsize>,
     accept: Option<JoinHandle<()>>,
@@ -65,15 +66,12 @@ impl Server {
             ))
             .into());
         }
-        let http = tiny_http::Server::http(wanted).map_err(|err| {
+        let listener = std::net::TcpListener::bind(wanted).map_err(|err| {
             fail(format!(
                 "--serve: cannot listen on {wanted}: {err}; choose another port (--serve 127.0.0.1:PORT)"
             ))
         })?;
-        let bound = http
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| fail("--serve: the server has no IP address"))?;
+        let bound = listener.local_addr()?;
         let token = new_token()?;
         site.dir.ensure()?;
         write_token(&site.dir, &token)?;
@@ -83,7 +81,6 @@ impl Server {
             bound.ip().to_string()
         };
         let url = format!("http://{shown_host}:{}/#token={token}", bound.port());
-        let http = Arc::new(http);
         let closing = Arc::new(AtomicBool::new(false));
         let streams = Arc::new(AtomicUsize::new(0));
         let context = Arc::new(api::Context {
@@ -91,18 +88,24 @@ impl Server {
             site,
             token,
             port: bound.port(),
-            check_host: !allow_remote,
+            remote_allowed: allow_remote,
             closing: Arc::clone(&closing),
             remote: remote::Cache::default(),
         });
         let accept = {
-            let (http, closing) = (Arc::clone(&http), Arc::clone(&closing));
+            let closing = Arc::clone(&closing);
             std::thread::Builder::new()
                 .name("serve".to_owned())
-                .spawn(move || accept(&http, &closing, &context))?
+                .spawn(move || accept(&listener, &closing, &context))?
+        };
+        // Where a connection wakes the accepting thread when the server closes.
+        let wake = if bound.ip().is_unspecified() {
+            std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), bound.port())
+        } else {
+            bound
         };
         Ok(Self {
-            http,
+            wake,
             closing,
             streams,
             accept: Some(accept),
@@ -114,7 +117,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::SeqCst);
-        self.http.unblock();
+        let _ = std::net::TcpStream::connect_timeout(&self.wake, std::time::Duration::from_secs(1));
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }
@@ -126,28 +129,37 @@ impl Drop for Server {
     }
 }
 
-/// Takes connections until the server closes; each request on a thread of its own.
-fn accept(http: &tiny_http::Server, closing: &AtomicBool, context: &Arc<api::Context>) {
+/// Counts one open connection while it lives (a panic in its thread included).
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Takes connections until the server closes; each on a thread of its own.
+fn accept(listener: &std::net::TcpListener, closing: &AtomicBool, context: &Arc<api::Context>) {
     let open = Arc::new(AtomicUsize::new(0));
-    for request in http.incoming_requests() {
+    for stream in listener.incoming() {
         if closing.load(Ordering::SeqCst) {
             break;
         }
+        let Ok(mut stream) = stream else { continue };
         if open.load(Ordering::SeqCst) >= MOST_CONNECTIONS {
-            let _ = request.respond(api::text(503, "too many connections; try again later"));
+            let busy = api::text(503, "too many connections; try again later");
+            let _ = http::write_reply(&mut stream, &busy);
             continue;
         }
         open.fetch_add(1, Ordering::SeqCst);
-        let (context, done) = (Arc::clone(context), Arc::clone(&open));
-        let spawned = std::thread::Builder::new()
+        let guard = Open(Arc::clone(&open));
+        let context = Arc::clone(context);
+        let _ = std::thread::Builder::new()
             .name("serve-request".to_owned())
             .spawn(move || {
-                api::handle(&context, request);
-                done.fetch_sub(1, Ordering::SeqCst);
+                let _guard = guard;
+                api::serve(&context, stream);
             });
-        if spawned.is_err() {
-            open.fetch_sub(1, Ordering::SeqCst);
-        }
     }
 }
 

@@ -292,6 +292,20 @@ fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
         http(port, "POST", "/api/v1/context", &allowed, &huge).0,
         413
     );
+    // A body announced as a terabyte is refused unread, and the server goes on.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /api/v1/context HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 1099511627776\r\n\r\nx"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_eq!(http(port, "GET", "/api/v1/state", &[], "").0, 200);
     assert_eq!(
         http(port, "GET", "/api/v1/log/..%2F..%2Fetc", &[], "").0,
         400
