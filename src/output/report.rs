@@ -117,6 +117,9 @@ pub(crate) struct TaskReport {
     pub(crate) status: &'static str,
     pub(crate) text: String,
     pub(crate) id: Option<String>,
+    /// The id ralph knows the task by: its `id`, or one made from its text (its worktree,
+    /// branch, logs and `--task` use it).
+    pub(crate) key: String,
     pub(crate) blocked_by: Vec<String>,
     /// Blockers not done yet (empty when the task can start).
     pub(crate) waiting_for: Vec<String>,
@@ -194,14 +197,14 @@ pub(crate) fn tasks_report(file: &'static str, list: &TaskList) -> TasksReport {
         complete: list.count(TaskStatus::Complete),
         in_progress: list.count(TaskStatus::InProgress),
         failed: list.count(TaskStatus::Failed),
-        tasks: list
-            .tasks
-            .iter()
-            .map(|task| TaskReport {
+        tasks: (list.tasks.iter())
+            .zip(crate::storage::tasks::task_ids(list))
+            .map(|(task, key)| TaskReport {
                 number: task.number,
                 status: status_name(task.status),
                 text: task.text.clone(),
                 id: task.id().map(str::to_owned),
+                key,
                 blocked_by: task.blocked_by().into_iter().map(str::to_owned).collect(),
                 waiting_for: list.blockers(task),
                 subtasks: task

@@ -268,6 +268,7 @@ struct TaskSchema {
     status: String,
     text: String,
     id: Option<String>,
+    key: String,
     blocked_by: Vec<String>,
     waiting_for: Vec<String>,
     subtasks: Vec<SubtaskSchema>,
@@ -370,6 +371,11 @@ fn status_and_list_tasks_json_match_the_documented_schema() {
     assert_eq!(status.history.iterations, 2);
     let tasks = status.tasks.unwrap();
     assert_eq!(tasks.tasks[1].waiting_for, ["a"]);
+    // The key: the id given, or one made from the text.
+    assert_eq!(
+        (tasks.tasks[0].key.as_str(), tasks.tasks[1].key.as_str()),
+        ("a", "second")
+    );
 
     let listed: TasksSchema =
         serde_json::from_str(&env.run(&["--list-tasks", "--json"]).stdout()).unwrap();
