@@ -71,8 +71,7 @@ pub(super) fn serve(context: &Context, mut stream: TcpStream) {
         let last = request
             .header("Last-Event-ID")
             .and_then(|id| id.trim().parse::<u64>().ok())
-            .or_else(|| query(&request.url, "after").and_then(|id| id.parse().ok()))
-            .unwrap_or(0);
+            .or_else(|| query(&request.url, "after").and_then(|id| id.parse().ok()));
         super::events::stream(context, stream, last);
         return;
     }

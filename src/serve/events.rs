@@ -23,8 +23,13 @@ const MOST_STREAMS: usize = 32;
 /// How long a client may take to accept what is written to it.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Streams the journal's lines after line `after` until the client goes or the server closes.
-pub(super) fn stream(context: &Context, mut out: TcpStream, after: u64) {
+/// The most events a new stream (one that names no last id) gets from before it connected: the
+/// journal's last ones, not years of runs.
+const REPLAY: u64 = 2000;
+
+/// Streams the journal's lines after line `after` (`None`: its last [`REPLAY`] lines) until the
+/// client goes or the server closes.
+pub(super) fn stream(context: &Context, mut out: TcpStream, after: Option<u64>) {
     if context.streams.fetch_add(1, Ordering::SeqCst) >= MOST_STREAMS {
         context.streams.fetch_sub(1, Ordering::SeqCst);
         let busy = text(503, "too many event streams; try again later");
@@ -42,12 +47,17 @@ pub(super) fn stream(context: &Context, mut out: TcpStream, after: u64) {
 }
 
 /// Sends the journal's lines as they come, and once the server closes, the last ones.
-fn send_lines(context: &Context, out: &mut TcpStream, after: u64) {
+fn send_lines(context: &Context, out: &mut TcpStream, after: Option<u64>) {
     let mut reader = Reader::new(context.site.dir.root());
     let mut quiet_since = Instant::now();
+    let mut after = after;
     loop {
         let last_round = context.closing.load(Ordering::SeqCst);
         let lines = reader.next_lines();
+        let after = *after.get_or_insert_with(|| {
+            let known = lines.last().map_or(0, |(number, _)| *number);
+            known.saturating_sub(REPLAY)
+        });
         let mut sent = String::new();
         for (number, line) in lines.into_iter().filter(|(number, _)| *number > after) {
             sent.push_str(&format!("id: {number}\ndata: {line}\n\n"));
