@@ -435,3 +435,26 @@ fn a_run_whose_server_cannot_listen_goes_on_without_it() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_new_stream_starts_with_the_journals_last_2000_events() {
+    let env = TestEnv::new();
+    fs::create_dir_all(env.ralph_file("")).unwrap();
+    let lines: String = (1..=2100)
+        .map(|n| format!("{{\"event\":\"e{n}\",\"time\":\"2026-01-01T00:00:00Z\"}}\n"))
+        .collect();
+    fs::write(env.ralph_file("events.jsonl"), lines).unwrap();
+    let mut server = spawn(&env, &["--serve", "127.0.0.1:0"]);
+    let (served, _) = served(&mut server);
+    let events = events_until(served.port, None, |events| events.len() >= 2000);
+    let ids: Vec<u64> = events.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (101..=2100).collect::<Vec<_>>());
+    assert_eq!(events[0].1["event"], "e101");
+    crate::support::interrupt(&server);
+    assert_eq!(
+        wait_output(&mut server, Duration::from_secs(10))
+            .status
+            .code(),
+        Some(0)
+    );
+}
