@@ -48,6 +48,13 @@ fn served(child: &mut Child) -> (Served, mpsc::Receiver<String>) {
     }
 }
 
+/// Stops a server as Ctrl+C does; it ends with exit 0.
+fn stop_server(server: &mut Child) {
+    crate::support::interrupt(server);
+    let output = wait_output(server, Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
+
 /// One HTTP request; the status and body of its answer.
 fn http(
     port: u16,
@@ -252,9 +259,7 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
         report.starts_with("<!doctype html") || report.starts_with("<!DOCTYPE html"),
         "{report}"
     );
-    crate::support::interrupt(&beside);
-    let output = wait_output(&mut beside, Duration::from_secs(10));
-    assert_eq!(output.status.code(), Some(0));
+    stop_server(&mut beside);
 }
 
 #[test]
@@ -344,13 +349,7 @@ fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
     assert_eq!(status, 409, "nothing runs now: {body}");
     let resumed = env.run(&["--resume"]);
     resumed.assert_code(0);
-    crate::support::interrupt(&server);
-    assert_eq!(
-        wait_output(&mut server, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(0)
-    );
+    stop_server(&mut server);
 }
 
 #[test]
@@ -410,13 +409,7 @@ i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); do
         let (code, stdout, stderr) = crate::machines::finish(worker);
         assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     }
-    crate::support::interrupt(&server);
-    assert_eq!(
-        wait_output(&mut server, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(0)
-    );
+    stop_server(&mut server);
 }
 
 #[test]
@@ -450,11 +443,5 @@ fn a_new_stream_starts_with_the_journals_last_2000_events() {
     let ids: Vec<u64> = events.iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, (101..=2100).collect::<Vec<_>>());
     assert_eq!(events[0].1["event"], "e101");
-    crate::support::interrupt(&server);
-    assert_eq!(
-        wait_output(&mut server, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(0)
-    );
+    stop_server(&mut server);
 }
