@@ -126,6 +126,14 @@ impl Server {
                     .get("arguments")
                     .cloned()
                     .unwrap_or_else(|| json!({}));
+                // A tool that does not exist is the request's error, not the tool's.
+                if !TOOLS.contains(&name) {
+                    return Some(error(
+                        &id,
+                        -32602,
+                        &format!("unknown tool: {name}; tools/list names them"),
+                    ));
+                }
                 result(&id, self.call(name, &arguments))
             }
             "" => error(&id, -32600, "invalid request: no method"),
@@ -364,6 +372,18 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> 
     })
 }
 
+/// Every tool's name, as `tools/list` gives them.
+const TOOLS: [&str; 8] = [
+    "ralph_status",
+    "ralph_list_tasks",
+    "ralph_add_task",
+    "ralph_add_context",
+    "ralph_log",
+    "ralph_plan",
+    "ralph_start",
+    "ralph_stop",
+];
+
 fn tools() -> Vec<Value> {
     let text = |what: &str| json!({"type": "string", "description": what});
     vec![
@@ -469,17 +489,8 @@ mod tests {
         let tools = listed["result"]["tools"].as_array().unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(
-            names,
-            [
-                "ralph_status",
-                "ralph_list_tasks",
-                "ralph_add_task",
-                "ralph_add_context",
-                "ralph_log",
-                "ralph_plan",
-                "ralph_start",
-                "ralph_stop"
-            ]
+            names, TOOLS,
+            "tools/list and the names calls accept are the same"
         );
         assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"));
     }
@@ -500,7 +511,7 @@ mod tests {
         let call = server
             .answer(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ralph_nothing","arguments":{}}}"#)
             .unwrap();
-        assert_eq!(call["result"]["isError"], true);
+        assert_eq!(call["error"]["code"], -32602, "{call}");
         let no_text = server
             .answer(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ralph_add_task","arguments":{}}}"#)
             .unwrap();

@@ -146,9 +146,14 @@ fn another_agent_adds_a_task_starts_a_run_watches_it_and_stops_it() {
     assert!(context.contains("Use the blue palette"), "{context}");
     let unknown_task = client.call("ralph_add_context", json!({"text": "x", "task": "nope"}));
     assert_eq!(unknown_task["isError"], true, "{unknown_task}");
-    // A tool's failure is the tool's answer; the server goes on.
-    let unknown = client.call("ralph_nothing", json!({}));
-    assert_eq!(unknown["isError"], true);
+    // A tool that does not exist is the request's error; the server goes on.
+    let unknown = client.request(
+        "tools/call",
+        json!({"name": "ralph_nothing", "arguments": {}}),
+    );
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let status = client.call("ralph_status", json!({}));
+    assert_eq!(status["isError"], false);
     drop(client);
     let output = wait_output(&mut server, Duration::from_secs(10));
     assert_eq!(output.status.code(), Some(0), "{output:?}");
