@@ -311,13 +311,16 @@ pub(crate) fn remote_status(
         });
         return Ok(ExitStatus::Success);
     }
-    output::remote_status(
-        &seen.remote,
-        &seen.base,
-        &seen.claims,
-        seen.now,
-        &seen.board,
-    );
+    // One line per task of the base: its box, id and description.
+    let board: Vec<output::BoardLine> = (seen.list.tasks.iter())
+        .zip(tasks::task_ids(&seen.list))
+        .map(|(task, id)| output::BoardLine {
+            icon: task.status.icon(),
+            id,
+            text: task.text.clone(),
+        })
+        .collect();
+    output::remote_status(&seen.remote, &seen.base, &seen.claims, seen.now, &board);
     Ok(ExitStatus::Success)
 }
 

@@ -228,8 +228,8 @@ impl Loops<'_> {
         let stop = signal::StopFlag::install()?;
         // `serve = "…"` (or `--serve`) with a run: the server lives as long as the run.
         let options = options::LoopOptions::resolve(&self.settings.stack(&[self.cli_layer]));
-        let _server = match options {
-            Ok(options) if options.serve.is_some() => {
+        let _server = match &options {
+            Ok(options) if let Some(addr) = &options.serve => {
                 // A worker's server shows its remote's fleet too.
                 let remote = match &mode {
                     Mode::Worker { remote, .. } => Some(remote.clone()),
@@ -242,12 +242,8 @@ impl Loops<'_> {
                     run: Some(stop.clone()),
                     claim_ttl: options.claim_ttl,
                 };
-                let addr = options
-                    .serve
-                    .as_ref()
-                    .map_or_else(|| serve::Addr(serve::DEFAULT_ADDR.to_owned()), Clone::clone);
                 // A server that cannot start never keeps the run from starting.
-                match serve::Server::start(&addr, options.serve_allow_remote, site) {
+                match serve::Server::start(addr, options.serve_allow_remote, site) {
                     Ok(server) => {
                         let token = ralph_dir.root().join(serve::TOKEN_FILE);
                         output::serving(&server.url, &token, false);

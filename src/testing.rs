@@ -12,7 +12,12 @@ pub(crate) fn tempdir() -> std::io::Result<tempfile::TempDir> {
         .tempdir_in(scratch())
 }
 
-fn scratch() -> &'static Path {
+/// Where the tests' temporary directories go: `RALPH_TEST_TMPDIR` if set, else `/dev/shm` when
+/// it is a writable memory file system with room to spare, else the system's temporary directory.
+/// Every test creates and deletes thousands of small files (git objects, atomic writes); on a
+/// disk file system the kernel's bookkeeping for them costs more than the tests themselves.
+/// The integration tests use it too.
+pub(crate) fn scratch() -> &'static Path {
     static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
     SCRATCH.get_or_init(|| {
         if let Some(dir) = std::env::var_os("RALPH_TEST_TMPDIR") {

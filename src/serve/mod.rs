@@ -28,7 +28,7 @@ pub(crate) use crate::storage::SERVE_TOKEN_FILE as TOKEN_FILE;
 /// Connections served at once; more get 503.
 const MOST_CONNECTIONS: usize = 64;
 
-pub(crate) use crate::options::parse::{Addr, DEFAULT_ADDR};
+pub(crate) use crate::options::parse::Addr;
 
 /// What a server serves, and how it stops a run.
 pub(crate) struct Site {

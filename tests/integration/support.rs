@@ -205,26 +205,16 @@ impl TestEnv {
     }
 }
 
-/// Where the tests' temporary directories go: `RALPH_TEST_TMPDIR` if set, else `/dev/shm` when
-/// it is a writable memory file system with room to spare, else the system's temporary directory.
-/// Every test creates and deletes thousands of small files (git objects, atomic writes); on a
-/// disk file system the kernel's bookkeeping for them costs more than the tests themselves.
-pub(crate) fn scratch() -> &'static Path {
-    static SCRATCH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    SCRATCH.get_or_init(|| {
-        if let Some(dir) = std::env::var_os("RALPH_TEST_TMPDIR") {
-            return PathBuf::from(dir);
-        }
-        let shm = Path::new("/dev/shm");
-        let roomy = nix::sys::statvfs::statvfs(shm)
-            .is_ok_and(|fs| fs.blocks_available().saturating_mul(fs.fragment_size()) >= 2 << 30);
-        if roomy && tempfile::tempdir_in(shm).is_ok() {
-            shm.to_owned()
-        } else {
-            std::env::temp_dir()
-        }
-    })
-}
+/// Where the tests' temporary directories go: the unit tests' rule (`src/testing.rs`), one piece
+/// of code for both.
+#[allow(
+    dead_code,
+    reason = "the integration tests use only its scratch folder"
+)]
+#[path = "../../src/testing.rs"]
+mod unit_testing;
+
+pub(crate) use unit_testing::scratch;
 
 /// A repository with one commit (`README.md`, "initial"), made once per test run; every test
 /// starts from a copy of it (three git processes fewer per test).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::fail;
 use crate::git::{RemoteHeads, Repo};
-use crate::output::{BoardLine, ClaimLine};
+use crate::output::ClaimLine;
 use crate::storage;
 use crate::storage::tasks::{self, TaskList};
 
@@ -218,22 +218,11 @@ pub(crate) fn remote_status(
             task: seen.id,
         })
         .collect();
-    let board: Vec<BoardLine> = list
-        .tasks
-        .iter()
-        .zip(tasks::task_ids(&list))
-        .map(|(task, id)| BoardLine {
-            icon: task.status.icon(),
-            id,
-            text: task.text.clone(),
-        })
-        .collect();
     Ok(RemoteBoard {
         remote: remote.to_owned(),
         base: site.base.clone(),
         claims,
         now,
-        board,
         list,
     })
 }
@@ -244,8 +233,6 @@ pub(crate) struct RemoteBoard {
     pub(crate) base: String,
     pub(crate) claims: Vec<ClaimLine>,
     pub(crate) now: chrono::DateTime<chrono::Utc>,
-    /// One line per task: its box, id and description.
-    pub(crate) board: Vec<BoardLine>,
     /// The base's task list.
     pub(crate) list: tasks::TaskList,
 }
