@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::report::{HEADLESS, chromium_or_skip};
-use crate::support::{TestEnv, wait_for_file, wait_output};
+use crate::support::{TestEnv, served_at, wait_for_file, wait_output};
 
 /// A headless Chromium and the page it shows, spoken to over `--remote-debugging-pipe`.
 struct Browser {
@@ -216,31 +216,6 @@ i=0; while [ ! -f "$dir/go-$id" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1))
 echo '{"type":"step_finish","part":{"tokens":{"input":1200,"output":300,"cache":{"read":0,"write":0}},"cost":0.04}}'
 echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
-
-/// The port and token of the server `child` started, from the line it prints (its stderr is
-/// drained meanwhile).
-fn served_at(child: &mut std::process::Child) -> (u16, String) {
-    use std::io::BufRead as _;
-    let stderr = child.stderr.take().unwrap();
-    let (send, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = send.send(line);
-        }
-    });
-    loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("ralph printed where it serves");
-        if let Some(url) = line.split("runs at http://127.0.0.1:").nth(1) {
-            let (port, token) = url.split_once("/#token=").unwrap();
-            return (port.parse().unwrap(), token.trim().to_owned());
-        }
-    }
-}
 
 #[test]
 fn the_page_follows_a_parallel_run_live_in_a_browser() {

@@ -5,48 +5,11 @@ use std::fs;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::parallel::setup;
 use crate::signals::wait_output;
-use crate::support::{TestEnv, wait_for_file};
-
-/// A server's port and token, read from the line ralph prints when it listens.
-struct Served {
-    port: u16,
-    token: String,
-}
-
-/// Waits (30 s at most) for the `Serving … at http://127.0.0.1:PORT/#token=T` line on the
-/// child's stderr; the rest of its stderr is kept for the caller.
-fn served(child: &mut Child) -> (Served, mpsc::Receiver<String>) {
-    let stderr = child.stderr.take().unwrap();
-    let (send, lines) = mpsc::channel();
-    // Drained to the end, whether the caller still listens or not: ralph's stderr never fills.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = send.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .expect("ralph printed where it serves");
-        if let Some(url) = line.split("runs at http://127.0.0.1:").nth(1) {
-            let (port, token) = url.split_once("/#token=").unwrap();
-            return (
-                Served {
-                    port: port.parse().unwrap(),
-                    token: token.trim().to_owned(),
-                },
-                lines,
-            );
-        }
-    }
-}
+use crate::support::{TestEnv, served_at, wait_for_file};
 
 /// Stops a server as Ctrl+C does; it ends with exit 0.
 fn stop_server(server: &mut Child) {
@@ -160,7 +123,7 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
     let env = setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
     fs::write(env.agent_dir().join("script"), HOLD).unwrap();
     let mut beside = spawn(&env, &["--serve", "127.0.0.1:0"]);
-    let (outside, _) = served(&mut beside);
+    let (outside, _) = served_at(&mut beside);
     let mut run = spawn(
         &env,
         &[
@@ -173,7 +136,7 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
             "Do the tasks",
         ],
     );
-    let (inside, _) = served(&mut run);
+    let (inside, _) = served_at(&mut run);
     // The agent names its marker after the task's text.
     for task in ["Alpha", "Beta"] {
         wait_for_file(
@@ -182,7 +145,7 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
         );
     }
     // Both servers show both tasks running.
-    for port in [inside.port, outside.port] {
+    for port in [inside, outside] {
         let state = get_json(port, "/api/v1/state");
         let running: Vec<&str> = (state["workers"].as_array().unwrap().iter())
             .filter(|worker| worker["state"] == "running")
@@ -195,7 +158,7 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
     }
     fs::write(env.agent_dir().join("go"), "").unwrap();
     // The stream delivers both tasks' iterations as they happen.
-    let live = events_until(outside.port, None, |events| {
+    let live = events_until(outside, None, |events| {
         ["alpha", "beta"]
             .iter()
             .all(|task| has(events, "iteration_finished", task))
@@ -220,7 +183,7 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
     }
     // A client that reconnects says the last id it got, and gets every line after it.
     let after = ids[ids.len() / 2];
-    let again = events_until(outside.port, Some(after), |events| {
+    let again = events_until(outside, Some(after), |events| {
         events
             .last()
             .is_some_and(|(id, _)| *id == lines.len() as u64)
@@ -231,29 +194,20 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
         (after + 1..=lines.len() as u64).collect::<Vec<_>>()
     );
     // Afterwards both tasks are done, as the server beside the run says.
-    let state = get_json(outside.port, "/api/v1/state");
+    let state = get_json(outside, "/api/v1/state");
     let done: Vec<&str> = (state["tasks"]["tasks"].as_array().unwrap().iter())
         .map(|task| task["status"].as_str().unwrap())
         .collect();
     assert_eq!(done, ["complete", "complete"], "{state}");
     // A task's log, its iteration by number, and the report.
     for which in ["alpha", "alpha/1", "beta"] {
-        let (status, log) = http(
-            outside.port,
-            "GET",
-            &format!("/api/v1/log/{which}"),
-            &[],
-            "",
-        );
+        let (status, log) = http(outside, "GET", &format!("/api/v1/log/{which}"), &[], "");
         assert_eq!(status, 200, "{which}: {log}");
         let first: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
         assert!(first["start"].is_object(), "{which}: {log}");
     }
-    assert_eq!(
-        http(outside.port, "GET", "/api/v1/log/alpha/9", &[], "").0,
-        404
-    );
-    let (status, report) = http(outside.port, "GET", "/api/v1/report", &[], "");
+    assert_eq!(http(outside, "GET", "/api/v1/log/alpha/9", &[], "").0, 404);
+    let (status, report) = http(outside, "GET", "/api/v1/report", &[], "");
     assert_eq!(status, 200);
     assert!(
         report.starts_with("<!doctype html") || report.starts_with("<!DOCTYPE html"),
@@ -266,19 +220,15 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
 fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
     let env = TestEnv::new();
     let mut server = spawn(&env, &["--serve", "127.0.0.1:0"]);
-    let (served, _) = served(&mut server);
-    let port = served.port;
+    let (port, token) = served_at(&mut server);
     let token_file = env.ralph_file("serve.token");
     let mode = fs::metadata(&token_file).unwrap().permissions();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
         0o600
     );
-    assert_eq!(
-        fs::read_to_string(&token_file).unwrap().trim(),
-        served.token
-    );
-    let bearer = format!("Bearer {}", served.token);
+    assert_eq!(fs::read_to_string(&token_file).unwrap().trim(), token);
+    let bearer = format!("Bearer {token}");
     let own = format!("http://127.0.0.1:{port}");
     let hint = r#"{"text": "Use the blue palette"}"#;
     let (status, body) = http(port, "POST", "/api/v1/context", &[], hint);
@@ -390,8 +340,8 @@ i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); do
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (served, _) = served(&mut server);
-    let state = get_json(served.port, "/api/v1/state");
+    let (port, _) = served_at(&mut server);
+    let state = get_json(port, "/api/v1/state");
     let remote = &state["remote"];
     assert_eq!(remote["remote"], "origin", "{state}");
     let claims = remote["claims"].as_array().unwrap();
@@ -438,8 +388,8 @@ fn a_new_stream_starts_with_the_journals_last_2000_events() {
         .collect();
     fs::write(env.ralph_file("events.jsonl"), lines).unwrap();
     let mut server = spawn(&env, &["--serve", "127.0.0.1:0"]);
-    let (served, _) = served(&mut server);
-    let events = events_until(served.port, None, |events| events.len() >= 2000);
+    let (port, _) = served_at(&mut server);
+    let events = events_until(port, None, |events| events.len() >= 2000);
     let ids: Vec<u64> = events.iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, (101..=2100).collect::<Vec<_>>());
     assert_eq!(events[0].1["event"], "e101");

@@ -457,3 +457,31 @@ pub(crate) fn finished_run() -> TestEnv {
     .assert_code(0);
     env
 }
+
+/// The port and token of the `--serve` server `child` started, from the line it prints when it
+/// listens (`Serving … at http://127.0.0.1:PORT/#token=T`), waited for 30 s at most. Its stderr
+/// is drained to the end meanwhile, so it never fills.
+pub(crate) fn served_at(child: &mut std::process::Child) -> (u16, String) {
+    use std::io::BufRead as _;
+    let stderr = child.stderr.take().unwrap();
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = send.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .expect("ralph printed where it serves");
+        if let Some(url) = line.split("runs at http://127.0.0.1:").nth(1) {
+            let (port, token) = url.split_once("/#token=").unwrap();
+            return (port.parse().unwrap(), token.trim().to_owned());
+        }
+    }
+}
