@@ -58,13 +58,7 @@ fn send_lines(context: &Context, out: &mut TcpStream, after: Option<u64>) {
             let known = lines.last().map_or(0, |(number, _)| *number);
             known.saturating_sub(REPLAY)
         });
-        let mut sent = String::new();
-        for (number, line) in lines.into_iter().filter(|(number, _)| *number > after) {
-            sent.push_str(&format!("id: {number}\ndata: {line}\n\n"));
-        }
-        if sent.is_empty() && quiet_since.elapsed() >= KEEP_ALIVE {
-            sent.push_str(": keep-alive\n\n");
-        }
+        let sent = chunk(&lines, after, quiet_since.elapsed());
         if !sent.is_empty() {
             quiet_since = Instant::now();
             if out
@@ -79,5 +73,38 @@ fn send_lines(context: &Context, out: &mut TcpStream, after: Option<u64>) {
             return;
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// What a stream sends next: the events after line `after` of the `lines` the journal gained,
+/// or, after `quiet` of silence as long as [`KEEP_ALIVE`], a comment that keeps it open.
+fn chunk(lines: &[(u64, String)], after: u64, quiet: Duration) -> String {
+    let mut sent = String::new();
+    for (number, line) in lines.iter().filter(|(number, _)| *number > after) {
+        sent.push_str(&format!("id: {number}\ndata: {line}\n\n"));
+    }
+    if sent.is_empty() && quiet >= KEEP_ALIVE {
+        sent.push_str(": keep-alive\n\n");
+    }
+    sent
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_after_the_last_id_and_a_keep_alive_after_15_quiet_seconds() {
+        let lines = vec![
+            (4, "{\"event\":\"a\"}".to_owned()),
+            (5, "{\"event\":\"b\"}".to_owned()),
+        ];
+        assert_eq!(
+            chunk(&lines, 4, Duration::from_secs(60)),
+            "id: 5\ndata: {\"event\":\"b\"}\n\n",
+            "only what comes after, and no keep-alive with it"
+        );
+        assert_eq!(chunk(&[], 5, Duration::from_secs(14)), "");
+        assert_eq!(chunk(&[], 5, Duration::from_secs(15)), ": keep-alive\n\n");
     }
 }

@@ -8,5 +8,8 @@
 #[path = "../integration/support.rs"]
 mod support;
 
+#[path = "../integration/fleet.rs"]
+mod fleet;
+
 mod page;
 mod report;

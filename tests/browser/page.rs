@@ -116,6 +116,17 @@ impl Browser {
         }
     }
 
+    /// Shows the page of the server on `port`, with `token` in the address as ralph prints it.
+    fn show(&mut self, port: u16, token: &str) {
+        let page = format!("http://127.0.0.1:{port}/#token={token}");
+        self.send("Page.navigate", json!({"url": page}));
+    }
+
+    /// Clicks the button with this id.
+    fn click(&mut self, id: &str) {
+        self.eval(&format!("document.getElementById('{id}').click()"));
+    }
+
     fn size(&mut self, width: u32, height: u32) {
         self.send(
             "Emulation.setDeviceMetricsOverride",
@@ -251,8 +262,7 @@ fn the_page_follows_a_parallel_run_live_in_a_browser() {
     }
     let mut browser = Browser::open(program, &env.path().join("browser"));
     browser.size(1280, 800);
-    let page = format!("http://127.0.0.1:{port}/#token={token}");
-    browser.send("Page.navigate", json!({"url": page}));
+    browser.show(port, &token);
     browser.until(
         "both tasks running",
         "document.querySelectorAll('#tasks .badge.running').length === 2",
@@ -301,4 +311,170 @@ fn the_page_follows_a_parallel_run_live_in_a_browser() {
     drop(browser);
     let output = wait_output(&mut run, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn the_page_shows_a_loops_output_follows_dark_mode_and_adds_context_and_stops_the_run() {
+    let Some(program) = chromium_or_skip("the --serve page's steering test") else {
+        return;
+    };
+    let env = TestEnv::new();
+    // Every call says it started, then waits for the test's `go-N`.
+    env.agent_script(
+        None,
+        r#"touch "$dir/started-$n"
+i=0; while [ ! -f "$dir/go-$n" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+"#,
+    );
+    let mut run = env
+        .ralph()
+        .args([
+            "Build the todo API",
+            "--pause",
+            "0",
+            "--serve",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, token) = served_at(&mut run);
+    wait_for_file(&env.agent_dir().join("started-1"), Duration::from_secs(30));
+    let mut browser = Browser::open(program, &env.path().join("browser"));
+    browser.size(390, 844);
+    browser.send(
+        "Emulation.setEmulatedMedia",
+        json!({"features": [{"name": "prefers-color-scheme", "value": "dark"}]}),
+    );
+    browser.show(port, &token);
+    browser.until(
+        "the dark colours",
+        "getComputedStyle(document.body).backgroundColor === 'rgb(17, 17, 20)'",
+    );
+    browser.until(
+        "the running iteration's output",
+        "document.getElementById('output').innerText.includes('fake agent call 1')",
+    );
+    browser.screenshot(&artifact("serve-page-dark-390x844.png"));
+    // A hint typed into the page reaches the next iteration's prompt.
+    browser.eval("document.getElementById('context').value = 'Use the blue palette'");
+    browser.click("send");
+    browser.until(
+        "the context accepted",
+        "document.getElementById('note').innerText === 'Done.'",
+    );
+    std::fs::write(env.agent_dir().join("go-1"), "").unwrap();
+    wait_for_file(&env.agent_dir().join("started-2"), Duration::from_secs(30));
+    let prompt = std::fs::read_to_string(env.agent_dir().join("prompt.2")).unwrap();
+    assert!(prompt.contains("Use the blue palette"), "{prompt}");
+    // The stop button stops the run as Ctrl-C does.
+    browser.eval("document.getElementById('note').innerText = ''");
+    browser.click("stop");
+    browser.until(
+        "the stop accepted",
+        "document.getElementById('note').innerText === 'Done.'",
+    );
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(130));
+    assert!(!env.agent_dir().join("started-3").exists());
+}
+
+#[test]
+fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_server() {
+    use crate::fleet::{finish, machine, machines, start_worker};
+    let Some(program) = chromium_or_skip("the --serve page's fleet test") else {
+        return;
+    };
+    let env = machines(
+        "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
+        &["m1", "m2", "m3"],
+    );
+    // Each worker's agent holds its task until the test says go.
+    let hold = r#"touch "$dir/held-$machine"
+i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+"#;
+    fs::write(env.agent_dir().join("script"), hold).unwrap();
+    let workers: Vec<Child> = ["m1", "m2"]
+        .iter()
+        .map(|name| {
+            let worker = start_worker(&env, name, &[]);
+            wait_for_file(
+                &env.agent_dir().join(format!("held-{name}")),
+                Duration::from_secs(30),
+            );
+            worker
+        })
+        .collect();
+    let watcher = machine(&env, "m3");
+    let journal = watcher.join(".ralph/events.jsonl");
+    fs::create_dir_all(watcher.join(".ralph")).unwrap();
+    fs::write(
+        &journal,
+        "{\"event\":\"run_started\",\"time\":\"2026-01-01T00:00:00Z\"}\n",
+    )
+    .unwrap();
+    let serve = |addr: &str| {
+        let mut server = env
+            .ralph()
+            .current_dir(&watcher)
+            .args(["--serve", addr, "--remote"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (port, token) = served_at(&mut server);
+        (server, port, token)
+    };
+    let (mut server, port, token) = serve("127.0.0.1:0");
+    let mut browser = Browser::open(program, &env.path().join("browser"));
+    browser.size(1280, 800);
+    browser.show(port, &token);
+    let fleet = "document.getElementById('fleet').innerText";
+    browser.until(
+        "both workers' claims in the fleet table",
+        &format!(
+            "!document.getElementById('fleet-card').hidden && {fleet}.includes('solo') && {fleet}.includes('duo') && {fleet}.includes('2 tasks left to run on origin/')"
+        ),
+    );
+    let events = "document.getElementById('events').innerText";
+    browser.until(
+        "the first event",
+        &format!("{events}.includes('run_started')"),
+    );
+    // The server goes: the page says so, and picks up from the new one on the same port with
+    // the events it missed, none twice.
+    let _ = Command::new("kill")
+        .args(["-INT", &server.id().to_string()])
+        .status();
+    let _ = wait_output(&mut server, Duration::from_secs(30));
+    browser.until(
+        "the page seeing the server gone",
+        "document.getElementById('conn').className === 'down'",
+    );
+    let mut lines = fs::read_to_string(&journal).unwrap();
+    lines.push_str("{\"event\":\"run_ended\",\"time\":\"2026-01-01T00:00:01Z\"}\n");
+    fs::write(&journal, lines).unwrap();
+    let (mut again, _, _) = serve(&format!("127.0.0.1:{port}"));
+    browser.until(
+        "the page live again with the event it missed",
+        &format!(
+            "document.getElementById('conn').className === 'live' && {events}.includes('run_ended')"
+        ),
+    );
+    assert_eq!(
+        browser.eval(&format!("{events}.split('run_started').length - 1")),
+        json!(1),
+        "no event twice"
+    );
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    for worker in workers {
+        let (code, stdout, stderr) = finish(worker);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    }
+    drop(browser);
+    let _ = Command::new("kill")
+        .args(["-INT", &again.id().to_string()])
+        .status();
+    let _ = wait_output(&mut again, Duration::from_secs(30));
 }

@@ -216,7 +216,7 @@ fn doctor_reports_a_ralph_directory_that_cannot_be_written() {
 
 #[test]
 fn a_worker_refuses_to_start_in_the_middle_of_a_bisect() {
-    use crate::machines::{finish, machine, machines, start_worker};
+    use crate::fleet::{finish, machine, machines, start_worker};
     let env = machines("- [ ] Only\n  - id: only\n", &["m1"]);
     let m1 = machine(&env, "m1");
     env.git(&["-C", &m1.to_string_lossy(), "bisect", "start"]);

@@ -1,6 +1,7 @@
 //! ralph's integration tests: the built binary, fake agents on PATH, a temporary git repository,
 //! and a clean environment for every test.
 
+mod fleet;
 mod support;
 
 mod audit;

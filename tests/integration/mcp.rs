@@ -38,14 +38,8 @@ impl Client {
     }
 }
 
-fn structured(result: &Value) -> &Value {
-    &result["structuredContent"]
-}
-
-#[test]
-fn another_agent_adds_a_task_starts_a_run_watches_it_and_stops_it() {
-    let env = TestEnv::new();
-    env.agent_script(Some(1), "touch \"$dir/ready\"; sleep 30\n");
+/// `ralph --mcp` in `env`, initialized as a client does it.
+fn start(env: &TestEnv) -> (std::process::Child, Client) {
     let mut server = env
         .ralph()
         .arg("--mcp")
@@ -76,6 +70,18 @@ fn another_agent_adds_a_task_starts_a_run_watches_it_and_stops_it() {
         r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
     )
     .unwrap();
+    (server, client)
+}
+
+fn structured(result: &Value) -> &Value {
+    &result["structuredContent"]
+}
+
+#[test]
+fn another_agent_adds_a_task_starts_a_run_watches_it_and_stops_it() {
+    let env = TestEnv::new();
+    env.agent_script(Some(1), "touch \"$dir/ready\"; sleep 30\n");
+    let (mut server, mut client) = start(&env);
     let tools = client.request("tools/list", json!({}));
     let tools = tools["result"]["tools"].as_array().unwrap().clone();
     assert_eq!(tools.len(), 8);
@@ -154,6 +160,34 @@ fn another_agent_adds_a_task_starts_a_run_watches_it_and_stops_it() {
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     let status = client.call("ralph_status", json!({}));
     assert_eq!(status["isError"], false);
+    drop(client);
+    let output = wait_output(&mut server, Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
+
+#[test]
+fn another_agent_plans_a_spec_into_the_task_list() {
+    let env = crate::planning::planning_env(&[crate::planning::PLAN]);
+    let (mut server, mut client) = start(&env);
+    let empty = client.call("ralph_plan", json!({}));
+    assert_eq!(empty["isError"], true, "{empty}");
+    let planned = client.call(
+        "ralph_plan",
+        json!({"spec": "Build a todo API: a schema, the endpoints, and their docs."}),
+    );
+    assert_eq!(planned["isError"], false, "{planned}");
+    let said = planned["content"][0]["text"].as_str().unwrap();
+    assert!(said.contains("Planned 3 tasks"), "{said}");
+    let listed = client.call("ralph_list_tasks", json!({}));
+    let tasks = structured(&listed)["tasks"].as_array().unwrap();
+    let ids: Vec<&str> = tasks
+        .iter()
+        .map(|task| task["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["schema", "docs", "api"], "{listed}");
+    // A list with tasks is not planned over.
+    let again = client.call("ralph_plan", json!({"spec": "Something else"}));
+    assert_eq!(again["isError"], true, "{again}");
     drop(client);
     let output = wait_output(&mut server, Duration::from_secs(10));
     assert_eq!(output.status.code(), Some(0), "{output:?}");

@@ -7,7 +7,7 @@ use crate::support::TestEnv;
 
 /// The planning branch of the fake agent: a prompt that starts `# Plan the work` is a planning
 /// call; its prompt is kept as `plan-prompt.N` and it answers with `$FAKE_AGENT_DIR/plan.N`.
-const PLANNING: &str = r###"#!/bin/sh
+pub(crate) const PLANNING: &str = r###"#!/bin/sh
 dir=${FAKE_AGENT_DIR:?}
 for last in "$@"; do :; done
 # Claude Code is given its prompt right after -p.
@@ -37,7 +37,7 @@ esac
 
 const SPEC: &str = "Build a todo API: a schema, the endpoints, and their docs.";
 
-const PLAN: &str = r#"[
+pub(crate) const PLAN: &str = r#"[
   {"id": "schema", "content": "Create the schema", "status": "pending", "activeForm": "Creating the schema", "blockedBy": []},
   {"id": "docs", "content": "Write the docs", "status": "pending", "activeForm": "Writing the docs", "blockedBy": []},
   {"id": "api", "content": "Build the endpoints", "status": "pending", "activeForm": "Building the endpoints", "blockedBy": ["schema", "docs"]}
@@ -87,7 +87,7 @@ fn plan_json_prints_the_plan_as_an_event_and_plan_agent_chooses_the_planner() {
 
 /// A repository whose agent plans with `plans` (answer N for planning call N) and then does
 /// each task as a parallel test's agent does.
-fn planning_env(plans: &[&str]) -> TestEnv {
+pub(crate) fn planning_env(plans: &[&str]) -> TestEnv {
     let env = TestEnv::new();
     let tasks = &PARALLEL_AGENT["#!/bin/sh\n".len()..];
     env.write_executable("opencode", &format!("{PLANNING}{tasks}"));
@@ -349,10 +349,8 @@ fn the_run_level_verify_gates_every_merge_and_sends_a_failing_one_back() {
 
 #[test]
 fn two_workers_with_a_spec_plan_once_and_share_the_tasks() {
-    use crate::machines::{
-        WORKER_AGENT, assert_base_never_rewritten, finish, machines, remote, remote_claims,
-        remote_tasks, start_worker,
-    };
+    use crate::fleet::{WORKER_AGENT, finish, machines, remote, start_worker};
+    use crate::machines::{assert_base_never_rewritten, remote_claims, remote_tasks};
     let env = machines("", &["m1", "m2"]);
     let tasks = &WORKER_AGENT["#!/bin/sh\n".len()..];
     env.write_executable("opencode", &format!("{PLANNING}{tasks}"));
@@ -443,7 +441,8 @@ fn a_list_with_every_task_done_runs_as_before_and_points_to_replan() {
 
 #[test]
 fn the_gate_holds_for_workers_too() {
-    use crate::machines::{finish, machines, remote, remote_tasks, start_worker};
+    use crate::fleet::{finish, machines, remote, start_worker};
+    use crate::machines::remote_tasks;
     let env = machines("- [ ] A\n  - id: a\n- [ ] B\n  - id: b\n", &["m1", "m2"]);
     // Both tasks run at once, so the second merge meets the first.
     fs::write(env.agent_dir().join("script"), "sleep 0.3\n").unwrap();

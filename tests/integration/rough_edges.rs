@@ -32,11 +32,11 @@ fn task_ids_keep_the_letters_of_every_script() {
 
 #[test]
 fn remote_errors_name_the_remote_and_the_branch_and_what_to_do() {
-    let env = crate::machines::machines(
+    let env = crate::fleet::machines(
         "- [ ] Write t1\n  - id: t1\n- [ ] Final\n  - id: final\n",
         &["m1"],
     );
-    let m1 = crate::machines::machine(&env, "m1");
+    let m1 = crate::fleet::machine(&env, "m1");
     // The board's ids are one column.
     let status = crate::support::run_with_deadline(
         env.ralph().current_dir(&m1).args(["--status", "--remote"]),

@@ -279,7 +279,7 @@ fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
     // The page is the server's own, with nothing from elsewhere.
     let (status, page) = http(port, "GET", "/", &[], "");
     assert_eq!(status, 200);
-    assert!(page.contains("EventSource(\"/api/v1/events\")"));
+    assert!(page.contains("new EventSource(\"/api/v1/events\""));
     assert!(
         !page.contains("http://") && !page.contains("https://"),
         "no other host"
@@ -318,7 +318,7 @@ fn serving_beyond_loopback_needs_its_own_flag() {
 
 #[test]
 fn serve_with_remote_shows_the_workers_of_other_clones_and_their_claims() {
-    use crate::machines::{machine, machines, start_worker};
+    use crate::fleet::{machine, machines, start_worker};
     let env = machines(
         "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
         &["m1", "m2", "m3"],
@@ -356,7 +356,7 @@ i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); do
     assert_eq!(remote["left_to_run"], 2);
     fs::write(env.agent_dir().join("go"), "").unwrap();
     for worker in [first, second] {
-        let (code, stdout, stderr) = crate::machines::finish(worker);
+        let (code, stdout, stderr) = crate::fleet::finish(worker);
         assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     }
     stop_server(&mut server);

@@ -5,7 +5,7 @@
 use std::fs;
 use std::time::Duration;
 
-use crate::machines::{finish, machine, machines, start_worker};
+use crate::fleet::{finish, machine, machines, start_worker};
 use crate::parallel::{conflicting, setup};
 use crate::support::TestEnv;
 

@@ -1,0 +1,82 @@
+//! Several "machines": clones of one bare repository in a test's environment, and `ralph
+//! --worker` started on them.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::support::{TestEnv, wait_output};
+
+/// A fake agent for workers (shell built-ins only): it finds its task in the prompt, records the
+/// task and the machine (the clone's directory) when it starts and ends, writes `<task>.txt`, sources
+/// `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
+pub(crate) const WORKER_AGENT: &str = r#"#!/bin/sh
+dir=${FAKE_AGENT_DIR:?}
+for last in "$@"; do :; done
+task=${last#*CURRENT TASK: \"}
+task=${task%%\"*}
+id=
+set -f; for word in $task; do id=${id:+${id}_}$word; done; set +f
+machine=${PWD%%/.ralph/worktrees/*}
+machine=${machine##*/}
+echo "start $id $machine" >> "$dir/events"
+echo "$task" > "$id.txt"
+if [ -f "$dir/script" ]; then . "$dir/script"; fi
+sleep 0.05
+echo "end $id $machine" >> "$dir/events"
+echo "<promise>READY_FOR_NEXT_TASK</promise>"
+"#;
+
+/// A bare repository `remote.git` whose `main` holds `tasks`, and one clone per machine.
+pub(crate) fn machines(tasks: &str, names: &[&str]) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_executable("opencode", WORKER_AGENT);
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(env.ralph_file("ralph-tasks.md"), tasks).unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    let bare = remote(&env);
+    env.git(&["clone", "-q", "--bare", ".", &bare]);
+    // Every update of the base is logged, so the test can see it was never rewritten.
+    env.git(&["-C", &bare, "config", "core.logAllRefUpdates", "always"]);
+    // A local push runs the remote's `git maintenance` unless told not to (the test
+    // environment's configuration does not cross to the other repository).
+    env.git(&["-C", &bare, "config", "receive.autoGc", "false"]);
+    for name in names {
+        let path = env.path().join(name);
+        env.git(&["clone", "-q", &bare, &path.to_string_lossy()]);
+    }
+    env
+}
+
+pub(crate) fn remote(env: &TestEnv) -> String {
+    env.path().join("remote.git").to_string_lossy().into_owned()
+}
+
+pub(crate) fn machine(env: &TestEnv, name: &str) -> PathBuf {
+    env.path().join(name)
+}
+
+/// `ralph --worker ARGS` on a machine, its output captured.
+pub(crate) fn start_worker(env: &TestEnv, name: &str, args: &[&str]) -> Child {
+    env.ralph()
+        .current_dir(machine(env, name))
+        .args(["--pause", "0", "--worker"])
+        .args(args)
+        .env("RALPH_WORKER_POLL_MS", "250")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a worker; its exit code, stdout and stderr.
+pub(crate) fn finish(mut child: Child) -> (Option<i32>, String, String) {
+    let output = wait_output(&mut child, Duration::from_secs(90));
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
