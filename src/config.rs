@@ -402,6 +402,25 @@ fn task_properties(cli: &Layer, success: Option<String>) -> Vec<(&'static str, S
     properties
 }
 
+/// The custom agents, with `--agent acp`'s when `--acp-command` names one.
+fn with_acp_command(
+    agents: &BTreeMap<String, CustomAgentDef>,
+    command: Option<&str>,
+) -> Result<BTreeMap<String, CustomAgentDef>, Error> {
+    let mut agents = agents.clone();
+    if let Some(command) = command {
+        let words = crate::agents::command_words(command)
+            .map_err(|why| usage(format!("--acp-command: {why}; give the command that starts the ACP agent, e.g. --acp-command \"gemini --acp\"")))?;
+        let definition = crate::agents::presets::acp_definition(
+            crate::agents::ACP_AGENT,
+            words,
+            &crate::agents::presets::GENERIC,
+        );
+        agents.insert(crate::agents::ACP_AGENT.to_owned(), definition);
+    }
+    Ok(agents)
+}
+
 impl RunConfig {
     /// Resolves the options from `layers` (highest first) over the defaults, and validates.
     pub(crate) fn resolve(
@@ -413,6 +432,7 @@ impl RunConfig {
         let mut options = LoopOptions::resolve(layers).map_err(usage)?;
         // Parallel tasks are tasks.
         options.tasks |= options.parallel > 0;
+        let agents = &with_acp_command(agents, options.acp_command.as_deref())?;
         let agent = AgentSpec::resolve(&options.agent.0, agents).map_err(usage)?;
         let steps = |list: &[crate::options::parse::RotationEntry]| {
             list.iter()

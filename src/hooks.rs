@@ -139,6 +139,7 @@ pub(crate) fn run(
         env,
         stdin: Some(format!("{event}\n")),
         usage_file: None,
+        acp: None,
     };
     let options = RunOptions {
         grace: Duration::from_secs(2),

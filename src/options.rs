@@ -148,9 +148,13 @@ macro_rules! loop_options {
 }
 
 loop_options! {
-    /// The agent CLI to run: opencode, claude-code, codex, or a custom agent from the config.
+    /// The agent CLI to run: opencode, claude-code, codex, gemini, …, an ACP preset (gemini-acp, …),
+    /// acp (with --acp-command), or a custom agent from the config.
     agent: parse::AgentName = parse::AgentName("opencode".to_owned()),
         heading "Loop", value "AGENT", note "opencode, claude-code, codex, or a name from [agents.NAME]";
+    /// The command that starts the ACP agent `--agent acp` runs: CMD ARGS… (quoted as in a shell).
+    acp_command: Option<String> = None,
+        heading "Loop", value "CMD", note "for --agent acp: starts any ACP agent";
     /// The model to ask the agent for (passed through as given).
     model: Option<String> = None,
         heading "Loop", value "MODEL", example "\"\"", note "passed to the agent as given";
@@ -481,16 +485,21 @@ pub(crate) fn init_text() -> String {
 }
 
 const CUSTOM_AGENT_EXAMPLE: &str = "
-# A custom agent, run with `ralph --agent aider`:
-# [agents.aider]
-# command = \"aider\"
-# args = [\"--yes-always\", \"--message\", \"{prompt}\"]   # {prompt}: the prompt as an argument
+# A custom agent, run with `ralph --agent my-agent` (a name of its own, not a built-in one):
+# [agents.my-agent]
+# command = \"my-agent\"                                # or [\"my-agent\", \"--headless\"]
+# args = [\"--yes\", \"--message\", \"{prompt}\"]          # {prompt}: the prompt as an argument
 # model_args = [\"--model\", \"{model}\"]                # added when a model is set
 # allow_all_args = []                                  # added with --allow-all
 # prompt = \"argument\"                                  # or \"stdin\"
 # format = \"text\"                 # text, or the JSON events of claude-code, codex or opencode
 # tool_pattern = '^Applied edit to (\\S+)'              # text format: group 1 names the tool
-# env = { AIDER_AUTO_COMMITS = \"false\" }
+# env = { MY_AGENT_AUTO_COMMITS = \"false\" }
+#
+# An agent that speaks ACP (the Agent Client Protocol):
+# [agents.my-acp-agent]
+# protocol = \"acp\"
+# command = [\"my-agent\", \"--acp\"]
 ";
 
 /// The saved loop's options as a settings layer: the state's `options` object (config keys and

@@ -257,6 +257,11 @@ fn check_agents(settings: &Settings, cli: &Layer, cwd: &Path, checks: &mut Vec<C
             specs.push(AgentSpec::Builtin(kind));
         }
     }
+    for preset in &crate::agents::presets::PRESETS {
+        if spec.id() != preset.name {
+            specs.push(AgentSpec::Custom(Box::new(preset.definition())));
+        }
+    }
     for (index, candidate) in specs.iter().enumerate() {
         let required = index == 0;
         let name = candidate.display_name();
@@ -278,10 +283,18 @@ fn check_agents(settings: &Settings, cli: &Layer, cwd: &Path, checks: &mut Vec<C
             Err(message) if required => checks.push(Check::fail(format!(
                 "{name} (the agent ralph will run): {message}"
             ))),
-            Err(_) => checks.push(Check::note(format!(
-                "{name} is not installed (only needed for --agent {})",
-                candidate.id()
-            ))),
+            Err(_) => {
+                let hint = candidate.install_hint().map(|hint| format!(": {hint}"));
+                let untested = crate::agents::presets::find(candidate.id())
+                    .and_then(|preset| preset.untested)
+                    .map(|why| format!(" (not tested with ralph: {why})"));
+                checks.push(Check::note(format!(
+                    "{name} is not installed (only needed for --agent {}){}{}",
+                    candidate.id(),
+                    hint.unwrap_or_default(),
+                    untested.unwrap_or_default()
+                )));
+            }
         }
     }
 }

@@ -5,7 +5,9 @@
 //!   started (shells, MCP servers, test runners): SIGTERM to the group, a grace period while
 //!   output is still drained, then SIGKILL. A second Ctrl-C skips the grace period.
 //! - Stdin is null (or a pipe that carries a long prompt and is then closed). The agents run in
-//!   non-interactive modes, and some of them wait forever on an open stdin.
+//!   non-interactive modes, and some of them wait forever on an open stdin. An agent that speaks
+//!   ACP is the exception: its stdin carries ralph's side of the conversation until the turn is
+//!   over (see `conversation`); a stop first asks it to cancel the turn.
 //! - Two reader threads read raw bytes (never `lines()`, which fails on invalid UTF-8) in chunks
 //!   of up to 256 KiB and send them over a bounded channel, so a fast agent is slowed down rather
 //!   than buffered in memory. The main thread owns the child, splits lines, and keeps the clock
@@ -29,9 +31,10 @@ use anyhow::Context as _;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::agents::AgentCommand;
+use crate::agents::{AgentCommand, AgentEvent};
 use crate::signal::{StopFlag, set_agent_group};
 
+mod conversation;
 mod lines;
 
 use lines::LineSplitter;
@@ -43,6 +46,9 @@ pub(crate) const MAX_SEGMENT: usize = 64 * 1024;
 const READ_CHUNK: usize = 256 * 1024;
 /// Chunks in flight between a reader thread and the main thread.
 const CHANNEL_CHUNKS: usize = 4;
+/// How long an ACP agent gets to answer a cancel, and to exit once its turn is over, before it
+/// is ended.
+const TURN_GRACE: Duration = Duration::from_secs(2);
 
 /// Which pipe a piece of output came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +114,19 @@ pub(crate) trait OutputHandler {
     fn promise_said(&self) -> bool {
         false
     }
+    /// What the runner learnt by talking with the agent (ACP): the same events a parsed line
+    /// gives.
+    fn on_agent_event(&mut self, event: AgentEvent) {
+        let _ = event;
+    }
+    /// Whether the agent's turn is over (ACP): it has a short grace to exit, then it is ended.
+    fn turn_over(&self) -> bool {
+        false
+    }
+    /// Asks the agent to cancel its turn before it is stopped (ACP); whether it was asked.
+    fn cancel_turn(&mut self) -> bool {
+        false
+    }
 }
 
 /// Timing of the runner.
@@ -138,6 +157,9 @@ pub(crate) enum EndedBy {
     IdleTimeout,
     /// The agent said its promise but did not exit within the completion grace.
     CompletionGrace,
+    /// An ACP agent whose turn was over did not exit by itself. Never reported: the run ends as
+    /// if the agent had exited.
+    TurnOver,
 }
 
 /// How the agent's run ended.
@@ -178,7 +200,7 @@ pub(crate) fn run(
         .args(&command.args)
         .envs(command.env.iter().map(|(key, value)| (key, value)))
         .current_dir(cwd)
-        .stdin(if command.stdin.is_some() {
+        .stdin(if command.stdin.is_some() || command.acp.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -190,7 +212,7 @@ pub(crate) fn run(
     let group = i32::try_from(child.id()).unwrap_or(0);
     set_agent_group(group);
     handler.on_spawn(group);
-    let result = supervise(&mut child, group, command, options, stop, handler);
+    let result = supervise(&mut child, group, (command, cwd), options, stop, handler);
     set_agent_group(0);
     if result.is_err() {
         signal_group(group, Signal::SIGKILL);
@@ -199,15 +221,35 @@ pub(crate) fn run(
     result
 }
 
+/// Feeds the agent its stdin (a prompt, or ralph's side of an ACP conversation) and streams
+/// its output until it ends.
 fn supervise(
     child: &mut Child,
     group: i32,
-    command: &AgentCommand,
+    (command, cwd): (&AgentCommand, &Path),
     options: &RunOptions,
     stop: &StopFlag,
     handler: &mut dyn OutputHandler,
 ) -> anyhow::Result<RunOutcome> {
-    if let (Some(text), Some(mut stdin)) = (command.stdin.clone(), child.stdin.take()) {
+    let stdin = match (&command.acp, child.stdin.take()) {
+        (Some(turn), Some(stdin)) => {
+            let client = crate::agents::acp::Client::new(turn, cwd);
+            let mut talking = conversation::Conversation::start(handler, client, stdin);
+            let mut outcome = stream_output(child, group, options, stop, &mut talking)?;
+            let lingered = outcome.ended_by == Some(EndedBy::TurnOver);
+            let answered = talking.finish(outcome.ended_by.is_some() && !lingered);
+            if lingered {
+                // The turn was over: ending the agent was only tidying up.
+                outcome.ended_by = None;
+                if answered {
+                    outcome.exit_code = 0;
+                }
+            }
+            return Ok(outcome);
+        }
+        (_, stdin) => stdin,
+    };
+    if let (Some(text), Some(mut stdin)) = (command.stdin.clone(), stdin) {
         thread::Builder::new()
             .name("ralph-agent-stdin".into())
             .spawn(move || {
@@ -216,6 +258,17 @@ fn supervise(
             })
             .context("failed to start the stdin writer thread")?;
     }
+    stream_output(child, group, options, stop, handler)
+}
+
+/// Streams the agent's output to `handler` until it ends.
+fn stream_output(
+    child: &mut Child,
+    group: i32,
+    options: &RunOptions,
+    stop: &StopFlag,
+    handler: &mut dyn OutputHandler,
+) -> anyhow::Result<RunOutcome> {
     let (sender, receiver) = mpsc::sync_channel(CHANNEL_CHUNKS);
     let stdout = child
         .stdout
@@ -261,6 +314,8 @@ struct Watch {
     killed_leftovers: bool,
     /// When the agent was first seen to have said its promise.
     promise_said_at: Option<Instant>,
+    /// When the agent's turn was first seen over (ACP).
+    turn_over_at: Option<Instant>,
     /// Stop requests already acted on (one that arrived before the agent started counts too).
     seen_requests: usize,
 }
@@ -281,6 +336,7 @@ impl Watch {
             ended_by: None,
             killed_leftovers: false,
             promise_said_at: None,
+            turn_over_at: None,
             seen_requests: 0,
         }
     }
@@ -334,6 +390,9 @@ impl Watch {
                 self.promise_said_at.get_or_insert(now);
             } else {
                 self.promise_said_at = None;
+            }
+            if handler.turn_over() {
+                self.turn_over_at.get_or_insert(now);
             }
             if let Some(reason) = self.stop_reason(now, options, stop) {
                 self.ended_by.get_or_insert(reason);
@@ -389,13 +448,19 @@ impl Watch {
             && now.duration_since(said) >= grace
         {
             Some(EndedBy::CompletionGrace)
+        } else if self
+            .turn_over_at
+            .is_some_and(|over| now.duration_since(over) >= TURN_GRACE.min(options.grace))
+        {
+            Some(EndedBy::TurnOver)
         } else {
             None
         }
     }
 
-    /// SIGTERM the group, keep draining output for the grace period (cut short by another stop
-    /// request), then SIGKILL.
+    /// Ask an ACP agent to cancel its turn and wait a moment for it, then SIGTERM the group,
+    /// keep draining output for the grace period (cut short by another stop request), then
+    /// SIGKILL.
     fn terminate(
         &mut self,
         child: &mut Child,
@@ -406,6 +471,16 @@ impl Watch {
         handler: &mut dyn OutputHandler,
     ) -> anyhow::Result<std::process::ExitStatus> {
         let requests = stop.requested();
+        if handler.cancel_turn() {
+            let deadline = Instant::now() + TURN_GRACE.min(options.grace);
+            while Instant::now() < deadline && stop.requested() <= requests && !handler.turn_over()
+            {
+                if let Some(status) = child.try_wait()? {
+                    return Ok(status);
+                }
+                self.absorb(receive(receiver, Duration::from_millis(20)), handler);
+            }
+        }
         signal_group(group, Signal::SIGTERM);
         let deadline = Instant::now() + options.grace;
         while Instant::now() < deadline && stop.requested() <= requests {
@@ -532,6 +607,7 @@ mod tests {
             env: Vec::new(),
             stdin: None,
             usage_file: None,
+            acp: None,
         }
     }
 

@@ -24,12 +24,13 @@ use crate::storage::logs::IterationLog;
 use crate::stream::{EndedBy, OutputHandler, Segment, Source};
 
 mod answer;
+mod events;
 mod promises;
 mod runs;
 mod tail;
 
 use promises::Promises;
-use tail::{keep_text_tail, push_tail, set_last_line, without_ansi};
+use tail::{push_tail, set_last_line, without_ansi};
 
 /// Longest error line kept, in characters.
 const ERROR_CHARS: usize = 200;
@@ -65,6 +66,8 @@ pub(crate) struct Findings {
     pub(crate) turns: Option<u32>,
     /// The agent's session id, when it reported one (the first).
     pub(crate) session_id: Option<String>,
+    /// Why the agent ended its turn, when it says (ACP).
+    pub(crate) stop_reason: Option<String>,
     /// The failure the agent reported, if any (the last one).
     pub(crate) failure: Option<Failure>,
     /// The end of the agent's final message (at most 2 KB), to show when it gives up.
@@ -403,93 +406,6 @@ impl<'a> Transcript<'a> {
         let events = self.agent.parse_event(line);
         self.parsed_line(line, events.map(Vec::into_iter), now);
     }
-
-    /// The streamed message is complete: it is shown and counts as the agent's last text.
-    fn end_pieces(&mut self, now: Instant) {
-        if !self.pieces.is_empty() {
-            let text = std::mem::take(&mut self.pieces);
-            // Its pieces may have come in other chunks than this one: searched line by line.
-            let may_err = std::mem::replace(&mut self.segment_may_err, true);
-            self.event(AgentEvent::Text(text), now);
-            self.segment_may_err = may_err;
-        }
-    }
-
-    /// A message of the agent: shown, and kept as its last text.
-    fn text(&mut self, text: &str, now: Instant) {
-        self.promises.check_anywhere(text);
-        // Searched only when the chunk the event came in has error words (or, after the agent
-        // exited, line by line).
-        let may_err = self.segment_may_err;
-        for line in text.lines() {
-            if may_err {
-                self.note_error(line, false);
-            }
-            self.show(Source::Stdout, line, true, now);
-        }
-        keep_text_tail(&mut self.last_text, text);
-    }
-
-    fn event(&mut self, event: AgentEvent, now: Instant) {
-        if let AgentEvent::TextPiece(piece) = event {
-            self.pieces.push_str(&piece);
-            return;
-        }
-        self.end_pieces(now);
-        match event {
-            AgentEvent::TextPiece(_) => {}
-            AgentEvent::Text(text) => self.text(&text, now),
-            AgentEvent::FinalText(text) => {
-                self.text(&text, now);
-                keep_text_tail(&mut self.final_text, &text);
-            }
-            AgentEvent::Final(text) => {
-                self.promises.check_anywhere(&text);
-                keep_text_tail(&mut self.final_text, &text);
-            }
-            AgentEvent::Tool { name, detail } => {
-                if self.display.verbose_tools {
-                    let line = match &detail {
-                        Some(detail) => format!("| {name} {detail}"),
-                        None => format!("| {name}"),
-                    };
-                    self.show(Source::Stdout, &line, true, now);
-                }
-                self.count_tool(name, now);
-            }
-            AgentEvent::ToolError(message) => {
-                if self.display.verbose_tools {
-                    self.show(Source::Stdout, &format!("|   ✗ {message}"), true, now);
-                }
-                self.note_error(&message, true);
-            }
-            AgentEvent::Usage(usage) => self.findings.usage.get_or_insert_default().add(usage),
-            AgentEvent::Cost(cost) => *self.findings.cost.get_or_insert(0.0) += cost,
-            AgentEvent::Turns(turns) => {
-                let total = self.findings.turns.get_or_insert(0);
-                *total = total.saturating_add(turns);
-            }
-            AgentEvent::Session(id) => {
-                self.findings.session_id.get_or_insert(id);
-            }
-            AgentEvent::Failure(failure) => {
-                self.show_held_failure(now);
-                let line = output::failure_line(&self.agent.display_name(), &failure);
-                self.held_failure = Some(line);
-                self.note_error(&failure.message, true);
-                self.findings.failure = Some(failure);
-            }
-            AgentEvent::Notice(message) => {
-                self.show(Source::Stderr, &format!("↻ {message}"), true, now)
-            }
-            AgentEvent::Retrying(message) => {
-                self.findings.failure = None;
-                self.held_failure = None;
-                self.show(Source::Stderr, &format!("↻ {message}"), true, now)
-            }
-            AgentEvent::Quiet => {}
-        }
-    }
 }
 
 impl OutputHandler for Transcript<'_> {
@@ -583,6 +499,10 @@ impl OutputHandler for Transcript<'_> {
             output::stopping(&self.voice);
             self.findings.stop_announced = true;
         }
+    }
+
+    fn on_agent_event(&mut self, event: AgentEvent) {
+        self.event(event, Instant::now());
     }
 
     fn promise_said(&self) -> bool {

@@ -95,6 +95,7 @@ fn run_one(
         env: Vec::new(),
         stdin: None,
         usage_file: None,
+        acp: None,
     };
     let options = RunOptions {
         grace,

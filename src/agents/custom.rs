@@ -3,7 +3,9 @@
 //! A definition names the command, its arguments (with `{prompt}` where the prompt goes, or the
 //! prompt on stdin), arguments added for a model (`{model}`) and for `--allow-all`, environment
 //! variables, and how to read the output: plain text with an optional tool pattern, or the JSON
-//! events of one of the known agents.
+//! events of one of the known agents. With `protocol = "acp"` the agent speaks ACP instead: the
+//! prompt and the answer travel in its conversation on stdin and stdout (see [`super::acp`]).
+//! The ACP presets (`gemini-acp`, …) are definitions of this kind that ralph ships.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -21,6 +23,8 @@ pub(crate) enum PromptDelivery {
     Argument,
     /// Written to stdin, which is then closed.
     Stdin,
+    /// In an ACP conversation (`protocol = "acp"`).
+    Acp,
 }
 
 /// A custom agent as defined in a config file, checked.
@@ -30,6 +34,9 @@ pub(crate) struct CustomAgentDef {
     pub(crate) command: String,
     pub(crate) args: Vec<String>,
     pub(crate) model_args: Vec<String>,
+    /// Variables set when a model is asked for (`{model}` replaced), for agents that take the
+    /// model from their environment.
+    pub(crate) model_env: BTreeMap<String, String>,
     pub(crate) allow_all_args: Vec<String>,
     pub(crate) prompt: PromptDelivery,
     /// `None`: plain text; `Some(kind)`: the JSON events of that agent.
@@ -40,15 +47,20 @@ pub(crate) struct CustomAgentDef {
     /// key, its base URL), and the hosts (HOST or HOST:PORT) it must reach.
     pub(crate) sandbox_env: Vec<String>,
     pub(crate) sandbox_hosts: Vec<String>,
+    /// The built-in agent whose CLI this runs (an ACP preset's): its keys and API hosts pass
+    /// the sandbox, and its install hint is shown.
+    pub(crate) family: Option<AgentKind>,
 }
 
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 12] = [
     "command",
     "args",
     "model_args",
+    "model_env",
     "allow_all_args",
     "prompt",
     "format",
+    "protocol",
     "tool_pattern",
     "env",
     "sandbox_env",
@@ -61,7 +73,7 @@ impl CustomAgentDef {
         let DeValue::Table(table) = value else {
             return Err("must be a table (command = …, args = […])".to_owned());
         };
-        if super::AgentKind::from_id(name).is_some() {
+        if super::is_builtin_name(name) {
             return Err(format!(
                 "`{name}` is a built-in agent; give the custom one another name"
             ));
@@ -77,12 +89,25 @@ impl CustomAgentDef {
             };
             fields.0.insert(known, value.get_ref());
         }
-        let command = fields
-            .string("command")?
-            .filter(|command| !command.trim().is_empty())
-            .ok_or("`command` is missing: the program to run, e.g. command = \"aider\"")?;
-        let args = fields.strings("args")?;
+        let (command, mut args) = fields.command()?;
+        args.extend(fields.strings("args")?);
         let has_placeholder = args.iter().any(|arg| arg.contains("{prompt}"));
+        let acp = match fields.string("protocol")?.as_deref() {
+            None | Some("cli") => false,
+            Some("acp") => true,
+            Some(other) => {
+                return Err(format!(
+                    "`protocol` must be \"acp\" (or left out for a command-line agent), not '{other}'"
+                ));
+            }
+        };
+        if acp
+            && (has_placeholder
+                || fields.0.contains_key("prompt")
+                || fields.0.contains_key("format"))
+        {
+            return Err("an ACP agent gets its prompt and gives its answer in the protocol: leave out `prompt`, `format` and `{prompt}`".to_owned());
+        }
         let events = match fields.string("format")?.as_deref() {
             None | Some("text") => None,
             Some(id) => Some(AgentKind::from_id(id).ok_or_else(|| {
@@ -96,18 +121,24 @@ impl CustomAgentDef {
         Ok(Self {
             name: name.to_owned(),
             command,
-            prompt: prompt_delivery(fields.string("prompt")?.as_deref(), has_placeholder)?,
+            prompt: if acp {
+                PromptDelivery::Acp
+            } else {
+                prompt_delivery(fields.string("prompt")?.as_deref(), has_placeholder)?
+            },
             args,
             model_args: fields.strings("model_args")?,
+            model_env: fields.table("model_env")?,
             allow_all_args: fields.strings("allow_all_args")?,
             events,
             tool_pattern: fields
                 .string("tool_pattern")?
                 .map(|pattern| tool_pattern(&pattern))
                 .transpose()?,
-            env: fields.env()?,
+            env: fields.table("env")?,
             sandbox_env: fields.strings("sandbox_env")?,
             sandbox_hosts: fields.strings("sandbox_hosts")?,
+            family: None,
         })
     }
 }
@@ -139,17 +170,41 @@ impl Fields<'_> {
         }
     }
 
-    fn env(&self) -> Result<BTreeMap<String, String>, String> {
-        match self.0.get("env") {
+    /// `command`: a program (`"my-agent"`), or a program and its first arguments (`["gemini",
+    /// "--acp"]`).
+    fn command(&self) -> Result<(String, Vec<String>), String> {
+        let missing = || {
+            "`command` is missing: the program to run, e.g. command = \"my-agent\" or [\"gemini\", \"--acp\"]"
+                .to_owned()
+        };
+        let mut words = match self.0.get("command") {
+            None => return Err(missing()),
+            Some(DeValue::String(text)) => vec![text.to_string()],
+            Some(DeValue::Array(_)) => self.strings("command")?,
+            Some(_) => return Err("`command` must be a string or a list of strings".to_owned()),
+        };
+        if words
+            .first()
+            .is_none_or(|program| program.trim().is_empty())
+        {
+            return Err(missing());
+        }
+        let program = words.remove(0);
+        Ok((program, words))
+    }
+
+    /// A table of strings (`env`, `model_env`).
+    fn table(&self, field: &str) -> Result<BTreeMap<String, String>, String> {
+        match self.0.get(field) {
             None => Ok(BTreeMap::new()),
             Some(DeValue::Table(vars)) => vars
                 .iter()
                 .map(|(key, value)| match value.get_ref() {
                     DeValue::String(text) => Ok((key.get_ref().to_string(), text.to_string())),
-                    _ => Err(format!("`env.{}` must be a string", key.get_ref())),
+                    _ => Err(format!("`{field}.{}` must be a string", key.get_ref())),
                 })
                 .collect(),
-            Some(_) => Err("`env` must be a table of strings".to_owned()),
+            Some(_) => Err(format!("`{field}` must be a table of strings")),
         }
     }
 }
@@ -200,16 +255,24 @@ impl Agent for CustomAgentDef {
             args.extend(self.allow_all_args.iter().map(|arg| fill(arg).into()));
         }
         args.extend(request.extra_args.iter().map(OsString::from));
+        let mut env: Vec<(String, OsString)> = (self.env.iter())
+            .map(|(key, value)| (key.clone(), OsString::from(value)))
+            .collect();
+        if let Some(model) = request.model {
+            env.extend(self.model_env.iter().map(|(key, value)| {
+                (key.clone(), OsString::from(value.replace("{model}", model)))
+            }));
+        }
         AgentCommand {
             program: request.binary.to_path_buf(),
             args,
-            env: self
-                .env
-                .iter()
-                .map(|(key, value)| (key.clone(), OsString::from(value)))
-                .collect(),
+            env,
             stdin: (self.prompt == PromptDelivery::Stdin).then(|| request.prompt.to_owned()),
             usage_file: None,
+            acp: (self.prompt == PromptDelivery::Acp).then(|| super::acp::Turn {
+                prompt: request.prompt.to_owned(),
+                allow: request.allow_all,
+            }),
         }
     }
 
@@ -218,6 +281,10 @@ impl Agent for CustomAgentDef {
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
+        if self.prompt == PromptDelivery::Acp {
+            // The conversation's messages are read by the ACP client, never shown as text.
+            return super::acp::is_message(line).then(Vec::new);
+        }
         self.events?.agent().parse_event(line)
     }
 
@@ -233,7 +300,7 @@ impl Agent for CustomAgentDef {
 impl CustomAgentDef {
     /// The output format this agent's output is read in.
     pub(crate) fn format(&self) -> OutputFormat {
-        if self.events.is_some() {
+        if self.events.is_some() || self.prompt == PromptDelivery::Acp {
             OutputFormat::Json
         } else {
             OutputFormat::Text
@@ -322,6 +389,56 @@ mod tests {
             definition("command = \"x\"\ncolour = 1")
                 .unwrap_err()
                 .contains("unknown field `colour`")
+        );
+    }
+
+    #[test]
+    fn an_acp_agent_gets_its_prompt_in_the_protocol() {
+        let agent = definition(
+            "protocol = \"acp\"\ncommand = [\"my-agent\", \"--acp\"]\nmodel_env = { M = \"{model}\" }",
+        )
+        .unwrap();
+        let request = CommandRequest {
+            binary: Path::new("/bin/my-agent"),
+            prompt: "do it",
+            model: Some("big"),
+            allow_all: false,
+            extra_args: &[],
+            opencode_config: None,
+            format: OutputFormat::Text,
+            usage_file: None,
+            sandboxed: false,
+        };
+        let command = agent.command(&request);
+        assert_eq!(command.display_args(), ["--acp"]);
+        assert_eq!(command.stdin, None);
+        assert_eq!(command.env, vec![("M".to_owned(), OsString::from("big"))]);
+        let turn = command.acp.unwrap();
+        assert_eq!((turn.prompt.as_str(), turn.allow), ("do it", false));
+        assert_eq!(agent.format(), OutputFormat::Json);
+        assert_eq!(
+            agent.parse_event(r#"{"jsonrpc":"2.0","method":"x"}"#),
+            Some(Vec::new())
+        );
+        assert_eq!(agent.parse_event("plain"), None);
+        for wrong in [
+            "protocol = \"acp\"\ncommand = \"x\"\nformat = \"codex\"",
+            "protocol = \"acp\"\ncommand = \"x\"\nargs = [\"{prompt}\"]",
+        ] {
+            assert!(
+                definition(wrong).unwrap_err().contains("in the protocol"),
+                "{wrong}"
+            );
+        }
+        assert!(
+            definition("protocol = \"mcp\"\ncommand = \"x\"")
+                .unwrap_err()
+                .contains("`protocol`")
+        );
+        assert!(
+            definition("command = []")
+                .unwrap_err()
+                .contains("`command` is missing")
         );
     }
 

@@ -33,6 +33,8 @@ pub(crate) enum AgentEvent {
     Turns(u32),
     /// The agent's id for this conversation (to find it in the agent's own records).
     Session(String),
+    /// Why the agent ended its turn (ACP: `end_turn`, `max_tokens`, `refusal`, `cancelled`…).
+    StopReason(String),
     /// The final assistant message (the last one wins).
     Final(String),
     /// A message shown like [`AgentEvent::Text`] that is also the final message so far (one

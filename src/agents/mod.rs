@@ -4,6 +4,7 @@
 //! never spawns anything: `stream` runs the command. That keeps every agent's argument vector
 //! testable without a process.
 
+pub(crate) mod acp;
 mod claude_code;
 mod codex;
 mod copilot;
@@ -13,6 +14,7 @@ pub(crate) mod events;
 mod gemini;
 mod opencode;
 mod pi;
+pub(crate) mod presets;
 mod qwen;
 
 use std::ffi::OsString;
@@ -218,6 +220,9 @@ pub(crate) struct AgentCommand {
     pub(crate) stdin: Option<String>,
     /// The usage report the agent writes at exit, read by [`Agent::usage_file_events`].
     pub(crate) usage_file: Option<PathBuf>,
+    /// The agent speaks ACP: stdin and stdout carry this turn's conversation (stdin stays open
+    /// until the turn ends).
+    pub(crate) acp: Option<acp::Turn>,
 }
 
 impl AgentCommand {
@@ -315,7 +320,15 @@ impl AgentSpec {
         if let Some(definition) = custom.get(name) {
             return Ok(Self::Custom(Box::new(definition.clone())));
         }
+        if let Some(preset) = presets::find(name) {
+            return Ok(Self::Custom(Box::new(preset.definition())));
+        }
+        if name == ACP_AGENT {
+            return Err("--agent acp runs the ACP agent that --acp-command \"CMD ARGS…\" starts; give that too (or use a preset such as gemini-acp)".to_owned());
+        }
         let mut names: Vec<&str> = AgentKind::ALL.iter().map(|kind| kind.id()).collect();
+        names.extend(presets::PRESETS.iter().map(|preset| preset.name));
+        names.push(ACP_AGENT);
         names.extend(custom.keys().map(String::as_str));
         Err(format!(
             "unknown agent '{name}'; use one of {}, or define [agents.{name}] in .ralph/config.toml",
@@ -336,6 +349,16 @@ impl AgentSpec {
         match self {
             Self::Builtin(kind) => kind.display_name(),
             Self::Custom(definition) => &definition.name,
+        }
+    }
+
+    /// How to install the agent's CLI, when ralph knows.
+    pub(crate) fn install_hint(&self) -> Option<String> {
+        match self {
+            Self::Builtin(kind) => Some(format!("npm install -g {}", kind.npm_package())),
+            Self::Custom(definition) => {
+                presets::find(&definition.name).map(|preset| preset.install.to_owned())
+            }
         }
     }
 
@@ -372,13 +395,59 @@ impl AgentSpec {
         match self {
             Self::Builtin(kind) => resolve_binary(*kind, var(kind.binary_variable()), var("PATH"), cwd),
             Self::Custom(definition) => which::which_in(definition.program(), var("PATH"), cwd).map_err(|_| {
-                format!(
-                    "the custom agent '{}' runs `{}`, which was not found. Install it, put it on PATH, or fix `command` in [agents.{}].",
-                    definition.name, definition.command, definition.name
-                )
+                let (name, program) = (&definition.name, &definition.command);
+                if let Some(preset) = presets::find(name) {
+                    format!("{name} runs `{program}`, which was not found. Install it ({}) or put it on PATH.", preset.install)
+                } else if name == ACP_AGENT {
+                    format!("--acp-command runs `{program}`, which was not found. Install it, put it on PATH, or give its path.")
+                } else {
+                    format!("the custom agent '{name}' runs `{program}`, which was not found. Install it, put it on PATH, or fix `command` in [agents.{name}].")
+                }
             }),
         }
     }
+}
+
+/// The agent `--agent acp` runs, started by `--acp-command`.
+pub(crate) const ACP_AGENT: &str = "acp";
+
+/// Whether `name` is taken by ralph's own agents (a built-in CLI, an ACP preset, or `acp`): a
+/// config's `[agents.NAME]` may not use it.
+pub(crate) fn is_builtin_name(name: &str) -> bool {
+    AgentKind::from_id(name).is_some() || presets::find(name).is_some() || name == ACP_AGENT
+}
+
+/// Splits a command line as a shell would split simple words: spaces separate, quotes (single
+/// or double) group, a backslash takes the next character as it is.
+pub(crate) fn command_words(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"') | None, '\\') => {
+                let next = chars.next().ok_or("it ends with a lone backslash")?;
+                word.get_or_insert_default().push(next);
+            }
+            (Some(_), c) => word.get_or_insert_default().push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                word.get_or_insert_default();
+            }
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, c) => word.get_or_insert_default().push(c),
+        }
+    }
+    if let Some(q) = quote {
+        return Err(format!("a {q} quote is never closed"));
+    }
+    words.extend(word);
+    if words.is_empty() {
+        return Err("it is empty".to_owned());
+    }
+    Ok(words)
 }
 
 /// Whether the prompt must travel on stdin rather than as an argument.
@@ -398,6 +467,7 @@ fn command_from(
         env,
         stdin: prompt_needs_stdin(request.prompt).then(|| request.prompt.to_owned()),
         usage_file: None,
+        acp: None,
     }
 }
 
@@ -642,6 +712,37 @@ mod tests {
             }
         }
         assert_eq!(seen, 33, "eight agents × four recordings, and a 401");
+    }
+
+    #[test]
+    fn command_words_split_as_a_shell_splits_simple_words() {
+        assert_eq!(
+            command_words(r#"my-agent --acp  'two words' "say \"hi\"" a\ b"#).unwrap(),
+            ["my-agent", "--acp", "two words", "say \"hi\"", "a b"]
+        );
+        assert_eq!(command_words("x ''").unwrap(), ["x", ""]);
+        assert!(
+            command_words("x 'open")
+                .unwrap_err()
+                .contains("never closed")
+        );
+        assert!(command_words("  ").unwrap_err().contains("empty"));
+        assert!(command_words("x \\").unwrap_err().contains("backslash"));
+    }
+
+    #[test]
+    fn built_in_names_cover_the_presets_and_acp() {
+        for name in ["opencode", "gemini-acp", "kiro-acp", ACP_AGENT] {
+            assert!(is_builtin_name(name), "{name}");
+        }
+        assert!(!is_builtin_name("my-agent"));
+        let preset = AgentSpec::resolve("droid-acp", &std::collections::BTreeMap::new()).unwrap();
+        let command = preset.agent().command(&request("go", Some("m1"), true));
+        assert_eq!(
+            command.display_args(),
+            ["exec", "--output-format", "acp", "-m", "m1"]
+        );
+        assert!(command.acp.is_some());
     }
 
     #[test]

@@ -485,7 +485,7 @@ fn timeout_failure(runner: &Runner<'_>, iteration: u32, run: &AgentRun) -> Optio
             "ran longer than {}",
             limit(run.run_timeout.unwrap_or_default())
         ),
-        EndedBy::User | EndedBy::CompletionGrace => return None,
+        EndedBy::User | EndedBy::CompletionGrace | EndedBy::TurnOver => return None,
     };
     runner.env.sink.notice(Notice::IterationTimedOut {
         iteration,

@@ -89,6 +89,7 @@ fn record_of(
         cost_usd: findings.cost,
         turns: findings.turns,
         session_id: findings.session_id.clone(),
+        stop_reason: findings.stop_reason.clone(),
         failure: facts.failure.clone(),
         task: facts.task.clone(),
         agent: Some(step.spec.id().to_owned()),

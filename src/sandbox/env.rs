@@ -30,7 +30,7 @@ pub(super) struct Table {
 pub(super) fn table(agent: Option<&AgentSpec>) -> Table {
     let kind = match agent {
         Some(AgentSpec::Builtin(kind)) => Some(*kind),
-        Some(AgentSpec::Custom(def)) => def.events,
+        Some(AgentSpec::Custom(def)) => def.events.or(def.family),
         None => None,
     };
     let (names, hosts): (&[&str], &[&str]) = match kind {

@@ -51,6 +51,7 @@ pub(super) fn prepare(
             env: Vec::new(),
             stdin: None,
             usage_file: None,
+            acp: None,
         };
         let wrapped = wrap(&hook);
         let text = |word: &OsString| word.to_string_lossy().into_owned();

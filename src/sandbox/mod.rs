@@ -376,6 +376,7 @@ impl Sandbox {
             env: guard_env,
             stdin: command.stdin.clone(),
             usage_file: command.usage_file.clone(),
+            acp: command.acp.clone(),
         }
     }
 
@@ -482,6 +483,7 @@ impl Sandbox {
                 env: Vec::new(),
                 stdin: None,
                 usage_file: None,
+                acp: None,
             };
             self.wrap(&command, Some(agent))
         };

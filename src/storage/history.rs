@@ -161,6 +161,10 @@ pub(crate) struct IterationRecord {
     /// The agent's session id, when it reported one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) session_id: Option<String>,
+    /// Why the agent ended its turn, when it says (an ACP agent: `end_turn`, `max_tokens`,
+    /// `refusal`, `cancelled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stop_reason: Option<String>,
     /// Why the iteration failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) failure: Option<Failure>,

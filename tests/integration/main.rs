@@ -4,6 +4,7 @@
 mod fleet;
 mod support;
 
+mod acp;
 mod audit;
 mod cli;
 mod columns;

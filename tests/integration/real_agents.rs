@@ -712,3 +712,97 @@ fn claude_calls_ralph_status_through_mcp() {
     assert!(answered, "{}\n{stdout}", mock.summary());
     assert!(stdout.contains("ralph has one task left."), "{stdout}");
 }
+
+/// [`completes_in_two_iterations`] through ACP: `--agent PRESET` starts the CLI (linked into the
+/// test's PATH under its own name) with its ACP argument, and ralph speaks the protocol.
+fn completes_in_two_iterations_through_acp(agent: Agent, preset: &str) {
+    let Some(binary) = agent.installed_or_skip() else {
+        return;
+    };
+    let env = TestEnv::new();
+    // In place of the fake agent of the same name.
+    let link = env.bin().join(agent.binary_name());
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(&binary, link).unwrap();
+    let hello = env.work().join("hello.txt");
+    let mock = MockModel::start([
+        Turn::WriteFile {
+            path: hello.display().to_string(),
+            content: "hello from the mock model\n".into(),
+        },
+        Turn::Text("I created hello.txt.".into()),
+        Turn::Text("Everything is in place.\n<promise>COMPLETE</promise>".into()),
+    ]);
+    let setup = AgentSetup::new(agent, &binary, &mock, env.path());
+    let mut command = env.ralph();
+    command.args([
+        "create hello.txt",
+        "--agent",
+        preset,
+        "--pause",
+        "0",
+        "--max-iterations",
+        "3",
+    ]);
+    // OpenCode's model comes with the mock's configuration.
+    if agent != Agent::OpenCode {
+        command.args(["--model", agent.model()]);
+    }
+    if !agent.extra_args().is_empty() {
+        command.arg("--").args(agent.extra_args());
+    }
+    setup.apply_to_ralph(&mut command);
+    let run = Run {
+        output: run_with_deadline(&mut command, DEADLINE),
+    };
+    let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
+    assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
+    assert_eq!(
+        fs::read_to_string(&hello).ok().as_deref(),
+        Some("hello from the mock model\n"),
+        "{}",
+        context()
+    );
+    let iterations = history_iterations(&env.history());
+    assert_eq!(iterations.len(), 2, "{iterations:#?}");
+    assert_eq!(iterations[1]["completion_detected"], true);
+    let first = &iterations[0];
+    assert_eq!(first["stop_reason"], "end_turn", "{first:#}");
+    assert!(
+        first["tools_used"]
+            .as_object()
+            .is_some_and(|tools| !tools.is_empty()),
+        "{first:#}"
+    );
+    assert!(
+        first["session_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{first:#}"
+    );
+}
+
+#[test]
+fn gemini_completes_in_two_iterations_through_acp() {
+    completes_in_two_iterations_through_acp(Agent::Gemini, "gemini-acp");
+}
+
+#[test]
+fn qwen_completes_in_two_iterations_through_acp() {
+    completes_in_two_iterations_through_acp(Agent::Qwen, "qwen-acp");
+}
+
+#[test]
+fn copilot_completes_in_two_iterations_through_acp() {
+    completes_in_two_iterations_through_acp(Agent::Copilot, "copilot-acp");
+}
+
+#[test]
+fn droid_completes_in_two_iterations_through_acp() {
+    completes_in_two_iterations_through_acp(Agent::Droid, "droid-acp");
+}
+
+#[test]
+fn opencode_completes_in_two_iterations_through_acp() {
+    completes_in_two_iterations_through_acp(Agent::OpenCode, "opencode-acp");
+}

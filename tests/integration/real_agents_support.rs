@@ -235,6 +235,9 @@ impl AgentSetup {
                     &home.join(".qwen/settings.json"),
                     &json!({
                     "privacy": {"usageStatisticsEnabled": false},
+                    // Through ACP, Qwen Code asks the model for a follow-up suggestion after
+                    // each turn: one more model call per iteration.
+                    "ui": {"enableFollowupSuggestions": false},
                     "memory": {"enableManagedAutoMemory": false, "enableManagedAutoDream": false},
                     "model": {"generationConfig": {"maxRetries": 0}}}),
                 );

@@ -524,6 +524,28 @@ fn doctor_names_a_missing_git_repository_and_a_missing_agent() {
     ] {
         assert!(text.contains(name), "{name}: {text}");
     }
+    // And every ACP preset, with how to install it; one whose CLI is there (OpenCode, here) is
+    // found.
+    assert!(
+        text.contains(
+            "➖ gemini-acp is not installed (only needed for --agent gemini-acp): npm install -g @google/gemini-cli"
+        ),
+        "{text}"
+    );
+    for name in [
+        "qwen-acp",
+        "copilot-acp",
+        "droid-acp",
+        "claude-acp",
+        "codex-acp",
+    ] {
+        assert!(
+            text.contains(&format!("➖ {name} is not installed")),
+            "{name}: {text}"
+        );
+    }
+    assert!(text.contains("cursor-acp is not installed") && text.contains("not tested with ralph"));
+    assert!(text.contains("✅ opencode-acp: "), "{text}");
     let pi = env.run(&["--doctor", "--agent", "pi"]).stdout();
     assert!(
         pi.contains(&format!("✅ pi: {}/pi (0.73.1)", env.bin().display())),
