@@ -341,6 +341,20 @@ impl<'a> Transcript<'a> {
         }
     }
 
+    /// A whole line of plain stdout: the answer's last line so far, unless the agent prints it
+    /// after its answer (see [`Agent::trailer`]), when what it tells is taken in.
+    fn stdout_line_ended(&mut self, line: &str, now: Instant) {
+        let marked = (self.agent.trailer_marker()).is_some_and(|marker| line.contains(marker));
+        match marked.then(|| self.agent.trailer(line)).flatten() {
+            Some(events) => {
+                for event in events {
+                    self.event(event, now);
+                }
+            }
+            None => set_last_line(&mut self.last_plain_line, line),
+        }
+    }
+
     /// A piece of a plain-text line (text mode, stderr, or stdout that is not an event).
     fn plain_segment(&mut self, segment: &Segment<'_>, text: &str) {
         let now = segment.received;
@@ -376,13 +390,13 @@ impl<'a> Transcript<'a> {
         if segment.starts_line && segment.ends_line && !self.promises.anywhere {
             // A whole line in one piece (the common case): no need to keep its tail.
             if segment.source == Source::Stdout {
-                set_last_line(&mut self.last_plain_line, &clean);
+                self.stdout_line_ended(&clean, now);
             }
         } else {
             push_tail(&mut self.line_tail[index], &clean);
             if segment.ends_line && segment.source == Source::Stdout {
                 let tail = std::mem::take(&mut self.line_tail[index]);
-                set_last_line(&mut self.last_plain_line, &tail);
+                self.stdout_line_ended(&tail, now);
                 self.line_tail[index] = tail;
             }
         }
@@ -614,6 +628,53 @@ mod tests {
             run(AgentKind::OpenCode, text, true, &quoted).promises,
             [true]
         );
+    }
+
+    /// Aider's token report after its answer gives the tokens and cost and leaves the promise
+    /// the answer's last line, whether the lines come one by one or as one run.
+    #[test]
+    fn a_trailer_after_the_answer_is_taken_in_and_not_the_last_line() {
+        let complete = Promise::new("COMPLETE", crate::promise::PromiseFormat::Xml);
+        let findings = |kind: AgentKind, lines: &[&str], as_run: bool| {
+            let agent = kind.agent();
+            let options = quiet(OutputFormat::Text);
+            let mut transcript =
+                Transcript::new(agent.as_ref(), options, vec![&complete], false).unwrap();
+            if as_run {
+                let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+                transcript.on_lines(Source::Stdout, &text, Instant::now(), None);
+            } else {
+                feed(&mut transcript, Source::Stdout, lines);
+            }
+            transcript.finish()
+        };
+        let answer = "Done. <promise>COMPLETE</promise>";
+        let report = "Tokens: 1.2k sent, 35 received. Cost: $0.02 message, $0.05 session.";
+        for as_run in [false, true] {
+            let found = findings(
+                AgentKind::Aider,
+                &["Applied edit to a.txt", answer, report, ""],
+                as_run,
+            );
+            assert_eq!(found.promises, [true], "as a run: {as_run}");
+            assert_eq!(
+                found.usage.map(|usage| (usage.input, usage.output)),
+                Some((1200, 35))
+            );
+            assert_eq!(found.cost, Some(0.02));
+            assert_eq!(found.tools.get("edit"), Some(&1));
+            let more = findings(AgentKind::Aider, &[answer, report, "more text"], as_run);
+            assert_eq!(
+                more.promises,
+                [false],
+                "a line after the report ends the answer"
+            );
+            assert!(more.usage.is_some(), "as a run: {as_run}");
+            // Another agent's line that looks like one is just a line.
+            let other = findings(AgentKind::OpenCode, &[answer, report], as_run);
+            assert_eq!(other.promises, [false]);
+            assert_eq!(other.usage, None);
+        }
     }
 
     #[test]

@@ -5,17 +5,22 @@
 //! testable without a process.
 
 pub(crate) mod acp;
+mod aider;
 mod claude_code;
+mod cline;
 mod codex;
 mod copilot;
+mod crush;
 pub(crate) mod custom;
 mod droid;
 pub(crate) mod events;
 mod gemini;
+mod kilocode;
 mod opencode;
 mod pi;
 pub(crate) mod presets;
 mod qwen;
+mod vibe;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -57,11 +62,26 @@ pub(crate) enum AgentKind {
     /// Factory Droid (`droid exec`)
     #[value(name = "droid")]
     Droid,
+    /// Kilo Code (`kilocode run`)
+    #[value(name = "kilocode")]
+    KiloCode,
+    /// Cline (`cline --json`)
+    #[value(name = "cline")]
+    Cline,
+    /// Crush (`crush run`)
+    #[value(name = "crush")]
+    Crush,
+    /// Aider (`aider --message`)
+    #[value(name = "aider")]
+    Aider,
+    /// Mistral Vibe (`vibe -p`)
+    #[value(name = "vibe")]
+    Vibe,
 }
 
 impl AgentKind {
     /// Every built-in agent, in the order they are listed.
-    pub(crate) const ALL: [Self; 8] = [
+    pub(crate) const ALL: [Self; 13] = [
         Self::OpenCode,
         Self::ClaudeCode,
         Self::Codex,
@@ -70,6 +90,11 @@ impl AgentKind {
         Self::Pi,
         Self::Copilot,
         Self::Droid,
+        Self::KiloCode,
+        Self::Cline,
+        Self::Crush,
+        Self::Aider,
+        Self::Vibe,
     ];
 
     /// The identifier used on the command line and in the state file.
@@ -83,6 +108,11 @@ impl AgentKind {
             Self::Pi => "pi",
             Self::Copilot => "copilot",
             Self::Droid => "droid",
+            Self::KiloCode => "kilocode",
+            Self::Cline => "cline",
+            Self::Crush => "crush",
+            Self::Aider => "aider",
+            Self::Vibe => "vibe",
         }
     }
 
@@ -97,6 +127,11 @@ impl AgentKind {
             Self::Pi => "pi",
             Self::Copilot => "Copilot CLI",
             Self::Droid => "Droid",
+            Self::KiloCode => "Kilo Code",
+            Self::Cline => "Cline",
+            Self::Crush => "Crush",
+            Self::Aider => "Aider",
+            Self::Vibe => "Mistral Vibe",
         }
     }
 
@@ -111,21 +146,37 @@ impl AgentKind {
             Self::Pi => "pi",
             Self::Copilot => "copilot",
             Self::Droid => "droid",
+            Self::KiloCode => "kilocode",
+            Self::Cline => "cline",
+            Self::Crush => "crush",
+            Self::Aider => "aider",
+            Self::Vibe => "vibe",
         }
     }
 
-    /// The npm package that installs the CLI.
-    pub(crate) fn npm_package(self) -> &'static str {
+    /// The command that installs the CLI.
+    pub(crate) fn install_command(self) -> &'static str {
         match self {
-            Self::OpenCode => "opencode-ai",
-            Self::ClaudeCode => "@anthropic-ai/claude-code",
-            Self::Codex => "@openai/codex",
-            Self::Gemini => "@google/gemini-cli",
-            Self::Qwen => "@qwen-code/qwen-code",
-            Self::Pi => "@mariozechner/pi-coding-agent",
-            Self::Copilot => "@github/copilot",
-            Self::Droid => "@factory/cli",
+            Self::OpenCode => "npm install -g opencode-ai",
+            Self::ClaudeCode => "npm install -g @anthropic-ai/claude-code",
+            Self::Codex => "npm install -g @openai/codex",
+            Self::Gemini => "npm install -g @google/gemini-cli",
+            Self::Qwen => "npm install -g @qwen-code/qwen-code",
+            Self::Pi => "npm install -g @mariozechner/pi-coding-agent",
+            Self::Copilot => "npm install -g @github/copilot",
+            Self::Droid => "npm install -g @factory/cli",
+            Self::KiloCode => "npm install -g @kilocode/cli",
+            Self::Cline => "npm install -g cline",
+            Self::Crush => "npm install -g @charmland/crush",
+            Self::Aider => "pip install aider-chat",
+            Self::Vibe => "pip install mistral-vibe (Python 3.12 or later)",
         }
+    }
+
+    /// Whether ralph reads the CLI's JSON events (else its plain text, whatever
+    /// `--output-format` says).
+    pub(crate) fn json_events(self) -> bool {
+        !matches!(self, Self::Crush | Self::Aider | Self::Vibe)
     }
 
     /// The environment variable that overrides the executable.
@@ -139,6 +190,11 @@ impl AgentKind {
             Self::Pi => "RALPH_PI_BINARY",
             Self::Copilot => "RALPH_COPILOT_BINARY",
             Self::Droid => "RALPH_DROID_BINARY",
+            Self::KiloCode => "RALPH_KILOCODE_BINARY",
+            Self::Cline => "RALPH_CLINE_BINARY",
+            Self::Crush => "RALPH_CRUSH_BINARY",
+            Self::Aider => "RALPH_AIDER_BINARY",
+            Self::Vibe => "RALPH_VIBE_BINARY",
         }
     }
 
@@ -166,6 +222,11 @@ impl AgentKind {
             Self::Pi => Box::new(pi::Pi),
             Self::Copilot => Box::new(copilot::Copilot),
             Self::Droid => Box::new(droid::Droid),
+            Self::KiloCode => Box::new(kilocode::KiloCode),
+            Self::Cline => Box::new(cline::Cline),
+            Self::Crush => Box::new(crush::Crush),
+            Self::Aider => Box::new(aider::Aider),
+            Self::Vibe => Box::new(vibe::Vibe),
         }
     }
 }
@@ -289,6 +350,18 @@ pub(crate) trait Agent: Send + Sync {
     fn usage_file_events(&self, _text: &str) -> Vec<AgentEvent> {
         Vec::new()
     }
+
+    /// What a line of plain stdout that the agent prints after its answer tells (Aider's token
+    /// report), or `None` for any other line. Such a line is never the answer's last line.
+    fn trailer(&self, _line: &str) -> Option<Vec<AgentEvent>> {
+        None
+    }
+
+    /// Text that every line [`Agent::trailer`] reads contains: output without it is not looked
+    /// at line by line.
+    fn trailer_marker(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The agent a loop runs: a built-in one, or one defined in a config file.
@@ -355,7 +428,7 @@ impl AgentSpec {
     /// How to install the agent's CLI, when ralph knows.
     pub(crate) fn install_hint(&self) -> Option<String> {
         match self {
-            Self::Builtin(kind) => Some(format!("npm install -g {}", kind.npm_package())),
+            Self::Builtin(kind) => Some(kind.install_command().to_owned()),
             Self::Custom(definition) => {
                 presets::find(&definition.name).map(|preset| preset.install.to_owned())
             }
@@ -381,6 +454,7 @@ impl AgentSpec {
     /// How its output is read: a custom agent's definition decides.
     pub(crate) fn format(&self, requested: OutputFormat) -> OutputFormat {
         match self {
+            Self::Builtin(kind) if !kind.json_events() => OutputFormat::Text,
             Self::Builtin(_) => requested,
             Self::Custom(definition) => definition.format(),
         }
@@ -505,8 +579,8 @@ pub(crate) fn resolve_binary(
             format!("{name} CLI")
         };
         format!(
-            "{name} (`{display}`) not found. Install it with `npm install -g {}`, put it on PATH, or set {variable} to its path.",
-            kind.npm_package()
+            "{name} (`{display}`) not found. Install it with `{}`, put it on PATH, or set {variable} to its path.",
+            kind.install_command()
         )
     })
 }
@@ -711,7 +785,10 @@ mod tests {
                 );
             }
         }
-        assert_eq!(seen, 33, "eight agents × four recordings, and a 401");
+        assert_eq!(
+            seen, 40,
+            "nine agents × four recordings, Cline's three, and a 401"
+        );
     }
 
     #[test]

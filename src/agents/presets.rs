@@ -25,7 +25,7 @@ pub(crate) struct Preset {
 }
 
 /// Every preset, in the order they are listed.
-pub(crate) const PRESETS: [Preset; 10] = [
+pub(crate) const PRESETS: [Preset; 11] = [
     Preset {
         name: "gemini-acp",
         command: &["gemini", "--acp"],
@@ -70,6 +70,15 @@ pub(crate) const PRESETS: [Preset; 10] = [
         model_env: &[],
         family: Some(AgentKind::Droid),
         install: "npm install -g @factory/cli",
+        untested: None,
+    },
+    Preset {
+        name: "kilocode-acp",
+        command: &["kilocode", "acp"],
+        model_args: &[],
+        model_env: &[("KILO_CONFIG_CONTENT", r#"{"model":"{model}"}"#)],
+        family: Some(AgentKind::KiloCode),
+        install: "npm install -g @kilocode/cli",
         untested: None,
     },
     Preset {

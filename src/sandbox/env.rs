@@ -33,68 +33,21 @@ pub(super) fn table(agent: Option<&AgentSpec>) -> Table {
         Some(AgentSpec::Custom(def)) => def.events.or(def.family),
         None => None,
     };
-    let (names, hosts): (&[&str], &[&str]) = match kind {
-        Some(AgentKind::ClaudeCode) => (
-            &["ANTHROPIC_*", "CLAUDE_*", "DISABLE_*"],
-            &[
-                "api.anthropic.com",
-                "statsig.anthropic.com",
-                "console.anthropic.com",
-            ],
-        ),
-        Some(AgentKind::Codex) => (
-            &["OPENAI_*", "CODEX_*"],
-            &["api.openai.com", "chatgpt.com", "auth.openai.com"],
-        ),
-        Some(AgentKind::OpenCode) => (
-            &[
-                "OPENCODE*",
-                "ANTHROPIC_*",
-                "OPENAI_*",
-                "OPENROUTER_*",
-                "GEMINI_*",
-                "GOOGLE_*",
-                "GROQ_*",
-                "XAI_*",
-                "DEEPSEEK_*",
-                "MISTRAL_*",
-            ],
-            &[
-                "models.dev",
-                "opencode.ai",
-                "api.anthropic.com",
-                "api.openai.com",
-                "openrouter.ai",
-                "generativelanguage.googleapis.com",
-            ],
-        ),
-        Some(AgentKind::Gemini) => (
-            &["GEMINI_*", "GOOGLE_*"],
-            &[
-                "generativelanguage.googleapis.com",
-                "oauth2.googleapis.com",
-                "cloudcode-pa.googleapis.com",
-            ],
-        ),
-        Some(AgentKind::Qwen) => (
-            &["QWEN_*", "OPENAI_*", "DASHSCOPE_*"],
-            &["dashscope.aliyuncs.com", "chat.qwen.ai"],
-        ),
-        Some(AgentKind::Pi) => (
-            &["PI_*", "ANTHROPIC_*", "OPENAI_*", "GEMINI_*"],
-            &["api.anthropic.com", "api.openai.com"],
-        ),
-        Some(AgentKind::Copilot) => (
-            &["COPILOT_*"],
-            &["api.githubcopilot.com", "api.github.com", "github.com"],
-        ),
-        Some(AgentKind::Droid) => (&["FACTORY_*"], &["api.factory.ai", "app.factory.ai"]),
-        None => (&[], &[]),
-    };
     let mut table = Table {
-        names: names.iter().map(|name| (*name).to_owned()).collect(),
-        hosts: hosts.iter().map(|host| (*host).to_owned()).collect(),
+        names: Vec::new(),
+        hosts: Vec::new(),
     };
+    let add = |into: &mut Vec<String>, list: &[&str]| {
+        into.extend(list.iter().map(|item| (*item).to_owned()));
+    };
+    if let Some(&(_, names, hosts, providers)) = ACCESS.iter().find(|entry| Some(entry.0) == kind) {
+        add(&mut table.names, names);
+        add(&mut table.hosts, hosts);
+        if providers {
+            add(&mut table.names, PROVIDER_KEYS);
+            add(&mut table.hosts, PROVIDER_HOSTS);
+        }
+    }
     // A custom agent names its own (`sandbox_env`, `sandbox_hosts` in `[agents.NAME]`).
     if let Some(AgentSpec::Custom(def)) = agent {
         table.names.extend(def.sandbox_env.iter().cloned());
@@ -102,6 +55,51 @@ pub(super) fn table(agent: Option<&AgentSpec>) -> Table {
     }
     table
 }
+
+/// The keys and API hosts of the model providers that the CLIs which speak to any of them
+/// (OpenCode, Kilo Code, Cline, Crush, Aider) may need.
+const PROVIDER_KEYS: &[&str] = &[
+    "ANTHROPIC_*",
+    "OPENAI_*",
+    "OPENROUTER_*",
+    "GEMINI_*",
+    "GOOGLE_*",
+    "GROQ_*",
+    "XAI_*",
+    "DEEPSEEK_*",
+    "MISTRAL_*",
+];
+const PROVIDER_HOSTS: &[&str] = &[
+    "api.anthropic.com",
+    "api.openai.com",
+    "openrouter.ai",
+    "generativelanguage.googleapis.com",
+];
+
+/// Per built-in agent: its own variables (names, or prefixes ending in `*`), its API hosts, and
+/// whether it also gets every provider's ([`PROVIDER_KEYS`], [`PROVIDER_HOSTS`]).
+#[rustfmt::skip]
+const ACCESS: [(AgentKind, &[&str], &[&str], bool); 13] = [
+    (AgentKind::ClaudeCode, &["ANTHROPIC_*", "CLAUDE_*", "DISABLE_*"],
+        &["api.anthropic.com", "statsig.anthropic.com", "console.anthropic.com"], false),
+    (AgentKind::Codex, &["OPENAI_*", "CODEX_*"],
+        &["api.openai.com", "chatgpt.com", "auth.openai.com"], false),
+    (AgentKind::OpenCode, &["OPENCODE*"], &["models.dev", "opencode.ai"], true),
+    (AgentKind::Gemini, &["GEMINI_*", "GOOGLE_*"], &["generativelanguage.googleapis.com",
+        "oauth2.googleapis.com", "cloudcode-pa.googleapis.com"], false),
+    (AgentKind::Qwen, &["QWEN_*", "OPENAI_*", "DASHSCOPE_*"],
+        &["dashscope.aliyuncs.com", "chat.qwen.ai"], false),
+    (AgentKind::Pi, &["PI_*", "ANTHROPIC_*", "OPENAI_*", "GEMINI_*"],
+        &["api.anthropic.com", "api.openai.com"], false),
+    (AgentKind::Copilot, &["COPILOT_*"],
+        &["api.githubcopilot.com", "api.github.com", "github.com"], false),
+    (AgentKind::Droid, &["FACTORY_*"], &["api.factory.ai", "app.factory.ai"], false),
+    (AgentKind::KiloCode, &["KILO_*"], &["api.kilo.ai", "kilo.ai", "models.dev"], true),
+    (AgentKind::Cline, &["CLINE_*"], &["api.cline.bot"], true),
+    (AgentKind::Crush, &["CRUSH_*"], &["catwalk.charm.sh"], true),
+    (AgentKind::Aider, &["AIDER_*"], &[], true),
+    (AgentKind::Vibe, &["MISTRAL_*", "VIBE_*"], &["api.mistral.ai"], false),
+];
 
 /// Whether `name` is one of `patterns` (a name, or a prefix ending in `*`).
 fn listed(name: &str, patterns: &[impl AsRef<str>]) -> bool {

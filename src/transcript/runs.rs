@@ -94,15 +94,42 @@ impl Transcript<'_> {
         {
             self.findings.legacy_plugin = true;
         }
-        if source == Source::Stdout
-            && let Some(line) = text
-                .split_terminator('\n')
-                .rev()
-                .find(|line| !line.trim().is_empty())
-        {
-            super::set_last_line(&mut self.last_plain_line, line);
+        if source == Source::Stdout {
+            self.stdout_run_ended(text, now);
         }
         self.show_tools_and_lines(source, text, now);
+    }
+
+    /// A run of whole plain stdout lines: what the lines the agent prints after its answer tell
+    /// (see `Agent::trailer`) is taken in, and the last of the others is the answer's last line
+    /// so far.
+    fn stdout_run_ended(&mut self, text: &str, now: Instant) {
+        let has_trailers =
+            (self.agent.trailer_marker()).is_some_and(|marker| text.contains(marker));
+        let mut last = None;
+        for line in text.split_terminator('\n').rev() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let trailer = if has_trailers {
+                self.agent.trailer(line)
+            } else {
+                None
+            };
+            match trailer {
+                Some(events) => events.into_iter().for_each(|event| self.event(event, now)),
+                None if last.is_none() => {
+                    last = Some(line);
+                    if !has_trailers {
+                        break;
+                    }
+                }
+                None => {}
+            }
+        }
+        if let Some(line) = last {
+            super::set_last_line(&mut self.last_plain_line, line);
+        }
     }
 
     /// A run of stdout lines in JSON mode, handled line by line in order: the reader thread

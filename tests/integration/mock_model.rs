@@ -500,11 +500,16 @@ const SIDE_MARKERS: [&str; 2] = [
     "memory extraction subagent",
 ];
 
-/// Whether a model request belongs to the scripted conversation: it offers tools and is not a
-/// side call (title generation, memory extraction).
+/// Text in a request that marks it as the conversation although it offers no tools: Aider edits
+/// by answering with the files, its system prompt says so.
+const CONVERSATION_MARKER: &str = "Act as an expert software developer";
+
+/// Whether a model request belongs to the scripted conversation: it offers tools (or is Aider's)
+/// and is not a side call (title generation, memory extraction).
 fn is_conversation(body: &Value) -> bool {
     let text = body.to_string();
-    !tools::offered(body).is_empty() && !SIDE_MARKERS.iter().any(|marker| text.contains(marker))
+    (!tools::offered(body).is_empty() || text.contains(CONVERSATION_MARKER))
+        && !SIDE_MARKERS.iter().any(|marker| text.contains(marker))
 }
 
 fn respond(request: &HttpRequest, shared: &Shared) -> Response {

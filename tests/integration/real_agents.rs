@@ -438,6 +438,9 @@ fn scenarios(agent: Agent) -> Vec<(&'static str, bool)> {
     match agent {
         Agent::Claude | Agent::Codex | Agent::OpenCode => list.push(("permission-denied", false)),
         Agent::Droid => list.extend([("http429", true), ("http401", true)]),
+        // Cline's failure carries the provider's message only: a scripted 429 says nothing of a
+        // limit.
+        Agent::Cline => {}
         _ => list.push(("http429", true)),
     }
     list
@@ -549,6 +552,18 @@ fn json_mode_args(agent: Agent, prompt: &str, allow_writes: bool) -> Vec<String>
             "stream-json",
             prompt,
         ],
+        Agent::KiloCode => vec![
+            "run",
+            "--format",
+            "json",
+            "-m",
+            agent.model(),
+            "--auto",
+            "--pure",
+            prompt,
+        ],
+        Agent::Cline => vec!["--json", prompt],
+        Agent::Aider => Vec::new(),
     };
     args.into_iter().map(str::to_owned).collect()
 }
@@ -590,6 +605,10 @@ fn record_agent_fixtures() {
     let only = std::env::var("RALPH_RECORD_AGENTS").unwrap_or_default();
     for agent in Agent::ALL {
         if !only.is_empty() && !only.split(',').any(|name| name == agent.binary_name()) {
+            continue;
+        }
+        // Aider prints text only: nothing to record.
+        if agent == Agent::Aider {
             continue;
         }
         let Some(binary) = agent.installed_or_skip() else {
@@ -744,8 +763,8 @@ fn completes_in_two_iterations_through_acp(agent: Agent, preset: &str) {
         "--max-iterations",
         "3",
     ]);
-    // OpenCode's model comes with the mock's configuration.
-    if agent != Agent::OpenCode {
+    // OpenCode's and Kilo Code's model comes with the mock's configuration.
+    if !matches!(agent, Agent::OpenCode | Agent::KiloCode) {
         command.args(["--model", agent.model()]);
     }
     if !agent.extra_args().is_empty() {
@@ -805,4 +824,67 @@ fn droid_completes_in_two_iterations_through_acp() {
 #[test]
 fn opencode_completes_in_two_iterations_through_acp() {
     completes_in_two_iterations_through_acp(Agent::OpenCode, "opencode-acp");
+}
+
+#[test]
+fn kilocode_completes_in_two_iterations() {
+    completes_in_two_iterations(Agent::KiloCode);
+}
+
+#[test]
+fn kilocode_http_500_ends_the_iteration() {
+    http_500_ends_the_iteration(Agent::KiloCode);
+}
+
+#[test]
+fn kilocode_rate_limit_is_retried() {
+    rate_limit_is_retried(Agent::KiloCode);
+}
+
+#[test]
+fn cline_completes_in_two_iterations() {
+    completes_in_two_iterations(Agent::Cline);
+}
+
+#[test]
+fn cline_http_500_ends_the_iteration() {
+    http_500_ends_the_iteration(Agent::Cline);
+}
+
+/// Aider edits by answering with the whole file (its `whole` edit format for an unknown model);
+/// the first iteration writes `hello.txt`, the second keeps the promise, and the token report
+/// Aider prints after its answer gives the tokens without hiding the promise.
+#[test]
+fn aider_completes_in_two_iterations() {
+    let agent = Agent::Aider;
+    let Some(binary) = agent.installed_or_skip() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let hello = env.work().join("hello.txt");
+    let mock = MockModel::start([
+        Turn::Text("hello.txt\n```\nhello from the mock model\n```\n".into()),
+        Turn::Text("Everything is in place.\n<promise>COMPLETE</promise>".into()),
+    ]);
+    let run = run_ralph(&env, agent, &binary, &mock, &["--max-iterations", "3"]);
+    let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
+    assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
+    assert_eq!(
+        fs::read_to_string(&hello).ok().as_deref(),
+        Some("hello from the mock model\n"),
+        "{}",
+        context()
+    );
+    let iterations = history_iterations(&env.history());
+    assert_eq!(iterations.len(), 2, "{iterations:#?}");
+    assert_eq!(iterations[1]["completion_detected"], true);
+    assert_structured_findings(&iterations[0], agent);
+    // Aider's own commits are off: ralph's is the only one with the file.
+    let log = env.git(&["log", "--format=%s", "--", "hello.txt"]);
+    assert_eq!(log.lines().count(), 1, "{log}");
+}
+
+#[test]
+fn kilocode_completes_in_two_iterations_through_acp() {
+    completes_in_two_iterations_through_acp(Agent::KiloCode, "kilocode-acp");
 }

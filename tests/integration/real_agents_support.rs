@@ -28,11 +28,14 @@ pub(crate) enum Agent {
     Pi,
     Copilot,
     Droid,
+    KiloCode,
+    Cline,
+    Aider,
 }
 
 impl Agent {
     /// Every agent, the first three first.
-    pub(crate) const ALL: [Self; 8] = [
+    pub(crate) const ALL: [Self; 11] = [
         Self::Claude,
         Self::Codex,
         Self::OpenCode,
@@ -41,6 +44,9 @@ impl Agent {
         Self::Pi,
         Self::Copilot,
         Self::Droid,
+        Self::KiloCode,
+        Self::Cline,
+        Self::Aider,
     ];
 
     /// The executable's name in `node_modules/.bin`.
@@ -54,6 +60,9 @@ impl Agent {
             Self::Pi => "pi",
             Self::Copilot => "copilot",
             Self::Droid => "droid",
+            Self::KiloCode => "kilocode",
+            Self::Cline => "cline",
+            Self::Aider => "aider",
         }
     }
 
@@ -79,6 +88,8 @@ impl Agent {
         match self {
             Self::OpenCode | Self::Pi => "mock/mock-model",
             Self::Droid => "custom:mock-model",
+            Self::KiloCode => "mock/mock-model",
+            Self::Aider => "openai/mock-model",
             _ => "mock-model",
         }
     }
@@ -87,7 +98,7 @@ impl Agent {
     /// Qwen Code with an OpenAI-compatible endpoint.
     pub(crate) fn extra_args(self) -> &'static [&'static str] {
         match self {
-            Self::OpenCode => &["--pure"],
+            Self::OpenCode | Self::KiloCode => &["--pure"],
             Self::Qwen => &["--auth-type", "openai"],
             _ => &[],
         }
@@ -105,12 +116,14 @@ impl Agent {
         }
     }
 
-    /// The installed executable, if `tests/e2e/install-agents.sh` put it in the cache.
+    /// The installed executable, if `tests/e2e/install-agents.sh` put it in the cache (the npm
+    /// packages' `node_modules/.bin`, or Aider's virtual environment).
     pub(crate) fn installed(self) -> Option<PathBuf> {
-        let path = agent_cache()
-            .join("node_modules")
-            .join(".bin")
-            .join(self.binary_name());
+        let cache = agent_cache();
+        let path = match self {
+            Self::Aider => cache.join("python/bin/aider"),
+            _ => cache.join("node_modules/.bin").join(self.binary_name()),
+        };
         path.is_file().then_some(path)
     }
 
@@ -274,6 +287,38 @@ impl AgentSetup {
                     agent_cache().join("xdg-cache").into_os_string(),
                 );
             }
+            Agent::KiloCode => {
+                // Kilo Code is built on OpenCode: the same configuration, its own variables.
+                set(
+                    "KILO_CONFIG_CONTENT",
+                    opencode_config(mock, options).to_string().into(),
+                );
+                for name in [
+                    "KILO_DISABLE_MODELS_FETCH",
+                    "KILO_DISABLE_AUTOUPDATE",
+                    "KILO_DISABLE_DEFAULT_PLUGINS",
+                    "KILO_DISABLE_SHARE",
+                ] {
+                    set(name, "1".into());
+                }
+            }
+            Agent::Cline => {
+                write_json(
+                    &home.join(".cline/data/settings/providers.json"),
+                    &json!({"version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
+                    "providers": {"openai-compatible": {"settings": {
+                        "provider": "openai-compatible", "apiKey": MOCK_KEY, "model": "mock-model",
+                        "baseUrl": format!("{}/v1", mock.url())},
+                        // Without it Cline takes the file for broken and writes its own.
+                        "updatedAt": "2026-01-01T00:00:00.000Z", "tokenSource": "manual"}}}),
+                );
+                // As ralph runs it: no hub daemon outliving the run.
+                set("CLINE_SESSION_BACKEND_MODE", "local".into());
+            }
+            Agent::Aider => {
+                set("OPENAI_API_BASE", format!("{}/v1", mock.url()).into());
+                set("OPENAI_API_KEY", MOCK_KEY.into());
+            }
             Agent::Droid => {
                 write_json(
                     &home.join(".factory/settings.json"),
@@ -433,6 +478,9 @@ pub(crate) fn assert_structured_findings(record: &Value, agent: Agent) {
         Agent::Codex => "Shell",
         Agent::Gemini | Agent::Qwen => "Write_file",
         Agent::Copilot | Agent::Droid => "Create",
+        Agent::KiloCode => "Write",
+        Agent::Cline => "Editor",
+        Agent::Aider => "edit",
     };
     let tools = record["tools_used"].as_object();
     let wrote = tools.is_some_and(|tools| {
@@ -448,13 +496,18 @@ pub(crate) fn assert_structured_findings(record: &Value, agent: Agent) {
         count_tokens(&record["tokens"]) > 0,
         "{agent:?}: no tokens recorded: {record:#}"
     );
+    // Aider has no session id to report.
     assert!(
-        record["session_id"]
-            .as_str()
-            .is_some_and(|id| !id.is_empty()),
+        agent == Agent::Aider
+            || record["session_id"]
+                .as_str()
+                .is_some_and(|id| !id.is_empty()),
         "{agent:?}: no session id recorded: {record:#}"
     );
-    if matches!(agent, Agent::Claude | Agent::OpenCode | Agent::Pi) {
+    if matches!(
+        agent,
+        Agent::Claude | Agent::OpenCode | Agent::Pi | Agent::KiloCode
+    ) {
         assert!(
             record["cost_usd"].as_f64().is_some_and(|cost| cost > 0.0),
             "{agent:?}: no cost recorded: {record:#}"

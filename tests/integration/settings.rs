@@ -521,9 +521,20 @@ fn doctor_names_a_missing_git_repository_and_a_missing_agent() {
         "Droid",
         "Codex",
         "Claude Code",
+        "Kilo Code",
+        "Cline",
+        "Crush",
+        "Aider",
+        "Mistral Vibe",
     ] {
         assert!(text.contains(name), "{name}: {text}");
     }
+    assert!(
+        text.contains(
+            "➖ Aider is not installed (only needed for --agent aider): pip install aider-chat"
+        ),
+        "{text}"
+    );
     // And every ACP preset, with how to install it; one whose CLI is there (OpenCode, here) is
     // found.
     assert!(

@@ -50,13 +50,15 @@ pub(crate) fn offered(body: &Value) -> Vec<String> {
 }
 
 /// File-writing tools, best first, with the argument names used when there is no schema.
-const FILE_TOOLS: [(&str, &str, &str); 6] = [
+const FILE_TOOLS: [(&str, &str, &str); 7] = [
     ("Write", "file_path", "content"),
     ("write", "filePath", "content"),
     ("write_file", "file_path", "content"),
     ("Create", "file_path", "content"),
     ("create", "path", "file_text"),
     ("WriteFile", "file_path", "content"),
+    // Cline's, with `command: "create"`.
+    ("editor", "path", "new_text"),
 ];
 
 /// Shell tools, best first, with the name of their command argument.
@@ -87,6 +89,9 @@ pub(crate) fn write_file_call(body: &Value, path: &str, content: &str) -> Answer
             let mut arguments = Map::new();
             arguments.insert(path_key.to_owned(), json!(path));
             arguments.insert(content_key.to_owned(), json!(content));
+            if name == "editor" {
+                arguments.insert("command".to_owned(), json!("create"));
+            }
             return call(tool, arguments);
         }
     }
