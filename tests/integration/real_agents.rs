@@ -283,6 +283,23 @@ fn droid_completes_in_two_iterations_in_a_sandbox() {
 }
 
 #[test]
+fn kilocode_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::KiloCode);
+}
+
+#[test]
+fn cline_completes_in_two_iterations_in_a_sandbox() {
+    completes_in_two_iterations_sandboxed(Agent::Cline);
+}
+
+#[test]
+fn aider_completes_in_two_iterations_in_a_sandbox() {
+    if crate::sandbox::bwrap_works() {
+        aider_loop(true);
+    }
+}
+
+#[test]
 fn claude_completes_in_two_iterations() {
     completes_in_two_iterations(Agent::Claude);
 }
@@ -851,22 +868,39 @@ fn cline_http_500_ends_the_iteration() {
     http_500_ends_the_iteration(Agent::Cline);
 }
 
+#[test]
+fn aider_completes_in_two_iterations() {
+    aider_loop(false);
+}
+
 /// Aider edits by answering with the whole file (its `whole` edit format for an unknown model);
 /// the first iteration writes `hello.txt`, the second keeps the promise, and the token report
 /// Aider prints after its answer gives the tokens without hiding the promise.
-#[test]
-fn aider_completes_in_two_iterations() {
+fn aider_loop(sandboxed: bool) {
     let agent = Agent::Aider;
     let Some(binary) = agent.installed_or_skip() else {
         return;
     };
     let env = TestEnv::new();
+    // Aider writes a git identity into the repository when git has none (the tests give git
+    // theirs in variables), which the sandbox's read-only `.git` refuses: as a user's would be.
+    env.git(&["config", "user.name", "ralph-test"]);
+    env.git(&["config", "user.email", "test@example.invalid"]);
     let hello = env.work().join("hello.txt");
     let mock = MockModel::start([
         Turn::Text("hello.txt\n```\nhello from the mock model\n```\n".into()),
         Turn::Text("Everything is in place.\n<promise>COMPLETE</promise>".into()),
     ]);
-    let run = run_ralph(&env, agent, &binary, &mock, &["--max-iterations", "3"]);
+    let setup = AgentSetup::new(agent, &binary, &mock, env.path());
+    let mut command = env.ralph();
+    command.args(["--max-iterations", "3"]);
+    if sandboxed {
+        command.args(setup.sandbox_args(&mock));
+        // Aider's own virtual environment, outside the sandbox's view otherwise.
+        let venv = binary.parent().and_then(Path::parent).unwrap();
+        command.args(["--sandbox-mount", &venv.display().to_string()]);
+    }
+    let run = ralph_args(&mut command, agent, &setup);
     let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
     assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
     assert_eq!(

@@ -161,6 +161,9 @@ pub(crate) struct AgentSetup {
     agent: Agent,
     binary: PathBuf,
     vars: Vec<(String, OsString)>,
+    /// Folders the agent reads its configuration from that no variable names (mounted writable
+    /// into the sandbox).
+    folders: Vec<PathBuf>,
 }
 
 /// Options of the agent's configuration that the permission tests change.
@@ -185,6 +188,7 @@ impl AgentSetup {
     ) -> Self {
         // The `HOME` of the test environment and of the recorded runs.
         let home = root.join("home");
+        let mut folders = Vec::new();
         let mut vars: Vec<(String, OsString)> = Vec::new();
         let mut set = |name: &str, value: OsString| vars.push((name.to_owned(), value));
         match agent {
@@ -314,6 +318,7 @@ impl AgentSetup {
                 );
                 // As ralph runs it: no hub daemon outliving the run.
                 set("CLINE_SESSION_BACKEND_MODE", "local".into());
+                folders.push(home.join(".cline"));
             }
             Agent::Aider => {
                 set("OPENAI_API_BASE", format!("{}/v1", mock.url()).into());
@@ -334,6 +339,7 @@ impl AgentSetup {
             agent,
             binary: binary.to_owned(),
             vars,
+            folders,
         }
     }
 
@@ -364,6 +370,12 @@ impl AgentSetup {
                     format!("{}:rw", path.display()),
                 ]);
             }
+        }
+        for folder in &self.folders {
+            args.extend([
+                "--sandbox-mount".to_owned(),
+                format!("{}:rw", folder.display()),
+            ]);
         }
         args
     }
