@@ -382,30 +382,11 @@ i=0; while [ ! -f "$dir/go-$n" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1));
 
 #[test]
 fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_server() {
-    use crate::fleet::{finish, machine, machines, start_worker};
+    use crate::fleet::{machine, release_workers, two_workers_holding_their_tasks};
     let Some(program) = chromium_or_skip("the --serve page's fleet test") else {
         return;
     };
-    let env = machines(
-        "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
-        &["m1", "m2", "m3"],
-    );
-    // Each worker's agent holds its task until the test says go.
-    let hold = r#"touch "$dir/held-$machine"
-i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-"#;
-    fs::write(env.agent_dir().join("script"), hold).unwrap();
-    let workers: Vec<Child> = ["m1", "m2"]
-        .iter()
-        .map(|name| {
-            let worker = start_worker(&env, name, &[]);
-            wait_for_file(
-                &env.agent_dir().join(format!("held-{name}")),
-                Duration::from_secs(30),
-            );
-            worker
-        })
-        .collect();
+    let (env, workers) = two_workers_holding_their_tasks();
     let watcher = machine(&env, "m3");
     let journal = watcher.join(".ralph/events.jsonl");
     fs::create_dir_all(watcher.join(".ralph")).unwrap();
@@ -467,11 +448,7 @@ i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); do
         json!(1),
         "no event twice"
     );
-    fs::write(env.agent_dir().join("go"), "").unwrap();
-    for worker in workers {
-        let (code, stdout, stderr) = finish(worker);
-        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    }
+    release_workers(&env, workers);
     drop(browser);
     let _ = Command::new("kill")
         .args(["-INT", &again.id().to_string()])

@@ -80,3 +80,35 @@ pub(crate) fn finish(mut child: Child) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// Three machines sharing the tasks `solo` and `duo`, with a worker on `m1` and one on `m2`
+/// each holding its task (their agent waits for `$FAKE_AGENT_DIR/go`); `m3` is left to watch.
+pub(crate) fn two_workers_holding_their_tasks() -> (TestEnv, Vec<Child>) {
+    let env = machines(
+        "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
+        &["m1", "m2", "m3"],
+    );
+    let hold = r#"touch "$dir/held-$machine"
+i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+"#;
+    fs::write(env.agent_dir().join("script"), hold).unwrap();
+    let workers = ["m1", "m2"]
+        .iter()
+        .map(|name| {
+            let worker = start_worker(&env, name, &[]);
+            let held = env.agent_dir().join(format!("held-{name}"));
+            crate::support::wait_for_file(&held, Duration::from_secs(30));
+            worker
+        })
+        .collect();
+    (env, workers)
+}
+
+/// Lets the workers of [`two_workers_holding_their_tasks`] finish, each with exit 0.
+pub(crate) fn release_workers(env: &TestEnv, workers: Vec<Child>) {
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    for worker in workers {
+        let (code, stdout, stderr) = finish(worker);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    }
+}

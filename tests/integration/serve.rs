@@ -318,20 +318,8 @@ fn serving_beyond_loopback_needs_its_own_flag() {
 
 #[test]
 fn serve_with_remote_shows_the_workers_of_other_clones_and_their_claims() {
-    use crate::fleet::{machine, machines, start_worker};
-    let env = machines(
-        "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
-        &["m1", "m2", "m3"],
-    );
-    // Each worker's agent holds its task until the test says go.
-    let hold = r#"touch "$dir/held-$machine"
-i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-"#;
-    fs::write(env.agent_dir().join("script"), hold).unwrap();
-    let first = start_worker(&env, "m1", &[]);
-    wait_for_file(&env.agent_dir().join("held-m1"), Duration::from_secs(30));
-    let second = start_worker(&env, "m2", &[]);
-    wait_for_file(&env.agent_dir().join("held-m2"), Duration::from_secs(30));
+    use crate::fleet::{machine, release_workers, two_workers_holding_their_tasks};
+    let (env, workers) = two_workers_holding_their_tasks();
     let mut server = env
         .ralph()
         .current_dir(machine(&env, "m3"))
@@ -354,11 +342,7 @@ i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); do
             .all(|c| c["worker"].is_string() && c["stale"] == false)
     );
     assert_eq!(remote["left_to_run"], 2);
-    fs::write(env.agent_dir().join("go"), "").unwrap();
-    for worker in [first, second] {
-        let (code, stdout, stderr) = crate::fleet::finish(worker);
-        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    }
+    release_workers(&env, workers);
     stop_server(&mut server);
 }
 
