@@ -8,7 +8,8 @@
 //! - the agent exits: the guard exits with the agent's status (128 + N when signal N ended it);
 //! - ralph dies: the kernel sends the guard its parent-death signal (Linux; elsewhere the guard
 //!   notices that its parent changed), and the guard ends the whole group: SIGTERM, a grace
-//!   period (`RALPH_GRACE_MS`), then SIGKILL, which takes the guard and anything the agent started along;
+//!   period (ralph's `--kill-grace`, passed in `RALPH_GRACE_MS`), then SIGKILL, which takes the
+//!   guard and anything the agent started along;
 //! - ralph's own stop (SIGTERM to the group) reaches the agent directly; the guard keeps waiting
 //!   for the agent, and ralph's SIGKILL after the grace period ends the guard with the rest.
 
@@ -22,10 +23,13 @@ use nix::unistd::{Pid, getpgrp, getppid};
 /// The hidden first argument that turns `ralph` into the guard.
 pub(crate) const ARG: &str = "__ralph-guard";
 
-/// How long the agent gets to exit after SIGTERM once ralph is gone: `RALPH_GRACE_MS`, as when
-/// ralph stops an agent itself (default 3 s).
+/// The variable in which ralph tells the guard its `--kill-grace`, in milliseconds.
+pub(crate) const GRACE_VARIABLE: &str = "RALPH_GRACE_MS";
+
+/// How long the agent gets to exit after SIGTERM once ralph is gone: the grace ralph gives an
+/// agent it stops itself (3 s when not told).
 fn grace() -> Duration {
-    crate::model::env_millis("RALPH_GRACE_MS", 3_000)
+    crate::model::env_millis(GRACE_VARIABLE, 3_000)
 }
 
 /// The signal the kernel sends the guard when ralph dies.

@@ -193,6 +193,8 @@ loop_options! {
     /// Stop the agent if it prints nothing for this long (e.g. 10m); the loop goes on.
     idle_timeout: Option<Duration> = None,
         heading "Limits", value "DURATION", example "\"10m\"";
+    /// How long a stopped agent gets between SIGTERM and SIGKILL (a timeout, Ctrl-C, a stop).
+    kill_grace: Duration = Duration::from_secs(3), heading "Limits", value "DURATION";
     /// Once the agent has said its promise, how long it may take to exit before ralph ends it (and everything it started) and counts the iteration as completed.
     completion_grace: Duration = Duration::from_secs(30), heading "Limits", value "DURATION";
     /// Stop the loop after this much time in all (e.g. 8h); checked between iterations.

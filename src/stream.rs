@@ -169,6 +169,9 @@ pub(crate) struct RunOutcome {
     pub(crate) exit_code: i32,
     /// Set when ralph terminated the agent.
     pub(crate) ended_by: Option<EndedBy>,
+    /// The signal that ended the agent when ralph stopped it: `SIGTERM` (it exited within the
+    /// grace) or `SIGKILL`; none when it exited by itself or on an ACP cancel.
+    pub(crate) stop_signal: Option<&'static str>,
 }
 
 enum Event {
@@ -191,7 +194,11 @@ pub(crate) fn run(
         Some((guard, guard_args)) => {
             startable(&command.program, cwd).with_context(failed)?;
             let mut process = Command::new(guard);
-            process.args(guard_args);
+            // If ralph dies, the guard ends the agent with the same grace ralph would give it.
+            process.args(guard_args).env(
+                crate::guard::GRACE_VARIABLE,
+                options.grace.as_millis().to_string(),
+            );
             process
         }
         None => Command::new(&command.program),
@@ -241,6 +248,7 @@ fn supervise(
             if lingered {
                 // The turn was over: ending the agent was only tidying up.
                 outcome.ended_by = None;
+                outcome.stop_signal = None;
                 if answered {
                     outcome.exit_code = 0;
                 }
@@ -299,6 +307,7 @@ fn stream_output(
     Ok(RunOutcome {
         exit_code: crate::model::exit_code(status),
         ended_by: watch.ended_by,
+        stop_signal: watch.stop_signal,
     })
 }
 
@@ -316,6 +325,8 @@ struct Watch {
     promise_said_at: Option<Instant>,
     /// When the agent's turn was first seen over (ACP).
     turn_over_at: Option<Instant>,
+    /// The last signal sent to stop the agent.
+    stop_signal: Option<&'static str>,
     /// Stop requests already acted on (one that arrived before the agent started counts too).
     seen_requests: usize,
 }
@@ -337,6 +348,7 @@ impl Watch {
             killed_leftovers: false,
             promise_said_at: None,
             turn_over_at: None,
+            stop_signal: None,
             seen_requests: 0,
         }
     }
@@ -482,6 +494,7 @@ impl Watch {
             }
         }
         signal_group(group, Signal::SIGTERM);
+        self.stop_signal = Some("SIGTERM");
         let deadline = Instant::now() + options.grace;
         while Instant::now() < deadline && stop.requested() <= requests {
             if let Some(status) = child.try_wait()? {
@@ -491,6 +504,7 @@ impl Watch {
             self.absorb(receive(receiver, Duration::from_millis(20)), handler);
         }
         signal_group(group, Signal::SIGKILL);
+        self.stop_signal = Some("SIGKILL");
         Ok(child.wait()?)
     }
 }

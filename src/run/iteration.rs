@@ -40,6 +40,8 @@ pub(super) struct AgentRun {
     pub(super) run_timeout: Option<Duration>,
     pub(super) exit_code: i32,
     pub(super) ended_by: Option<EndedBy>,
+    /// The signal that ended the agent when ralph stopped it.
+    pub(super) stop_signal: Option<&'static str>,
     pub(super) started_at: DateTime<Utc>,
     pub(super) elapsed: Duration,
     pub(super) files: Vec<String>,
@@ -258,6 +260,7 @@ fn agent_run(
         run_timeout,
         exit_code: outcome.exit_code,
         ended_by: outcome.ended_by,
+        stop_signal: outcome.stop_signal,
         started_at,
         elapsed: started.elapsed(),
         files,
@@ -292,7 +295,7 @@ fn sandbox_findings(
 fn run_options(env: &Env<'_>, focus: Option<&Focus>) -> RunOptions {
     let options = &env.config.options;
     RunOptions {
-        grace: env.knobs.grace,
+        grace: options.kill_grace,
         leak_timeout: env.knobs.leak_timeout,
         tick: Duration::from_millis(100),
         run_timeout: focus
@@ -522,7 +525,10 @@ fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
     crate::verify::run_all(
         commands,
         (dir, tree.as_deref(), env.sandbox.as_ref()),
-        (env.config.options.verify_timeout, env.knobs.grace),
+        (
+            env.config.options.verify_timeout,
+            env.config.options.kill_grace,
+        ),
         env.stop,
         env.sink.voice(),
         &|result| env.sink.emit(LoopEvent::Verified(result.clone())),

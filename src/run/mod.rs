@@ -60,7 +60,6 @@ use decision::{Counters, Next, Rules, Spent};
 pub(crate) struct Knobs {
     pub(crate) heartbeat: Duration,
     pub(crate) tool_summary: Duration,
-    pub(crate) grace: Duration,
     pub(crate) leak_timeout: Duration,
     /// First backoff wait before retrying a provider failure.
     pub(crate) retry_base: Duration,
@@ -75,15 +74,13 @@ pub(crate) struct Knobs {
 }
 
 impl Knobs {
-    /// Reads `RALPH_HEARTBEAT_MS`, `RALPH_TOOL_SUMMARY_MS`, `RALPH_GRACE_MS`,
-    /// `RALPH_LEAK_TIMEOUT_MS`, `RALPH_RETRY_BASE_MS`, `RALPH_ERROR_PAUSE_MS`,
+    /// Reads `RALPH_HEARTBEAT_MS`, `RALPH_TOOL_SUMMARY_MS`, `RALPH_LEAK_TIMEOUT_MS`, `RALPH_RETRY_BASE_MS`, `RALPH_ERROR_PAUSE_MS`,
     /// `RALPH_LEFTOVER_GRACE_MS`, `RALPH_LOCK_WAIT_MS` and `RALPH_WORKER_POLL_MS`.
     pub(crate) fn from_env() -> Self {
         let ms = crate::model::env_millis;
         Self {
             heartbeat: ms("RALPH_HEARTBEAT_MS", 10_000),
             tool_summary: ms("RALPH_TOOL_SUMMARY_MS", 3_000),
-            grace: ms("RALPH_GRACE_MS", 3_000),
             leak_timeout: ms("RALPH_LEAK_TIMEOUT_MS", 500),
             retry_base: ms("RALPH_RETRY_BASE_MS", 15_000),
             error_pause: ms("RALPH_ERROR_PAUSE_MS", 2_000),

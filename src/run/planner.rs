@@ -259,7 +259,7 @@ impl Planner<'_> {
             .with_log(log)
             .with_voice(self.sink.voice().clone());
         let run = RunOptions {
-            grace: self.knobs.grace,
+            grace: self.config.options.kill_grace,
             leak_timeout: self.knobs.leak_timeout,
             tick: Duration::from_millis(100),
             run_timeout: options.iteration_timeout,

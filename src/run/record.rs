@@ -90,6 +90,7 @@ fn record_of(
         turns: findings.turns,
         session_id: findings.session_id.clone(),
         stop_reason: findings.stop_reason.clone(),
+        stop_signal: run.stop_signal.map(str::to_owned),
         failure: facts.failure.clone(),
         task: facts.task.clone(),
         agent: Some(step.spec.id().to_owned()),

@@ -165,6 +165,10 @@ pub(crate) struct IterationRecord {
     /// `refusal`, `cancelled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stop_reason: Option<String>,
+    /// The signal that ended the agent when ralph stopped it (a timeout, a stop): `SIGTERM`, or
+    /// `SIGKILL` when it did not exit within `--kill-grace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stop_signal: Option<String>,
     /// Why the iteration failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) failure: Option<Failure>,

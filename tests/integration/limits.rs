@@ -49,15 +49,43 @@ fn a_stopped_agent_hears_sigterm_first_and_can_end_cleanly() {
         Some(1),
         "trap 'echo cleaned up > \"$FAKE_AGENT_DIR/term\"; exit 0' TERM; echo working; sleep 600 & wait",
     );
-    let run = env.run_loop_with(
-        &["task", "--iteration-timeout", "1s", "--max-iterations", "1"],
-        |c| {
-            // A SIGKILL (after this grace) would leave no file behind.
-            c.env("RALPH_GRACE_MS", "10000");
-        },
-    );
+    // A SIGKILL (after this grace) would leave no file behind.
+    let run = env.run_loop(&[
+        "task",
+        "--iteration-timeout",
+        "1s",
+        "--kill-grace",
+        "30s",
+        "--max-iterations",
+        "1",
+    ]);
     run.assert_code(2);
     assert_eq!(env.agent_file("term").trim(), "cleaned up");
+    assert_eq!(record(&env, 0)["stop_signal"], "SIGTERM");
+}
+
+#[test]
+fn an_agent_that_ignores_sigterm_is_killed_with_its_children_after_the_kill_grace() {
+    let env = TestEnv::new();
+    env.agent_script(
+        Some(1),
+        "trap '' TERM; sleep 600 & echo $! > \"$FAKE_AGENT_DIR/child\"; wait; wait",
+    );
+    let run = env.run_loop(&[
+        "task",
+        "--iteration-timeout",
+        "1s",
+        "--kill-grace",
+        "1s",
+        "--max-iterations",
+        "1",
+    ]);
+    run.assert_code(2);
+    let record = record(&env, 0);
+    assert_eq!(record["stop_signal"], "SIGKILL", "{record}");
+    assert_eq!(record["failure"]["kind"], "timeout");
+    let child: i32 = env.agent_file("child").trim().parse().unwrap();
+    assert!(!is_alive(child), "the agent's child outlived it");
 }
 
 #[test]

@@ -119,3 +119,115 @@ fn a_grandchild_holding_the_output_pipe_does_not_hang_the_loop() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The signals a process blocks and ignores, from `/proc/<pid>/status` lines `SigBlk:` and
+/// `SigIgn:` written by the fake agent.
+fn signal_sets(status: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+            .unwrap_or_else(|| panic!("no {name} in {status}"))
+    };
+    (field("SigBlk:"), field("SigIgn:"))
+}
+
+/// Nothing blocked, and none of SIGHUP, SIGINT, SIGQUIT, SIGTERM ignored.
+fn assert_clean_signals(status: &str, what: &str) {
+    let (blocked, ignored) = signal_sets(status);
+    assert_eq!(blocked, 0, "{what}: blocked signals {blocked:x}");
+    for (name, number) in [
+        ("SIGHUP", 1),
+        ("SIGINT", 2),
+        ("SIGQUIT", 3),
+        ("SIGTERM", 15),
+    ] {
+        assert_eq!(
+            ignored & (1 << (number - 1)),
+            0,
+            "{what}: {name} is ignored"
+        );
+    }
+}
+
+const SIGNALS: &str =
+    "grep -E '^Sig(Blk|Ign):' /proc/self/status > \"$FAKE_AGENT_DIR/signals-$$\"\n";
+
+fn signal_files(env: &TestEnv) -> Vec<String> {
+    fs::read_dir(env.agent_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("signals-"))
+        })
+        .map(|path| fs::read_to_string(path).unwrap())
+        .collect()
+}
+
+#[test]
+fn agents_start_with_no_signal_blocked_or_ignored_in_a_loop_a_parallel_task_and_a_worker() {
+    // A single loop.
+    let env = TestEnv::new();
+    env.agent_script(None, SIGNALS);
+    env.run_loop_with(&["task", "--max-iterations", "1"], |command| {
+        command.env("FAKE_AGENT_COMPLETE_AT", "1");
+    })
+    .assert_code(0);
+    // A task loop of a parallel run.
+    let parallel = TestEnv::new();
+    parallel.agent_script(None, SIGNALS);
+    fs::create_dir_all(parallel.ralph_file("")).unwrap();
+    fs::write(
+        parallel.ralph_file("ralph-tasks.md"),
+        "- [ ] Alpha\n  - id: alpha\n",
+    )
+    .unwrap();
+    parallel
+        .run_loop_with(&["Build", "--parallel", "2"], |command| {
+            command
+                .env("FAKE_AGENT_COMPLETE_AT", "1")
+                .env("FAKE_AGENT_PROMISE", "READY_FOR_NEXT_TASK");
+        })
+        .assert_code(0);
+    // A worker.
+    let fleet = crate::fleet::machines("- [ ] Solo\n  - id: solo\n", &["m1"]);
+    fs::write(fleet.agent_dir().join("script"), SIGNALS).unwrap();
+    let (code, stdout, stderr) =
+        crate::fleet::finish(crate::fleet::start_worker(&fleet, "m1", &[]));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for (env, what) in [
+        (&env, "loop"),
+        (&parallel, "parallel task"),
+        (&fleet, "worker"),
+    ] {
+        let files = signal_files(env);
+        assert!(!files.is_empty(), "{what}: the agent wrote nothing");
+        for status in &files {
+            assert_clean_signals(status, what);
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_reaches_the_agent_as_a_signal_before_it_is_killed() {
+    let env = TestEnv::new();
+    env.agent_script(
+        Some(1),
+        "trap 'echo stopped > \"$FAKE_AGENT_DIR/trapped\"; exit 0' TERM INT; echo ready > \"$FAKE_AGENT_DIR/ready\"; sleep 600 & wait",
+    );
+    let mut child = env
+        .ralph()
+        .args(["--pause", "0", "task", "--kill-grace", "30s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    env.wait_for_agent();
+    crate::support::interrupt(&child);
+    let output = wait_output(&mut child, Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(130));
+    // The trap ran: the agent heard the stop, it was not killed outright (the grace is 30 s).
+    assert_eq!(env.agent_file("trapped").trim(), "stopped");
+}

@@ -143,7 +143,7 @@ impl TestEnv {
             .env("NO_COLOR", "1")
             .env("FAKE_AGENT_DIR", self.agent_dir())
             .env("RALPH_HEARTBEAT_MS", "60000")
-            .env("RALPH_GRACE_MS", "1000")
+            .env("RALPH_KILL_GRACE", "1s")
             .env("RALPH_LEAK_TIMEOUT_MS", "300")
             .env("RALPH_ERROR_PAUSE_MS", "50")
             .env("RALPH_LEFTOVER_GRACE_MS", "1000");

@@ -33,7 +33,7 @@ impl Gate<'_> {
         &self,
         id: &str,
         tree: &Repo,
-        (stop, knobs): (&crate::signal::StopFlag, &super::super::Knobs),
+        stop: &crate::signal::StopFlag,
     ) -> Option<Verification> {
         let commands = &self.config.options.verify;
         if commands.is_empty() {
@@ -61,7 +61,10 @@ impl Gate<'_> {
         let results = crate::verify::run_all(
             commands,
             (tree.root(), hash.as_deref(), sandbox.as_ref()),
-            (self.config.options.verify_timeout, knobs.grace),
+            (
+                self.config.options.verify_timeout,
+                self.config.options.kill_grace,
+            ),
             stop,
             self.sink.voice(),
             &|result| self.sink.emit(LoopEvent::Verified(result.clone())),
@@ -128,7 +131,7 @@ impl<'a> Coordinator<'a> {
             shared: &self.shared,
             sink: &self.sink,
         };
-        place.check(id, tree, (spawner.stop, spawner.knobs))
+        place.check(id, tree, spawner.stop)
     }
 
     /// Task `id`'s merge failed the gate with `check`: its agent gets the base merged into its

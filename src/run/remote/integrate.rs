@@ -59,7 +59,7 @@ impl Session<'_> {
                 shared: &self.shared,
                 sink: &self.sink,
             };
-            if let Some(failed) = gate.check(id, &tree, (self.stop, self.knobs)) {
+            if let Some(failed) = gate.check(id, &tree, self.stop) {
                 return Ok(Integrated::GateFailed(failed));
             }
             // The task's branch goes with the merge (on the remote when it was ever pushed),
