@@ -241,7 +241,7 @@ fn supervise(
     let stdin = match (&command.acp, child.stdin.take()) {
         (Some(turn), Some(stdin)) => {
             let client = crate::agents::acp::Client::new(turn, cwd);
-            let mut talking = conversation::Conversation::start(handler, client, stdin);
+            let mut talking = conversation::Conversation::start(handler, client, stdin)?;
             let mut outcome = stream_output(child, group, options, stop, &mut talking)?;
             let lingered = outcome.ended_by == Some(EndedBy::TurnOver);
             let answered = talking.finish(outcome.ended_by.is_some() && !lingered);

@@ -1,10 +1,14 @@
 //! An agent that speaks ACP: its stdout lines go to the output handler as any agent's do, and
 //! to the turn's [`Client`], whose replies are written to the agent's stdin. The stdin stays open
-//! until the turn is over, then it is closed.
+//! until the turn is over, then it is closed. A thread of its own writes it, so an agent that
+//! stops reading (a prompt larger than the pipe) never holds up the clock of the main thread.
 
 use std::io::Write as _;
 use std::process::ChildStdin;
+use std::sync::mpsc;
 use std::time::Instant;
+
+use anyhow::Context as _;
 
 use super::{LineParser, OutputHandler, ParsedLines, Segment, Source};
 use crate::agents::AgentEvent;
@@ -18,7 +22,8 @@ const MAX_LINE: usize = 4 * 1024 * 1024;
 pub(super) struct Conversation<'a> {
     inner: &'a mut dyn OutputHandler,
     client: Client,
-    stdin: Option<ChildStdin>,
+    /// To the thread that writes the agent's stdin; dropped to close it.
+    stdin: Option<mpsc::Sender<String>>,
     /// The stdout line being received in pieces, unless it is too long.
     line: String,
     too_long: bool,
@@ -29,37 +34,49 @@ impl<'a> Conversation<'a> {
     pub(super) fn start(
         inner: &'a mut dyn OutputHandler,
         client: Client,
-        stdin: ChildStdin,
-    ) -> Self {
+        mut stdin: ChildStdin,
+    ) -> anyhow::Result<Self> {
+        let (sender, messages) = mpsc::channel::<String>();
+        std::thread::Builder::new()
+            .name("ralph-agent-acp".into())
+            .spawn(move || {
+                // An agent that exited does not read: what it did not answer is found at its
+                // end. The stdin closes when the conversation is over (the channel with it).
+                for message in messages {
+                    let written = stdin
+                        .write_all(message.as_bytes())
+                        .and_then(|()| stdin.write_all(b"\n"))
+                        .and_then(|()| stdin.flush());
+                    if written.is_err() {
+                        break;
+                    }
+                }
+            })
+            .context("failed to start the thread that talks to the agent")?;
         let mut conversation = Self {
             inner,
-            stdin: Some(stdin),
+            stdin: Some(sender),
             line: String::new(),
             too_long: false,
             client,
         };
         let opening = conversation.client.opening();
-        conversation.send(&opening);
-        conversation
+        conversation.send(opening);
+        Ok(conversation)
     }
 
-    fn send(&mut self, message: &str) {
-        if let Some(stdin) = &mut self.stdin {
-            // An agent that exited does not read: what it did not answer is found at its end.
-            let written = stdin
-                .write_all(message.as_bytes())
-                .and_then(|()| stdin.write_all(b"\n"))
-                .and_then(|()| stdin.flush());
-            if written.is_err() {
-                self.stdin = None;
-            }
+    fn send(&mut self, message: String) {
+        if let Some(stdin) = &self.stdin
+            && stdin.send(message).is_err()
+        {
+            self.stdin = None;
         }
     }
 
     /// One whole line of the agent's stdout.
     fn take_line(&mut self, line: &str) {
         let step = self.client.on_line(line);
-        for message in &step.send {
+        for message in step.send {
             self.send(message);
         }
         for event in step.events {
@@ -160,7 +177,7 @@ impl OutputHandler for Conversation<'_> {
     fn cancel_turn(&mut self) -> bool {
         match self.client.cancel() {
             Some(message) => {
-                self.send(&message);
+                self.send(message);
                 true
             }
             None => false,

@@ -346,3 +346,32 @@ fn parallel_tasks_in_a_sandbox_each_talk_to_their_own_acp_agent_in_their_worktre
         "{merged}"
     );
 }
+
+#[test]
+fn an_agent_that_stops_reading_a_large_prompt_still_times_out() {
+    let env = acp_env(&[]);
+    // Once its session is open the agent reads nothing more: the 300 KB prompt fills the pipe.
+    fs::write(
+        env.agent_dir().join("on-new"),
+        "touch \"$dir/ready\"\nsleep 300 &\necho $! > \"$dir/child.$n\"\nwait\n",
+    )
+    .unwrap();
+    let prompt = env.path().join("prompt.md");
+    fs::write(&prompt, "Write hello.txt. ".repeat(20_000)).unwrap();
+    let prompt = prompt.to_string_lossy().into_owned();
+    let mut args = ACP.to_vec();
+    args.extend([
+        "--prompt-file",
+        &prompt,
+        "--max-iterations",
+        "1",
+        "--iteration-timeout",
+        "1s",
+    ]);
+    let run = env.run_loop(&args);
+    run.assert_code(2);
+    let record = &env.history()["iterations"][0];
+    assert_eq!(record["failure"]["kind"], "timeout", "{record}");
+    let child: i32 = env.agent_file("child.1").trim().parse().unwrap();
+    assert!(!is_alive(child), "the agent's child outlived the iteration");
+}
