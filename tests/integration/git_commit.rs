@@ -185,3 +185,45 @@ fn outside_a_git_repository_the_loop_still_runs() {
     run.assert_code(0);
     assert_eq!(env.agent_calls(), 2);
 }
+
+/// Files touched after they were staged leave the index's stamps stale, and ralph's scans
+/// (which take no optional locks) would hash them again in every iteration: a loop refreshes
+/// the index once when it starts, changing nothing that is staged.
+#[test]
+fn a_loop_refreshes_a_stale_index_once_and_stages_nothing() {
+    let env = TestEnv::new();
+    for name in ["a.txt", "b.txt"] {
+        std::fs::write(env.work().join(name), "same\n").unwrap();
+    }
+    env.git(&["add", "a.txt", "b.txt"]);
+    env.git(&["commit", "-q", "-m", "two files"]);
+    // The same content, new stamps; and one change the user staged.
+    env.git(&["update-index", "--refresh"]);
+    for name in ["a.txt", "b.txt"] {
+        let file = std::fs::File::options()
+            .append(true)
+            .open(env.work().join(name))
+            .unwrap();
+        file.set_modified(
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(86_400),
+        )
+        .unwrap();
+    }
+    let stale = env.git(&["diff-files", "--name-only"]);
+    assert_eq!(stale, "a.txt\nb.txt\n", "the index is stale");
+    std::fs::write(env.work().join("c.txt"), "new\n").unwrap();
+    env.git(&["add", "c.txt"]);
+    let run = env.run_loop_with(
+        &["task", "--no-commit", "--max-iterations", "1"],
+        |command| {
+            command.env("FAKE_AGENT_COMPLETE_AT", "1");
+        },
+    );
+    run.assert_code(0);
+    assert_eq!(env.git(&["diff-files", "--name-only"]), "", "refreshed");
+    assert_eq!(
+        env.git(&["diff", "--cached", "--name-only"]),
+        "c.txt\n",
+        "staged as it was"
+    );
+}
