@@ -366,7 +366,9 @@ fn an_agent_that_stops_reading_a_large_prompt_still_times_out() {
         "--max-iterations",
         "1",
         "--iteration-timeout",
-        "1s",
+        "500ms",
+        "--kill-grace",
+        "200ms",
     ]);
     let run = env.run_loop(&args);
     run.assert_code(2);

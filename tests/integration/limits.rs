@@ -74,9 +74,9 @@ fn an_agent_that_ignores_sigterm_is_killed_with_its_children_after_the_kill_grac
     let run = env.run_loop(&[
         "task",
         "--iteration-timeout",
-        "1s",
+        "500ms",
         "--kill-grace",
-        "1s",
+        "300ms",
         "--max-iterations",
         "1",
     ]);
