@@ -138,7 +138,7 @@ impl clap::builder::TypedValueParser for AgentNameParser {
         if text.trim().is_empty() {
             return Err(clap::Error::raw(
                 clap::error::ErrorKind::InvalidValue,
-                "--agent needs a name: opencode, claude-code, codex, or a custom agent\n",
+                "--agent needs a name: opencode, claude-code, codex, …, an ACP preset such as gemini-acp, or a custom agent\n",
             ));
         }
         Ok(text)
@@ -147,9 +147,16 @@ impl clap::builder::TypedValueParser for AgentNameParser {
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(AgentKind::ALL.into_iter().map(|kind| {
-            clap::builder::PossibleValue::new(kind.id()).help(kind.display_name())
-        })))
+        let builtin = AgentKind::ALL
+            .into_iter()
+            .map(|kind| clap::builder::PossibleValue::new(kind.id()).help(kind.display_name()));
+        let presets = crate::agents::presets::PRESETS.iter().map(|preset| {
+            let command = preset.command.join(" ");
+            clap::builder::PossibleValue::new(preset.name).help(format!("`{command}`, over ACP"))
+        });
+        let any = clap::builder::PossibleValue::new(crate::agents::ACP_AGENT)
+            .help("any ACP agent, started by --acp-command");
+        Some(Box::new(builtin.chain(presets).chain([any])))
     }
 }
 
