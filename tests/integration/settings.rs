@@ -479,7 +479,14 @@ fn bash_completion_loads_and_completes_agent_values() {
         .output()
         .unwrap();
     let replies = String::from_utf8_lossy(&output.stdout);
-    for agent in ["opencode", "claude-code", "codex", "aider", "gemini-acp", "acp"] {
+    for agent in [
+        "opencode",
+        "claude-code",
+        "codex",
+        "aider",
+        "gemini-acp",
+        "acp",
+    ] {
         assert!(
             replies.lines().any(|line| line == agent),
             "{agent} missing: {replies} {}",
