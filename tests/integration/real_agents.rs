@@ -33,15 +33,26 @@ fn run_ralph(env: &TestEnv, agent: Agent, binary: &Path, mock: &MockModel, args:
 /// Adds the prompt, the agent, its model and its arguments after `--` to a ralph command, and
 /// runs it.
 fn ralph_args(command: &mut Command, agent: Agent, setup: &AgentSetup) -> Run {
-    command.args([
-        "create hello.txt",
-        "--agent",
-        agent.ralph_name(),
-        "--model",
-        agent.model(),
-        "--pause",
-        "0",
-    ]);
+    ralph_args_as(
+        command,
+        (agent, agent.ralph_name()),
+        Some(agent.model()),
+        setup,
+    )
+}
+
+/// [`ralph_args`] with the CLI of `agent` run as `--agent NAME` (an ACP preset), and `model`
+/// (none: the agent's configuration names it).
+fn ralph_args_as(
+    command: &mut Command,
+    (agent, name): (Agent, &str),
+    model: Option<&str>,
+    setup: &AgentSetup,
+) -> Run {
+    command.args(["create hello.txt", "--agent", name, "--pause", "0"]);
+    if let Some(model) = model {
+        command.args(["--model", model]);
+    }
     if !agent.extra_args().is_empty() {
         command.arg("--").args(agent.extra_args());
     }
@@ -67,20 +78,48 @@ fn completes_in_two_iterations_sandboxed(agent: Agent) {
     }
 }
 
-fn completes_in_two_iterations_as(agent: Agent, sandboxed: bool) {
-    let Some(binary) = agent.installed_or_skip() else {
-        return;
-    };
-    let env = TestEnv::new();
-    let hello = env.work().join("hello.txt");
-    let mock = MockModel::start([
+/// The model's script of a two-iteration loop: it writes `hello` with a tool and answers without
+/// the promise, then keeps the promise.
+fn write_hello_then_promise(hello: &Path) -> [Turn; 3] {
+    [
         Turn::WriteFile {
             path: hello.display().to_string(),
             content: "hello from the mock model\n".into(),
         },
         Turn::Text("I created hello.txt.".into()),
         Turn::Text("Everything is in place.\n<promise>COMPLETE</promise>".into()),
-    ]);
+    ]
+}
+
+/// The loop `run` ended well (exit 0) with `hello` written by the model, in two recorded
+/// iterations the second of which kept the promise; the iterations.
+fn assert_wrote_hello_in_two_iterations(
+    env: &TestEnv,
+    run: &Run,
+    mock: &MockModel,
+    hello: &Path,
+) -> Vec<serde_json::Value> {
+    let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
+    assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
+    assert_eq!(
+        fs::read_to_string(hello).ok().as_deref(),
+        Some("hello from the mock model\n"),
+        "{}",
+        context()
+    );
+    let iterations = history_iterations(&env.history());
+    assert_eq!(iterations.len(), 2, "{iterations:#?}");
+    assert_eq!(iterations[1]["completion_detected"], true);
+    iterations
+}
+
+fn completes_in_two_iterations_as(agent: Agent, sandboxed: bool) {
+    let Some(binary) = agent.installed_or_skip() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let hello = env.work().join("hello.txt");
+    let mock = MockModel::start(write_hello_then_promise(&hello));
 
     let setup = AgentSetup::new(agent, &binary, &mock, env.path());
     let mut command = env.ralph();
@@ -89,15 +128,8 @@ fn completes_in_two_iterations_as(agent: Agent, sandboxed: bool) {
         command.args(setup.sandbox_args(&mock));
     }
     let run = ralph_args(&mut command, agent, &setup);
-
+    let iterations = assert_wrote_hello_in_two_iterations(&env, &run, &mock, &hello);
     let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
-    assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
-    assert_eq!(
-        fs::read_to_string(&hello).ok().as_deref(),
-        Some("hello from the mock model\n"),
-        "{}",
-        context()
-    );
     let committed = env.git(&["log", "--name-only", "--format="]);
     assert!(
         committed.lines().any(|line| line == "hello.txt"),
@@ -113,10 +145,7 @@ fn completes_in_two_iterations_as(agent: Agent, sandboxed: bool) {
         assert!(status.contains("   Tokens:       "), "{status}");
         assert!(status.contains("   Cost:         $"), "{status}");
     }
-    let iterations = history_iterations(&env.history());
-    assert_eq!(iterations.len(), 2, "{iterations:#?}");
     assert_eq!(iterations[0]["completion_detected"], false);
-    assert_eq!(iterations[1]["completion_detected"], true);
     assert_structured_findings(&iterations[0], agent);
 }
 
@@ -761,47 +790,14 @@ fn completes_in_two_iterations_through_acp(agent: Agent, preset: &str) {
     let _ = fs::remove_file(&link);
     std::os::unix::fs::symlink(&binary, link).unwrap();
     let hello = env.work().join("hello.txt");
-    let mock = MockModel::start([
-        Turn::WriteFile {
-            path: hello.display().to_string(),
-            content: "hello from the mock model\n".into(),
-        },
-        Turn::Text("I created hello.txt.".into()),
-        Turn::Text("Everything is in place.\n<promise>COMPLETE</promise>".into()),
-    ]);
+    let mock = MockModel::start(write_hello_then_promise(&hello));
     let setup = AgentSetup::new(agent, &binary, &mock, env.path());
     let mut command = env.ralph();
-    command.args([
-        "create hello.txt",
-        "--agent",
-        preset,
-        "--pause",
-        "0",
-        "--max-iterations",
-        "3",
-    ]);
+    command.args(["--max-iterations", "3"]);
     // OpenCode's and Kilo Code's model comes with the mock's configuration.
-    if !matches!(agent, Agent::OpenCode | Agent::KiloCode) {
-        command.args(["--model", agent.model()]);
-    }
-    if !agent.extra_args().is_empty() {
-        command.arg("--").args(agent.extra_args());
-    }
-    setup.apply_to_ralph(&mut command);
-    let run = Run {
-        output: run_with_deadline(&mut command, DEADLINE),
-    };
-    let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
-    assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
-    assert_eq!(
-        fs::read_to_string(&hello).ok().as_deref(),
-        Some("hello from the mock model\n"),
-        "{}",
-        context()
-    );
-    let iterations = history_iterations(&env.history());
-    assert_eq!(iterations.len(), 2, "{iterations:#?}");
-    assert_eq!(iterations[1]["completion_detected"], true);
+    let model = (!matches!(agent, Agent::OpenCode | Agent::KiloCode)).then(|| agent.model());
+    let run = ralph_args_as(&mut command, (agent, preset), model, &setup);
+    let iterations = assert_wrote_hello_in_two_iterations(&env, &run, &mock, &hello);
     let first = &iterations[0];
     assert_eq!(first["stop_reason"], "end_turn", "{first:#}");
     assert!(
@@ -901,17 +897,7 @@ fn aider_loop(sandboxed: bool) {
         command.args(["--sandbox-mount", &venv.display().to_string()]);
     }
     let run = ralph_args(&mut command, agent, &setup);
-    let context = || format!("{}\n--- mock: {}", run.stdout(), mock.summary());
-    assert_eq!(run.code(), 0, "{}\n--- stderr\n{}", context(), run.stderr());
-    assert_eq!(
-        fs::read_to_string(&hello).ok().as_deref(),
-        Some("hello from the mock model\n"),
-        "{}",
-        context()
-    );
-    let iterations = history_iterations(&env.history());
-    assert_eq!(iterations.len(), 2, "{iterations:#?}");
-    assert_eq!(iterations[1]["completion_detected"], true);
+    let iterations = assert_wrote_hello_in_two_iterations(&env, &run, &mock, &hello);
     assert_structured_findings(&iterations[0], agent);
     // Aider's own commits are off: ralph's is the only one with the file.
     let log = env.git(&["log", "--format=%s", "--", "hello.txt"]);
