@@ -411,11 +411,7 @@ fn with_acp_command(
     if let Some(command) = command {
         let words = crate::agents::command_words(command)
             .map_err(|why| usage(format!("--acp-command: {why}; give the command that starts the ACP agent, e.g. --acp-command \"gemini --acp\"")))?;
-        let definition = crate::agents::presets::acp_definition(
-            crate::agents::ACP_AGENT,
-            words,
-            &crate::agents::presets::GENERIC,
-        );
+        let definition = crate::agents::presets::acp_definition(crate::agents::ACP_AGENT, words);
         agents.insert(crate::agents::ACP_AGENT.to_owned(), definition);
     }
     Ok(agents)

@@ -128,54 +128,40 @@ pub(crate) const PRESETS: [Preset; 11] = [
     },
 ];
 
-/// What `--agent acp --acp-command …` knows of its agent: nothing but the protocol.
-pub(crate) const GENERIC: Preset = Preset {
-    name: super::ACP_AGENT,
-    command: &[],
-    model_args: &[],
-    model_env: &[],
-    family: None,
-    install: "",
-    untested: None,
-};
-
 /// The preset of this name.
 pub(crate) fn find(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|preset| preset.name == name)
 }
 
 impl Preset {
-    /// The agent definition it stands for.
+    /// The agent definition it stands for: an ACP agent that knows how to pass the model.
     pub(crate) fn definition(&self) -> CustomAgentDef {
-        acp_definition(
-            self.name,
-            self.command.iter().map(|word| (*word).to_owned()).collect(),
-            self,
-        )
+        let strings = |words: &[&str]| words.iter().map(|word| (*word).to_owned()).collect();
+        CustomAgentDef {
+            model_args: strings(self.model_args),
+            model_env: (self.model_env.iter())
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect(),
+            family: self.family,
+            ..acp_definition(self.name, strings(self.command))
+        }
     }
 }
 
-/// An ACP agent named `name` that runs `command` (the program, then its arguments), with what
-/// `like` knows of passing the model and of its family.
-pub(crate) fn acp_definition(
-    name: &str,
-    mut command: Vec<String>,
-    like: &Preset,
-) -> CustomAgentDef {
+/// An ACP agent named `name` that runs `command` (the program, then its arguments) and knows
+/// nothing else of it (`--agent acp --acp-command …`).
+pub(crate) fn acp_definition(name: &str, mut command: Vec<String>) -> CustomAgentDef {
     let program = if command.is_empty() {
         String::new()
     } else {
         command.remove(0)
     };
-    let strings = |words: &[&str]| words.iter().map(|word| (*word).to_owned()).collect();
     CustomAgentDef {
         name: name.to_owned(),
         command: program,
         args: command,
-        model_args: strings(like.model_args),
-        model_env: (like.model_env.iter())
-            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
-            .collect(),
+        model_args: Vec::new(),
+        model_env: BTreeMap::new(),
         allow_all_args: Vec::new(),
         prompt: PromptDelivery::Acp,
         events: None,
@@ -183,6 +169,6 @@ pub(crate) fn acp_definition(
         env: BTreeMap::new(),
         sandbox_env: Vec::new(),
         sandbox_hosts: Vec::new(),
-        family: like.family,
+        family: None,
     }
 }
