@@ -344,8 +344,7 @@ impl<'a> Transcript<'a> {
     /// A whole line of plain stdout: the answer's last line so far, unless the agent prints it
     /// after its answer (see [`Agent::trailer`]), when what it tells is taken in.
     fn stdout_line_ended(&mut self, line: &str, now: Instant) {
-        let marked = (self.agent.trailer_marker()).is_some_and(|marker| line.contains(marker));
-        match marked.then(|| self.agent.trailer(line)).flatten() {
+        match self.agent.trailer(line) {
             Some(events) => {
                 for event in events {
                     self.event(event, now);

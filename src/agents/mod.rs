@@ -357,8 +357,8 @@ pub(crate) trait Agent: Send + Sync {
         None
     }
 
-    /// Text that every line [`Agent::trailer`] reads contains: output without it is not looked
-    /// at line by line.
+    /// Text that every line [`Agent::trailer`] reads contains: a run of many lines without it is
+    /// not looked at line by line (a single line goes to `trailer`, which answers `None` fast).
     fn trailer_marker(&self) -> Option<&'static str> {
         None
     }
