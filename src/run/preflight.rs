@@ -54,8 +54,12 @@ impl Runner<'_> {
     pub(super) fn look_at_repository(&mut self) {
         let options = &self.env.config.options;
         let Some(repo) = &self.env.repo else { return };
-        // Once per loop, so that no scan of an iteration hashes unchanged files.
-        repo.refresh_index();
+        // Once per loop, so that no scan of an iteration hashes unchanged files. A task loop's
+        // worktree was just checked out: its index is fresh, and a refresh would only stat
+        // every file again.
+        if self.env.shape.task_loop().is_none() {
+            repo.refresh_index();
+        }
         if !options.commit || self.env.shape.task_loop().is_some() {
             return;
         }
