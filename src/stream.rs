@@ -483,25 +483,33 @@ impl Watch {
         handler: &mut dyn OutputHandler,
     ) -> anyhow::Result<std::process::ExitStatus> {
         let requests = stop.requested();
+        // Draining output meanwhile, waits until `deadline` for the agent to exit (its status),
+        // for `done`, or for another stop request.
+        let mut drain = |watch: &mut Self,
+                         handler: &mut dyn OutputHandler,
+                         deadline: Instant,
+                         done: fn(&dyn OutputHandler) -> bool|
+         -> anyhow::Result<Option<std::process::ExitStatus>> {
+            while Instant::now() < deadline && stop.requested() <= requests && !done(handler) {
+                if let Some(status) = child.try_wait()? {
+                    return Ok(Some(status));
+                }
+                // A pipe closed now is closed for good: the loop must not wait for it.
+                watch.absorb(receive(receiver, Duration::from_millis(20)), handler);
+            }
+            Ok(None)
+        };
         if handler.cancel_turn() {
             let deadline = Instant::now() + TURN_GRACE.min(options.grace);
-            while Instant::now() < deadline && stop.requested() <= requests && !handler.turn_over()
-            {
-                if let Some(status) = child.try_wait()? {
-                    return Ok(status);
-                }
-                self.absorb(receive(receiver, Duration::from_millis(20)), handler);
+            if let Some(status) = drain(self, handler, deadline, |handler| handler.turn_over())? {
+                return Ok(status);
             }
         }
         signal_group(group, Signal::SIGTERM);
         self.stop_signal = Some("SIGTERM");
         let deadline = Instant::now() + options.grace;
-        while Instant::now() < deadline && stop.requested() <= requests {
-            if let Some(status) = child.try_wait()? {
-                return Ok(status);
-            }
-            // A pipe closed now is closed for good: the loop must not wait for it.
-            self.absorb(receive(receiver, Duration::from_millis(20)), handler);
+        if let Some(status) = drain(self, handler, deadline, |_| false)? {
+            return Ok(status);
         }
         signal_group(group, Signal::SIGKILL);
         self.stop_signal = Some("SIGKILL");
