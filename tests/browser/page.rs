@@ -289,6 +289,18 @@ fn the_page_follows_a_parallel_run_live_in_a_browser() {
         "never reloaded"
     );
     assert!(browser.eval("document.getElementById('cost').innerText") != json!("$0.00"));
+    browser.until(
+        "the cost chart's line",
+        "document.querySelector('#chart polyline') !== null",
+    );
+    // The output of a loop chosen in the list: the schema's, which said its promise.
+    browser.eval(
+        "const which = document.getElementById('which'); which.value = 'schema'; which.dispatchEvent(new Event('change'))",
+    );
+    browser.until(
+        "the schema loop's output",
+        "document.getElementById('output').innerText.includes('READY_FOR_NEXT_TASK')",
+    );
     browser.size(390, 844);
     browser.until(
         "the phone layout",
@@ -386,7 +398,19 @@ fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_ser
     let Some(program) = chromium_or_skip("the --serve page's fleet test") else {
         return;
     };
-    let (env, workers) = two_workers_holding_their_tasks();
+    // The workers are two tasks of a Slurm array job: the fleet names their jobs.
+    let (env, workers) = two_workers_holding_their_tasks([
+        &[
+            ("SLURM_JOB_ID", "42"),
+            ("SLURM_ARRAY_JOB_ID", "41"),
+            ("SLURM_ARRAY_TASK_ID", "1"),
+        ],
+        &[
+            ("SLURM_JOB_ID", "43"),
+            ("SLURM_ARRAY_JOB_ID", "41"),
+            ("SLURM_ARRAY_TASK_ID", "2"),
+        ],
+    ]);
     let watcher = machine(&env, "m3");
     let journal = watcher.join(".ralph/events.jsonl");
     fs::create_dir_all(watcher.join(".ralph")).unwrap();
@@ -415,7 +439,7 @@ fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_ser
     browser.until(
         "both workers' claims in the fleet table",
         &format!(
-            "!document.getElementById('fleet-card').hidden && {fleet}.includes('solo') && {fleet}.includes('duo') && {fleet}.includes('2 tasks left to run on origin/')"
+            "!document.getElementById('fleet-card').hidden && {fleet}.includes('solo') && {fleet}.includes('duo') && {fleet}.includes('Slurm job 41_1') && {fleet}.includes('Slurm job 41_2') && {fleet}.includes('2 tasks left to run on origin/')"
         ),
     );
     let events = "document.getElementById('events').innerText";

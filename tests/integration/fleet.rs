@@ -60,11 +60,22 @@ pub(crate) fn machine(env: &TestEnv, name: &str) -> PathBuf {
 
 /// `ralph --worker ARGS` on a machine, its output captured.
 pub(crate) fn start_worker(env: &TestEnv, name: &str, args: &[&str]) -> Child {
+    start_worker_with(env, name, args, &[])
+}
+
+/// [`start_worker`] with the variables `vars` set (an engine job's, say).
+pub(crate) fn start_worker_with(
+    env: &TestEnv,
+    name: &str,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> Child {
     env.ralph()
         .current_dir(machine(env, name))
         .args(["--pause", "0", "--worker"])
         .args(args)
         .env("RALPH_WORKER_POLL_MS", "250")
+        .envs(vars.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -82,8 +93,9 @@ pub(crate) fn finish(mut child: Child) -> (Option<i32>, String, String) {
 }
 
 /// Three machines sharing the tasks `solo` and `duo`, with a worker on `m1` and one on `m2`
-/// each holding its task (their agent waits for `$FAKE_AGENT_DIR/go`); `m3` is left to watch.
-pub(crate) fn two_workers_holding_their_tasks() -> (TestEnv, Vec<Child>) {
+/// (each with the variables of `jobs`) each holding its task (their agent waits for
+/// `$FAKE_AGENT_DIR/go`); `m3` is left to watch.
+pub(crate) fn two_workers_holding_their_tasks(jobs: [&[(&str, &str)]; 2]) -> (TestEnv, Vec<Child>) {
     let env = machines(
         "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
         &["m1", "m2", "m3"],
@@ -94,8 +106,9 @@ i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); do
     fs::write(env.agent_dir().join("script"), hold).unwrap();
     let workers = ["m1", "m2"]
         .iter()
-        .map(|name| {
-            let worker = start_worker(&env, name, &[]);
+        .zip(jobs)
+        .map(|(name, vars)| {
+            let worker = start_worker_with(&env, name, &[], vars);
             let held = env.agent_dir().join(format!("held-{name}"));
             crate::support::wait_for_file(&held, Duration::from_secs(30));
             worker

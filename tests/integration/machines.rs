@@ -1,7 +1,7 @@
 //! `--worker`: workers on several "machines" (clones of one bare repository) share its task list.
 
 use std::fs;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::fleet::{finish, machine, machines, remote, start_worker};
@@ -576,15 +576,7 @@ fn assert_old_work_set_aside(env: &TestEnv, stderr: &str) {
 
 /// `ralph --worker` on a machine inside an engine job (its variables in `vars`).
 fn start_worker_in_job(env: &TestEnv, name: &str, vars: &[(&str, &str)]) -> Child {
-    env.ralph()
-        .current_dir(machine(env, name))
-        .args(["--pause", "0", "--worker", "--max-iterations", "5"])
-        .env("RALPH_WORKER_POLL_MS", "250")
-        .envs(vars.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    crate::fleet::start_worker_with(env, name, &["--max-iterations", "5"], vars)
 }
 
 const SLURM_41_2: [(&str, &str); 4] = [

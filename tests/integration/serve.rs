@@ -319,7 +319,7 @@ fn serving_beyond_loopback_needs_its_own_flag() {
 #[test]
 fn serve_with_remote_shows_the_workers_of_other_clones_and_their_claims() {
     use crate::fleet::{machine, release_workers, two_workers_holding_their_tasks};
-    let (env, workers) = two_workers_holding_their_tasks();
+    let (env, workers) = two_workers_holding_their_tasks([&[], &[]]);
     let mut server = env
         .ralph()
         .current_dir(machine(&env, "m3"))
