@@ -820,6 +820,14 @@ mod tests {
             ["exec", "--output-format", "acp", "-m", "m1"]
         );
         assert!(command.acp.is_some());
+        let codex = AgentSpec::resolve("codex-acp", &std::collections::BTreeMap::new()).unwrap();
+        let sandbox_mode = |allow_all| {
+            let command = codex.agent().command(&request("go", None, allow_all));
+            command
+                .display_args()
+                .contains(&"sandbox_mode=\"workspace-write\"".to_owned())
+        };
+        assert!(sandbox_mode(true) && !sandbox_mode(false));
     }
 
     #[test]

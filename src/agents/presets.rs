@@ -16,6 +16,8 @@ pub(crate) struct Preset {
     pub(crate) model_args: &'static [&'static str],
     /// Variables set for `--model`, for the agents that read the model from their environment.
     pub(crate) model_env: &'static [(&'static str, &'static str)],
+    /// Arguments added with `--allow-all` (beyond granting its permission requests).
+    pub(crate) allow_all_args: &'static [&'static str],
     /// The built-in agent whose CLI it is (keys and hosts under `--sandbox`).
     pub(crate) family: Option<AgentKind>,
     /// How to install it.
@@ -31,6 +33,7 @@ pub(crate) const PRESETS: [Preset; 11] = [
         command: &["gemini", "--acp"],
         model_args: &["-m", "{model}"],
         model_env: &[],
+        allow_all_args: &[],
         family: Some(AgentKind::Gemini),
         install: "npm install -g @google/gemini-cli",
         untested: None,
@@ -40,6 +43,7 @@ pub(crate) const PRESETS: [Preset; 11] = [
         command: &["qwen", "--acp"],
         model_args: &["-m", "{model}"],
         model_env: &[],
+        allow_all_args: &[],
         family: Some(AgentKind::Qwen),
         install: "npm install -g @qwen-code/qwen-code",
         untested: None,
@@ -50,6 +54,7 @@ pub(crate) const PRESETS: [Preset; 11] = [
         model_args: &[],
         // `opencode acp` has no model option; its configuration has.
         model_env: &[("OPENCODE_CONFIG_CONTENT", r#"{"model":"{model}"}"#)],
+        allow_all_args: &[],
         family: Some(AgentKind::OpenCode),
         install: "npm install -g opencode-ai",
         untested: None,
@@ -59,6 +64,7 @@ pub(crate) const PRESETS: [Preset; 11] = [
         command: &["copilot", "--acp"],
         model_args: &["--model", "{model}"],
         model_env: &[],
+        allow_all_args: &[],
         family: Some(AgentKind::Copilot),
         install: "npm install -g @github/copilot",
         untested: None,
@@ -68,6 +74,7 @@ pub(crate) const PRESETS: [Preset; 11] = [
         command: &["droid", "exec", "--output-format", "acp"],
         model_args: &["-m", "{model}"],
         model_env: &[],
+        allow_all_args: &[],
         family: Some(AgentKind::Droid),
         install: "npm install -g @factory/cli",
         untested: None,
@@ -77,6 +84,7 @@ pub(crate) const PRESETS: [Preset; 11] = [
         command: &["kilocode", "acp"],
         model_args: &[],
         model_env: &[("KILO_CONFIG_CONTENT", r#"{"model":"{model}"}"#)],
+        allow_all_args: &[],
         family: Some(AgentKind::KiloCode),
         install: "npm install -g @kilocode/cli",
         untested: None,
@@ -86,24 +94,28 @@ pub(crate) const PRESETS: [Preset; 11] = [
         command: &["claude-agent-acp"],
         model_args: &[],
         model_env: &[("ANTHROPIC_MODEL", "{model}")],
+        allow_all_args: &[],
         family: Some(AgentKind::ClaudeCode),
         install: "npm install -g @zed-industries/claude-agent-acp",
-        untested: Some("the adapter is not installed by ralph's test scripts"),
+        untested: None,
     },
     Preset {
         name: "codex-acp",
         command: &["codex-acp"],
         model_args: &["-c", "model=\"{model}\""],
         model_env: &[],
+        // Its default sandbox does not let a command write the work tree.
+        allow_all_args: &["-c", "sandbox_mode=\"workspace-write\""],
         family: Some(AgentKind::Codex),
         install: "npm install -g @zed-industries/codex-acp",
-        untested: Some("the adapter is not installed by ralph's test scripts"),
+        untested: None,
     },
     Preset {
         name: "cursor-acp",
         command: &["cursor-agent", "acp"],
         model_args: &["--model", "{model}"],
         model_env: &[],
+        allow_all_args: &[],
         family: None,
         install: "curl https://cursor.com/install -fsS | bash",
         untested: Some("needs a Cursor account; it cannot be pointed at a local model"),
@@ -113,6 +125,7 @@ pub(crate) const PRESETS: [Preset; 11] = [
         command: &["goose", "acp"],
         model_args: &[],
         model_env: &[("GOOSE_MODEL", "{model}")],
+        allow_all_args: &[],
         family: None,
         install: "see https://block.github.io/goose/docs/getting-started/installation",
         untested: Some("not installable from npm or PyPI here"),
@@ -122,6 +135,7 @@ pub(crate) const PRESETS: [Preset; 11] = [
         command: &["kiro-cli", "acp"],
         model_args: &["--model", "{model}"],
         model_env: &[],
+        allow_all_args: &[],
         family: None,
         install: "see https://kiro.dev/docs/cli/installation",
         untested: Some("needs a Kiro account; it cannot be pointed at a local model"),
@@ -142,6 +156,7 @@ impl Preset {
             model_env: (self.model_env.iter())
                 .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
                 .collect(),
+            allow_all_args: strings(self.allow_all_args),
             family: self.family,
             ..acp_definition(self.name, strings(self.command))
         }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real agent CLIs (Claude Code, Codex, OpenCode, Gemini CLI, Qwen Code, pi, Copilot CLI,
-# Factory Droid, Kilo Code, Cline) from the npm registry, and Aider from PyPI (in a virtual
+# Factory Droid, Kilo Code, Cline, and the ACP adapters of Claude Code and Codex) from the npm registry, and Aider from PyPI (in a virtual
 # environment), into a cache directory outside the repository, for ralph's end-to-end tests
 # (tests/integration/real_agents.rs). Crush (its npm package downloads the binary from GitHub) and
 # Mistral Vibe (Python 3.12 or later) are not installed.
@@ -28,6 +28,7 @@ packages=(
     @google/gemini-cli@0.61.0 @qwen-code/qwen-code@0.24.4 @mariozechner/pi-coding-agent@0.73.1
     @github/copilot@1.0.102 @factory/cli@0.225.1 @factory/cli-linux-x64@0.225.2
     @kilocode/cli@7.8.1 @kilocode/cli-linux-x64@7.7.9 cline@3.0.65
+    @zed-industries/claude-agent-acp@0.23.1 @zed-industries/codex-acp@0.16.0
 )
 aider=aider-chat==0.86.2
 if [[ "${RALPH_AGENT_UPGRADE:-0}" == 1 ]]; then
@@ -36,10 +37,11 @@ if [[ "${RALPH_AGENT_UPGRADE:-0}" == 1 ]]; then
         @google/gemini-cli@latest @qwen-code/qwen-code@latest @mariozechner/pi-coding-agent@latest
         @github/copilot@latest @factory/cli@latest @factory/cli-linux-x64@latest
         @kilocode/cli@latest @kilocode/cli-linux-x64@latest cline@latest
+        @zed-industries/claude-agent-acp@latest @zed-industries/codex-acp@latest
     )
     aider=aider-chat
 fi
-binaries=(claude codex opencode gemini qwen pi copilot droid kilocode cline)
+binaries=(claude codex opencode gemini qwen pi copilot droid kilocode cline claude-agent-acp codex-acp)
 
 all_present() {
     local name

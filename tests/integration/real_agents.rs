@@ -781,14 +781,23 @@ fn claude_calls_ralph_status_through_mcp() {
 /// [`completes_in_two_iterations`] through ACP: `--agent PRESET` starts the CLI (linked into the
 /// test's PATH under its own name) with its ACP argument, and ralph speaks the protocol.
 fn completes_in_two_iterations_through_acp(agent: Agent, preset: &str) {
+    completes_through_adapter(agent, preset, agent.binary_name());
+}
+
+/// [`completes_in_two_iterations_through_acp`] with the preset's program `program` (an adapter
+/// installed beside the CLI) linked into the test's PATH.
+fn completes_through_adapter(agent: Agent, preset: &str, program: &str) {
     let Some(binary) = agent.installed_or_skip() else {
+        return;
+    };
+    let Some(adapter) = crate::real_agents_support::installed_program(program) else {
         return;
     };
     let env = TestEnv::new();
     // In place of the fake agent of the same name.
-    let link = env.bin().join(agent.binary_name());
+    let link = env.bin().join(program);
     let _ = fs::remove_file(&link);
-    std::os::unix::fs::symlink(&binary, link).unwrap();
+    std::os::unix::fs::symlink(&adapter, link).unwrap();
     let hello = env.work().join("hello.txt");
     let mock = MockModel::start(write_hello_then_promise(&hello));
     let setup = AgentSetup::new(agent, &binary, &mock, env.path());
@@ -907,4 +916,14 @@ fn aider_loop(sandboxed: bool) {
 #[test]
 fn kilocode_completes_in_two_iterations_through_acp() {
     completes_in_two_iterations_through_acp(Agent::KiloCode, "kilocode-acp");
+}
+
+#[test]
+fn claude_completes_in_two_iterations_through_its_acp_adapter() {
+    completes_through_adapter(Agent::Claude, "claude-acp", "claude-agent-acp");
+}
+
+#[test]
+fn codex_completes_in_two_iterations_through_its_acp_adapter() {
+    completes_through_adapter(Agent::Codex, "codex-acp", "codex-acp");
 }

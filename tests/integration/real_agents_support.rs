@@ -145,6 +145,24 @@ impl Agent {
     }
 }
 
+/// An executable `tests/e2e/install-agents.sh` put in the cache's `node_modules/.bin` (an ACP
+/// adapter), or `None` after one line saying why the test is skipped.
+#[allow(
+    clippy::print_stderr,
+    reason = "the one line that explains a skipped test"
+)]
+pub(crate) fn installed_program(name: &str) -> Option<PathBuf> {
+    let path = agent_cache().join("node_modules/.bin").join(name);
+    if path.is_file() {
+        return Some(path);
+    }
+    eprintln!(
+        "skipping: {name} not installed in {}; run tests/e2e/install-agents.sh",
+        agent_cache().display()
+    );
+    None
+}
+
 /// Where `tests/e2e/install-agents.sh` installs the CLIs.
 pub(crate) fn agent_cache() -> PathBuf {
     if let Some(dir) = std::env::var_os("RALPH_AGENT_CACHE").filter(|dir| !dir.is_empty()) {
