@@ -133,7 +133,10 @@ impl Client {
     pub(crate) fn new(turn: &Turn, cwd: &Path) -> Self {
         Self {
             turn: turn.clone(),
-            cwd: cwd.to_string_lossy().into_owned(),
+            // As a path, without a trailing `/` the worktree's may carry.
+            cwd: (cwd.components().collect::<std::path::PathBuf>())
+                .to_string_lossy()
+                .into_owned(),
             phase: Phase::Initializing,
             session: None,
             end: None,

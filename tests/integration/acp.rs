@@ -56,7 +56,10 @@ fn a_loop_on_an_acp_agent_opens_a_session_per_iteration_and_ends_on_the_promise(
             "call {n}: one session, one prompt"
         );
         assert_eq!(sent[0]["params"]["protocolVersion"], 1);
-        assert_eq!(sent[0]["params"]["clientCapabilities"]["terminal"], false);
+        let offered = &sent[0]["params"]["clientCapabilities"];
+        assert_eq!(offered["terminal"], false);
+        assert_eq!(offered["fs"]["readTextFile"], false);
+        assert_eq!(offered["fs"]["writeTextFile"], false);
         assert_eq!(sent[1]["params"]["mcpServers"], serde_json::json!([]));
         let cwd = sent[1]["params"]["cwd"].as_str().unwrap();
         assert_eq!(
@@ -336,6 +339,28 @@ fn parallel_tasks_in_a_sandbox_each_talk_to_their_own_acp_agent_in_their_worktre
         .collect();
     cwds.sort();
     assert_eq!(cwds, ["alpha", "bravo"], "each in its task's worktree");
+    // Each session was opened in its task's worktree.
+    let mut sessions: Vec<String> = fs::read_dir(env.agent_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.to_string_lossy().contains("received."))
+        .flat_map(|path| {
+            fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                .filter(|message| message["method"] == "session/new")
+                .map(|message| message["params"]["cwd"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    sessions.sort();
+    let worktrees = env.work().join(".ralph/worktrees");
+    let expected: Vec<String> = ["alpha", "bravo"]
+        .iter()
+        .map(|id| worktrees.join(id).to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(sessions, expected);
     let merged = env.git(&["log", "--name-only", "--format="]);
     assert_eq!(
         merged
