@@ -169,8 +169,8 @@ pub(crate) struct RunOutcome {
     pub(crate) exit_code: i32,
     /// Set when ralph terminated the agent.
     pub(crate) ended_by: Option<EndedBy>,
-    /// The signal that ended the agent when ralph stopped it: `SIGTERM` (it exited within the
-    /// grace) or `SIGKILL`; none when it exited by itself or on an ACP cancel.
+    /// The signal that ended the agent when ralph stopped it: `SIGTERM` (`SIGINT` after Ctrl-C)
+    /// when it exited within the grace, or `SIGKILL`; none when it exited by itself or on an ACP cancel.
     pub(crate) stop_signal: Option<&'static str>,
 }
 
@@ -470,7 +470,8 @@ impl Watch {
         }
     }
 
-    /// Ask an ACP agent to cancel its turn and wait a moment for it, then SIGTERM the group,
+    /// Ask an ACP agent to cancel its turn and wait a moment for it, then SIGTERM (SIGINT after
+    /// Ctrl-C) the group,
     /// keep draining output for the grace period (cut short by another stop request), then
     /// SIGKILL.
     fn terminate(
@@ -505,8 +506,13 @@ impl Watch {
                 return Ok(status);
             }
         }
-        signal_group(group, Signal::SIGTERM);
-        self.stop_signal = Some("SIGTERM");
+        // Ctrl-C reaches the agent as Ctrl-C; every other stop as SIGTERM.
+        let first = match self.ended_by {
+            Some(EndedBy::User) => stop.signal(),
+            _ => Signal::SIGTERM,
+        };
+        signal_group(group, first);
+        self.stop_signal = Some(first.as_str());
         let deadline = Instant::now() + options.grace;
         if let Some(status) = drain(self, handler, deadline, |_| false)? {
             return Ok(status);

@@ -165,8 +165,8 @@ pub(crate) struct IterationRecord {
     /// `refusal`, `cancelled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stop_reason: Option<String>,
-    /// The signal that ended the agent when ralph stopped it (a timeout, a stop): `SIGTERM`, or
-    /// `SIGKILL` when it did not exit within `--kill-grace`.
+    /// The signal that ended the agent when ralph stopped it (a timeout, a stop): `SIGTERM`
+    /// (`SIGINT` after Ctrl-C), or `SIGKILL` when it did not exit within `--kill-grace`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stop_signal: Option<String>,
     /// Why the iteration failed, when it did.

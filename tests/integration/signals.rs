@@ -168,8 +168,11 @@ fn signal_files(env: &TestEnv) -> Vec<String> {
 
 #[test]
 fn agents_start_with_no_signal_blocked_or_ignored_in_a_loop_a_parallel_task_and_a_worker() {
+    // ralph itself is started with HUP, INT, QUIT and TERM ignored, as `nohup` or a script's
+    // background job starts it: its agents must not inherit that.
     // A single loop.
     let env = TestEnv::new();
+    env.start_ignoring_signals();
     env.agent_script(None, SIGNALS);
     env.run_loop_with(&["task", "--max-iterations", "1"], |command| {
         command.env("FAKE_AGENT_COMPLETE_AT", "1");
@@ -177,6 +180,7 @@ fn agents_start_with_no_signal_blocked_or_ignored_in_a_loop_a_parallel_task_and_
     .assert_code(0);
     // A task loop of a parallel run.
     let parallel = TestEnv::new();
+    parallel.start_ignoring_signals();
     parallel.agent_script(None, SIGNALS);
     fs::create_dir_all(parallel.ralph_file("")).unwrap();
     fs::write(
@@ -193,6 +197,7 @@ fn agents_start_with_no_signal_blocked_or_ignored_in_a_loop_a_parallel_task_and_
         .assert_code(0);
     // A worker.
     let fleet = crate::fleet::machines("- [ ] Solo\n  - id: solo\n", &["m1"]);
+    fleet.start_ignoring_signals();
     fs::write(fleet.agent_dir().join("script"), SIGNALS).unwrap();
     let (code, stdout, stderr) =
         crate::fleet::finish(crate::fleet::start_worker(&fleet, "m1", &[]));
@@ -215,7 +220,7 @@ fn ctrl_c_reaches_the_agent_as_a_signal_before_it_is_killed() {
     let env = TestEnv::new();
     env.agent_script(
         Some(1),
-        "trap 'echo stopped > \"$FAKE_AGENT_DIR/trapped\"; exit 0' TERM INT; echo ready > \"$FAKE_AGENT_DIR/ready\"; sleep 600 & wait",
+        "trap 'echo SIGTERM > \"$FAKE_AGENT_DIR/trapped\"; exit 0' TERM; trap 'echo SIGINT > \"$FAKE_AGENT_DIR/trapped\"; exit 0' INT; echo ready > \"$FAKE_AGENT_DIR/ready\"; sleep 600 & wait",
     );
     let mut child = env
         .ralph()
@@ -228,6 +233,7 @@ fn ctrl_c_reaches_the_agent_as_a_signal_before_it_is_killed() {
     crate::support::interrupt(&child);
     let output = wait_output(&mut child, Duration::from_secs(20));
     assert_eq!(output.status.code(), Some(130));
-    // The trap ran: the agent heard the stop, it was not killed outright (the grace is 30 s).
-    assert_eq!(env.agent_file("trapped").trim(), "stopped");
+    // The trap ran: the agent heard Ctrl-C as Ctrl-C, it was not killed outright (the grace is
+    // 30 s).
+    assert_eq!(env.agent_file("trapped").trim(), "SIGINT");
 }

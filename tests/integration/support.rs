@@ -12,7 +12,15 @@ pub(crate) struct TestEnv {
     root: tempfile::TempDir,
 }
 
+/// The file whose presence makes [`TestEnv::ralph`] start ralph ignoring signals.
+const IGNORING: &str = "start-ignoring-signals";
+
 impl TestEnv {
+    /// From now on, ralph starts with SIGHUP, SIGINT, SIGQUIT and SIGTERM ignored.
+    pub(crate) fn start_ignoring_signals(&self) {
+        fs::write(self.root.path().join(IGNORING), "").unwrap();
+    }
+
     /// A fresh environment with an initial commit, so every iteration's commit is countable.
     pub(crate) fn new() -> Self {
         Self::new_in(scratch())
@@ -151,7 +159,16 @@ impl TestEnv {
 
     /// A `ralph` command with a hermetic environment and a null stdin.
     pub(crate) fn ralph(&self) -> Command {
-        let mut command = Command::new(assert_cmd::cargo::cargo_bin!("ralph"));
+        let ralph = assert_cmd::cargo::cargo_bin!("ralph");
+        let mut command = if self.root.path().join(IGNORING).exists() {
+            // As a script's background job or `nohup` starts it: these signals ignored.
+            let mut shell = Command::new("sh");
+            shell.args(["-c", "trap '' HUP INT QUIT TERM; exec \"$0\" \"$@\""]);
+            shell.arg(ralph);
+            shell
+        } else {
+            Command::new(ralph)
+        };
         self.apply_env(&mut command);
         command.stdin(Stdio::null());
         command
