@@ -32,9 +32,9 @@ impl Repo {
         let Some((snapshot, fresh)) = self.current_or_fresh(tree) else {
             return self.commit_everything(message, left_out);
         };
-        if fresh && snapshot.entries.is_empty() {
-            // A scan of just now found nothing changed, ralph's own files included: it stays
-            // the tree as it is.
+        if fresh && snapshot.entries.is_empty() && self.own_files_committed(tree) {
+            // A look of just now found nothing changed, and ralph's own files are as its last
+            // commit left them: the tree stays as it is.
             return Ok(None);
         }
         tree.forget();

@@ -21,15 +21,6 @@ struct Entry<'a> {
 }
 
 impl Repo {
-    /// Brings the index's file stamps up to date (`git update-index -q --refresh`): ralph's
-    /// scans take no optional locks, so git never writes back what they learn, and in a
-    /// repository whose files were touched since (copied, rebuilt) every scan would hash every
-    /// file again. Only stamps change, never what is staged; someone else holding the index
-    /// lock makes it a no-op.
-    pub(crate) fn refresh_index(&self) {
-        let _ = self.run(&["update-index", "-q", "--refresh"]);
-    }
-
     /// `Some(true)` when the index has an entry at a merge stage other than 0 (a conflict not
     /// resolved), `Some(false)` when none has; `None` when the file cannot tell.
     pub(super) fn index_has_unmerged(&self) -> Option<bool> {

@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::storage::{RALPH_DIR, RUNTIME_FILES};
+use crate::storage::{OWN_DIRS_IGNORE, OWN_FILES, RALPH_DIR, RUNTIME_FILES};
 
 mod commit;
 mod discover;
@@ -19,6 +19,7 @@ mod operation;
 mod refs;
 mod remote;
 mod scan;
+mod watch;
 mod worktree;
 
 pub(crate) use land::{Landed, Landing};
@@ -205,6 +206,28 @@ impl Repo {
         self.runtime_name(path).is_some_and(|rest| {
             RUNTIME_FILES.contains(&rest) || rest.starts_with(".tmp") || rest.ends_with(".corrupt")
         })
+    }
+
+    /// Whether ralph writes `path` itself: a runtime file, one of its own committed files, or
+    /// anything in the folders and files its `.gitignore` keeps out (logs, worktrees, the report).
+    fn is_ralphs(&self, path: &str) -> bool {
+        self.is_runtime_file(path)
+            || self.runtime_name(path).is_some_and(|rest| {
+                let rooted = format!("/{rest}");
+                OWN_FILES.contains(&rest)
+                    || (OWN_DIRS_IGNORE.iter()).any(|own| match own.strip_suffix('/') {
+                        Some(folder) => rooted == folder || rooted.starts_with(own),
+                        None => rooted == *own,
+                    })
+            })
+    }
+
+    /// ralph's folders under `.ralph/` that it alone writes (logs, worktrees, the sandbox's),
+    /// repository-relative.
+    fn own_folders(&self) -> impl Iterator<Item = String> + '_ {
+        (OWN_DIRS_IGNORE.iter())
+            .filter_map(|own| own.strip_suffix('/'))
+            .map(|folder| format!("{}{RALPH_DIR}{folder}", self.prefix))
     }
 
     /// The same repository, its git commands running the hooks in `hooks` (a folder of the

@@ -1,28 +1,49 @@
 //! What the work tree looks like: one `git status` per scan, fingerprints in-process, and the
-//! last scan kept for the next iteration while nothing says the tree changed.
+//! last scan kept for the next iteration, brought up to date with only the paths a watch saw
+//! touched.
 //!
-//! A scan costs one git process, `git status --porcelain=v2 -z --branch --untracked-files=all`,
-//! which names HEAD and every path that differs from it. Only those paths are fingerprinted,
-//! in-process (length and a keyed 128-bit hash of the content, plus the executable bit): never a
-//! process per file, never a read of a clean file. ralph's own committed files (progress log,
-//! task file, `.gitignore`) are always fingerprinted, dirty or not, so that ralph's own edits of
-//! them between iterations are never taken for the agent's.
+//! A whole-tree scan costs one git process, `git status --porcelain=v2 -z --branch
+//! --untracked-files=all` (with `--ignored=matching`, to leave the ignored folders out of the
+//! watch), which names HEAD and every path that differs from it. Only those paths are
+//! fingerprinted, in-process (length and a keyed 128-bit hash of the content, plus the executable
+//! bit): never a process per file, never a read of a clean file. ralph's own committed files
+//! (progress log, task file, `.gitignore`) are always fingerprinted, dirty or not, so that ralph's
+//! own edits of them between iterations are never taken for the agent's.
 //!
-//! The scan after the agent is the next iteration's starting point. It is scanned again only
-//! when something says the tree changed in between: a different HEAD or a different index file
-//! (modification time, size or inode), both read from files without a process; commands ralph
-//! ran itself (verification, hooks) or a retry's wait make the runner forget the scan. ralph's own
-//! commit updates the kept scan to what it committed.
+//! After a whole-tree scan a watch ([`super::watch`]) starts on the work tree. A later scan asks
+//! the watch what was touched since: nothing touched is no process at all; otherwise one `git
+//! status` limited to those paths, its answer put in place of what the kept scan said of them.
+//! The scan is whole again when the watch cannot say (an overflow, a folder moved, a `.gitignore`
+//! changed, no watch), when HEAD or the index changed (the agent committed or staged), when a
+//! submodule differs, and at least every [`WHOLE_SCAN_EVERY`] looks as a safety net (a file
+//! written through a memory map is not reported). The watch starts just after the whole scan's
+//! `git status`: a change made in that moment by someone other than the agent (which is not
+//! running then) waits for the next whole scan.
+//!
+//! Without a watch, the scan after the agent is the next iteration's starting point. It is
+//! scanned again only when something says the tree changed in between: a different HEAD or a
+//! different index file (modification time, size or inode), both read from files without a
+//! process. Commands ralph ran itself (verification, hooks) or a retry's wait make the runner
+//! forget the scan. ralph's own commit updates the kept scan to what it committed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt as _;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::MetadataExt as _;
 
 use crate::storage::{OWN_FILES, RALPH_DIR};
 
 use super::Repo;
 use super::fingerprint::Kept;
+use super::watch::{self, Touched, Watcher};
+
+/// A whole-tree scan at least this often (in looks at the tree, two an iteration), whatever the
+/// watch says.
+const WHOLE_SCAN_EVERY: u32 = 100;
+
+/// Beyond this many touched paths (after folding them into their folders) one whole scan costs
+/// less than naming them all.
+const MAX_TOUCHED: usize = 2_000;
 
 /// Content fingerprints of the paths that differ from HEAD, and HEAD itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,6 +77,8 @@ pub(super) struct Status {
     pub(super) paths: Vec<OsString>,
     pub(super) entries: Vec<Entry>,
     pub(super) submodules: bool,
+    /// Folders an ignore pattern matches (asked with `--ignored=matching`), without the `/`.
+    pub(super) ignored_folders: HashSet<OsString>,
 }
 
 /// The last scan, kept until something says the tree changed.
@@ -66,6 +89,17 @@ pub(crate) struct Tree {
     committed: Option<(String, HashMap<String, String>)>,
     /// The last scan's file fingerprints, kept to spare reading unchanged files again.
     kept: Kept,
+    /// The watch started after the last whole-tree scan.
+    watcher: Option<Watcher>,
+    /// No watch could be set up: every scan is whole.
+    unwatchable: bool,
+    /// Looks at the tree since the last whole scan.
+    since_whole: u32,
+    /// The first whole scan, which may write the index, was made.
+    index_written: bool,
+    /// Whole-tree scans so far.
+    #[cfg(test)]
+    whole_scans: u32,
 }
 
 impl Tree {
@@ -87,30 +121,40 @@ impl Repo {
     /// said about what changed).
     #[cfg(test)]
     pub(crate) fn snapshot(&self) -> Option<Snapshot> {
-        self.snapshot_keeping(&mut Kept::default())
+        let status = self.status(&[], false)?;
+        Some(self.snapshot_of(status, &mut Kept::default()))
     }
 
-    /// [`Self::snapshot`], reusing (and updating) the fingerprints `kept` from the last scan.
-    fn snapshot_keeping(&self, kept: &mut Kept) -> Option<Snapshot> {
-        let output = self
-            .run(&[
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--branch",
-                "--no-ahead-behind",
-                "--untracked-files=all",
-            ])
-            .ok()
-            .filter(|output| output.status.success())?;
-        let status = parse_status(&output.stdout);
-        Some(Snapshot {
+    /// `git status` of the whole tree with `extra` arguments (`--ignored=matching`, or `--` and
+    /// the paths to look at); `None` when it fails. With `write_index`, git may write back the
+    /// file stamps it refreshed, when nobody else holds the index's lock (see [`Tree`]).
+    fn status(&self, extra: &[&str], write_index: bool) -> Option<Status> {
+        let mut args = vec![
+            "--literal-pathspecs",
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--no-ahead-behind",
+            "--untracked-files=all",
+        ];
+        args.extend_from_slice(extra);
+        let mut command = self.command(&args);
+        if write_index {
+            command.env_remove("GIT_OPTIONAL_LOCKS");
+        }
+        let output = (command.output().ok()).filter(|output| output.status.success())?;
+        Some(parse_status(&output.stdout))
+    }
+
+    fn snapshot_of(&self, status: Status, kept: &mut Kept) -> Snapshot {
+        Snapshot {
             head: status.head,
             dirty: self.fingerprints(status.paths, kept),
             own: self.own_fingerprints(),
             entries: status.entries,
             submodules: status.submodules,
-        })
+        }
     }
 
     /// The git tree object of the work tree as it is now (tracked and untracked files; ignored
@@ -137,22 +181,105 @@ impl Repo {
         (!tree.is_empty()).then_some(tree)
     }
 
-    /// Scans the tree and keeps the scan in `tree`.
+    /// Scans the tree (only what the watch saw touched, when it can say) and keeps the scan in
+    /// `tree`.
     pub(crate) fn scan(&self, tree: &mut Tree) -> Option<Snapshot> {
-        let snapshot = self.snapshot_keeping(&mut tree.kept);
+        if let Some(snapshot) = self.scan_touched(tree) {
+            self.keep(tree, Some(snapshot.clone()));
+            return Some(snapshot);
+        }
+        self.scan_whole(tree)
+    }
+
+    /// A scan of the whole tree, then a new watch on it.
+    fn scan_whole(&self, tree: &mut Tree) -> Option<Snapshot> {
+        tree.watcher = None;
+        tree.since_whole = 0;
+        #[cfg(test)]
+        {
+            tree.whole_scans += 1;
+        }
+        let extra: &[&str] = if tree.unwatchable {
+            &[]
+        } else {
+            &["--ignored=matching"]
+        };
+        // The loop's first scan lets git write back the index's refreshed stamps: in a
+        // repository whose files were touched since (copied, rebuilt) every scan would hash
+        // every file again. Later scans take no optional lock: the agent may need the index.
+        let mut status = self.status(extra, !std::mem::replace(&mut tree.index_written, true));
+        if let Some(status) = &mut status
+            && !tree.unwatchable
+        {
+            // Ignored folders (builds) and ralph's own (its logs) are not watched.
+            let mut left_out = std::mem::take(&mut status.ignored_folders);
+            left_out.extend(self.own_folders().map(OsString::from));
+            tree.watcher = Watcher::start(&self.root, left_out);
+            tree.unwatchable = tree.watcher.is_none();
+        }
+        let snapshot = status.map(|status| self.snapshot_of(status, &mut tree.kept));
         self.keep(tree, snapshot.clone());
         snapshot
     }
 
+    /// The kept scan brought up to date with a `git status` of only the paths the watch saw
+    /// touched (no process when it saw none); `None` when a whole scan is needed.
+    fn scan_touched(&self, tree: &mut Tree) -> Option<Snapshot> {
+        let (kept, stamp) = tree.seen.as_ref()?;
+        if kept.submodules
+            || tree.since_whole >= WHOLE_SCAN_EVERY
+            || self.stamp().as_ref() != Some(stamp)
+        {
+            return None;
+        }
+        let Touched::Paths(touched) = tree.watcher.as_mut()?.take() else {
+            return None;
+        };
+        tree.since_whole += 1;
+        // A name that is not UTF-8 cannot be passed on: a whole scan.
+        let touched: Vec<String> = (watch::outermost(touched).into_iter())
+            .map(|path| path.into_string().ok())
+            .collect::<Option<Vec<_>>>()?;
+        // ralph's own files are fingerprinted at every look, and always staged by a commit.
+        let touched: Vec<&str> = (touched.iter())
+            .map(String::as_str)
+            .filter(|path| !self.is_ralphs(path))
+            .collect();
+        let mut snapshot = kept.clone();
+        snapshot.own = self.own_fingerprints();
+        if touched.is_empty() {
+            return Some(snapshot);
+        }
+        if touched.len() > MAX_TOUCHED {
+            return None;
+        }
+        let mut extra = vec!["--"];
+        extra.extend_from_slice(&touched);
+        let status = self.status(&extra, false)?;
+        snapshot.entries.retain(|entry| {
+            let path = entry.path.as_bytes();
+            !touched.iter().any(|t| watch::is_under(path, t.as_bytes()))
+        });
+        snapshot.entries.extend(status.entries);
+        snapshot.submodules |= status.submodules;
+        snapshot.head = status.head;
+        let paths = snapshot.entries.iter().map(|e| e.path.clone()).collect();
+        snapshot.dirty = self.fingerprints(paths, &mut tree.kept);
+        Some(snapshot)
+    }
+
     /// The tree as it is now: the kept scan while HEAD and the index are as they were then
-    /// (ralph's own files fingerprinted again), else a new scan.
+    /// (ralph's own files fingerprinted again), brought up to date by the watch when there is
+    /// one; else a new scan.
     pub(crate) fn current(&self, tree: &mut Tree) -> Option<Snapshot> {
         self.current_or_fresh(tree).map(|(snapshot, _)| snapshot)
     }
 
-    /// [`Repo::current`], and whether it is a new scan (`true`) rather than the kept one.
+    /// [`Repo::current`], and whether it is a new look (`true`) rather than the kept scan taken
+    /// as it is.
     pub(super) fn current_or_fresh(&self, tree: &mut Tree) -> Option<(Snapshot, bool)> {
-        if let Some((snapshot, stamp)) = &mut tree.seen
+        if tree.watcher.is_none()
+            && let Some((snapshot, stamp)) = &mut tree.seen
             && self.stamp().as_ref() == Some(stamp)
         {
             snapshot.own = self.own_fingerprints();
@@ -298,7 +425,14 @@ pub(super) fn parse_status(bytes: &[u8]) -> Status {
             Some(b'1') => 8,
             Some(b'2') => 9,
             Some(b'u') => 10,
-            Some(b'?' | b'!') => 1,
+            Some(b'?') => 1,
+            Some(b'!') => {
+                // Ignored (asked with `--ignored=matching`): only its folders are of use.
+                if let Some(folder) = entry.strip_prefix(b"! ").and_then(|p| p.strip_suffix(b"/")) {
+                    (status.ignored_folders).insert(OsString::from_vec(folder.to_vec()));
+                }
+                continue;
+            }
             _ => continue,
         };
         let mut parts = entry.splitn(fields + 1, |&b| b == b' ');
@@ -447,9 +581,12 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
     }
 
     #[test]
-    fn the_kept_scan_is_used_until_head_or_the_index_changes() {
+    fn without_a_watch_the_kept_scan_is_used_until_head_or_the_index_changes() {
         let Some((dir, repo)) = repo() else { return };
-        let mut tree = Tree::default();
+        let mut tree = Tree {
+            unwatchable: true,
+            ..Tree::default()
+        };
         let first = repo.scan(&mut tree).unwrap();
         // An edit that changes neither HEAD nor the index is seen at the next scan only.
         std::fs::write(dir.path().join("a.txt"), "edited\n").unwrap();
@@ -466,6 +603,124 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
         assert_eq!(
             repo.changed_files(&committed, &repo.current(&mut tree).unwrap()),
             ["b.txt"]
+        );
+    }
+
+    /// `snapshot` with its entries in one order, to compare with another scan's.
+    fn canonical(mut snapshot: Snapshot) -> Snapshot {
+        (snapshot.entries).sort_by_key(|e| (e.path.clone(), e.staged, e.unstaged));
+        snapshot
+    }
+
+    #[test]
+    fn a_scan_of_what_the_watch_saw_touched_says_what_a_whole_scan_says() {
+        let Some((dir, repo)) = repo() else { return };
+        let root = dir.path();
+        let path = |name: &str| root.join(name);
+        let git = |args: &[&str]| git_ok(root, args);
+        std::fs::write(path(".gitignore"), "target/\n*.o\n").unwrap();
+        std::fs::create_dir_all(path("target/deep")).unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "ignore"]);
+        let mut tree = Tree::default();
+        repo.scan(&mut tree).unwrap();
+        if tree.unwatchable {
+            return;
+        }
+        // A small deterministic generator of edits.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |below: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % below
+        };
+        let files = |root: &Path| {
+            let output =
+                super::super::git(root, &["ls-files", "-z", "-co", "--exclude-standard"]).unwrap();
+            (output.stdout.split(|&b| b == 0))
+                .filter(|p| !p.is_empty() && *p != b".gitignore")
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect::<Vec<_>>()
+        };
+        let mut whole_expected = 1;
+        for round in 0..120 {
+            let existing = files(root);
+            let pick = |n: u64| existing.get(n as usize).cloned();
+            let any = next(existing.len().max(1) as u64);
+            match next(12) {
+                0 | 1 => {
+                    let folder = format!("n{}/d{}", next(4), next(3));
+                    std::fs::create_dir_all(path(&folder)).unwrap();
+                    std::fs::write(path(&format!("{folder}/f{round}.txt")), "new\n").unwrap();
+                }
+                2 | 3 => {
+                    if let Some(file) = pick(any) {
+                        let _ = std::fs::write(path(&file), format!("edit {round}\n"));
+                    }
+                }
+                4 => {
+                    if let Some(file) = pick(any) {
+                        let _ = std::fs::remove_file(path(&file));
+                    }
+                }
+                5 => {
+                    if let Some(file) = pick(any) {
+                        let mode = if next(2) == 0 { 0o755 } else { 0o644 };
+                        let _ = std::fs::set_permissions(
+                            path(&file),
+                            std::fs::Permissions::from_mode(mode),
+                        );
+                    }
+                }
+                6 => {
+                    // The same content written again.
+                    if let Some(file) = pick(any) {
+                        let content = std::fs::read(path(&file)).unwrap_or_default();
+                        let _ = std::fs::write(path(&file), content);
+                    }
+                }
+                7 => {
+                    let _ = std::fs::remove_dir_all(path(&format!("n{}", next(4))));
+                }
+                8 => {
+                    std::fs::write(path(&format!("target/deep/x{round}.o")), "o").unwrap();
+                    std::fs::write(path(&format!("obj{round}.o")), "o").unwrap();
+                }
+                9 => {
+                    if let Some(file) = pick(any)
+                        && path(&file).exists()
+                    {
+                        let moved = format!("{file}.moved");
+                        std::fs::rename(path(&file), path(&moved)).unwrap();
+                    }
+                }
+                10 => {
+                    // Staged or committed by someone else: HEAD or the index changes.
+                    git(&["add", "-A"]);
+                    if next(2) == 0 {
+                        git(&["commit", "-q", "--allow-empty", "-m", "by hand"]);
+                    }
+                    whole_expected += 1;
+                }
+                _ => {
+                    // A folder moved: the watch cannot follow.
+                    let from = format!("n{}", next(4));
+                    if path(&from).exists() {
+                        std::fs::rename(path(&from), path(&format!("m{round}"))).unwrap();
+                        whole_expected += 1;
+                    }
+                }
+            }
+            let seen = canonical(repo.scan(&mut tree).unwrap());
+            let whole = canonical(repo.snapshot().unwrap());
+            assert_eq!(seen, whole, "round {round}");
+        }
+        // Most looks asked git about the touched paths only.
+        assert!(
+            tree.whole_scans <= whole_expected + 2,
+            "{} whole scans for {whole_expected} that had to be",
+            tree.whole_scans
         );
     }
 

@@ -155,7 +155,7 @@ fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
             .entry(task.key.clone())
             .or_default();
         *attempts = attempts.saturating_add(1);
-        runner.save_state()?;
+        runner.save_state_unsynced()?;
     }
     let context = context::pending(&runner.env.dir.context())?;
     let before = (runner.env.repo.as_ref()).map(|repo| repo.current(&mut runner.tree));
@@ -223,7 +223,7 @@ fn agent_run(
         let path = env.dir.state();
         move |group| {
             state.agent_group = Some(group);
-            let _ = state::save_agent_group(&path, &state);
+            let _ = state::save_unsynced(&path, &state);
         }
     });
     let run_options = run_options(env, focus);

@@ -360,6 +360,13 @@ impl Runner<'_> {
         state::save(&self.env.dir.state(), &self.state)
     }
 
+    /// [`Self::save_state`] not synced to disk: within an iteration and between two, where the
+    /// iteration's history record is the synced write (see [`state::save_unsynced`]).
+    fn save_state_unsynced(&mut self) -> anyhow::Result<()> {
+        self.state.runtime_ms = millis(self.runtime());
+        state::save_unsynced(&self.env.dir.state(), &self.state)
+    }
+
     /// The loop, then its end.
     fn run(&mut self) -> anyhow::Result<ExitStatus> {
         let stop = self.run_loop()?;
@@ -399,7 +406,7 @@ impl Runner<'_> {
                 Next::Stop(stop) => break stop,
                 Next::Continue { pause } => {
                     self.state.iteration = iteration.saturating_add(1);
-                    self.save_state()?;
+                    self.save_state_unsynced()?;
                     wait::pause(self.env.stop, pause);
                 }
                 Next::Switch => {

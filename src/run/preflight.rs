@@ -47,19 +47,12 @@ pub(super) fn refuse_operation_underway(repo: &Repo, own_merge: OwnMerge) -> any
 }
 
 impl Runner<'_> {
-    /// At a loop's start: refreshes a stale index; with auto-commit on, warns of a detached HEAD,
-    /// and records and lists the changes that are not the agent's, so that the loop's commits leave them out. A
+    /// At a loop's start, with auto-commit on: warns of a detached HEAD, and records and lists the changes that are not the agent's, so that the loop's commits leave them out. A
     /// resumed loop keeps the list it saved: what changed since it stopped is, as a rule, the
     /// work of its interrupted iteration.
     pub(super) fn look_at_repository(&mut self) {
         let options = &self.env.config.options;
         let Some(repo) = &self.env.repo else { return };
-        // Once per loop, so that no scan of an iteration hashes unchanged files. A task loop's
-        // worktree was just checked out: its index is fresh, and a refresh would only stat
-        // every file again.
-        if self.env.shape.task_loop().is_none() {
-            repo.refresh_index();
-        }
         if !options.commit || self.env.shape.task_loop().is_some() {
             return;
         }

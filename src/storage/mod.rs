@@ -213,7 +213,7 @@ fn gitignore_contents() -> String {
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
 /// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report, a
 /// plan an agent is writing, and a plan that was refused.
-const OWN_DIRS_IGNORE: [&str; 7] = [
+pub(crate) const OWN_DIRS_IGNORE: [&str; 7] = [
     "/worktrees/",
     "/sandbox/",
     "/logs/",

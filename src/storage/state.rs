@@ -148,10 +148,13 @@ pub(crate) fn save(path: &Path, state: &LoopState) -> anyhow::Result<()> {
     write_json(path, state)
 }
 
-/// Writes the state with the running agent's process group (`agent_group`): atomically, but not
-/// synced to disk, since the record matters only while the machine stays up — a `--resume`
-/// after a kill finds it in the page cache, and after a power loss no agent runs.
-pub(crate) fn save_agent_group(path: &Path, state: &LoopState) -> anyhow::Result<()> {
+/// Writes the state atomically, but not synced to disk: for what matters only while the machine
+/// stays up, or what the history (synced) already holds. A `--resume` after a kill finds the
+/// file in the page cache. After a power loss the running agent's process group
+/// (`agent_group`) is gone anyway, a task's attempt may be one short, and the next iteration's
+/// number may be the one before, which `--resume` then runs again: nothing is lost. Between
+/// iterations this is what keeps the fixed cost of one to a single synced write (the history's).
+pub(crate) fn save_unsynced(path: &Path, state: &LoopState) -> anyhow::Result<()> {
     super::write_json_unsynced(path, state)
 }
 
