@@ -54,6 +54,7 @@ fn main() -> ExitCode {
     // ralph's own helper processes: the agent's guard, the sandbox's bridge and hooks.
     match first.as_ref().and_then(|first| first.to_str()) {
         Some(guard::ARG) => return guard::main(args),
+        Some(guard::BESIDE_ARG) => return guard::beside_main(args),
         Some(sandbox::bridge::ARG) => return sandbox::bridge::main(args),
         Some(sandbox::hooks::ARG) => return sandbox::hooks::main(args),
         _ => {}

@@ -188,7 +188,18 @@ pub(crate) fn run(
     handler: &mut dyn OutputHandler,
 ) -> anyhow::Result<RunOutcome> {
     let failed = || format!("failed to start `{}`", command.program.display());
-    let mut process = match crate::guard::command_line(&command.program) {
+    // The sandbox's limits are joined by a guard in front of the agent; otherwise the agent
+    // joins the group of the guard beside this thread's agents.
+    let beside = if crate::sandbox::needs_guard_in_front(&command.env) {
+        None
+    } else {
+        crate::guard::group_beside(options.grace)
+    };
+    let in_front = beside
+        .is_none()
+        .then(|| crate::guard::command_line(&command.program))
+        .flatten();
+    let mut process = match in_front {
         // The guard starts the agent and ends it (and its group) if ralph dies. What the guard
         // cannot report (a program that cannot start) is checked here first.
         Some((guard, guard_args)) => {
@@ -214,9 +225,9 @@ pub(crate) fn run(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0);
+        .process_group(beside.unwrap_or(0));
     let mut child = process.spawn().with_context(failed)?;
-    let group = i32::try_from(child.id()).unwrap_or(0);
+    let group = beside.unwrap_or_else(|| i32::try_from(child.id()).unwrap_or(0));
     set_agent_group(group);
     handler.on_spawn(group);
     let result = supervise(&mut child, group, (command, cwd), options, stop, handler);

@@ -299,6 +299,12 @@ impl Applied {
     }
 }
 
+/// Whether an agent run with the variables `env` needs a guard in front of it, to join the
+/// sandbox's cgroups or set its rlimits before the agent starts.
+pub(crate) fn needs_guard_in_front(env: &[(String, std::ffi::OsString)]) -> bool {
+    env.iter().any(|(key, _)| key == CGROUPS_VARIABLE)
+}
+
 /// In the agent's guard, before it starts the agent: joins the cgroups, or sets the rlimits, that
 /// ralph named in the guard's environment.
 pub(crate) fn join_from_env() {

@@ -25,7 +25,7 @@ mod mounts;
 mod proxy;
 mod seatbelt;
 
-pub(crate) use limits::{Bytes, Cpus, join_from_env as join_limits};
+pub(crate) use limits::{Bytes, Cpus, join_from_env as join_limits, needs_guard_in_front};
 use proxy::Allow;
 
 /// The `--sandbox` values.
