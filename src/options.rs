@@ -225,6 +225,8 @@ loop_options! {
     task_promise: String = "READY_FOR_NEXT_TASK".to_owned(), heading "Tasks", value "TEXT";
     /// Run up to N ready tasks at once, each in its own git worktree, merging each when done (implies --tasks; 0: one at a time in this work tree).
     parallel: u32 = 0, heading "Tasks", value "N", note "0 = tasks one at a time, here";
+    /// In a parallel run, keep the untracked build outputs (git-ignored files) of a worktree reused for the next task.
+    keep_build_cache: bool = false, heading "Tasks", value "";
     /// How often a --worker tells the remote it still holds its task.
     claim_heartbeat: Duration = Duration::from_secs(60), heading "Tasks", value "DURATION";
     /// A --worker's claim not refreshed for this long is stale: another worker may take the task over.

@@ -178,6 +178,11 @@ impl Repo {
         changed
     }
 
+    /// Whether the repository declares submodules (a `.gitmodules` file at its top).
+    pub(crate) fn has_submodules(&self) -> bool {
+        self.root.join(".gitmodules").is_file()
+    }
+
     /// The paths of the repository's submodules (from `.gitmodules`).
     fn submodule_paths(&self) -> Vec<String> {
         self.run(&[
@@ -343,6 +348,65 @@ impl Repo {
         check(self.run(&["branch", "-q", "-m", from, to]), "git branch -m").map(drop)
     }
 
+    /// Parks the clean worktree at `path` at `parked`, for another task to reuse: its HEAD
+    /// detached (so that its branch can be merged, deleted or checked out elsewhere), then moved.
+    /// Two processes, no file of the work tree touched.
+    pub(crate) fn park_worktree(&self, path: &Path, parked: &Path) -> Result<(), String> {
+        let head = Self::linked_worktree(path)
+            .and_then(|worktree| worktree.head_oid())
+            .ok_or_else(|| format!("{} has no readable HEAD", path.display()))?;
+        let shown = path.to_string_lossy().into_owned();
+        check(
+            self.run(&["-C", &shown, "update-ref", "--no-deref", "HEAD", &head]),
+            "git update-ref",
+        )?;
+        let to = parked.to_string_lossy().into_owned();
+        check(
+            self.run(&["worktree", "move", &shown, &to]),
+            "git worktree move",
+        )
+        .map(drop)
+    }
+
+    /// Takes the parked worktree at `parked` for a task: moved to `path`, ralph's folder in it
+    /// (the last task's runtime files) removed, `branch` checked out (created at `base` when
+    /// it does not exist) over whatever the last task left, and every untracked file removed —
+    /// but the ignored ones (build outputs) with `keep_ignored`. Only the files that differ
+    /// between the two commits are written: far less than a new worktree's checkout.
+    pub(crate) fn reuse_worktree(
+        &self,
+        parked: &Path,
+        path: &Path,
+        (branch, base): (&str, &str),
+        keep_ignored: bool,
+    ) -> Result<(), String> {
+        let from = parked.to_string_lossy().into_owned();
+        let shown = path.to_string_lossy().into_owned();
+        check(
+            self.run(&["worktree", "move", &from, &shown]),
+            "git worktree move",
+        )?;
+        let own = path.join(&self.prefix).join(crate::storage::RALPH_DIR);
+        std::fs::remove_dir_all(&own)
+            .or_else(|err| match err.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(err),
+            })
+            .map_err(|err| format!("could not clear {}: {err}", own.display()))?;
+        let checkout: Vec<&str> = if self.has_branch(branch) {
+            vec!["-C", &shown, "checkout", "-q", "-f", branch]
+        } else {
+            vec!["-C", &shown, "checkout", "-q", "-f", "-b", branch, base]
+        };
+        check(self.run(&checkout), "git checkout")?;
+        let clean: &[&str] = if keep_ignored {
+            &["-C", &shown, "clean", "-q", "-f", "-f", "-d"]
+        } else {
+            &["-C", &shown, "clean", "-q", "-f", "-f", "-d", "-x"]
+        };
+        check(self.run(clean), "git clean").map(drop)
+    }
+
     /// Removes a task's worktree and, with `delete_branch`, its branch.
     pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) {
         let shown = path.to_string_lossy().into_owned();
@@ -351,8 +415,13 @@ impl Repo {
             let _ = self.run(&["worktree", "prune"]);
         }
         if delete_branch {
-            let _ = self.run(&["branch", "-q", "-D", branch]);
+            self.delete_branch(branch);
         }
+    }
+
+    /// Deletes `branch` (`git branch -D`), whatever it holds.
+    pub(crate) fn delete_branch(&self, branch: &str) {
+        let _ = self.run(&["branch", "-q", "-D", branch]);
     }
 
     /// Merges `branch` into the checked-out base with a merge commit whose message is `message`.

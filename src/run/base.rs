@@ -1,6 +1,7 @@
 //! The base a run of task loops merges into: its repository and checked-out branch, ralph's own
 //! files there, each task's branch, and the boxes of its task list.
 
+use crate::config::RunConfig;
 use crate::error::fail;
 use crate::storage::identity::{self, Owner};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
@@ -8,6 +9,8 @@ use crate::storage::{self, Loaded, RalphDir};
 
 use crate::git::{Landed, Landing, Repo};
 
+use super::decision::Stop;
+use super::parallel::Outcome;
 use super::preflight::{OwnMerge, refuse_operation_underway};
 
 /// The repository found around the working directory and its checked-out branch, the base of
@@ -110,6 +113,7 @@ pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
     // A merge a killed run was landing goes first: the base may already point at it.
     let _ = finish_landing(repo, dir);
     remove_integration_worktree(repo, dir);
+    super::pool::clear(repo, dir);
     let stamp = crate::model::now().format("%Y%m%d%H%M%S").to_string();
     for (id, merged) in repo.task_branches() {
         let path = dir.worktree(&id);
@@ -257,4 +261,29 @@ pub(crate) fn bind(
     repo.set_branch_owner(&branch(id), &owner.fingerprint)
         .map_err(fail)?;
     Ok(())
+}
+
+/// How a task's loop ended, for the run that started it.
+pub(super) fn outcome(result: anyhow::Result<Stop>) -> Outcome {
+    match result {
+        Ok(Stop::Completed { .. }) => Outcome::Done,
+        Ok(
+            stop
+            @ (Stop::Interrupted | Stop::MaxCost(_) | Stop::MaxTokens(_) | Stop::MaxRuntime(_)),
+        ) => Outcome::Ended(stop),
+        Ok(Stop::Aborted { .. }) => Outcome::Failed("its agent gave up (abort promise)".to_owned()),
+        Ok(stop) => Outcome::Failed(stop.reason(0)),
+        Err(err) => Outcome::Failed(format!("ralph failed: {err:#}")),
+    }
+}
+
+/// A task loop's settings: the run's, with the task's own `max_iterations` (and `ralph: false`).
+pub(super) fn task_config(config: &RunConfig, task: &Task) -> RunConfig {
+    let mut config = config.clone();
+    config.options.tasks = true;
+    config.options.parallel = 0;
+    if let Some(limit) = task.attempt_limit() {
+        config.options.max_iterations = limit;
+    }
+    config
 }

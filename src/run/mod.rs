@@ -21,6 +21,7 @@ mod iteration;
 mod parallel;
 mod plan;
 mod planner;
+pub(crate) mod pool;
 mod preflight;
 mod record;
 mod remote;

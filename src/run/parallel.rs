@@ -23,7 +23,7 @@ use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
 
-use super::base::{base_branch, branch, mark, own_files};
+use super::base::{base_branch, branch, mark, outcome, own_files, task_config};
 use super::claim::claim;
 use super::decision::Stop;
 use super::sink::{Place, Scope, Sink};
@@ -76,6 +76,7 @@ pub(crate) fn run(
     let config = refined.as_ref().unwrap_or(config);
     nothing_to_run(dir)?;
     let (repo, base) = prepare(hooked, dir, "--parallel", &sink)?;
+    let pool = super::pool::Pool::new(&repo, dir, config.options.keep_build_cache);
     // What a killed run left of tasks merged since: their worktrees and branches.
     tell_swept(&sink, &super::base::sweep(&repo, dir));
     let (mut state, shared) = open_records(config, dir, resumed.as_ref(), planning)?;
@@ -97,6 +98,7 @@ pub(crate) fn run(
         gate_tries: BTreeMap::new(),
         integration_clean_at: None,
         ended: None,
+        pool,
     };
     run.sink.notice(Notice::ParallelStarted {
         at_once: config.options.parallel,
@@ -266,6 +268,8 @@ struct Coordinator<'a> {
     integration_clean_at: Option<String>,
     /// Why the run ended early, if it did.
     ended: Option<Stop>,
+    /// Worktrees of finished tasks, parked for the next ones.
+    pool: super::pool::Pool,
 }
 
 /// A task loop's end: its task id and how it stopped.
@@ -386,11 +390,18 @@ impl<'a> Coordinator<'a> {
         let path = self.dir.worktree(id);
         let branch = branch(id);
         let created = !path.join(".git").exists();
-        self.repo
-            .add_worktree(&path, &branch, &self.base)
-            .map_err(fail)?;
-        // A reused worktree keeps its submodules as its agent left them.
-        if created && let Err(why) = self.repo.init_submodules(&path) {
+        let reused = created && (self.pool).take(&self.repo, &path, (&branch, &self.base));
+        if !reused {
+            self.repo
+                .add_worktree(&path, &branch, &self.base)
+                .map_err(fail)?;
+        }
+        // A worktree taken up again keeps its submodules as its agent left them (a run with
+        // submodules parks none).
+        if created
+            && !reused
+            && let Err(why) = self.repo.init_submodules(&path)
+        {
             self.sink.notice(Notice::SubmodulesMissing {
                 task: id,
                 why: &why,
@@ -498,7 +509,8 @@ impl<'a> Coordinator<'a> {
             });
             return;
         }
-        self.repo.remove_worktree(&path, &branch(id), delete_branch);
+        self.pool
+            .release(&self.repo, &path, &branch(id), delete_branch);
     }
 
     /// ralph's own files in the base, repository-relative: the task list first.
@@ -535,8 +547,9 @@ impl<'a> Coordinator<'a> {
             None => "not every task is done".to_owned(),
         };
         tell_swept(&self.sink, &super::base::sweep(&self.repo, self.dir));
-        // The worktree the merges were made in is the run's own.
+        // The worktree the merges were made in is the run's own, and so are the parked ones.
         super::base::remove_integration_worktree(&self.repo, self.dir);
+        super::pool::clear(&self.repo, self.dir);
         let spent = self.shared.spent();
         let not_started = self.never_started(&list);
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
@@ -585,30 +598,6 @@ impl<'a> Coordinator<'a> {
             })
             .collect()
     }
-}
-
-pub(super) fn outcome(result: anyhow::Result<Stop>) -> Outcome {
-    match result {
-        Ok(Stop::Completed { .. }) => Outcome::Done,
-        Ok(
-            stop
-            @ (Stop::Interrupted | Stop::MaxCost(_) | Stop::MaxTokens(_) | Stop::MaxRuntime(_)),
-        ) => Outcome::Ended(stop),
-        Ok(Stop::Aborted { .. }) => Outcome::Failed("its agent gave up (abort promise)".to_owned()),
-        Ok(stop) => Outcome::Failed(stop.reason(0)),
-        Err(err) => Outcome::Failed(format!("ralph failed: {err:#}")),
-    }
-}
-
-/// A task loop's settings: the run's, with the task's own `max_iterations` (and `ralph: false`).
-pub(super) fn task_config(config: &RunConfig, task: &Task) -> RunConfig {
-    let mut config = config.clone();
-    config.options.tasks = true;
-    config.options.parallel = 0;
-    if let Some(limit) = task.attempt_limit() {
-        config.options.max_iterations = limit;
-    }
-    config
 }
 
 /// The conflicts a reused worktree still has (a merge of the base in it that was not finished).

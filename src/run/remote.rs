@@ -29,7 +29,7 @@ use crate::storage::{self, RalphDir, progress, state};
 use super::base;
 use super::decision::Stop;
 use super::parallel::gate::{GATE_TRIES, feedback, given_up};
-use super::parallel::{self, MERGE_TRIES, Outcome};
+use super::parallel::{MERGE_TRIES, Outcome};
 use super::sink::{Place, Scope, Sink};
 use super::{Knobs, Shared, TaskLoop, start};
 use pick::{Pick, is_stale, pick};
@@ -272,7 +272,7 @@ impl Session<'_> {
             if lost {
                 return Ok(self.let_go(&id));
             }
-            match parallel::outcome(result) {
+            match base::outcome(result) {
                 Outcome::Done => {}
                 Outcome::Failed(why) => return self.give_up(&id, &why, &holder.sha),
                 Outcome::Ended(stop) => {
@@ -369,7 +369,7 @@ impl Session<'_> {
             }),
             home: self.dir.clone(),
         };
-        let config = parallel::task_config(self.config, task);
+        let config = base::task_config(self.config, task);
         let task_stop = StopFlag::default();
         task_stop.follow(self.stop);
         let done = AtomicBool::new(false);

@@ -681,3 +681,78 @@ fn context_for_one_task_reaches_only_that_tasks_loop() {
         "{stdout}"
     );
 }
+
+/// What each task's agent found in its worktree when it started (`found-<id>`): the build
+/// outputs there, and whether a history of iterations was (another task's); then it leaves a
+/// build output of its own.
+const LOOKS_AROUND: &str = r#"
+{ ls build 2>/dev/null; grep -q '"iteration": ' .ralph/ralph-history.json 2>/dev/null && echo "a history"; } > "$dir/found-$id"
+mkdir -p build && echo "$id" > "build/from-$id"
+"#;
+
+/// Three tasks, one at a time, in one worktree taken over from task to task.
+fn three_tasks_one_worktree(extra: &[&str]) -> TestEnv {
+    let env = setup("# Tasks\n\n- [ ] Task one\n- [ ] Task two\n- [ ] Task three\n");
+    fs::write(env.work().join(".gitignore"), "build/\n").unwrap();
+    env.git(&["add", ".gitignore"]);
+    env.git(&["commit", "-q", "-m", "ignore builds"]);
+    env.agent_script(None, LOOKS_AROUND);
+    let mut args = vec!["Build", "--tasks", "--parallel", "1"];
+    args.extend_from_slice(extra);
+    env.run_loop(&args).assert_code(0);
+    let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(tasks.matches("- [x]").count(), 3, "{tasks}");
+    for name in ["Task_one", "Task_two", "Task_three"] {
+        assert!(env.work().join(format!("{name}.txt")).exists(), "{name}");
+    }
+    // Nothing is left: no worktree, parked or not, no branch.
+    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    assert!(!env.ralph_file("worktrees/.pool").exists());
+    assert_eq!(env.git(&["branch", "--list", "ralph/*"]), "");
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+    env
+}
+
+#[test]
+fn a_worktree_is_reused_from_task_to_task_cleaned_of_the_last_ones_files() {
+    let env = three_tasks_one_worktree(&[]);
+    assert_eq!(env.agent_file("found-Task_one"), "");
+    // The worktree was the last task's (its build output was there to clean), and nothing of
+    // that task's is left: no build output, no ralph history.
+    assert_eq!(env.agent_file("found-Task_two"), "");
+    assert_eq!(env.agent_file("found-Task_three"), "");
+    let kept = three_tasks_one_worktree(&["--keep-build-cache"]);
+    assert_eq!(kept.agent_file("found-Task_one"), "");
+    // The same worktree, its build outputs kept; ralph's files of the last task still gone.
+    assert_eq!(kept.agent_file("found-Task_two"), "from-Task_one\n");
+    assert_eq!(
+        kept.agent_file("found-Task_three"),
+        "from-Task_one\nfrom-Task_two\n"
+    );
+}
+
+#[test]
+fn a_worktree_a_killed_run_left_parked_is_taken_by_the_next_run_and_removed_at_its_end() {
+    let env = setup("# Tasks\n\n- [ ] Task one\n");
+    fs::write(env.work().join(".gitignore"), "build/\n").unwrap();
+    env.git(&["add", ".gitignore"]);
+    env.git(&["commit", "-q", "-m", "ignore builds"]);
+    // As a killed run leaves it: a worktree parked with its HEAD detached, a build output in it.
+    env.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        ".ralph/worktrees/.pool/1",
+    ]);
+    let parked = env.ralph_file("worktrees/.pool/1");
+    fs::create_dir_all(parked.join("build")).unwrap();
+    fs::write(parked.join("build/from-before"), "x").unwrap();
+    env.agent_script(None, LOOKS_AROUND);
+    env.run_loop(&["Build", "--tasks", "--parallel", "1", "--keep-build-cache"])
+        .assert_code(0);
+    assert_eq!(env.agent_file("found-Task_one"), "from-before\n");
+    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    assert!(!env.ralph_file("worktrees/.pool").exists());
+    assert!(env.work().join("Task_one.txt").exists());
+}

@@ -1,0 +1,113 @@
+//! The worktrees of a `--parallel` run, reused from task to task.
+//!
+//! A task's worktree that is done with (merged, or given up with its branch kept) and clean is
+//! parked in `.ralph/worktrees/.pool/<n>` instead of being removed: its HEAD detached, moved there
+//! (two processes, no file written). The next task to start takes a parked one: moved to its own
+//! path, ralph's folder in it cleared, its branch checked out over the last task's (only the files
+//! that differ are written) and the untracked files removed — the ignored ones (build outputs)
+//! too, unless `--keep-build-cache`. So a run never has more worktrees than tasks at once, and in
+//! a large repository pays a full checkout only for those. The run's end removes the parked ones;
+//! a killed run's are taken by the next run (or removed by it, or by `--reset`). A repository
+//! with submodules gets a new worktree per task, as before: a reused one would keep the last
+//! task's submodule checkouts.
+
+use std::path::{Path, PathBuf};
+
+use crate::git::Repo;
+use crate::storage::RalphDir;
+
+/// The parked worktrees of a run.
+#[derive(Debug)]
+pub(super) struct Pool {
+    folder: PathBuf,
+    /// Worktrees are parked and reused at all (no submodules).
+    enabled: bool,
+    /// `--keep-build-cache`: a reused worktree keeps its ignored files.
+    keep_ignored: bool,
+}
+
+impl Pool {
+    pub(super) fn new(repo: &Repo, dir: &RalphDir, keep_ignored: bool) -> Self {
+        Self {
+            folder: folder(dir),
+            enabled: !repo.has_submodules(),
+            keep_ignored,
+        }
+    }
+
+    /// The parked worktrees, in their folder's order.
+    fn parked(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(&self.folder) else {
+            return Vec::new();
+        };
+        let mut parked: Vec<PathBuf> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.join(".git").is_file())
+            .collect();
+        parked.sort();
+        parked
+    }
+
+    /// Puts a parked worktree at `path` for `branch` (made at `base` when new); `false` when
+    /// none is parked. One that cannot be reused is removed, and the next one tried.
+    pub(super) fn take(&self, repo: &Repo, path: &Path, (branch, base): (&str, &str)) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        for parked in self.parked() {
+            match repo.reuse_worktree(&parked, path, (branch, base), self.keep_ignored) {
+                Ok(()) => return true,
+                Err(_) => {
+                    // Wherever the move left it.
+                    for gone in [&parked, &path.to_path_buf()] {
+                        if gone.exists() {
+                            repo.remove_worktree(gone, branch, false);
+                        }
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Parks the clean worktree at `path`, or removes it when it cannot be parked; its branch
+    /// deleted with `delete_branch`.
+    pub(super) fn release(&self, repo: &Repo, path: &Path, branch: &str, delete_branch: bool) {
+        if !self.park(repo, path) {
+            repo.remove_worktree(path, branch, false);
+        }
+        if delete_branch {
+            repo.delete_branch(branch);
+        }
+    }
+
+    /// Parks the clean worktree at `path`; `false` when it cannot be.
+    fn park(&self, repo: &Repo, path: &Path) -> bool {
+        if !self.enabled || std::fs::create_dir_all(&self.folder).is_err() {
+            return false;
+        }
+        let slot = (1..)
+            .map(|n| self.folder.join(n.to_string()))
+            .find(|slot| !slot.exists());
+        slot.is_some_and(|slot| repo.park_worktree(path, &slot).is_ok())
+    }
+}
+
+/// Removes every parked worktree of `dir`'s runs (a run's end, `--reset`).
+pub(crate) fn clear(repo: &Repo, dir: &RalphDir) {
+    let folder = folder(dir);
+    let Ok(entries) = std::fs::read_dir(&folder) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        repo.remove_worktree(&entry.path(), "", false);
+        let _ = std::fs::remove_dir_all(entry.path());
+    }
+    let _ = std::fs::remove_dir(&folder);
+}
+
+/// `.ralph/worktrees/.pool`.
+fn folder(dir: &RalphDir) -> PathBuf {
+    dir.worktree(".pool")
+}
