@@ -747,11 +747,10 @@ gap_notes() {
   fi
   if missed 8; then
     echo
-    echo "- **8, workers**: a task's worktree is taken over by the next task (only the files that"
-    echo "  differ are written), so a run makes \`--parallel N\` full checkouts, plus one for the"
-    echo "  integration worktree the merges are made in; on a machine where creating files is slow"
-    echo "  those checkouts are most of the run. Taking the integration worktree from the pool too"
-    echo "  would leave N."
+    echo "- **8, workers**: a task's worktree is taken over by the next task and by the merges"
+    echo "  (only the files that differ are written), so a run makes \`--parallel N\` full"
+    echo "  checkouts, side by side; on a machine where creating files is slow those checkouts are"
+    echo "  most of the run, and N of them against the script's one per task sets the ratio."
   fi
   if missed 4; then
     echo

@@ -368,16 +368,16 @@ impl Repo {
         .map(drop)
     }
 
-    /// Takes the parked worktree at `parked` for a task: moved to `path`, ralph's folder in it
-    /// (the last task's runtime files) removed, `branch` checked out (created at `base` when
-    /// it does not exist) over whatever the last task left, and every untracked file removed —
-    /// but the ignored ones (build outputs) with `keep_ignored`. Only the files that differ
-    /// between the two commits are written: far less than a new worktree's checkout.
+    /// Takes the parked worktree at `parked` for new work: moved to `path`, ralph's folder in it
+    /// (the last task's runtime files) removed, `git checkout -q -f CHECKOUT…` over whatever the
+    /// last task left (a branch, `-b BRANCH BASE`, `--detach COMMIT`), and every untracked file
+    /// removed — but the ignored ones (build outputs) with `keep_ignored`. Only the files that
+    /// differ between the two commits are written: far less than a new worktree's checkout.
     pub(crate) fn reuse_worktree(
         &self,
         parked: &Path,
         path: &Path,
-        (branch, base): (&str, &str),
+        checkout: &[&str],
         keep_ignored: bool,
     ) -> Result<(), String> {
         let from = parked.to_string_lossy().into_owned();
@@ -393,12 +393,9 @@ impl Repo {
                 _ => Err(err),
             })
             .map_err(|err| format!("could not clear {}: {err}", own.display()))?;
-        let checkout: Vec<&str> = if self.has_branch(branch) {
-            vec!["-C", &shown, "checkout", "-q", "-f", branch]
-        } else {
-            vec!["-C", &shown, "checkout", "-q", "-f", "-b", branch, base]
-        };
-        check(self.run(&checkout), "git checkout")?;
+        let mut args = vec!["-C", &shown, "checkout", "-q", "-f"];
+        args.extend_from_slice(checkout);
+        check(self.run(&args), "git checkout")?;
         let clean: &[&str] = if keep_ignored {
             &["-C", &shown, "clean", "-q", "-f", "-f", "-d"]
         } else {

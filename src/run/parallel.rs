@@ -32,6 +32,7 @@ use super::{Knobs, Shared, TaskLoop, start};
 
 pub(super) mod gate;
 mod merge;
+mod worktrees;
 
 /// Tries at resolving a merge conflict before a task is given up.
 pub(super) const MERGE_TRIES: u32 = 2;
@@ -387,26 +388,8 @@ impl<'a> Coordinator<'a> {
         } else {
             conflicts
         };
-        let path = self.dir.worktree(id);
+        let path = self.lay_worktree(id)?;
         let branch = branch(id);
-        let created = !path.join(".git").exists();
-        let reused = created && (self.pool).take(&self.repo, &path, (&branch, &self.base));
-        if !reused {
-            self.repo
-                .add_worktree(&path, &branch, &self.base)
-                .map_err(fail)?;
-        }
-        // A worktree taken up again keeps its submodules as its agent left them (a run with
-        // submodules parks none).
-        if created
-            && !reused
-            && let Err(why) = self.repo.init_submodules(&path)
-        {
-            self.sink.notice(Notice::SubmodulesMissing {
-                task: id,
-                why: &why,
-            });
-        }
         let cwd = path.join(self.repo.prefix());
         // The work made in this worktree and branch is for this task, and only for it.
         super::base::bind(&self.repo, id, task, &cwd)?;
@@ -479,38 +462,6 @@ impl<'a> Coordinator<'a> {
             });
         }
         self.failed.push(id.to_owned());
-    }
-
-    /// Removes a task's worktree (and, merged, its branch) — unless work in it is uncommitted.
-    fn remove(&self, id: &str, delete_branch: bool) {
-        let path = self.dir.worktree(id);
-        let worktree = Repo::linked_worktree(&path);
-        // A merge of the base under way there may hold resolutions the agent did not commit:
-        // the worktree is kept as it is, for the user to finish or abort.
-        if let Some(worktree) = worktree.as_ref().filter(|worktree| worktree.merging()) {
-            let mut paths = worktree.unfinished_merge_conflicts();
-            paths.insert(0, "an unfinished merge of the base".to_owned());
-            self.sink.notice(Notice::WorktreeKept {
-                task: id,
-                paths: &paths,
-            });
-            return;
-        }
-        // ralph's own files there (progress log, task list) are not the agent's work either.
-        let own = self.own_files();
-        let own: Vec<&str> = own.iter().map(String::as_str).collect();
-        let dirty = worktree
-            .and_then(|worktree| worktree.dirty_paths(&own).ok())
-            .unwrap_or_default();
-        if !dirty.is_empty() {
-            self.sink.notice(Notice::WorktreeKept {
-                task: id,
-                paths: &dirty,
-            });
-            return;
-        }
-        self.pool
-            .release(&self.repo, &path, &branch(id), delete_branch);
     }
 
     /// ralph's own files in the base, repository-relative: the task list first.

@@ -50,21 +50,41 @@ impl Pool {
     }
 
     /// Puts a parked worktree at `path` for `branch` (made at `base` when new); `false` when
-    /// none is parked. One that cannot be reused is removed, and the next one tried.
+    /// none is parked.
     pub(super) fn take(&self, repo: &Repo, path: &Path, (branch, base): (&str, &str)) -> bool {
+        let checkout: Vec<&str> = if repo.has_branch(branch) {
+            vec![branch]
+        } else {
+            vec!["-b", branch, base]
+        };
+        self.take_for(repo, path, &checkout)
+    }
+
+    /// Puts a parked worktree at `path`, detached at `commit` (the worktree merges are made
+    /// in); `None` when none is parked.
+    pub(super) fn take_detached(&self, repo: &Repo, path: &Path, commit: &str) -> Option<Repo> {
+        self.take_for(repo, path, &["--detach", commit])
+            .then(|| Repo::linked_worktree(path))
+            .flatten()
+    }
+
+    /// Puts a parked worktree at `path`, `checkout` checked out in it; one that cannot be
+    /// reused is removed, and the next one tried.
+    fn take_for(&self, repo: &Repo, path: &Path, checkout: &[&str]) -> bool {
         if !self.enabled {
             return false;
         }
         for parked in self.parked() {
-            match repo.reuse_worktree(&parked, path, (branch, base), self.keep_ignored) {
-                Ok(()) => return true,
-                Err(_) => {
-                    // Wherever the move left it.
-                    for gone in [&parked, &path.to_path_buf()] {
-                        if gone.exists() {
-                            repo.remove_worktree(gone, branch, false);
-                        }
-                    }
+            if repo
+                .reuse_worktree(&parked, path, checkout, self.keep_ignored)
+                .is_ok()
+            {
+                return true;
+            }
+            // Wherever the move left it.
+            for gone in [parked.as_path(), path] {
+                if gone.exists() {
+                    repo.remove_worktree(gone, "", false);
                 }
             }
         }
@@ -83,7 +103,7 @@ impl Pool {
     }
 
     /// Parks the clean worktree at `path`; `false` when it cannot be.
-    fn park(&self, repo: &Repo, path: &Path) -> bool {
+    pub(super) fn park(&self, repo: &Repo, path: &Path) -> bool {
         if !self.enabled || std::fs::create_dir_all(&self.folder).is_err() {
             return false;
         }

@@ -690,7 +690,7 @@ const LOOKS_AROUND: &str = r#"
 mkdir -p build && echo "$id" > "build/from-$id"
 "#;
 
-/// Three tasks, one at a time, in one worktree taken over from task to task.
+/// Three tasks, one at a time, in worktrees taken over from task to task.
 fn three_tasks_one_worktree(extra: &[&str]) -> TestEnv {
     let env = setup("# Tasks\n\n- [ ] Task one\n- [ ] Task two\n- [ ] Task three\n");
     fs::write(env.work().join(".gitignore"), "build/\n").unwrap();
@@ -723,12 +723,10 @@ fn a_worktree_is_reused_from_task_to_task_cleaned_of_the_last_ones_files() {
     assert_eq!(env.agent_file("found-Task_three"), "");
     let kept = three_tasks_one_worktree(&["--keep-build-cache"]);
     assert_eq!(kept.agent_file("found-Task_one"), "");
-    // The same worktree, its build outputs kept; ralph's files of the last task still gone.
-    assert_eq!(kept.agent_file("found-Task_two"), "from-Task_one\n");
-    assert_eq!(
-        kept.agent_file("found-Task_three"),
-        "from-Task_one\nfrom-Task_two\n"
-    );
+    // Task one's worktree became the one the merges are made in, so task two got a new one;
+    // task three took task two's, its build outputs kept, ralph's files of task two gone.
+    assert_eq!(kept.agent_file("found-Task_two"), "");
+    assert_eq!(kept.agent_file("found-Task_three"), "from-Task_two\n");
 }
 
 #[test]

@@ -65,6 +65,7 @@ impl<'a> Coordinator<'a> {
         if self.waits_for_the_user(id, &own, waited) {
             return Ok(());
         }
+        self.park_before_merge(id);
         match self.merge_elsewhere(id, &message, &own, spawner)? {
             Ok(Integrated::Landed(hash, carried)) => {
                 self.sink.emit(LoopEvent::TaskMerged {
@@ -131,6 +132,11 @@ impl<'a> Coordinator<'a> {
             .filter(|tree| tree.resolve("HEAD").as_deref() == Some(from.as_str()));
         let tree = match reused {
             Some(tree) => tree,
+            // A parked worktree (the task's own, parked for this) spares a checkout of it all.
+            None if !path.exists() => match self.pool.take_detached(&self.repo, &path, &from) {
+                Some(tree) => tree,
+                None => self.repo.detached_worktree(&path, &from).map_err(fail)?,
+            },
             None => self.repo.detached_worktree(&path, &from).map_err(fail)?,
         };
         // The merge commit runs the repository's hooks: inside the run's sandbox.
@@ -285,7 +291,8 @@ impl<'a> Coordinator<'a> {
     /// Merges the base into task `id`'s branch in its worktree: the files left in conflict for
     /// its agent (none when it merged cleanly).
     pub(super) fn merge_base_into_task(&self, id: &str) -> anyhow::Result<Vec<String>> {
-        let path = self.dir.worktree(id);
+        // Parked before the merge: taken back (or another one, or a new one).
+        let path = self.lay_worktree(id)?;
         let worktree =
             Repo::linked_worktree(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
         let own = self.own_files();

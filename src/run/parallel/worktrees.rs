@@ -1,0 +1,86 @@
+//! A parallel run's task worktrees: laid (taken from the pool, or new), parked before a merge,
+//! kept for the user when they hold work, released to the pool when done.
+
+use std::path::PathBuf;
+
+use crate::error::fail;
+use crate::event::Notice;
+use crate::git::Repo;
+
+use super::super::base::branch;
+use super::Coordinator;
+
+impl Coordinator<'_> {
+    /// Removes a task's worktree (and, merged, its branch) — unless work in it is uncommitted.
+    pub(super) fn remove(&self, id: &str, delete_branch: bool) {
+        let path = self.dir.worktree(id);
+        let Some(worktree) = Repo::linked_worktree(&path) else {
+            // Parked before its merge, or gone: only the branch is left to see to.
+            if delete_branch {
+                self.repo.delete_branch(&branch(id));
+            }
+            if path.exists() {
+                self.repo.remove_worktree(&path, &branch(id), false);
+            }
+            return;
+        };
+        if let Some(paths) = self.keeps(&worktree) {
+            self.sink.notice(Notice::WorktreeKept {
+                task: id,
+                paths: &paths,
+            });
+            return;
+        }
+        self.pool
+            .release(&self.repo, &path, &branch(id), delete_branch);
+    }
+
+    /// Task `id`'s worktree, made when it has none: a parked one taken over, or a new one (its
+    /// submodules checked out); an existing one as it is (a resumed task's, its work there).
+    pub(super) fn lay_worktree(&self, id: &str) -> anyhow::Result<PathBuf> {
+        let path = self.dir.worktree(id);
+        if path.join(".git").exists() {
+            return Ok(path);
+        }
+        let branch = branch(id);
+        if (self.pool).take(&self.repo, &path, (&branch, &self.base)) {
+            return Ok(path);
+        }
+        self.repo
+            .add_worktree(&path, &branch, &self.base)
+            .map_err(fail)?;
+        if let Err(why) = self.repo.init_submodules(&path) {
+            self.sink.notice(Notice::SubmodulesMissing {
+                task: id,
+                why: &why,
+            });
+        }
+        Ok(path)
+    }
+
+    /// Parks a finished task's clean worktree before its merge is made, so that the merge can
+    /// be made in it (see [`super::pool`]); a task sent back to its agent takes a worktree again.
+    pub(super) fn park_before_merge(&self, id: &str) {
+        let path = self.dir.worktree(id);
+        if let Some(worktree) = Repo::linked_worktree(&path)
+            && self.keeps(&worktree).is_none()
+        {
+            self.pool.park(&self.repo, &path);
+        }
+    }
+
+    /// Why a task's worktree must be kept as it is, for the user: a merge of the base under way
+    /// there (which may hold resolutions the agent did not commit), or uncommitted changes (not
+    /// ralph's own files, which are not the agent's work).
+    fn keeps(&self, worktree: &Repo) -> Option<Vec<String>> {
+        if worktree.merging() {
+            let mut paths = worktree.unfinished_merge_conflicts();
+            paths.insert(0, "an unfinished merge of the base".to_owned());
+            return Some(paths);
+        }
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let dirty = worktree.dirty_paths(&own).unwrap_or_default();
+        (!dirty.is_empty()).then_some(dirty)
+    }
+}
