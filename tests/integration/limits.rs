@@ -53,7 +53,7 @@ fn a_stopped_agent_hears_sigterm_first_and_can_end_cleanly() {
     let run = env.run_loop(&[
         "task",
         "--iteration-timeout",
-        "1s",
+        "2s",
         "--kill-grace",
         "30s",
         "--max-iterations",
@@ -61,7 +61,11 @@ fn a_stopped_agent_hears_sigterm_first_and_can_end_cleanly() {
     ]);
     run.assert_code(2);
     assert_eq!(env.agent_file("term").trim(), "cleaned up");
-    assert_eq!(record(&env, 0)["stop_signal"], "SIGTERM");
+    let record = record(&env, 0);
+    assert_eq!(record["stop_signal"], "SIGTERM");
+    // The iteration ended at the SIGTERM, not at the end of the 30 s grace.
+    let took = record["duration_ms"].as_u64().unwrap();
+    assert!((2_000..3_000).contains(&took), "{record}");
 }
 
 #[test]
