@@ -10,9 +10,9 @@
 //!
 //! The answer is "unknown" (the caller then scans the whole tree, and starts a new watch) when the
 //! kernel's queue overflowed, a folder was moved (its watched subfolders would report under their
-//! old names), a `.gitignore` changed (the folders to
-//! leave out change with it), or the watch could not be set up (no inotify, too many folders,
-//! the watch limit reached).
+//! old names), or the watch could not be set up (no inotify, too many folders, the watch limit
+//! reached). A touched `.gitignore` is named like any path: the caller decides whether the
+//! folders to leave out changed with it.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -183,8 +183,7 @@ mod linux {
             };
             let path = join(folder, &name);
             let folder_event = mask.contains(AddWatchFlags::IN_ISDIR);
-            if name == ".gitignore" || (folder_event && mask.contains(AddWatchFlags::IN_MOVED_FROM))
-            {
+            if folder_event && mask.contains(AddWatchFlags::IN_MOVED_FROM) {
                 self.lost = true;
                 return;
             }
@@ -310,7 +309,8 @@ mod tests {
         assert_eq!(watcher.take(), paths(&["gone", "gone/sub"]));
         std::fs::rename(path("new"), path("renamed")).unwrap();
         assert_eq!(watcher.take(), Touched::Unknown);
+        assert_eq!(watcher.take(), Touched::Paths(BTreeSet::new()));
         std::fs::write(path(".gitignore"), "x\n").unwrap();
-        assert_eq!(watcher.take(), Touched::Unknown);
+        assert_eq!(watcher.take(), paths(&[".gitignore"]));
     }
 }
