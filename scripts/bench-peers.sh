@@ -89,22 +89,9 @@ mkdir -p "$WORK/bin" "$WORK/fakebin" "$WORK/home" "$WORK/repos" "$WORK/runs" "$W
   "$WORK/rec" "$WORK/out" "$WORK/hf"
 LOG="$WORK/log"
 : >"$LOG"
-cat >"$WORK/gitconfig" <<'EOF'
-[user]
-	name = Bench
-	email = bench@example.invalid
-[init]
-	defaultBranch = main
-[gc]
-	auto = 0
-[commit]
-	gpgSign = false
-[advice]
-	detachedHead = false
-EOF
-export GIT_CONFIG_GLOBAL="$WORK/gitconfig" GIT_CONFIG_NOSYSTEM=1
-export GIT_CEILING_DIRECTORIES="$WORK"
-unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
+bench_git_env "$WORK" "$WORK"
 PATH_BASE=$PATH
 
 # --- The fake agent --------------------------------------------------------------------------------

@@ -104,23 +104,11 @@ trap 'exit 130' INT TERM
 mkdir -p "$WORK/agents" "$WORK/data" "$WORK/csv" "$WORK/dirs"
 LOG="$WORK/log"
 : >"$LOG"
-cat >"$WORK/gitconfig" <<'EOF'
-[user]
-	name = Bench
-	email = bench@example.invalid
-[init]
-	defaultBranch = main
-[gc]
-	auto = 0
-[commit]
-	gpgSign = false
-[advice]
-	detachedHead = false
-EOF
-export GIT_CONFIG_GLOBAL="$WORK/gitconfig" GIT_CONFIG_NOSYSTEM=1
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
 # Plain directories under $WORK must not find a repository above them.
-export GIT_CEILING_DIRECTORIES="$WORK/dirs"
-unset RALPH_OPENCODE_BINARY GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE
+bench_git_env "$WORK" "$WORK/dirs"
+unset RALPH_OPENCODE_BINARY
 PATH_BASE=$PATH
 
 # A fake `opencode` named NAME whose body is the rest of the arguments.
@@ -174,14 +162,7 @@ make_repo() { # DIR FILES MODIFIED UNTRACKED
   (
     cd "$1"
     git init -q
-    seq -f 'src/d%03g' 0 $((($2 + 99) / 100 - 1)) | xargs mkdir -p
-    awk -v n="$2" 'BEGIN {
-      for (i = 0; i < n; i++) {
-        f = sprintf("src/d%03d/f%05d.txt", int(i / 100), i)
-        printf "file %d\nsecond line of file %d\nsome more text so that the file has a body\n", i, i > f
-        close(f)
-      }
-    }'
+    bench_files "$2"
     timeout 600 git add -A
     timeout 600 git commit -q -m "generated"
     awk -v n="$2" -v m="$3" 'BEGIN {
@@ -532,7 +513,9 @@ fi
   for i in 1 2 3 4; do printf -- '- [ ] Task %s\n  - id: t%s\n' "$i" "$i"; done >.ralph/ralph-tasks.md
   git add -A && git commit -q -m tasks
 )
-printf 'rm -rf "%s" && cp -a "%s" "%s"\n' "$WORK/dirs/par" "$PAR_SRC" "$WORK/dirs/par" >"$WORK/reset-par.sh"
+# The copy's writes are flushed before the clock starts: a run that syncs (ralph's history, a
+# commit) would otherwise wait for them, and one that does not (the script) would not.
+printf 'rm -rf "%s" && cp -a "%s" "%s" && sync\n' "$WORK/dirs/par" "$PAR_SRC" "$WORK/dirs/par" >"$WORK/reset-par.sh"
 cat >"$WORK/git-par.sh" <<'SCRIPT'
 set -e
 cd "$1"
