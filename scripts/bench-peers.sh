@@ -300,14 +300,7 @@ make_base() {
     if [ "$files" -eq 0 ]; then
       for i in 1 2 3 4 5; do printf 'file %s\nsome text so that the file has a body\n' "$i" >"file$i.txt"; done
     else
-      seq -f 'src/d%03g' 0 $(((files + 99) / 100 - 1)) | xargs mkdir -p
-      awk -v n="$files" 'BEGIN {
-        for (i = 0; i < n; i++) {
-          f = sprintf("src/d%03d/f%05d.txt", int(i / 100), i)
-          printf "file %d\nsecond line of file %d\nsome more text so that the file has a body\n", i, i > f
-          close(f)
-        }
-      }'
+      bench_files "$files"
     fi
     timeout 600 git add -A
     timeout 600 git commit -q -m "generated"
