@@ -170,7 +170,8 @@ pub(crate) struct RunOutcome {
     /// Set when ralph terminated the agent.
     pub(crate) ended_by: Option<EndedBy>,
     /// The signal that ended the agent when ralph stopped it: `SIGTERM` (`SIGINT` after Ctrl-C)
-    /// when it exited within the grace, or `SIGKILL`; none when it exited by itself or on an ACP cancel.
+    /// when it exited within the grace, or `SIGKILL`; none when it exited by itself or on an ACP
+    /// cancel.
     pub(crate) stop_signal: Option<&'static str>,
 }
 
@@ -481,10 +482,9 @@ impl Watch {
         }
     }
 
-    /// Ask an ACP agent to cancel its turn and wait a moment for it, then SIGTERM (SIGINT after
-    /// Ctrl-C) the group,
-    /// keep draining output for the grace period (cut short by another stop request), then
-    /// SIGKILL.
+    /// Ask an ACP agent to cancel its turn and wait a moment for it, then SIGTERM the group
+    /// (SIGINT after Ctrl-C), keep draining output for the grace period (cut short by another
+    /// stop request), then SIGKILL.
     fn terminate(
         &mut self,
         child: &mut Child,

@@ -47,7 +47,8 @@ pub(super) fn refuse_operation_underway(repo: &Repo, own_merge: OwnMerge) -> any
 }
 
 impl Runner<'_> {
-    /// At a loop's start, with auto-commit on: warns of a detached HEAD, and records and lists the changes that are not the agent's, so that the loop's commits leave them out. A
+    /// At a loop's start, with auto-commit on: warns of a detached HEAD, and records and lists
+    /// the changes that are not the agent's, so that the loop's commits leave them out. A
     /// resumed loop keeps the list it saved: what changed since it stopped is, as a rule, the
     /// work of its interrupted iteration.
     pub(super) fn look_at_repository(&mut self) {

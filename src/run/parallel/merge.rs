@@ -130,13 +130,15 @@ impl<'a> Coordinator<'a> {
             .filter(|at| *at == from)
             .and_then(|_| Repo::linked_worktree(&path))
             .filter(|tree| tree.resolve("HEAD").as_deref() == Some(from.as_str()));
-        let tree = match reused {
+        // Without one, a parked worktree (the task's own, parked for this) spares a checkout of
+        // the whole base.
+        let taken = || {
+            (!path.exists())
+                .then(|| self.pool.take_detached(&self.repo, &path, &from))
+                .flatten()
+        };
+        let tree = match reused.or_else(taken) {
             Some(tree) => tree,
-            // A parked worktree (the task's own, parked for this) spares a checkout of it all.
-            None if !path.exists() => match self.pool.take_detached(&self.repo, &path, &from) {
-                Some(tree) => tree,
-                None => self.repo.detached_worktree(&path, &from).map_err(fail)?,
-            },
             None => self.repo.detached_worktree(&path, &from).map_err(fail)?,
         };
         // The merge commit runs the repository's hooks: inside the run's sandbox.
