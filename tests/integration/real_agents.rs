@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use crate::mock_model::{Api, MockModel, Turn};
 use crate::real_agents_support::{
     Agent, AgentSetup, SetupOptions, assert_failure_recorded, assert_structured_findings,
-    history_iterations,
+    history_iterations, run_agent_with_deadline,
 };
-use crate::support::{Run, TestEnv, run_with_deadline};
+use crate::support::{Run, TestEnv};
 
 /// The most one ralph run with a real agent may take.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -60,7 +60,7 @@ fn ralph_args_as(
     // Retries of an iteration that failed on the provider's side come at once.
     command.env("RALPH_RETRY_BASE_MS", "100");
     Run {
-        output: run_with_deadline(command, DEADLINE),
+        output: run_agent_with_deadline(command, DEADLINE),
     }
 }
 
@@ -688,7 +688,7 @@ fn record_agent_fixtures() {
             let mut command: Command = setup.direct(&work, &home, &arg_refs);
             let started = Instant::now();
             // Droid retries a 5xx for about 250 s.
-            let output = run_with_deadline(&mut command, RECORD_DEADLINE);
+            let output = run_agent_with_deadline(&mut command, RECORD_DEADLINE);
             let stdout = String::from_utf8_lossy(&output.stdout);
             let mut text: String = stdout.lines().map(|line| trim_line(line) + "\n").collect();
             if text.is_empty() {
@@ -761,7 +761,7 @@ fn claude_calls_ralph_status_through_mcp() {
         Agent::Claude.model(),
     ];
     let mut command = setup.direct(&work, &home, &args);
-    let output = run_with_deadline(&mut command, Duration::from_secs(120));
+    let output = run_agent_with_deadline(&mut command, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         output.status.code(),

@@ -7,11 +7,52 @@
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::mock_model::MockModel;
+use crate::support::run_with_deadline;
+
+/// How many real CLIs run at once. Each start of one is seconds of CPU (a Kilo Code run is about
+/// seven), so the suite's sixteen test threads running them all together on a two-core machine
+/// made each run take minutes; the rest of the suite goes on beside them.
+const AGENT_SLOTS: usize = 4;
+
+/// The real CLIs running now, out of [`AGENT_SLOTS`].
+static RUNNING: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// Runs `command` (a real CLI, or ralph driving one) to its end or `limit`, once one of the
+/// [`AGENT_SLOTS`] is free; the wait for the slot is not part of `limit`.
+pub(crate) fn run_agent_with_deadline(command: &mut Command, limit: Duration) -> Output {
+    let (running, freed) = &RUNNING;
+    {
+        let mut count = running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *count >= AGENT_SLOTS {
+            count = freed
+                .wait(count)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *count += 1;
+    }
+    /// Gives the slot back, also when the run panics.
+    struct Slot;
+    impl Drop for Slot {
+        fn drop(&mut self) {
+            let (running, freed) = &RUNNING;
+            *running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) -= 1;
+            freed.notify_one();
+        }
+    }
+    let _slot = Slot;
+    run_with_deadline(command, limit)
+}
 
 /// The environment variable holding the API key the mock provider expects (any value works).
 const MOCK_KEY_VAR: &str = "RALPH_MOCK_API_KEY";
@@ -320,6 +361,15 @@ impl AgentSetup {
                     "KILO_DISABLE_AUTOUPDATE",
                     "KILO_DISABLE_DEFAULT_PLUGINS",
                     "KILO_DISABLE_SHARE",
+                    "KILO_DISABLE_CODEBASE_INDEXING",
+                    "KILO_DISABLE_LSP_DOWNLOAD",
+                    "KILO_DISABLE_SESSION_INGEST",
+                    "KILO_DISABLE_PRESENCE",
+                    "KILO_DISABLE_FFF",
+                    "KILO_DISABLE_EMBEDDED_WEB_UI",
+                    "KILO_EXPERIMENTAL_DISABLE_FILEWATCHER",
+                    "KILO_DISABLE_CLAUDE_CODE",
+                    "KILO_DISABLE_EXTERNAL_SKILLS",
                 ] {
                     set(name, "1".into());
                 }
