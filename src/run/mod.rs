@@ -149,6 +149,9 @@ pub(crate) struct TaskLoop {
     /// iteration is recorded in its history too (with the task's id), so `--status`, `--report`,
     /// `--watch` and `--log` see the whole run.
     pub(crate) home: RalphDir,
+    /// The task's worktree was just laid out clean at its branch (taken from the pool or new):
+    /// no work of an interrupted iteration can be in it, so none is looked for.
+    pub(crate) laid_clean: bool,
 }
 
 impl TaskLoop {

@@ -388,7 +388,7 @@ impl<'a> Coordinator<'a> {
         } else {
             conflicts
         };
-        let path = self.lay_worktree(id)?;
+        let (path, laid_clean) = self.lay_worktree(id)?;
         let branch = branch(id);
         let cwd = path.join(self.repo.prefix());
         // The work made in this worktree and branch is for this task, and only for it.
@@ -401,6 +401,7 @@ impl<'a> Coordinator<'a> {
             conflicts,
             publish: None,
             home: self.dir.clone(),
+            laid_clean,
         };
         self.sink.emit(LoopEvent::TaskStarted {
             task: id.to_owned(),

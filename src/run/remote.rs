@@ -368,6 +368,7 @@ impl Session<'_> {
                 fence: fence.clone(),
             }),
             home: self.dir.clone(),
+            laid_clean: false,
         };
         let config = base::task_config(self.config, task);
         let task_stop = StopFlag::default();

@@ -483,7 +483,13 @@ impl<'a> Runner<'a> {
     /// agent's work from an iteration a kill or a stop cut short, committed now so the task's
     /// branch has it (an agent that writes the same again would otherwise leave it out).
     fn commit_interrupted_work(&mut self) {
-        if self.env.shape.task_loop().is_none() || !self.env.config.options.commit {
+        if self
+            .env
+            .shape
+            .task_loop()
+            .is_none_or(|task| task.laid_clean)
+            || !self.env.config.options.commit
+        {
             return;
         }
         match self.commit_work(INTERRUPTED_COMMIT) {

@@ -723,10 +723,14 @@ fn a_worktree_is_reused_from_task_to_task_cleaned_of_the_last_ones_files() {
     assert_eq!(env.agent_file("found-Task_three"), "");
     let kept = three_tasks_one_worktree(&["--keep-build-cache"]);
     assert_eq!(kept.agent_file("found-Task_one"), "");
-    // Task one's worktree became the one the merges are made in, so task two got a new one;
-    // task three took task two's, its build outputs kept, ralph's files of task two gone.
-    assert_eq!(kept.agent_file("found-Task_two"), "");
-    assert_eq!(kept.agent_file("found-Task_three"), "from-Task_two\n");
+    // One worktree for the whole run: task one's became the one its merge was made in, task two
+    // took it from there, and task three took it back after task two's merge; the build outputs
+    // stayed, ralph's files of the last task went.
+    assert_eq!(kept.agent_file("found-Task_two"), "from-Task_one\n");
+    assert_eq!(
+        kept.agent_file("found-Task_three"),
+        "from-Task_one\nfrom-Task_two\n"
+    );
 }
 
 #[test]

@@ -292,9 +292,9 @@ impl<'a> Coordinator<'a> {
 
     /// Merges the base into task `id`'s branch in its worktree: the files left in conflict for
     /// its agent (none when it merged cleanly).
-    pub(super) fn merge_base_into_task(&self, id: &str) -> anyhow::Result<Vec<String>> {
+    pub(super) fn merge_base_into_task(&mut self, id: &str) -> anyhow::Result<Vec<String>> {
         // Parked before the merge: taken back (or another one, or a new one).
-        let path = self.lay_worktree(id)?;
+        let (path, _) = self.lay_worktree(id)?;
         let worktree =
             Repo::linked_worktree(&path).ok_or_else(|| fail("the task's worktree is gone"))?;
         let own = self.own_files();

@@ -35,16 +35,27 @@ impl Coordinator<'_> {
             .release(&self.repo, &path, &branch(id), delete_branch);
     }
 
-    /// Task `id`'s worktree, made when it has none: a parked one taken over, or a new one (its
-    /// submodules checked out); an existing one as it is (a resumed task's, its work there).
-    pub(super) fn lay_worktree(&self, id: &str) -> anyhow::Result<PathBuf> {
+    /// Task `id`'s worktree, made when it has none: a parked one taken over, the integration
+    /// worktree when none is parked and no merge needs it now, or a new one (its submodules
+    /// checked out); an existing one as it is (a resumed task's, its work there). With whether
+    /// it was laid out now, clean.
+    pub(super) fn lay_worktree(&mut self, id: &str) -> anyhow::Result<(PathBuf, bool)> {
         let path = self.dir.worktree(id);
         if path.join(".git").exists() {
-            return Ok(path);
+            return Ok((path, false));
         }
         let branch = branch(id);
-        if (self.pool).take(&self.repo, &path, (&branch, &self.base)) {
-            return Ok(path);
+        let checkout = (branch.as_str(), self.base.as_str());
+        if (self.pool).take(&self.repo, &path, checkout) {
+            return Ok((path, true));
+        }
+        // The last merge landed and left the integration worktree clean at the base: the next
+        // merge takes a parked worktree (this task's, when it is done) instead.
+        if self.integration_clean_at.take().is_some()
+            && (self.pool).park(&self.repo, &self.dir.integration_worktree())
+            && (self.pool).take(&self.repo, &path, checkout)
+        {
+            return Ok((path, true));
         }
         self.repo
             .add_worktree(&path, &branch, &self.base)
@@ -55,7 +66,7 @@ impl Coordinator<'_> {
                 why: &why,
             });
         }
-        Ok(path)
+        Ok((path, true))
     }
 
     /// Parks a finished task's clean worktree before its merge is made, so that the merge can
