@@ -373,6 +373,8 @@ impl AgentSetup {
                 ] {
                     set(name, "1".into());
                 }
+                // No telemetry: its shutdown waits 1.6 s for a host the tests cannot reach.
+                set("KILO_TELEMETRY_LEVEL", "off".into());
             }
             Agent::Cline => {
                 write_json(
