@@ -298,7 +298,9 @@ impl<'a> Coordinator<'a> {
         let stop = spawner.stop;
         loop {
             if self.ended.is_none() && !stop.is_stopping() {
-                for (id, task) in self.ready()? {
+                let ready = self.ready()?;
+                self.lay_ahead(&ready);
+                for (id, task) in ready {
                     if self.running.len() >= self.config.options.parallel as usize {
                         break;
                     }

@@ -49,6 +49,31 @@ impl Pool {
         parked
     }
 
+    /// How many worktrees are parked.
+    pub(super) fn parked_count(&self) -> usize {
+        if self.enabled { self.parked().len() } else { 0 }
+    }
+
+    /// Parks `count` new worktrees detached at `base`, checked out side by side (a thread
+    /// each): tasks that start together then take them over instead of checking the base out
+    /// one after the other.
+    pub(super) fn add(&self, repo: &Repo, count: usize, base: &str) {
+        if !self.enabled || std::fs::create_dir_all(&self.folder).is_err() {
+            return;
+        }
+        let slots: Vec<PathBuf> = (1..)
+            .map(|n| self.folder.join(n.to_string()))
+            .filter(|slot| !slot.exists())
+            .take(count)
+            .collect();
+        std::thread::scope(|scope| {
+            for slot in &slots {
+                // One that fails is not taken (see `parked`), and is removed at the run's end.
+                scope.spawn(|| repo.detached_worktree(slot, base));
+            }
+        });
+    }
+
     /// Puts a parked worktree at `path` for `branch` (made at `base` when new); `false` when
     /// none is parked.
     pub(super) fn take(&self, repo: &Repo, path: &Path, (branch, base): (&str, &str)) -> bool {

@@ -734,6 +734,40 @@ fn a_worktree_is_reused_from_task_to_task_cleaned_of_the_last_ones_files() {
 }
 
 #[test]
+fn tasks_that_start_together_take_worktrees_checked_out_side_by_side_into_the_pool() {
+    let env = setup("# Tasks\n\n- [ ] Task one\n- [ ] Task two\n- [ ] Task three\n");
+    let trace = env.path().join("git-trace.json");
+    env.run_loop_with(&["Build", "--tasks", "--parallel", "3"], |command| {
+        command.env("GIT_TRACE2_EVENT", &trace);
+    })
+    .assert_code(0);
+    let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(tasks.matches("- [x]").count(), 3, "{tasks}");
+    // Every `git worktree add` ralph ran, by what it made.
+    let adds: Vec<String> = (fs::read_to_string(&trace).unwrap().lines())
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["event"] == "start")
+        .filter_map(|event| {
+            let argv: Vec<&str> = (event["argv"].as_array()?.iter())
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            (argv.get(1..3) == Some(&["worktree", "add"][..])).then(|| argv.join(" "))
+        })
+        .collect();
+    // Three worktrees for the three tasks that started together, parked first (detached), then
+    // taken by the tasks; none checked out for one task alone, none for the merges.
+    assert_eq!(adds.len(), 3, "{adds:#?}");
+    assert!(
+        adds.iter()
+            .all(|add| add.contains("--detach") && add.contains(".ralph/worktrees/.pool/")),
+        "{adds:#?}"
+    );
+    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    assert!(!env.ralph_file("worktrees/.pool").exists());
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
 fn a_worktree_a_killed_run_left_parked_is_taken_by_the_next_run_and_removed_at_its_end() {
     let env = setup("# Tasks\n\n- [ ] Task one\n");
     fs::write(env.work().join(".gitignore"), "build/\n").unwrap();

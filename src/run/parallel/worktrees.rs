@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use crate::error::fail;
 use crate::event::Notice;
 use crate::git::Repo;
+use crate::storage::tasks::Task;
 
 use super::super::base::branch;
 use super::Coordinator;
@@ -33,6 +34,20 @@ impl Coordinator<'_> {
         }
         self.pool
             .release(&self.repo, &path, &branch(id), delete_branch);
+    }
+
+    /// When more than one of the `ready` tasks about to start needs a new worktree, checks them
+    /// out side by side into the pool, where each task's start takes one.
+    pub(super) fn lay_ahead(&self, ready: &[(String, Task)]) {
+        let free = (self.config.options.parallel as usize).saturating_sub(self.running.len());
+        let without = (ready.iter().take(free))
+            .filter(|(id, _)| !self.dir.worktree(id).join(".git").exists())
+            .count();
+        let idle = usize::from(self.integration_clean_at.is_some());
+        let needed = without.saturating_sub(self.pool.parked_count() + idle);
+        if needed > 1 {
+            self.pool.add(&self.repo, needed, &self.base);
+        }
     }
 
     /// Task `id`'s worktree, made when it has none: a parked one taken over, the integration
