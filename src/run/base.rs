@@ -112,7 +112,6 @@ pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
     let mut swept = Swept::default();
     // A merge a killed run was landing goes first: the base may already point at it.
     let _ = finish_landing(repo, dir);
-    remove_integration_worktree(repo, dir);
     super::pool::clear(repo, dir);
     let stamp = crate::model::now().format("%Y%m%d%H%M%S").to_string();
     for (id, merged) in repo.task_branches() {
@@ -167,14 +166,6 @@ impl Swept {
         if with_branch {
             self.removed.push(id.to_owned());
         }
-    }
-}
-
-/// Removes the worktree merges are made in (`.ralph/worktrees/.integrate`), if there is one.
-pub(super) fn remove_integration_worktree(repo: &Repo, dir: &RalphDir) {
-    let integration = dir.integration_worktree();
-    if integration.join(".git").exists() {
-        repo.remove_worktree(&integration, "", false);
     }
 }
 

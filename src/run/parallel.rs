@@ -502,7 +502,6 @@ impl<'a> Coordinator<'a> {
         };
         tell_swept(&self.sink, &super::base::sweep(&self.repo, self.dir));
         // The worktree the merges were made in is the run's own, and so are the parked ones.
-        super::base::remove_integration_worktree(&self.repo, self.dir);
         super::pool::clear(&self.repo, self.dir);
         let spent = self.shared.spent();
         let not_started = self.never_started(&list);

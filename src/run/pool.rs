@@ -139,16 +139,25 @@ impl Pool {
     }
 }
 
-/// Removes every parked worktree of `dir`'s runs (a run's end, `--reset`).
+/// Removes every parked worktree of `dir`'s runs and the one merges are made in
+/// (`.ralph/worktrees/.integrate`), side by side (a thread each): a run's end, `--reset`.
 pub(crate) fn clear(repo: &Repo, dir: &RalphDir) {
     let folder = folder(dir);
-    let Ok(entries) = std::fs::read_dir(&folder) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        repo.remove_worktree(&entry.path(), "", false);
-        let _ = std::fs::remove_dir_all(entry.path());
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default();
+    let integration = dir.integration_worktree();
+    if integration.join(".git").exists() {
+        paths.push(integration);
     }
+    std::thread::scope(|scope| {
+        for path in &paths {
+            scope.spawn(move || {
+                repo.remove_worktree(path, "", false);
+                let _ = std::fs::remove_dir_all(path);
+            });
+        }
+    });
     let _ = std::fs::remove_dir(&folder);
 }
 
