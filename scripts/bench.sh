@@ -98,7 +98,8 @@ fi
 
 # --- Work directory and a clean, reproducible git environment ---------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ralph-bench.XXXXXX")
-cleanup() { rm -rf "$WORK"; }
+SHM_WORK=""
+cleanup() { rm -rf "$WORK" ${SHM_WORK:+"$SHM_WORK"}; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$WORK/agents" "$WORK/data" "$WORK/csv" "$WORK/dirs"
@@ -544,6 +545,25 @@ row "8. 4 tasks, \`--parallel 2\`, $PAR_FILES files (instant agent)" "$(calc "$t
 row "8. 4 tasks, \`--parallel 1\`, $PAR_FILES files (instant agent)" "$(calc "$t_p1 / 4 * 1000" 1) ms/task" \
   "$per_task_git ms/task (git worktree add + commit + merge + remove)" "$(calc "$t_p1 / $t_git")×" \
   "report" "—"
+# The same on tmpfs (reported, no target): ext4 grows slow at creating files where many were
+# deleted a moment before (its inode allocator skips recently freed inodes one by one), which
+# this case provokes run after run (the copies, git's removed worktrees), so the numbers above
+# move from run to run with the disk's recent history; on tmpfs they measure the git work alone.
+if [ "$MODE" = full ] && [ -d /dev/shm ] && [ -w /dev/shm ] && SHM_WORK=$(mktemp -d /dev/shm/ralph-bench.XXXXXX); then
+  say "case 8 on tmpfs"
+  cp -a "$PAR_SRC" "$SHM_WORK/par-src"
+  printf 'rm -rf "%s" && cp -a "%s" "%s"\n' "$SHM_WORK/par" "$SHM_WORK/par-src" "$SHM_WORK/par" >"$WORK/reset-shm.sh"
+  with_agent par-instant hf case8shm --runs "$par_runs" -i --prepare "sh '$WORK/reset-shm.sh'" \
+    -n parallel2 "sh -c \"cd '$SHM_WORK/par' && '$RALPH' x --tasks --parallel 2 --pause 0 --output-format text\"" \
+    -n git "sh '$WORK/git-par.sh' '$SHM_WORK/par'"
+  shm_p2=$(mean case8shm parallel2)
+  shm_git=$(mean case8shm git)
+  row "8. 4 tasks, \`--parallel 2\`, $PAR_FILES files on tmpfs (instant agent)" \
+    "$(calc "$shm_p2 / 4 * 1000" 1) ms/task" \
+    "$(calc "$shm_git / 4 * 1000" 1) ms/task (git worktree add + commit + merge + remove)" \
+    "$(calc "$shm_p2 / $shm_git")×" "report" "—"
+  rm -rf "$SHM_WORK"
+fi
 # ralph's own peak RSS (VmHWM of its process: the workers are its threads) with 2 workers.
 sh "$WORK/reset-par.sh"
 cat >"$WORK/par-rss.sh" <<'SCRIPT'
@@ -840,6 +860,9 @@ if [ "$MODE" = full ]; then
     echo "- **8**: hyperfine of \`ralph x --tasks --parallel 2\` (and \`--parallel 1\`) on 4 tasks whose"
     echo "  agent writes one file, each run on a fresh copy of a $PAR_FILES-file repository, vs a script"
     echo "  that adds, commits in, merges and removes 4 worktrees one at a time; peak RSS is VmHWM."
+    echo "  The tmpfs row runs the same in /dev/shm: on ext4, creating many files where many were just"
+    echo "  deleted is slowed by the inode allocator skipping recently freed inodes, which this case's"
+    echo "  copies and removed worktrees provoke, so the disk rows vary with the disk's recent history."
     echo "- **9**: hyperfine of a loop of instant iterations with \`--sandbox bwrap\` and without."
     echo "- **10**: user + system CPU of \`ralph --serve\` over $IDLE_S s with nobody connected; then case 8's"
     echo "  \`--parallel 4\` run in a 200-file repository, $serve_rounds rounds alternating its order, with a \`ralph --serve\` beside it"
