@@ -27,7 +27,7 @@
 //! forget the scan. ralph's own commit updates the kept scan to what it committed.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::MetadataExt as _;
 
@@ -67,6 +67,8 @@ pub(super) struct Entry {
     pub(super) staged: bool,
     /// The work tree differs from the index (untracked and unmerged paths included).
     pub(super) unstaged: bool,
+    /// Not in the index (and not ignored).
+    pub(super) untracked: bool,
 }
 
 /// What `git status --porcelain=v2 --branch` reports.
@@ -100,6 +102,9 @@ pub(crate) struct Tree {
     /// Whole-tree scans so far.
     #[cfg(test)]
     whole_scans: u32,
+    /// `git status` runs limited to touched paths so far.
+    #[cfg(test)]
+    limited_scans: u32,
 }
 
 impl Tree {
@@ -256,22 +261,43 @@ impl Repo {
         }
         let mut snapshot = kept.clone();
         snapshot.own = self.own_fingerprints();
-        if touched.is_empty() {
+        // An untracked file the kept scan named, touched again, is untracked still (the ignore
+        // rules are as they were: a touched `.gitignore` scans the whole tree) unless it is
+        // gone or a folder now: git need not be asked about it.
+        let is_gone = |path: &OsStr| std::fs::symlink_metadata(self.root.join(path)).is_err();
+        let (again, touched): (Vec<&str>, Vec<&str>) = touched.into_iter().partition(|path| {
+            let path = OsStr::new(path);
+            (kept.entries.iter()).any(|entry| entry.untracked && entry.path == path)
+                && (std::fs::symlink_metadata(self.root.join(path)))
+                    .map_or(true, |meta| !meta.is_dir())
+        });
+        if touched.is_empty() && again.is_empty() {
             return Some(snapshot);
         }
         if touched.len() > MAX_TOUCHED {
             return None;
         }
-        let mut extra = vec!["--"];
-        extra.extend_from_slice(&touched);
-        let status = self.status(&extra, false)?;
+        if !touched.is_empty() {
+            #[cfg(test)]
+            {
+                tree.limited_scans += 1;
+            }
+            let mut extra = vec!["--"];
+            extra.extend_from_slice(&touched);
+            let status = self.status(&extra, false)?;
+            snapshot.entries.retain(|entry| {
+                let path = entry.path.as_bytes();
+                !touched.iter().any(|t| watch::is_under(path, t.as_bytes()))
+            });
+            snapshot.entries.extend(status.entries);
+            snapshot.submodules |= status.submodules;
+            snapshot.head = status.head;
+        }
+        // The ones gone are named no more.
         snapshot.entries.retain(|entry| {
-            let path = entry.path.as_bytes();
-            !touched.iter().any(|t| watch::is_under(path, t.as_bytes()))
+            let again = again.iter().any(|path| entry.path == OsStr::new(path));
+            !(entry.untracked && again && is_gone(&entry.path))
         });
-        snapshot.entries.extend(status.entries);
-        snapshot.submodules |= status.submodules;
-        snapshot.head = status.head;
         let paths = snapshot.entries.iter().map(|e| e.path.clone()).collect();
         snapshot.dirty = self.fingerprints(paths, &mut tree.kept);
         Some(snapshot)
@@ -464,6 +490,7 @@ pub(super) fn parse_status(bytes: &[u8]) -> Status {
             path: path.clone(),
             staged: fields > 1 && changed(0),
             unstaged: fields == 1 || entry[0] == b'u' || changed(1),
+            untracked: fields == 1,
         });
         status.paths.push(path);
         if entry[0] == b'2'
@@ -477,6 +504,7 @@ pub(super) fn parse_status(bytes: &[u8]) -> Status {
                 path: original.clone(),
                 staged: changed(0),
                 unstaged: !changed(0),
+                untracked: false,
             });
             status.paths.push(original);
         }
@@ -731,6 +759,42 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
             "{} whole scans for {whole_expected} that had to be",
             tree.whole_scans
         );
+    }
+
+    #[test]
+    fn an_untracked_file_touched_again_is_looked_at_without_git() {
+        let Some((dir, repo)) = repo() else { return };
+        let path = |name: &str| dir.path().join(name);
+        let mut tree = Tree::default();
+        let start = repo.scan(&mut tree).unwrap();
+        if tree.unwatchable {
+            return;
+        }
+        std::fs::write(path("log.txt"), "one\n").unwrap();
+        let first = repo.scan(&mut tree).unwrap();
+        assert_eq!(repo.changed_files(&start, &first), ["log.txt"]);
+        assert_eq!(tree.limited_scans, 1, "a new file is asked of git");
+        // Written again, then written again with the same content, then removed: no git.
+        std::fs::write(path("log.txt"), "one\ntwo\n").unwrap();
+        let second = repo.scan(&mut tree).unwrap();
+        assert_eq!(repo.changed_files(&first, &second), ["log.txt"]);
+        std::fs::write(path("log.txt"), "one\ntwo\n").unwrap();
+        let third = repo.scan(&mut tree).unwrap();
+        assert!(repo.changed_files(&second, &third).is_empty());
+        std::fs::remove_file(path("log.txt")).unwrap();
+        let gone = repo.scan(&mut tree).unwrap();
+        assert_eq!(repo.changed_files(&third, &gone), ["log.txt"]);
+        assert_eq!(canonical(gone), canonical(repo.snapshot().unwrap()));
+        assert_eq!((tree.limited_scans, tree.whole_scans), (1, 1));
+        // A folder where a known untracked file was is asked of git.
+        std::fs::write(path("log.txt"), "again\n").unwrap();
+        repo.scan(&mut tree).unwrap();
+        std::fs::remove_file(path("log.txt")).unwrap();
+        std::fs::create_dir_all(path("log.txt/inner")).unwrap();
+        std::fs::write(path("log.txt/inner/x"), "x\n").unwrap();
+        let folder = repo.scan(&mut tree).unwrap();
+        assert_eq!(canonical(folder), canonical(repo.snapshot().unwrap()));
+        assert_eq!((tree.limited_scans, tree.whole_scans), (3, 1));
     }
 
     #[test]
