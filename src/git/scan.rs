@@ -261,19 +261,30 @@ impl Repo {
         }
         let mut snapshot = kept.clone();
         snapshot.own = self.own_fingerprints();
-        // An untracked file the kept scan named, touched again, is untracked still (the ignore
-        // rules are as they were: a touched `.gitignore` scans the whole tree) unless it is
-        // gone or a folder now: git need not be asked about it.
-        let is_gone = |path: &OsStr| std::fs::symlink_metadata(self.root.join(path)).is_err();
-        let (again, touched): (Vec<&str>, Vec<&str>) = touched.into_iter().partition(|path| {
-            let path = OsStr::new(path);
-            (kept.entries.iter()).any(|entry| entry.untracked && entry.path == path)
-                && (std::fs::symlink_metadata(self.root.join(path)))
-                    .map_or(true, |meta| !meta.is_dir())
-        });
-        if touched.is_empty() && again.is_empty() {
+        if touched.is_empty() {
             return Some(snapshot);
         }
+        // An untracked file the kept scan named, touched again, is untracked still (the ignore
+        // rules are as they were: a touched `.gitignore` scans the whole tree): git need not be
+        // asked about it unless it is a folder now; one that is gone is named no more.
+        let untracked: HashSet<&OsStr> = (kept.entries.iter())
+            .filter(|entry| entry.untracked)
+            .map(|entry| entry.path.as_os_str())
+            .collect();
+        let mut gone = HashSet::new();
+        let touched: Vec<&str> = (touched.into_iter())
+            .filter(|&path| {
+                let name = OsStr::new(path);
+                if !untracked.contains(name) {
+                    return true;
+                }
+                let meta = std::fs::symlink_metadata(self.root.join(name));
+                if meta.is_err() {
+                    gone.insert(name);
+                }
+                meta.is_ok_and(|meta| meta.is_dir())
+            })
+            .collect();
         if touched.len() > MAX_TOUCHED {
             return None;
         }
@@ -293,11 +304,9 @@ impl Repo {
             snapshot.submodules |= status.submodules;
             snapshot.head = status.head;
         }
-        // The ones gone are named no more.
-        snapshot.entries.retain(|entry| {
-            let again = again.iter().any(|path| entry.path == OsStr::new(path));
-            !(entry.untracked && again && is_gone(&entry.path))
-        });
+        snapshot
+            .entries
+            .retain(|entry| !(entry.untracked && gone.contains(entry.path.as_os_str())));
         let paths = snapshot.entries.iter().map(|e| e.path.clone()).collect();
         snapshot.dirty = self.fingerprints(paths, &mut tree.kept);
         Some(snapshot)
