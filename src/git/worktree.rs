@@ -208,7 +208,7 @@ impl Repo {
         if check(self.run(args), "git worktree add").is_ok() {
             return Ok(());
         }
-        let _ = self.run(&["worktree", "prune"]);
+        self.prune_worktrees();
         check(self.run(args), "git worktree add").map(drop)
     }
 
@@ -404,16 +404,25 @@ impl Repo {
         check(self.run(clean), "git clean").map(drop)
     }
 
-    /// Removes a task's worktree and, with `delete_branch`, its branch.
-    pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) {
+    /// Removes a task's worktree and, with `delete_branch`, its branch; `false` when git could
+    /// not remove the worktree (then whatever git knows of worktrees whose folders are gone is
+    /// pruned).
+    pub(crate) fn remove_worktree(&self, path: &Path, branch: &str, delete_branch: bool) -> bool {
         let shown = path.to_string_lossy().into_owned();
-        let removed = self.run(&["worktree", "remove", "--force", "--force", &shown]);
-        if !removed.is_ok_and(|output| output.status.success()) {
-            let _ = self.run(&["worktree", "prune"]);
+        let removed = (self.run(&["worktree", "remove", "--force", "--force", &shown]))
+            .is_ok_and(|output| output.status.success());
+        if !removed {
+            self.prune_worktrees();
         }
         if delete_branch {
             self.delete_branch(branch);
         }
+        removed
+    }
+
+    /// Forgets the worktrees whose folders are gone (`git worktree prune`).
+    pub(crate) fn prune_worktrees(&self) {
+        let _ = self.run(&["worktree", "prune"]);
     }
 
     /// Deletes `branch` (`git branch -D`), whatever it holds.

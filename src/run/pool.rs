@@ -150,14 +150,24 @@ pub(crate) fn clear(repo: &Repo, dir: &RalphDir) {
     if integration.join(".git").exists() {
         paths.push(integration);
     }
-    std::thread::scope(|scope| {
-        for path in &paths {
-            scope.spawn(move || {
-                repo.remove_worktree(path, "", false);
-                let _ = std::fs::remove_dir_all(path);
-            });
-        }
+    // The scope waits for every removal, also those `all` stopped short of.
+    let removed = std::thread::scope(|scope| {
+        let removals: Vec<_> = (paths.iter())
+            .map(|path| {
+                scope.spawn(move || {
+                    let removed = repo.remove_worktree(path, "", false);
+                    let _ = std::fs::remove_dir_all(path);
+                    removed
+                })
+            })
+            .collect();
+        (removals.into_iter()).all(|removal| removal.join().unwrap_or(false))
     });
+    if !removed {
+        // A removal git refused (another one under way beside it) pruned before its folder was
+        // deleted: what git still lists of it goes now.
+        repo.prune_worktrees();
+    }
     let _ = std::fs::remove_dir(&folder);
 }
 

@@ -114,7 +114,8 @@ fn four_independent_tasks_two_at_a_time_are_all_merged() {
     for name in ["Task_one", "Task_two", "Task_three", "Task_four"] {
         assert!(env.work().join(format!("{name}.txt")).exists(), "{name}");
     }
-    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    let worktrees = env.git(&["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
     assert_eq!(env.git(&["branch", "--list", "ralph/*"]), "");
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     assert!(
@@ -229,7 +230,8 @@ fn a_conflict_the_agent_never_resolves_fails_the_task_and_keeps_its_branch() {
     assert_eq!(tasks.matches("- [x]").count(), 1, "{tasks}");
     assert_eq!(tasks.matches("- [!]").count(), 1, "{tasks}");
     assert_eq!(env.git(&["branch", "--list", "ralph/*"]).lines().count(), 1);
-    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    let worktrees = env.git(&["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
     // The markers left refused the task's promise, and the next prompt names that promise.
     let refused = fs::read_dir(env.agent_dir())
         .unwrap()
@@ -706,7 +708,8 @@ fn three_tasks_one_worktree(extra: &[&str]) -> TestEnv {
         assert!(env.work().join(format!("{name}.txt")).exists(), "{name}");
     }
     // Nothing is left: no worktree, parked or not, no branch.
-    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    let worktrees = env.git(&["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
     assert!(!env.ralph_file("worktrees/.pool").exists());
     assert_eq!(env.git(&["branch", "--list", "ralph/*"]), "");
     assert_eq!(env.git(&["status", "--porcelain"]), "");
@@ -762,7 +765,8 @@ fn tasks_that_start_together_take_worktrees_checked_out_side_by_side_into_the_po
             .all(|add| add.contains("--detach") && add.contains(".ralph/worktrees/.pool/")),
         "{adds:#?}"
     );
-    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    let worktrees = env.git(&["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
     assert!(!env.ralph_file("worktrees/.pool").exists());
     assert_eq!(env.git(&["status", "--porcelain"]), "");
 }
@@ -788,7 +792,8 @@ fn a_worktree_a_killed_run_left_parked_is_taken_by_the_next_run_and_removed_at_i
     env.run_loop(&["Build", "--tasks", "--parallel", "1", "--keep-build-cache"])
         .assert_code(0);
     assert_eq!(env.agent_file("found-Task_one"), "from-before\n");
-    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    let worktrees = env.git(&["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
     assert!(!env.ralph_file("worktrees/.pool").exists());
     assert!(env.work().join("Task_one.txt").exists());
 }
