@@ -243,7 +243,14 @@ pub(crate) fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
     // The sandbox's cgroup (or rlimits), joined before the agent starts so that it and all it
     // starts are inside.
     crate::sandbox::join_limits();
-    let mut agent = match Command::new(&program).args(args).spawn() {
+    // The guard's own variables are not the agent's (a sandbox's process inside starts with
+    // exactly what ralph gave it).
+    let mut agent = match Command::new(&program)
+        .args(args)
+        .env_remove(GRACE_VARIABLE)
+        .env_remove(crate::sandbox::CGROUPS_VARIABLE)
+        .spawn()
+    {
         Ok(agent) => agent,
         Err(err) => {
             crate::output::error(&format!(

@@ -137,6 +137,7 @@ pub(crate) fn run(
         program: "sh".into(),
         args: vec!["-c".into(), command.into()],
         env,
+        clear_env: false,
         stdin: Some(format!("{event}\n")),
         usage_file: None,
         acp: None,

@@ -215,9 +215,9 @@ pub(crate) fn run(
         }
         None => Command::new(&command.program),
     };
+    command.set_env(&mut process);
     process
         .args(&command.args)
-        .envs(command.env.iter().map(|(key, value)| (key, value)))
         .current_dir(cwd)
         .stdin(if command.stdin.is_some() || command.acp.is_some() {
             Stdio::piped()
@@ -644,6 +644,7 @@ mod tests {
             program: "/bin/sh".into(),
             args: vec!["-c".into(), script.into()],
             env: Vec::new(),
+            clear_env: false,
             stdin: None,
             usage_file: None,
             acp: None,

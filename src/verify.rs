@@ -93,6 +93,7 @@ fn run_one(
         program: "sh".into(),
         args: vec!["-c".into(), command.into()],
         env: Vec::new(),
+        clear_env: false,
         stdin: None,
         usage_file: None,
         acp: None,

@@ -267,6 +267,7 @@ impl Agent for CustomAgentDef {
             program: request.binary.to_path_buf(),
             args,
             env,
+            clear_env: false,
             stdin: (self.prompt == PromptDelivery::Stdin).then(|| request.prompt.to_owned()),
             usage_file: None,
             acp: (self.prompt == PromptDelivery::Acp).then(|| super::acp::Turn {

@@ -275,8 +275,11 @@ pub(crate) struct CommandRequest<'a> {
 pub(crate) struct AgentCommand {
     pub(crate) program: PathBuf,
     pub(crate) args: Vec<OsString>,
-    /// Variables added to ralph's own environment.
+    /// Variables added to ralph's own environment (to none, with `clear_env`).
     pub(crate) env: Vec<(String, OsString)>,
+    /// The process starts with `env` alone, none of ralph's environment: a sandbox whose own
+    /// process the agent can see (`/proc/1/environ` under bwrap) holds no variable it may not.
+    pub(crate) clear_env: bool,
     /// Text written to the agent's stdin (then closed); `None` means stdin is null.
     pub(crate) stdin: Option<String>,
     /// The usage report the agent writes at exit, read by [`Agent::usage_file_events`].
@@ -287,6 +290,14 @@ pub(crate) struct AgentCommand {
 }
 
 impl AgentCommand {
+    /// Gives `process` this command's environment.
+    pub(crate) fn set_env(&self, process: &mut std::process::Command) {
+        if self.clear_env {
+            process.env_clear();
+        }
+        process.envs(self.env.iter().map(|(key, value)| (key, value)));
+    }
+
     /// The argument vector as strings, for messages and tests.
     pub(crate) fn display_args(&self) -> Vec<String> {
         self.args
@@ -539,6 +550,7 @@ fn command_from(
         program: request.binary.to_path_buf(),
         args: args.into_iter().map(OsString::from).collect(),
         env,
+        clear_env: false,
         stdin: prompt_needs_stdin(request.prompt).then(|| request.prompt.to_owned()),
         usage_file: None,
         acp: None,

@@ -19,12 +19,15 @@ use crate::agents::AgentCommand;
 pub(crate) const ARG: &str = "__sandbox-hook";
 
 /// How to run one hook inside: the sandbox's program, its arguments up to the `--` before the
-/// command, and the command.
+/// command, the command, and the sandbox program's whole environment when it must start with
+/// no other (`None`: git's).
 #[derive(Debug, Serialize, Deserialize)]
 struct Spec {
     program: String,
     outer: Vec<String>,
     inner: Vec<String>,
+    #[serde(default)]
+    env: Option<Vec<(String, String)>>,
 }
 
 /// Writes, in `dir`, a script for every hook in `hooks` (the repository's hooks folder) that runs
@@ -49,6 +52,7 @@ pub(super) fn prepare(
             program: entry.path(),
             args: Vec::new(),
             env: Vec::new(),
+            clear_env: false,
             stdin: None,
             usage_file: None,
             acp: None,
@@ -60,6 +64,11 @@ pub(super) fn prepare(
             program: wrapped.program.to_string_lossy().into_owned(),
             outer: wrapped.args[..split].iter().map(text).collect(),
             inner: wrapped.args[split + 1..].iter().map(text).collect(),
+            env: wrapped.clear_env.then(|| {
+                (wrapped.env.iter())
+                    .map(|(name, value)| (name.clone(), text(value)))
+                    .collect()
+            }),
         };
         let spec_path = dir.join(format!(".{name}.json"));
         std::fs::write(&spec_path, serde_json::to_vec(&spec).ok()?).ok()?;
@@ -94,6 +103,11 @@ pub(crate) fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
     };
     let mut command = std::process::Command::new(&spec.program);
     command.args(&spec.outer);
+    if let Some(env) = &spec.env {
+        command
+            .env_clear()
+            .envs(env.iter().map(|(name, value)| (name, value)));
+    }
     for (name, value) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("GIT_") {
             command.arg("--setenv").arg(name).arg(value);

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The guard's variable naming the cgroups to join (`:`-separated).
-pub(super) const CGROUPS_VARIABLE: &str = "RALPH_SANDBOX_CGROUPS";
+pub(crate) const CGROUPS_VARIABLE: &str = "RALPH_SANDBOX_CGROUPS";
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 

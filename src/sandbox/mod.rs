@@ -25,7 +25,9 @@ mod mounts;
 mod proxy;
 mod seatbelt;
 
-pub(crate) use limits::{Bytes, Cpus, join_from_env as join_limits, needs_guard_in_front};
+pub(crate) use limits::{
+    Bytes, CGROUPS_VARIABLE, Cpus, join_from_env as join_limits, needs_guard_in_front,
+};
 use proxy::Allow;
 
 /// The `--sandbox` values.
@@ -366,6 +368,12 @@ impl Sandbox {
         if let Some(cgroups) = self.limits.cgroups_variable() {
             guard_env.push((limits::CGROUPS_VARIABLE.to_owned(), cgroups));
         }
+        // bwrap stays inside as its pid 1, whose environment the agent can read: it starts with
+        // the agent's own (a container's or Seatbelt's program is not visible inside).
+        let clear_env = self.kind == Kind::Bwrap;
+        if clear_env {
+            guard_env.extend(vars);
+        }
         if self.kind == Kind::Wrapper {
             // A wrapper decides what it passes in: it gets ralph's environment, as the agent did.
             guard_env.extend(command.env.iter().cloned());
@@ -374,6 +382,7 @@ impl Sandbox {
             program,
             args,
             env: guard_env,
+            clear_env,
             stdin: command.stdin.clone(),
             usage_file: command.usage_file.clone(),
             acp: command.acp.clone(),
@@ -481,6 +490,7 @@ impl Sandbox {
                 program: PathBuf::from(&argv[0]),
                 args: argv[1..].to_vec(),
                 env: Vec::new(),
+                clear_env: false,
                 stdin: None,
                 usage_file: None,
                 acp: None,
@@ -523,8 +533,8 @@ fn preflight_one(
     let mut process = std::process::Command::new(&command.program);
     process
         .args(&command.args)
-        .envs(command.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null());
+    command.set_env(&mut process);
     let output =
         output_with_deadline(&mut process, std::time::Duration::from_secs(60)).map_err(|err| {
             format!(

@@ -14,6 +14,13 @@ use crate::support::{Run, TestEnv};
 const PROBE: &str = r#"#!/bin/bash
 [ "$1" = "--version" ] && { echo "probe 1.0"; exit 0; }
 echo "SEEN GITHUB_TOKEN=${GITHUB_TOKEN:-absent} AWS=${AWS_SECRET_ACCESS_KEY:-absent} SSH=${SSH_AUTH_SOCK:-absent} KEY=${OPENAI_API_KEY:-absent}"
+read=0; leaks=0
+for environ in /proc/[0-9]*/environ; do
+  vars=$(tr '\0' '\n' < "$environ" 2>/dev/null) || continue
+  read=$((read + 1))
+  case "$vars" in *ghp_secret*|*aws_secret*|*ssh-agent.sock*) leaks=$((leaks + 1)); echo "LEAK in $environ";; esac
+done
+echo "ENVIRONS read=$read leaked=$leaks"
 echo out > "$OUTSIDE/escape.txt" 2>/dev/null
 echo home > "$HOME/escape.txt" 2>/dev/null
 echo etc > "$ETC_PROBE" 2>/dev/null
@@ -240,6 +247,15 @@ fn assert_contained(env: &TestEnv, run: &Run, listeners: &Listeners) {
         said.contains("SEEN GITHUB_TOKEN=absent AWS=absent SSH=absent KEY=sk-probe"),
         "only the agent's own key passes: {said}"
     );
+    let environs = said
+        .lines()
+        .find_map(|line| line.strip_prefix("ENVIRONS read="))
+        .unwrap_or_else(|| panic!("the probe read the processes' environments: {said}"));
+    let (read, leaked) = environs.split_once(" leaked=").unwrap();
+    assert!(
+        read.parse::<u32>().unwrap() >= 2 && leaked == "0",
+        "no process the agent can see (pid 1 included) holds a secret in /proc/*/environ: {said}"
+    );
     let hooks = env.work().join(".git/hooks/pre-commit");
     assert!(!hooks.exists(), "no hook was planted");
     let config = fs::read_to_string(env.work().join(".git/config")).unwrap();
@@ -373,6 +389,10 @@ fn without_a_sandbox_the_same_probe_reaches_the_host() {
     assert!(env.path().join("home/escape.txt").exists(), "{said}");
     assert!(said.contains("PRIVATE-KEY"), "{said}");
     assert!(said.contains("SEEN GITHUB_TOKEN=ghp_secret"), "{said}");
+    assert!(
+        said.contains("LEAK in /proc/"),
+        "the environ probe finds secrets: {said}"
+    );
     assert!(said.contains("DIRECT reached"), "{said}");
     assert!(
         listeners.unlisted.accept().is_ok(),
@@ -542,6 +562,10 @@ fn a_sandbox_that_cannot_work_is_one_line_before_any_iteration() {
         "{}",
         prompt_first.stderr()
     );
+    // A missing bwrap is refused first; the lines below need one.
+    if !bwrap_works() {
+        return;
+    }
     let missing = env.path().join("missing");
     refused_in_one_line(
         &env,
@@ -556,9 +580,6 @@ fn a_sandbox_that_cannot_work_is_one_line_before_any_iteration() {
             missing.display()
         ),
     );
-    if !bwrap_works() {
-        return;
-    }
     let agent = env.bin().join("opencode");
     refused_in_one_line(
         &env,
@@ -582,11 +603,22 @@ fn verify_commands_the_merge_gate_and_the_merges_hooks_run_inside_the_sandbox() 
     let env = task_env(&["alpha"]);
     let outside = env.path().join("outside");
     fs::create_dir_all(&outside).unwrap();
-    let escape = |name: &str| format!("echo x > '{}/{name}' 2>/dev/null; true", outside.display());
-    // The user's hook, run by every commit of the run, the merges' included.
-    let hook = env.work().join(".git/hooks/post-commit");
-    fs::write(&hook, format!("#!/bin/sh\n{}\n", escape("hook"))).unwrap();
-    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // Each command writes outside, and fails when any process it can see holds a secret.
+    let escape = |name: &str| {
+        format!(
+            "echo x > '{}/{name}' 2>/dev/null; if grep -qs ghp_secret /proc/[0-9]*/environ; then echo 'LEAK in {name}' >&2; exit 1; fi; true",
+            outside.display()
+        )
+    };
+    // The user's hooks, run by every commit of the run, the merges' included.
+    for (name, body) in [
+        ("post-commit", escape("hook")),
+        ("pre-commit", escape("pre-hook")),
+    ] {
+        let hook = env.work().join(".git/hooks").join(name);
+        fs::write(&hook, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
     let bin = env.bin().to_string_lossy().into_owned();
     let gate = escape("gate");
     let run = env.run_loop_with(
@@ -602,7 +634,9 @@ fn verify_commands_the_merge_gate_and_the_merges_hooks_run_inside_the_sandbox() 
             &gate,
         ],
         |command| {
-            command.env("MAIN", env.work());
+            command
+                .env("MAIN", env.work())
+                .env("GITHUB_TOKEN", "ghp_secret");
         },
     );
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
@@ -612,17 +646,22 @@ fn verify_commands_the_merge_gate_and_the_merges_hooks_run_inside_the_sandbox() 
         "#!/bin/sh\n[ \"$1\" = --version ] && exit 0\necho '<promise>COMPLETE</promise>'\n",
     );
     let check = escape("check");
-    let run = env.run_loop(&[
-        "Again",
-        "--max-iterations",
-        "1",
-        "--sandbox",
-        "bwrap",
-        "--sandbox-mount",
-        &bin,
-        "--verify",
-        &check,
-    ]);
+    let run = env.run_loop_with(
+        &[
+            "Again",
+            "--max-iterations",
+            "1",
+            "--sandbox",
+            "bwrap",
+            "--sandbox-mount",
+            &bin,
+            "--verify",
+            &check,
+        ],
+        |command| {
+            command.env("GITHUB_TOKEN", "ghp_secret");
+        },
+    );
     run.assert_code(0);
     let history = env.history();
     let last = history["iterations"]
