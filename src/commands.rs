@@ -30,6 +30,7 @@ struct Gathered {
     history: Option<history::History>,
     history_count: usize,
     context: Option<String>,
+    context_sections: Vec<context::Where>,
     tasks: status::TasksStatus,
     running: bool,
     workers: Vec<report::WorkerReport>,
@@ -46,6 +47,7 @@ fn gather(dir: &RalphDir, show_tasks: bool, warn: bool) -> Gathered {
         .ok()
         .flatten()
         .map(|pending| pending.text());
+    let context_sections = context::whereabouts(dir);
     let tasks_wanted = show_tasks || state.as_ref().is_some_and(|s| s.tasks_mode);
     let tasks = if tasks_wanted {
         match storage::read_text(&dir.tasks()) {
@@ -63,6 +65,7 @@ fn gather(dir: &RalphDir, show_tasks: bool, warn: bool) -> Gathered {
         history,
         history_count,
         context,
+        context_sections,
         tasks,
         running,
         workers,
@@ -80,7 +83,8 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         state,
         history,
         history_count,
-        context,
+        context: _,
+        context_sections,
         tasks,
         running,
         workers,
@@ -96,7 +100,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         state,
         running,
         workers,
-        context,
+        context: context_sections,
         tasks,
         last_line,
         history,
@@ -123,6 +127,7 @@ fn report_of(gathered: Gathered) -> report::StatusReport {
             report::loop_report(s, gathered.running, last, crate::model::now())
         }),
         pending_context: gathered.context,
+        pending_context_sections: gathered.context_sections,
         tasks: tasks_of(&gathered.tasks),
         history: report::history_report(gathered.history.as_ref(), gathered.history_count),
         workers: gathered.workers,

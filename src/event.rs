@@ -462,10 +462,12 @@ pub(crate) enum Notice<'a> {
     ClaimRaceLost {
         task: &'a str,
     },
-    /// Pending context was passed on to the loops of these running tasks.
-    ContextPassedOn(&'a [String]),
-    /// Pending context could not be passed on (said once per run): why.
-    ContextNotPassedOn(&'a str),
+    /// A task loop's prompt holds this many hints of the run's pending context.
+    ContextGiven {
+        hints: usize,
+    },
+    /// The run's pending context could not be read or recorded for a task loop: why.
+    ContextNotGiven(&'a str),
     BaseMoved {
         task: &'a str,
         base: &'a str,

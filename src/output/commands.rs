@@ -74,7 +74,7 @@ pub(crate) fn context_added(path: &Path, readers: ContextReaders, task: Option<&
             "The running loop picks it up when its next iteration starts.".to_owned()
         }
         (ContextReaders::TaskLoops, None) => {
-            "Every running task's loop picks it up when its next iteration starts.".to_owned()
+            "Every task's loop picks it up once, at its next iteration: those running now and those that start later in this run.".to_owned()
         }
         (ContextReaders::TaskLoops, Some(id)) => format!(
             "Only task {id}'s loop picks it up, when its next iteration starts (or when the task starts)."
@@ -89,21 +89,20 @@ pub(crate) fn context_added(path: &Path, readers: ContextReaders, task: Option<&
     say(&[&added, &format!("   {when}")]);
 }
 
-/// Pending context of a run of several loops was passed on to these tasks' loops.
-pub(crate) fn context_passed_on(out: &Voice, tasks: &[String]) {
-    let whose = match tasks {
-        [one] => format!("the loop of task {one}"),
-        _ => format!("the loops of tasks {}", tasks.join(", ")),
+/// A task loop's prompt holds `hints` sections of the run's pending context.
+pub(crate) fn context_given(out: &Voice, hints: usize) {
+    let what = if hints == 1 {
+        "The hint added with --add-context goes".to_owned()
+    } else {
+        format!("{hints} hints added with --add-context go")
     };
-    out.say(&[&format!(
-        "📨 Context passed on to {whose}, for the next iteration"
-    )]);
+    out.say(&[&format!("📨 {what} into this iteration's prompt")]);
 }
 
-/// Pending context could not be passed on to the task loops (said once per run).
-pub(crate) fn context_not_passed_on(out: &Voice, why: &str) {
+/// The run's pending context could not be read or recorded for a task loop's prompt.
+pub(crate) fn context_not_given(out: &Voice, why: &str) {
     out.warn(&[&format!(
-        "⚠️  The pending context could not be passed on to the running tasks: {why}; it stays in .ralph/ralph-context.md"
+        "⚠️  The run's pending context could not be used for this task: {why}; it stays in .ralph/ralph-context.md for its next iteration"
     )]);
 }
 

@@ -315,8 +315,8 @@ impl Reporter for Human {
                 remote,
                 branch,
             } => pushed_work_set_aside(out, task, remote, branch),
-            Notice::ContextPassedOn(tasks) => context_passed_on(out, tasks),
-            Notice::ContextNotPassedOn(why) => context_not_passed_on(out, why),
+            Notice::ContextGiven { hints } => context_given(out, *hints),
+            Notice::ContextNotGiven(why) => context_not_given(out, why),
             Notice::BaseMoved { task, base } => base_moved(out, task, base),
             Notice::WorkerWaiting { held } => worker_waiting(out, *held),
         }

@@ -23,6 +23,10 @@ pub(crate) struct StatusReport {
     #[serde(rename = "loop")]
     pub(crate) loop_state: Option<LoopReport>,
     pub(crate) pending_context: Option<String>,
+    /// Each section of the pending context, the task it is for and the task loops whose prompt
+    /// held it already (a run of several loops); absent when nothing is pending.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) pending_context_sections: Vec<crate::storage::context::Where>,
     pub(crate) tasks: Option<TasksReport>,
     pub(crate) history: HistoryReport,
     /// The loops in `.ralph/worktrees/` (parallel tasks, `--worktree` loops); absent when none.

@@ -29,7 +29,7 @@ pub(crate) struct Dashboard {
     pub(crate) running: bool,
     /// The loops in `.ralph/worktrees/`.
     pub(crate) workers: Vec<super::report::WorkerReport>,
-    pub(crate) context: Option<String>,
+    pub(crate) context: Vec<crate::storage::context::Where>,
     pub(crate) tasks: TasksStatus,
     /// The history, with only its last records built.
     pub(crate) history: Option<History>,
@@ -46,13 +46,7 @@ pub(crate) fn dashboard(data: &Dashboard) -> Vec<String> {
     lines.extend(boxed(&["Ralph Wiggum Status".to_owned()]));
     lines.push(String::new());
     loop_block(data, &mut lines);
-    if let Some(context) = &data.context {
-        lines.push(String::new());
-        lines.push("📝 PENDING CONTEXT (will be injected next iteration):".to_owned());
-        for line in context.trim().lines() {
-            lines.push(format!("   {line}"));
-        }
-    }
+    context_block(&data.context, &mut lines);
     tasks_block(&data.tasks, &mut lines);
     workers_block(&data.workers, data.now, &mut lines);
     if let Some(history) = data.history.as_ref().filter(|h| !h.iterations.is_empty()) {
@@ -60,6 +54,37 @@ pub(crate) fn dashboard(data: &Dashboard) -> Vec<String> {
     }
     lines.push(String::new());
     lines
+}
+
+/// The pending context; in a run of several loops, where each section went and where it goes.
+fn context_block(sections: &[crate::storage::context::Where], lines: &mut Vec<String>) {
+    if sections.is_empty() {
+        return;
+    }
+    lines.push(String::new());
+    let routed = (sections.iter()).any(|each| each.task.is_some() || !each.given_to.is_empty());
+    if !routed {
+        lines.push("📝 PENDING CONTEXT (will be injected next iteration):".to_owned());
+    } else {
+        lines.push("📝 PENDING CONTEXT:".to_owned());
+    }
+    for section in sections {
+        lines.extend(section.text.trim().lines().map(|line| format!("   {line}")));
+        if !routed {
+            continue;
+        }
+        let given: Vec<String> = (section.given_to.iter())
+            .map(|(task, iteration)| format!("{task} (iteration {iteration})"))
+            .collect();
+        lines.push(match (&section.task, given.is_empty()) {
+            (Some(task), _) => format!("   → for task {task}'s next prompt"),
+            (None, true) => "   → for the next prompt of every task loop".to_owned(),
+            (None, false) => format!(
+                "   → in the prompts of {}; every task loop that starts or iterates later gets it too",
+                given.join(", ")
+            ),
+        });
+    }
 }
 
 /// One line per loop in a worktree: `api  🔄 running  iteration 2 / 10 · 1m 5s · active 3s ago ·
@@ -461,4 +486,68 @@ fn numbered_tasks(list: &TaskList, indent: &str) -> Vec<String> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::storage::context::Where;
+
+    fn section(text: &str, task: Option<&str>, given: &[(&str, u32)]) -> Where {
+        Where {
+            text: text.to_owned(),
+            task: task.map(str::to_owned),
+            given_to: (given.iter())
+                .map(|(task, iteration)| ((*task).to_owned(), *iteration))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    #[test]
+    fn pending_context_says_where_each_hint_went_in_a_run_of_several_loops() {
+        let mut lines = Vec::new();
+        super::context_block(
+            &[
+                section(
+                    "## Context added at T\nUSE SQLITE",
+                    None,
+                    &[("a", 2), ("b", 1)],
+                ),
+                section("## Context added at U for task c\nC ONLY", Some("c"), &[]),
+                section("## Context added at V\nLATER", None, &[]),
+            ],
+            &mut lines,
+        );
+        assert_eq!(
+            lines,
+            [
+                "",
+                "📝 PENDING CONTEXT:",
+                "   ## Context added at T",
+                "   USE SQLITE",
+                "   → in the prompts of a (iteration 2), b (iteration 1); every task loop that starts or iterates later gets it too",
+                "   ## Context added at U for task c",
+                "   C ONLY",
+                "   → for task c's next prompt",
+                "   ## Context added at V",
+                "   LATER",
+                "   → for the next prompt of every task loop",
+            ]
+        );
+        let mut lines = Vec::new();
+        super::context_block(
+            &[section("## Context added at V\nLATER", None, &[])],
+            &mut lines,
+        );
+        assert_eq!(
+            lines,
+            [
+                "",
+                "📝 PENDING CONTEXT (will be injected next iteration):",
+                "   ## Context added at V",
+                "   LATER"
+            ]
+        );
+    }
 }

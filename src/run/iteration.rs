@@ -12,7 +12,7 @@ use crate::git::{Repo, Snapshot};
 use crate::model::Verification;
 use crate::output::format;
 use crate::promise::Promise;
-use crate::storage::context::{self, Pending};
+use crate::storage::context::{self, Injected};
 use crate::storage::logs::{self, IterationLog, LOGS_DIR};
 use crate::storage::state;
 use crate::storage::tasks::TaskList;
@@ -29,7 +29,7 @@ use super::{Env, Runner};
 struct Planned {
     focus: Option<Focus>,
     tasks: Option<Result<Option<String>, String>>,
-    context: Option<Pending>,
+    context: Injected,
     before: Option<Option<Snapshot>>,
 }
 
@@ -65,7 +65,7 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         min: rules.min_iterations,
         max: rules.max_iterations,
     });
-    let context_text = planned.context.as_ref().map(Pending::text);
+    let context_text = planned.context.text();
     let prompt = plan::prompt_for(
         runner.env.config,
         iteration,
@@ -157,7 +157,10 @@ fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
         *attempts = attempts.saturating_add(1);
         runner.save_state_unsynced()?;
     }
-    let context = context::pending(&runner.env.dir.context())?;
+    let context = Injected {
+        own: context::pending(&runner.env.dir.context())?,
+        shared: shared_context(runner),
+    };
     let before = (runner.env.repo.as_ref()).map(|repo| repo.current(&mut runner.tree));
     Ok(Ok(Planned {
         focus,
@@ -165,6 +168,28 @@ fn plan(runner: &mut Runner<'_>) -> anyhow::Result<Result<Planned, Stop>> {
         context,
         before,
     }))
+}
+
+/// For a task loop, the run's pending context meant for it (a warning, and none, when it cannot
+/// be read: it stays pending for the next iteration).
+fn shared_context(runner: &Runner<'_>) -> Vec<context::Section> {
+    let Some(task) = runner.env.shape.task_loop() else {
+        return Vec::new();
+    };
+    match context::shared_for(&task.home, &task.task_id) {
+        Ok(shared) => {
+            if !shared.is_empty() {
+                (runner.env.sink).notice(Notice::ContextGiven {
+                    hints: shared.len(),
+                });
+            }
+            shared
+        }
+        Err(err) => {
+            (runner.env.sink).notice(Notice::ContextNotGiven(&format!("{err:#}")));
+            Vec::new()
+        }
+    }
 }
 
 /// Command: the agent's command line for the prompt.
@@ -542,12 +567,19 @@ fn apply(
     facts: &Facts,
     decision: &Decision,
     (focus, task_tag): (Option<&Focus>, &str),
-    context: Option<Pending>,
+    context: Injected,
 ) -> anyhow::Result<()> {
     runner.counters = decision.counters;
     runner.state.stalled = decision.counters.stalled;
     if !decision.record {
         return Ok(());
+    }
+    // The run's hints reached this recorded iteration's prompt, whatever came of it.
+    if let Some(task) = runner.env.shape.task_loop()
+        && let Err(err) =
+            context::given(&task.home, &task.task_id, facts.iteration, &context.shared)
+    {
+        (runner.env.sink).notice(Notice::ContextNotGiven(&format!("{err:#}")));
     }
     if let (Some(decision::Refusal::TaskVerification { task, .. }), Some(focus)) =
         (&decision.refusal, focus)
@@ -565,9 +597,9 @@ fn apply(
         });
     }
     if decision.consume_context
-        && let Some(injected) = context
+        && let Some(injected) = &context.own
     {
-        let consumed = context::consume(runner.env.dir, &injected)?;
+        let consumed = context::consume(runner.env.dir, injected)?;
         runner.env.sink.notice(Notice::ContextConsumed {
             newer_kept: consumed == context::Consumed::NewerKept,
             edited: consumed == context::Consumed::EditedKept,

@@ -28,7 +28,6 @@ mod remote;
 mod sandboxed;
 mod sink;
 mod start;
-mod steer;
 #[cfg(test)]
 mod tests;
 mod wait;

@@ -27,7 +27,6 @@ use super::base::{base_branch, branch, mark, outcome, own_files, task_config};
 use super::claim::claim;
 use super::decision::Stop;
 use super::sink::{Place, Scope, Sink};
-use super::steer::Relay;
 use super::{Knobs, Shared, TaskLoop, start};
 
 pub(super) mod gate;
@@ -84,7 +83,6 @@ pub(crate) fn run(
     let mut run = Coordinator {
         config,
         dir,
-        relay: Relay::new(dir, repo.prefix()),
         repo,
         base,
         shared: Arc::clone(&shared),
@@ -153,8 +151,8 @@ fn open_records(
     Ok((state, shared))
 }
 
-/// The run's state at its end: gone when every task is done, else kept, stopped, with why (for
-/// `--status` and `--resume`).
+/// The run's state at its end: gone when every task is done (with the hints that reached a
+/// prompt), else kept, stopped, with why (for `--status` and `--resume`).
 fn record_end(
     dir: &RalphDir,
     mut state: state::LoopState,
@@ -162,6 +160,7 @@ fn record_end(
     reason: String,
 ) -> anyhow::Result<()> {
     if status == ExitStatus::Success {
+        crate::storage::context::settle(dir)?;
         return storage::remove_file(&dir.state()).map(drop);
     }
     state.active = false;
@@ -240,8 +239,6 @@ fn prepare(
 struct Coordinator<'a> {
     config: &'a RunConfig,
     dir: &'a RalphDir,
-    /// Passes context added in the base on to the running tasks' loops.
-    relay: Relay,
     repo: Repo,
     base: String,
     shared: Arc<Shared>,
@@ -321,14 +318,13 @@ impl<'a> Coordinator<'a> {
                 match receiver.recv_timeout(std::time::Duration::from_secs(1)) {
                     Ok(end) => Some(end),
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        self.relay.tick(&self.running, &self.sink);
                         self.retry_blocked(spawner);
                         continue;
                     }
                     Err(mpsc::RecvTimeoutError::Disconnected) => None,
                 }
             } else {
-                self.relay.wait(receiver, &self.running, &self.sink)
+                receiver.recv().ok()
             };
             let Some((id, result)) = next else {
                 return Ok(());
@@ -411,7 +407,6 @@ impl<'a> Coordinator<'a> {
             branch,
         });
         self.running.insert(id.to_owned());
-        self.relay.pass_on(&self.running, &self.sink);
         self.started.insert(id.to_owned());
         // The base's list shows the task in progress while its loop runs (`--status`).
         if let Err(why) = mark(self.dir, id, TaskStatus::InProgress, None) {

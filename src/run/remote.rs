@@ -134,6 +134,10 @@ pub(crate) fn worker(
     // The worker is not resumed (it is started again), so its state goes with it.
     storage::remove_file(&dir.state())?;
     let (status, reason) = session.outcome(ended?.as_ref());
+    if status == ExitStatus::Success {
+        // Every task is done: the hints that reached a prompt are used up.
+        crate::storage::context::settle(dir)?;
+    }
     session.sink.emit(LoopEvent::WorkerEnded {
         reason,
         exit_code: status.code(),
@@ -392,8 +396,7 @@ impl Session<'_> {
     }
 
     /// Refreshes the claim every `--claim-heartbeat` until `done`, and passes the user's stop
-    /// requests and the context added in the clone (`ralph --add-context`) on to the task's
-    /// loop. `true` when the claim was found taken over.
+    /// requests on to the task's loop. `true` when the claim was found taken over.
     fn heartbeat(
         &self,
         holder: &mut Holder,
@@ -402,10 +405,8 @@ impl Session<'_> {
     ) -> bool {
         let every = self.config.options.claim_heartbeat;
         let mut last = Instant::now();
-        let mut relay = super::steer::Relay::new(self.dir, self.site.repo.prefix());
         while !done.load(Ordering::SeqCst) {
             task_stop.follow(self.stop);
-            relay.tick([holder.claim.task.as_str()], &self.sink);
             std::thread::sleep(Duration::from_millis(50));
             if last.elapsed() < every {
                 continue;

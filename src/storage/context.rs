@@ -6,15 +6,22 @@
 //! read and its rewrite.
 //!
 //! The file is a heading and sections, each `## Context added at <stamp>` (with ` for task <id>`
-//! when it is meant for one task) and its text. A run of several loops (`--parallel`, `--worker`)
-//! keeps its own loops' context in their worktrees; [`deliver`] passes the sections pending in the
-//! base on to them: each section to every running task loop, or to its task's loop alone.
+//! when it is meant for one task) and its text. In a run of several loops (`--parallel`,
+//! `--worker`) each task loop also reads the base's file ([`shared_for`]): a section for every
+//! loop goes into the next prompt of every task loop once (those that start later included), a
+//! section for one task into that task's next prompt; [`given`] records where each went, and a
+//! section leaves the file once it reached the prompt(s) it was for.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
 
 use super::{CONTEXT_LOCK_FILE, RalphDir, read_raw, remove_file, write_atomic};
+
+/// Where the sections of a run's context went (see [`given`]).
+pub(crate) const GIVEN_FILE: &str = "ralph-context-given.json";
 
 /// The heading a new context file starts with.
 pub(crate) const HEADING: &str = "# Ralph Loop Context";
@@ -146,61 +153,180 @@ fn file_of(sections: &[Section]) -> Vec<u8> {
     content
 }
 
-/// A task loop running in a run of several: its task's id and its own `.ralph/`.
-pub(crate) struct TaskLoop {
-    pub(crate) task: String,
-    pub(crate) dir: RalphDir,
+/// Where the sections of a run's context went: for each (by [`Section::key`]), the task loops
+/// whose prompt held it and the iteration that did. `.ralph/ralph-context-given.json`, kept
+/// beside the context file in the base, under its lock.
+type Given = BTreeMap<String, BTreeMap<String, u32>>;
+
+fn load_given(base: &RalphDir) -> Given {
+    super::read_json(&base.file(GIVEN_FILE))
+        .ok()
+        .unwrap_or_default()
 }
 
-/// Passes the context pending in `base` on to the running task loops, under the base's context
-/// lock: each section for every loop is appended to every loop's context file, each section for
-/// one task to that task's loop when it runs (else it stays pending here). What was passed on
-/// leaves the base's file (removed when nothing is left). Returns the tasks whose loops got
-/// something. A section that could not be written to one of its loops stays pending, and the
-/// first error is returned once the base's file is rewritten.
-pub(crate) fn deliver(base: &RalphDir, loops: &[TaskLoop]) -> anyhow::Result<Vec<String>> {
+impl Section {
+    /// What names the section in the record of where it went: a hash of its bytes (two
+    /// identical sections, stamp included, are one).
+    fn key(&self) -> String {
+        // FNV-1a, 64 bits: stable from one ralph to the next.
+        let hash = (self.bytes.iter()).fold(0xcbf2_9ce4_8422_2325_u64, |hash, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{hash:016x}")
+    }
+
+    /// Whether the loop of `task` is meant to get it.
+    fn is_for(&self, task: &str) -> bool {
+        self.task.as_deref().is_none_or(|id| id == task)
+    }
+}
+
+/// The sections of a run's context (`base`'s file) that the loop of `task` has not had in a
+/// prompt yet: each for every task loop, and those for this task alone. They stay in the base
+/// until they reached a prompt ([`given`]); a task loop that starts later gets those for every
+/// loop too.
+pub(crate) fn shared_for(base: &RalphDir, task: &str) -> anyhow::Result<Vec<Section>> {
     let path = base.context();
-    if loops.is_empty() || !path.exists() {
+    if !path.exists() {
         return Ok(Vec::new());
     }
     let _lock = super::lock::exclusive(base, CONTEXT_LOCK_FILE)?;
-    let Some(content) = read_raw(&path)?.filter(|bytes| !is_blank(bytes)) else {
-        return Ok(Vec::new());
+    let content = read_raw(&path)?.unwrap_or_default();
+    let given = load_given(base);
+    Ok(sections(&content)
+        .into_iter()
+        .filter(|section| section.is_for(task))
+        .filter(|section| {
+            !(given.get(&section.key())).is_some_and(|tasks| tasks.contains_key(task))
+        })
+        .collect())
+}
+
+/// Records that the prompt of `task`'s iteration `iteration` held `sections` (from
+/// [`shared_for`]). A section for this task alone has reached the prompt it was for and leaves
+/// the base's file; one for every loop stays for the loops that start or iterate later, until the
+/// run ends ([`settle`]).
+pub(crate) fn given(
+    base: &RalphDir,
+    task: &str,
+    iteration: u32,
+    sections: &[Section],
+) -> anyhow::Result<()> {
+    if sections.is_empty() {
+        return Ok(());
+    }
+    let _lock = super::lock::exclusive(base, CONTEXT_LOCK_FILE)?;
+    let mut given = load_given(base);
+    for section in sections.iter().filter(|section| section.task.is_none()) {
+        (given.entry(section.key()).or_default()).insert(task.to_owned(), iteration);
+    }
+    let done: Vec<String> = (sections.iter())
+        .filter(|section| section.task.is_some())
+        .map(Section::key)
+        .collect();
+    rewrite(base, &mut given, |section| !done.contains(&section.key()))
+}
+
+/// At the end of a run of several loops: each section for every loop that reached a prompt
+/// leaves the base's file; one that reached none stays pending, for the next run.
+pub(crate) fn settle(base: &RalphDir) -> anyhow::Result<()> {
+    let path = base.context();
+    if !path.exists() && !base.file(GIVEN_FILE).exists() {
+        return Ok(());
+    }
+    let _lock = super::lock::exclusive(base, CONTEXT_LOCK_FILE)?;
+    let mut given = load_given(base);
+    let reached: Vec<String> = (given.iter())
+        .filter(|(_, tasks)| !tasks.is_empty())
+        .map(|(key, _)| key.clone())
+        .collect();
+    rewrite(base, &mut given, |section| {
+        !reached.contains(&section.key())
+    })
+}
+
+/// Rewrites the base's context file with the sections `keep` keeps (removed when none is left)
+/// and the record of where they went, for those sections only. Called under the context lock.
+fn rewrite(
+    base: &RalphDir,
+    given: &mut Given,
+    keep: impl Fn(&Section) -> bool,
+) -> anyhow::Result<()> {
+    let path = base.context();
+    let content = read_raw(&path)?.unwrap_or_default();
+    let all = sections(&content);
+    let kept: Vec<Section> = all
+        .iter()
+        .filter(|section| keep(section))
+        .cloned()
+        .collect();
+    if kept.len() != all.len() {
+        if kept.is_empty() {
+            remove_file(&path)?;
+        } else {
+            write_atomic(&path, &file_of(&kept))?;
+        }
+    }
+    let keys: Vec<String> = kept.iter().map(Section::key).collect();
+    given.retain(|key, _| keys.contains(key));
+    let ledger = base.file(GIVEN_FILE);
+    if given.is_empty() {
+        remove_file(&ledger).map(drop)
+    } else {
+        super::write_json(&ledger, given)
+    }
+}
+
+/// One section of the run's pending context, for `--status`: its text, the task it is for, and
+/// the task loops whose prompt already held it (with the iteration).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct Where {
+    pub(crate) text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) task: Option<String>,
+    pub(crate) given_to: BTreeMap<String, u32>,
+}
+
+/// Where each section pending in `dir` went so far (reads only).
+pub(crate) fn whereabouts(dir: &RalphDir) -> Vec<Where> {
+    let Ok(Some(content)) = read_raw(&dir.context()) else {
+        return Vec::new();
     };
-    let mut kept = Vec::new();
-    let mut reached: Vec<String> = Vec::new();
-    let mut failure = None;
-    for section in sections(&content) {
-        let targets: Vec<&TaskLoop> = match &section.task {
-            None => loops.iter().collect(),
-            Some(id) => loops.iter().filter(|each| &each.task == id).collect(),
+    let given = load_given(dir);
+    sections(&content)
+        .into_iter()
+        .map(|section| Where {
+            given_to: given.get(&section.key()).cloned().unwrap_or_default(),
+            text: String::from_utf8_lossy(&section.bytes).into_owned(),
+            task: section.task,
+        })
+        .collect()
+}
+
+/// The context one iteration's prompt holds: the loop's own pending file, and for a task loop
+/// the run's sections meant for it ([`shared_for`]).
+#[derive(Debug, Default)]
+pub(crate) struct Injected {
+    pub(crate) own: Option<Pending>,
+    pub(crate) shared: Vec<Section>,
+}
+
+impl Injected {
+    /// The text for the prompt, when there is any: the own file, then the run's sections.
+    pub(crate) fn text(&self) -> Option<String> {
+        if self.shared.is_empty() {
+            return self.own.as_ref().map(Pending::text);
+        }
+        let mut text = match &self.own {
+            Some(own) => own.text().trim_end().to_owned() + "\n",
+            None => format!("{HEADING}\n"),
         };
-        let mut delivered = !targets.is_empty();
-        for each in targets {
-            match append_section(&each.dir, &section.bytes) {
-                Ok(()) if !reached.contains(&each.task) => reached.push(each.task.clone()),
-                Ok(()) => {}
-                Err(err) => {
-                    delivered = false;
-                    failure.get_or_insert(err.context(format!(
-                        "failed to pass the context on to task {}",
-                        each.task
-                    )));
-                }
-            }
+        for section in &self.shared {
+            text.push('\n');
+            text.push_str(&String::from_utf8_lossy(&section.bytes));
+            text.push('\n');
         }
-        if !delivered {
-            kept.push(section);
-        }
-    }
-    if kept.is_empty() {
-        remove_file(&path)?;
-    } else if !reached.is_empty() {
-        write_atomic(&path, &file_of(&kept))?;
-    }
-    match failure {
-        Some(err) => Err(err),
-        None => Ok(reached),
+        Some(text)
     }
 }
 
@@ -375,90 +501,97 @@ mod tests {
         assert_eq!(file_of(&sections(&written)), written);
     }
 
-    fn task_loop(root: &Path, id: &str) -> TaskLoop {
-        TaskLoop {
-            task: id.to_owned(),
-            dir: RalphDir::new(&root.join(id)),
-        }
-    }
-
     fn read(dir: &RalphDir) -> String {
         std::fs::read_to_string(dir.context()).unwrap_or_default()
     }
 
+    fn texts(sections: &[Section]) -> Vec<String> {
+        (sections.iter())
+            .map(|section| String::from_utf8_lossy(&section.bytes).into_owned())
+            .collect()
+    }
+
     #[test]
-    fn delivery_gives_every_loop_the_shared_sections_and_one_loop_its_own() {
+    fn every_task_loop_gets_a_shared_section_once_even_one_that_starts_later() {
         let tmp = crate::testing::tempdir().unwrap();
         let base = RalphDir::new(tmp.path());
-        let loops = [
-            task_loop(tmp.path(), "alpha"),
-            task_loop(tmp.path(), "beta"),
-        ];
-        // Beta's loop already has context of its own, not yet used.
-        append(&loops[1].dir, "beta's own", None, now()).unwrap();
         append(&base, "USE SQLITE", None, now()).unwrap();
         append(&base, "alpha only", Some("alpha"), now()).unwrap();
         append(&base, "gamma only", Some("gamma"), now()).unwrap();
-        assert_eq!(deliver(&base, &loops).unwrap(), ["alpha", "beta"]);
+        let alpha = shared_for(&base, "alpha").unwrap();
         assert_eq!(
-            read(&loops[0].dir),
+            texts(&alpha),
+            [
+                "## Context added at 2026-01-24T12:34:56.789Z\nUSE SQLITE",
+                "## Context added at 2026-01-24T12:34:56.789Z for task alpha\nalpha only"
+            ]
+        );
+        let injected = Injected {
+            own: None,
+            shared: alpha.clone(),
+        };
+        assert_eq!(
+            injected.text().unwrap(),
             "# Ralph Loop Context\n\n## Context added at 2026-01-24T12:34:56.789Z\nUSE SQLITE\n\
              \n## Context added at 2026-01-24T12:34:56.789Z for task alpha\nalpha only\n"
         );
-        let beta = read(&loops[1].dir);
-        assert!(beta.contains("beta's own\n\n## Context added at"), "{beta}");
-        assert!(
-            beta.contains("USE SQLITE") && !beta.contains("only"),
-            "{beta}"
+        // Not yet in a prompt (an interrupted iteration): alpha gets them again.
+        assert_eq!(shared_for(&base, "alpha").unwrap(), alpha);
+        given(&base, "alpha", 2, &alpha).unwrap();
+        assert!(shared_for(&base, "alpha").unwrap().is_empty());
+        // Alpha's own section has reached its prompt and left; the shared one stays, for beta
+        // (which starts after it was added) and for gamma with its own.
+        let pending = read(&base);
+        assert!(!pending.contains("alpha only"), "{pending}");
+        assert!(pending.contains("USE SQLITE") && pending.contains("gamma only"));
+        assert_eq!(
+            texts(&shared_for(&base, "beta").unwrap()),
+            ["## Context added at 2026-01-24T12:34:56.789Z\nUSE SQLITE"]
         );
-        // Gamma does not run: its section stays pending in the base, alone.
+        let beta = shared_for(&base, "beta").unwrap();
+        given(&base, "beta", 1, &beta).unwrap();
+        // `--status` says where each went.
+        let whereabouts = whereabouts(&base);
+        assert_eq!(whereabouts.len(), 2);
+        assert_eq!(
+            whereabouts[0].given_to,
+            BTreeMap::from([("alpha".to_owned(), 2), ("beta".to_owned(), 1)])
+        );
+        assert_eq!(whereabouts[1].task.as_deref(), Some("gamma"));
+        assert!(whereabouts[1].given_to.is_empty());
+        // The run ends: what reached a prompt leaves; gamma's, which reached none, stays.
+        settle(&base).unwrap();
         assert_eq!(
             read(&base),
             "# Ralph Loop Context\n\n## Context added at 2026-01-24T12:34:56.789Z for task gamma\ngamma only\n"
         );
-        // Nothing new: nothing changes.
-        assert_eq!(deliver(&base, &loops).unwrap(), Vec::<String>::new());
-        assert!(!read(&loops[0].dir).contains("gamma"));
-        // Gamma starts: it gets its section and the base's file is gone.
-        let gamma = [task_loop(tmp.path(), "gamma")];
-        assert_eq!(deliver(&base, &gamma).unwrap(), ["gamma"]);
-        assert!(read(&gamma[0].dir).contains("gamma only"));
+        assert!(!base.file(GIVEN_FILE).exists());
+        let gamma = shared_for(&base, "gamma").unwrap();
+        given(&base, "gamma", 1, &gamma).unwrap();
         assert!(!base.context().exists());
-        assert_eq!(deliver(&base, &gamma).unwrap(), Vec::<String>::new());
     }
 
     #[test]
-    fn without_running_loops_the_context_stays_pending() {
+    fn a_shared_section_that_reached_no_prompt_stays_pending_after_the_run() {
         let tmp = crate::testing::tempdir().unwrap();
         let base = RalphDir::new(tmp.path());
         append(&base, "hint", None, now()).unwrap();
         let before = std::fs::read(base.context()).unwrap();
-        assert!(deliver(&base, &[]).unwrap().is_empty());
+        settle(&base).unwrap();
         assert_eq!(std::fs::read(base.context()).unwrap(), before);
     }
 
     #[test]
-    fn a_loop_that_cannot_be_written_to_leaves_the_section_pending() {
-        use std::os::unix::fs::PermissionsExt as _;
+    fn text_added_meanwhile_is_kept_when_a_section_leaves() {
         let tmp = crate::testing::tempdir().unwrap();
         let base = RalphDir::new(tmp.path());
-        let loops = [
-            task_loop(tmp.path(), "alpha"),
-            task_loop(tmp.path(), "beta"),
-        ];
-        // Beta's context file is write-protected: ralph refuses to replace it.
-        append(&loops[1].dir, "old", None, now()).unwrap();
-        let protected = std::fs::Permissions::from_mode(0o400);
-        std::fs::set_permissions(loops[1].dir.context(), protected).unwrap();
-        append(&base, "for all", None, now()).unwrap();
         append(&base, "alpha only", Some("alpha"), now()).unwrap();
-        let err = deliver(&base, &loops).unwrap_err();
-        assert!(format!("{err:#}").contains("task beta"), "{err:#}");
-        assert!(read(&loops[0].dir).contains("alpha only"));
-        let pending = read(&base);
-        assert!(
-            pending.contains("for all") && !pending.contains("alpha only"),
-            "{pending}"
+        let alpha = shared_for(&base, "alpha").unwrap();
+        append(&base, "later", None, now()).unwrap();
+        given(&base, "alpha", 1, &alpha).unwrap();
+        assert_eq!(
+            read(&base),
+            "# Ralph Loop Context\n\n## Context added at 2026-01-24T12:34:56.789Z\nlater\n"
         );
     }
 

@@ -62,11 +62,12 @@ pub(crate) const MCP_RUN_LOG: &str = "mcp-run.log";
 pub(crate) const MCP_PROMPT_FILE: &str = "mcp-prompt.md";
 
 /// Files ralph rewrites while it runs; never committed, never counted as the agent's changes.
-pub(crate) const RUNTIME_FILES: [&str; 15] = [
+pub(crate) const RUNTIME_FILES: [&str; 16] = [
     STATE_FILE,
     HISTORY_FILE,
     summary::SUMMARY_FILE,
     CONTEXT_FILE,
+    context::GIVEN_FILE,
     OPENCODE_CONFIG_FILE,
     LOCK_FILE,
     CONTEXT_LOCK_FILE,

@@ -592,15 +592,10 @@ fn two_steered_tasks() -> (TestEnv, std::process::Child) {
     (env, ralph)
 }
 
-/// Once the base's pending context was passed on, lets the agents go on; the run's stdout.
+/// Lets the agents go on; the run's stdout once it ended, every hint used up.
 fn steered_run_ends(env: &TestEnv, mut ralph: std::process::Child) -> String {
     use std::time::Duration;
     let base = env.ralph_file("ralph-context.md");
-    crate::support::wait_until(
-        Duration::from_secs(30),
-        "the base's context was not passed on",
-        || !base.exists(),
-    );
     fs::write(env.agent_dir().join("go"), "").unwrap();
     let output = crate::signals::wait_output(&mut ralph, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -622,7 +617,7 @@ fn context_added_during_a_parallel_run_reaches_every_running_task() {
     assert!(
         added
             .stdout()
-            .contains("Every running task's loop picks it up when its next iteration starts"),
+            .contains("Every task's loop picks it up once, at its next iteration: those running now and those that start later in this run."),
         "{}",
         added.stdout()
     );
@@ -635,10 +630,14 @@ fn context_added_during_a_parallel_run_reaches_every_running_task() {
         let second = env.agent_file(&format!("prompt.{id}.2"));
         assert!(second.contains("USE SQLITE"), "{id}: {second}");
     }
-    assert!(
-        stdout.contains("📨 Context passed on to the loops of tasks alpha, beta"),
-        "{stdout}"
-    );
+    for id in ["alpha", "beta"] {
+        assert!(
+            stdout.contains(&format!(
+                "[{id}] 📨 The hint added with --add-context goes into this iteration's prompt"
+            )),
+            "{stdout}"
+        );
+    }
     assert_eq!(env.git(&["status", "--porcelain"]), "");
 }
 
@@ -678,10 +677,73 @@ fn context_for_one_task_reaches_only_that_tasks_loop() {
         let beta = env.agent_file(&format!("prompt.Write_beta.{n}"));
         assert!(!beta.contains("USE SQLITE"), "{beta}");
     }
-    assert!(
-        stdout.contains("📨 Context passed on to the loop of task alpha"),
-        "{stdout}"
+    assert!(stdout.contains("[alpha] 📨 The hint"), "{stdout}");
+    assert!(!stdout.contains("[beta] 📨"), "{stdout}");
+}
+
+/// Waits for `$dir/go` on alpha's first call; every prompt is kept (`prompt.<id>.<n>`).
+const HOLDS_ALPHA: &str = r#"
+n=0
+[ -f "$dir/calls.$id" ] && read -r n < "$dir/calls.$id"
+n=$((n + 1))
+echo "$n" > "$dir/calls.$id"
+printf '%s' "$last" > "$dir/prompt.$id.$n"
+if [ "$id" = Write_alpha ]; then
+  touch "$dir/waiting.$id"
+  i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+fi
+"#;
+
+#[test]
+fn a_hint_reaches_the_tasks_that_start_after_it_and_status_says_where_it_went() {
+    use std::process::Stdio;
+    use std::time::Duration;
+    // Alpha runs alone (beta and gamma wait for it) and ends in the iteration the hint was
+    // added in: the hint must reach beta and gamma, which start later, once each.
+    let env = setup(
+        "- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n  - blocked_by: alpha\n\
+         - [ ] Write gamma\n  - id: gamma\n  - blocked_by: alpha\n",
     );
+    env.agent_script(None, HOLDS_ALPHA);
+    let mut ralph = env
+        .ralph()
+        .args(["--pause", "0", "x", "--parallel", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = env.agent_dir().join("waiting.Write_alpha");
+    crate::support::wait_for_file(&waiting, Duration::from_secs(30));
+    env.run(&["--add-context", "HINT-FOR-ALL"]).assert_code(0);
+    env.run(&["--add-context", "--task", "gamma", "HINT-FOR-GAMMA"])
+        .assert_code(0);
+    let status = env.run(&["--status"]).stdout();
+    assert!(
+        status.contains("HINT-FOR-ALL")
+            && status.contains("→ for the next prompt of every task loop"),
+        "{status}"
+    );
+    assert!(
+        status.contains("→ for task gamma's next prompt"),
+        "{status}"
+    );
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let output = crate::signals::wait_output(&mut ralph, Duration::from_secs(60));
+    let said = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(!env.agent_file("prompt.Write_alpha.1").contains("HINT"));
+    for id in ["beta", "gamma"] {
+        let prompt = env.agent_file(&format!("prompt.Write_{id}.1"));
+        assert_eq!(prompt.matches("HINT-FOR-ALL").count(), 1, "{id}: {prompt}");
+        assert_eq!(
+            prompt.contains("HINT-FOR-GAMMA"),
+            id == "gamma",
+            "{id}: {prompt}"
+        );
+    }
+    // Every hint reached its prompts: nothing is left pending.
+    assert!(!env.ralph_file("ralph-context.md").exists());
+    assert!(!env.ralph_file("ralph-context-given.json").exists());
 }
 
 /// What each task's agent found in its worktree when it started (`found-<id>`): the build

@@ -470,10 +470,10 @@ fn run_notices(data: &Data) -> Vec<Notice<'_>> {
             remote: "origin",
             branch: "ralph-kept/api-20261125120000",
         },
-        Notice::ContextPassedOn(&data.one),
-        Notice::ContextPassedOn(&data.two),
-        Notice::ContextNotPassedOn(
-            "cannot read .ralph/ralph-context.md: permission denied (os error 13)",
+        Notice::ContextGiven { hints: 1 },
+        Notice::ContextGiven { hints: 2 },
+        Notice::ContextNotGiven(
+            "failed to read `.ralph/ralph-context.md`: permission denied (os error 13)",
         ),
         Notice::BaseMoved {
             task: "api",

@@ -118,8 +118,8 @@ variants!(
         ClaimRaceLost,
         ClaimLostNoPush,
         PushedWorkSetAside,
-        ContextPassedOn,
-        ContextNotPassedOn,
+        ContextGiven,
+        ContextNotGiven,
         BaseMoved,
         WorkerWaiting,
     ]
