@@ -23,7 +23,8 @@ pub(crate) enum Start {
 }
 
 /// Takes the directory's loop lock and decides where the loop starts: a fresh loop is refused
-/// when the saved state says one crashed here (it is for `--resume` or `--reset`).
+/// when the saved state says one crashed or was interrupted here (it is for `--resume`, which
+/// keeps its history and budgets, or `--reset`).
 pub(super) fn claim(
     dir: &RalphDir,
     start: Start,
@@ -39,8 +40,13 @@ pub(super) fn claim(
             Some(*saved)
         }
         Start::Fresh => {
-            if let Some(previous) = previous.filter(|state| state.active) {
-                return Err(fail(crashed_loop(&previous, &dir.state())).into());
+            if let Some(previous) = previous {
+                if previous.active {
+                    return Err(fail(crashed_loop(&previous, &dir.state())).into());
+                }
+                if previous.interrupted() {
+                    return Err(fail(interrupted_loop(&previous, &dir.state())).into());
+                }
             }
             None
         }
@@ -115,6 +121,31 @@ fn loop_already_running(state: Option<&LoopState>, state_path: &Path) -> String 
     format!(
         "a Ralph loop is already running in this directory ({detail}).\n       \
          Stop it with Ctrl+C in its terminal, or wait for it to finish; see it with `ralph --status`.\n       \
+         State file: {}",
+        state_path.display()
+    )
+}
+
+/// The error when the state says a loop here was interrupted: the same command again would
+/// start over and drop its history and totals (and so its budgets), which only `--reset` does.
+fn interrupted_loop(state: &LoopState, state_path: &Path) -> String {
+    let stopped = (state.stopped_at).map(|at| {
+        format!(
+            "stopped {}",
+            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    });
+    let (what, details) = if state.parallel() > 0 {
+        ("an interrupted --parallel run", stopped)
+    } else {
+        let at = format!("at iteration {}", state.iteration);
+        let details = stopped.map_or_else(|| at.clone(), |stopped| format!("{at}, {stopped}"));
+        ("an interrupted Ralph loop", Some(details))
+    };
+    let details = details.map(|d| format!(" ({d})")).unwrap_or_default();
+    format!(
+        "{what} is recorded here{details}.\n       \
+         Continue it with `ralph --resume` (its history and budgets are kept), or discard it with `ralph --reset` and start again.\n       \
          State file: {}",
         state_path.display()
     )

@@ -86,6 +86,12 @@ pub(crate) struct LoopState {
 }
 
 impl LoopState {
+    /// The loop (or run) was interrupted (Ctrl-C, a stop request) and can be resumed.
+    pub(crate) fn interrupted(&self) -> bool {
+        !self.active
+            && (self.stop_reason.as_deref()).is_some_and(|reason| reason.starts_with("interrupted"))
+    }
+
     /// The loop stopped for a reason other than an interrupt (a limit, a failure, the agent
     /// giving up): after an iteration had ended, not in one.
     pub(crate) fn stopped_after_iteration(&self) -> bool {

@@ -237,3 +237,75 @@ fn ctrl_c_reaches_the_agent_as_a_signal_before_it_is_killed() {
     // 30 s).
     assert_eq!(env.agent_file("trapped").trim(), "SIGINT");
 }
+
+/// After Ctrl-C, the same command again is refused as after a crash (it would drop the run's
+/// history and totals, and so its budgets): a loop, a `--tasks` loop and a `--parallel` run alike.
+/// `--resume` then goes on with every iteration kept.
+#[test]
+fn the_same_command_after_ctrl_c_is_refused_and_resume_keeps_the_history() {
+    let shapes: [&[&str]; 3] = [
+        &["task"],
+        &["task", "--tasks"],
+        &["task", "--parallel", "1"],
+    ];
+    for shape in shapes {
+        let env = TestEnv::new();
+        fs::create_dir_all(env.work().join(".ralph")).unwrap();
+        fs::write(
+            env.ralph_file("ralph-tasks.md"),
+            "- [ ] Only\n  - id: only\n",
+        )
+        .unwrap();
+        env.git(&["add", ".ralph"]);
+        env.git(&["commit", "-qm", "tasks"]);
+        env.agent_script(Some(2), HANG);
+        let mut args = vec!["--pause", "0"];
+        args.extend_from_slice(shape);
+        let mut child = env
+            .ralph()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        crate::support::wait_for_file(&env.agent_dir().join("ready"), Duration::from_secs(30));
+        crate::support::interrupt(&child);
+        let output = wait_output(&mut child, Duration::from_secs(10));
+        assert_eq!(output.status.code(), Some(130), "{shape:?}");
+        let before = env.history();
+        assert_eq!(
+            before["iterations"].as_array().unwrap().len(),
+            1,
+            "{shape:?}: {before}"
+        );
+        let again = env.run(&args);
+        again.assert_code(1);
+        let said = again.stderr();
+        assert!(
+            said.contains("is recorded here")
+                && said.contains("ralph --resume")
+                && said.contains("ralph --reset"),
+            "{shape:?}: {said}"
+        );
+        assert_eq!(env.agent_calls(), 2, "{shape:?}: no agent ran");
+        assert_eq!(env.history(), before, "{shape:?}: the history is as it was");
+        env.agent_script(
+            Some(3),
+            "echo '<promise>COMPLETE</promise>'; echo '<promise>READY_FOR_NEXT_TASK</promise>'",
+        );
+        let resumed = env.run(&["--resume", "--max-iterations", "3"]);
+        assert!(
+            matches!(resumed.code(), 0 | 2),
+            "{shape:?}: {}{}",
+            resumed.stdout(),
+            resumed.stderr()
+        );
+        let after = env.history();
+        let iterations = after["iterations"].as_array().unwrap();
+        assert!(iterations.len() >= 2, "{shape:?}: {after}");
+        assert_eq!(
+            iterations[0], before["iterations"][0],
+            "{shape:?}: the first is kept"
+        );
+    }
+}
