@@ -106,6 +106,20 @@ pub(crate) enum LoopEvent {
     },
     /// `--parallel`: a done task's merge conflicted; its loop resolves it.
     MergeConflicted { task: String, files: Vec<String> },
+    /// `--parallel` and `--worker`: the run's `--verify` (`command`) failed on a done task's
+    /// work merged with the base (`base`), so it was not merged: sent back to its agent with the
+    /// output (the `tries`-th time of `most`), or, past them, failed (`sent_back` false).
+    MergeRefused {
+        task: String,
+        base: String,
+        command: String,
+        /// `None`: the command timed out.
+        exit_code: Option<i32>,
+        output_tail: String,
+        tries: u32,
+        most: u32,
+        sent_back: bool,
+    },
     /// `--parallel` and `--worker`: a task failed and is marked `[!]`.
     TaskFailed { task: String, reason: String },
     /// `--parallel`: the run ended.
@@ -153,6 +167,7 @@ impl LoopEvent {
             Self::TaskMerged { .. } => "task_merged",
             Self::NotesCarried { .. } => "notes_carried",
             Self::MergeConflicted { .. } => "merge_conflicted",
+            Self::MergeRefused { .. } => "merge_refused",
             Self::TaskFailed { .. } => "task_failed",
             Self::ParallelEnded(_) => "parallel_ended",
             Self::WorkerStarted { .. } => "worker_started",
@@ -398,15 +413,6 @@ pub(crate) enum Notice<'a> {
         base: &'a str,
     },
     UnfinishedMergeUndone,
-    /// A task's work merged with the base failed the run's `--verify` (`command`): back to its
-    /// agent (the `tries`-th time of `most`).
-    GateFailed {
-        task: &'a str,
-        command: &'a str,
-        base: &'a str,
-        tries: u32,
-        most: u32,
-    },
     /// A worker started again found its task held by another worker (`by`), which took it
     /// over: its stale worktree of the task was removed.
     TakenOverElsewhere {

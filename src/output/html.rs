@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::Verification;
 use crate::storage::history::{History, IterationRecord};
 use crate::storage::state::LoopState;
 use crate::storage::tasks::{TaskList, TaskStatus};
@@ -76,7 +75,7 @@ pub(crate) fn page(page: &Page<'_>) -> String {
         tasks_section(&mut html, tasks);
     }
     iterations(&mut html, page);
-    verification(&mut html, &page.history.iterations);
+    verification(&mut html, page.history);
     commits(&mut html, page.commits);
     let _ = write!(
         html,
@@ -272,6 +271,15 @@ fn iteration_row(html: &mut String, record: &IterationRecord, log_prefix: &str) 
     if let Some(refused) = &record.completion_refused {
         outcome.push(format!("refused: {}", escape(refused)));
     }
+    if let Some(refused) = &record.merge_refused {
+        outcome.push(format!(
+            "<span class=\"bad\">merge refused: {}</span>",
+            escape(refused)
+        ));
+    }
+    if record.interrupted {
+        outcome.push("interrupted".to_owned());
+    }
     if let Some(failure) = &record.failure {
         outcome.push(format!(
             "<span class=\"bad\">{}</span>",
@@ -307,16 +315,29 @@ fn iteration_row(html: &mut String, record: &IterationRecord, log_prefix: &str) 
     );
 }
 
-fn verification(html: &mut String, records: &[IterationRecord]) {
-    let checked: Vec<(&IterationRecord, &Verification)> = records
-        .iter()
-        .flat_map(|r| r.verification.iter().map(move |v| (r, v)))
-        .collect();
+/// Every check: those of an iteration (in the task's tree), then those of the merge gate (on a
+/// task's work merged with the base), each with its task.
+fn verification(html: &mut String, history: &crate::storage::history::History) {
+    let of_iterations = (history.iterations.iter()).flat_map(|record| {
+        (record.verification.iter()).map(move |check| {
+            let task = record.task_id.as_deref().or(record.task.as_deref());
+            (record.iteration.to_string(), task, "iteration", check)
+        })
+    });
+    let of_gate = (history.gates.iter()).map(|gate| {
+        (
+            String::new(),
+            Some(gate.task.as_str()),
+            "merge gate",
+            &gate.check,
+        )
+    });
+    let checked: Vec<_> = of_iterations.chain(of_gate).collect();
     if checked.is_empty() {
         return;
     }
-    html.push_str("<h2>Verification</h2>\n<div class=\"table\"><table>\n<thead><tr><th class=\"num\">#</th><th>Command</th><th>Result</th><th>Output</th></tr></thead>\n<tbody>\n");
-    for (record, check) in checked {
+    html.push_str("<h2>Verification</h2>\n<div class=\"table\"><table>\n<thead><tr><th class=\"num\">#</th><th>Task</th><th>Where</th><th>Command</th><th>Result</th><th>Output</th></tr></thead>\n<tbody>\n");
+    for (iteration, task, place, check) in checked {
         let result = if check.passed {
             "<span class=\"ok\">passed</span>".to_owned()
         } else {
@@ -324,8 +345,8 @@ fn verification(html: &mut String, records: &[IterationRecord]) {
         };
         let _ = writeln!(
             html,
-            "<tr><td class=\"num\">{}</td><td><code>{}</code></td><td>{result}</td><td><pre>{}</pre></td></tr>",
-            record.iteration,
+            "<tr><td class=\"num\">{iteration}</td><td>{}</td><td>{place}</td><td><code>{}</code></td><td>{result}</td><td><pre>{}</pre></td></tr>",
+            escape(task.unwrap_or("")),
             escape(&check.command),
             escape(&check.output_tail)
         );

@@ -163,6 +163,17 @@ impl Reporter for Human {
             } => task_started(out, task, description, branch),
             LoopEvent::TaskMerged { task, into, commit } => task_merged(out, task, into, commit),
             LoopEvent::MergeConflicted { task, files } => merge_conflicted(out, task, files),
+            LoopEvent::MergeRefused {
+                task,
+                base,
+                command,
+                tries,
+                most,
+                sent_back: true,
+                ..
+            } => merge_refused(out, (task, command, base), (*tries, *most)),
+            // The task's failure follows, with why.
+            LoopEvent::MergeRefused { .. } => {}
             LoopEvent::NotesCarried {
                 task,
                 into,
@@ -287,13 +298,6 @@ impl Reporter for Human {
             Notice::WaitingForPlan { by } => out.say(&[&format!(
                 "⏳ Worker {by} is planning the spec into the task list; this worker waits for its plan."
             )]),
-            Notice::GateFailed {
-                task,
-                command,
-                base,
-                tries,
-                most,
-            } => gate_failed(out, (task, command, base), (*tries, *most)),
             Notice::TakenOverElsewhere { task, by } => taken_over_elsewhere(out, task, by),
             Notice::LandingFinished { task } => landing_finished(out, task),
             Notice::SubmodulesMissing { task, why } => submodules_missing(out, task, why),

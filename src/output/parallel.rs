@@ -143,7 +143,7 @@ pub(crate) fn plan_created(out: &Voice, tasks: &[crate::event::PlannedTask]) {
 }
 
 /// A task's merge failed the run's `--verify` gate: back to its agent.
-pub(crate) fn gate_failed(
+pub(crate) fn merge_refused(
     out: &Voice,
     (task, command, base): (&str, &str, &str),
     (tries, most): (u32, u32),

@@ -342,9 +342,17 @@ fn history_block(history: &History, count: usize, lines: &mut Vec<String>) {
     struggle_block(&history.struggle_indicators, lines);
 }
 
-/// One recent iteration: `🔄 #3: 1m 2s | Edit:2 Bash:1 | $0.02 | rate limit`.
+/// One recent iteration: `🔄 #3: 1m 2s | Edit:2 Bash:1 | $0.02 | rate limit`; a completion
+/// refused (by its checks, or by the merge gate) is `⛔ … | refused: …`, an interrupted one `⏹️`.
 fn record_line(record: &crate::storage::history::IterationRecord) -> String {
-    let icon = if record.completion_detected {
+    let refused = (record.merge_refused.as_ref())
+        .map(|why| format!("merge refused: {why}"))
+        .or_else(|| (record.completion_refused.as_ref()).map(|why| format!("refused: {why}")));
+    let icon = if record.interrupted {
+        "⏹️"
+    } else if refused.is_some() {
+        "⛔"
+    } else if record.completion_detected {
         "✅"
     } else if record.exit_code != 0 {
         "❌"
@@ -375,6 +383,12 @@ fn record_line(record: &crate::storage::history::IterationRecord) -> String {
     }
     if let Some(failure) = &record.failure {
         line.push_str(&format!(" | {}", failure.kind.label()));
+    }
+    if record.interrupted {
+        line.push_str(" | interrupted");
+    }
+    if let Some(refused) = refused {
+        line.push_str(&format!(" | {refused}"));
     }
     line
 }

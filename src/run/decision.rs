@@ -250,8 +250,10 @@ pub(crate) fn decide(rules: &Rules, facts: &Facts, counters: Counters) -> Decisi
         counters,
     };
     if facts.interrupted {
+        // Recorded, so its number (and its log) is never used again; not the agent's doing.
         decision.next = Next::Stop(Stop::Interrupted);
-        decision.record = false;
+        decision.outcome = "interrupted".to_owned();
+        decision.agent_side = false;
         decision.commit = false;
         return decision;
     }

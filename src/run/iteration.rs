@@ -349,12 +349,9 @@ fn open_log(
     let env = &runner.env;
     let options = &env.config.options;
     let iteration = runner.state.iteration;
-    let (dir, name) = match env.shape.task_loop() {
-        Some(task) => (
-            task.logs(),
-            format!("{LOGS_DIR}/{}/{iteration:04}.jsonl", task.task_id),
-        ),
-        None => (env.dir.logs(), format!("{LOGS_DIR}/{iteration:04}.jsonl")),
+    let (dir, folder) = match env.shape.task_loop() {
+        Some(task) => (task.logs(), format!("{LOGS_DIR}/{}/", task.task_id)),
+        None => (env.dir.logs(), format!("{LOGS_DIR}/")),
     };
     let start = logs::Start {
         iteration,
@@ -365,9 +362,9 @@ fn open_log(
     };
     let limit = options.log_max_size.unwrap_or(u64::MAX);
     match IterationLog::create(&dir, start, limit) {
-        Ok(log) => {
+        Ok((log, name)) => {
             logs::prune(&dir, options.keep_logs.max(1));
-            (Some(log), Some(name))
+            (Some(log), Some(folder + &name))
         }
         Err(err) => {
             env.sink.notice(Notice::LogUnavailable {
@@ -571,7 +568,9 @@ fn apply(
 ) -> anyhow::Result<()> {
     runner.counters = decision.counters;
     runner.state.stalled = decision.counters.stalled;
-    if !decision.record {
+    // An interrupted iteration is recorded, and nothing else follows from it: its hints come
+    // again in the next one.
+    if !decision.record || facts.interrupted {
         return Ok(());
     }
     // The run's hints reached this recorded iteration's prompt, whatever came of it.

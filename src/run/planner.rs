@@ -253,7 +253,9 @@ impl Planner<'_> {
             task_fingerprint: None,
         };
         let limit = options.log_max_size.unwrap_or(u64::MAX);
-        let log = IterationLog::create(&self.dir.logs().join(kind), start, limit).ok();
+        let (log, log_name) = IterationLog::create(&self.dir.logs().join(kind), start, limit)
+            .ok()
+            .unzip();
         let mut transcript = Transcript::new(step.agent.as_ref(), display, Vec::new(), false)?
             .keeping_answer()
             .with_log(log)
@@ -286,7 +288,7 @@ impl Planner<'_> {
             exit_code: outcome.exit_code,
             tokens: findings.usage,
             cost_usd: findings.cost,
-            log: Some(format!("{}/{kind}/{attempt:04}.jsonl", logs::LOGS_DIR)),
+            log: log_name.map(|name| format!("{}/{kind}/{name}", logs::LOGS_DIR)),
         };
         let plan = std::fs::read_to_string(&written)
             .ok()

@@ -46,6 +46,10 @@ pub(super) fn iteration(
             short: indicators.short_iterations,
         });
     }
+    if facts.interrupted {
+        runner.env.sink.emit(event);
+        return Ok(());
+    }
     if facts.exit_code != 0 && facts.failure.is_none() && !facts.legacy_plugin {
         runner.env.sink.notice(Notice::NonzeroExit {
             agent: step.spec.display_name(),
@@ -104,6 +108,8 @@ fn record_of(
         branch: task_loop.map(super::TaskLoop::branch),
         sandbox_blocked: run.blocked.clone(),
         out_of_memory: run.out_of_memory,
+        merge_refused: None,
+        interrupted: facts.interrupted,
     }
 }
 

@@ -336,17 +336,11 @@ impl Session<'_> {
         }
         *tries += 1;
         let base = self.site.base_name();
+        self.gate().refused(id, &base, check, *tries);
         if *tries > GATE_TRIES {
             let why = given_up(&base, check, id);
             return self.give_up(id, &why, &holder.sha).map(Some);
         }
-        self.sink.notice(Notice::GateFailed {
-            task: id,
-            command: &check.command,
-            base: &base,
-            tries: *tries,
-            most: GATE_TRIES,
-        });
         let text = feedback(&base, check);
         crate::storage::context::append(self.dir, &text, Some(id), crate::model::now())?;
         Ok(None)

@@ -110,6 +110,7 @@ pub(super) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> Loop
         spent_cost_usd: resumed.and_then(|saved| saved.spent_cost_usd),
         spent_tokens: resumed.map_or(0, |saved| saved.spent_tokens),
         stalled: resumed.map_or(0, |saved| saved.stalled),
+        iterations_before: resumed.map_or(0, |saved| saved.iterations_before),
         agent_group: None,
         task_attempts: resumed
             .map(|saved| saved.task_attempts.clone())
@@ -156,6 +157,18 @@ pub(crate) fn run_task_loop(
     let (_lock, resumed) = claim(&dir, start, knobs, &sink)?;
     let mut rules = Rules::new(&config.options, knobs.error_pause, false);
     rules.task_loop = true;
+    // A task started again (sent back by the merge gate, its loop over) goes on counting from
+    // its last recorded iteration, with the limits it had: no number, and no log, is used twice.
+    let before = match &resumed {
+        Some(saved) => saved.iterations_before,
+        None => (history::load(&task.home.history()).ok())
+            .and_then(|run| run.last_iteration_of(&task.task_id))
+            .unwrap_or(0),
+    };
+    rules.min_iterations = rules.min_iterations.saturating_add(before);
+    if rules.max_iterations > 0 {
+        rules.max_iterations = rules.max_iterations.saturating_add(before);
+    }
     // The run checked its agents start in a sandbox (`check_fleet_sandbox`): no preflight again.
     let sandbox =
         super::sandboxed::sandbox_for(config, (cwd, true), repo.as_ref(), &task.home, [])?;
@@ -174,7 +187,12 @@ pub(crate) fn run_task_loop(
         sink,
         sandbox,
     };
+    let fresh = resumed.is_none();
     let mut runner = Runner::new(env, resumed)?;
+    if fresh {
+        runner.state.iteration = runner.state.iteration.saturating_add(before);
+        runner.state.iterations_before = before;
+    }
     let result = runner.run_loop();
     match result {
         Ok(stop) => {
@@ -418,7 +436,7 @@ impl<'a> Runner<'a> {
             self.state.stop_reason = Some(reason.clone());
             self.save_state()?;
             self.env.sink.notice(Notice::ResumeHint {
-                iteration: self.state.iteration,
+                iteration: next_iteration(&self.history, self.state.iteration),
                 limit_reached: matches!(stop, Stop::MaxIterations(_)),
             });
         }
@@ -529,18 +547,17 @@ impl<'a> Runner<'a> {
     /// made already, and the loop goes on with the next iteration. An iteration recorded as a
     /// provider failure is the exception: it is retried, as it would have been.
     fn settle_recorded_iteration(&mut self) -> anyhow::Result<()> {
+        self.record_killed_iteration()?;
         let Some(last) = self.history.iterations.last() else {
             return Ok(());
         };
-        let retried = last
-            .failure
-            .as_ref()
-            .is_some_and(|f| super::decision::is_retried(f.kind));
-        if last.iteration < self.state.iteration || retried {
+        if next_iteration(&self.history, self.state.iteration) == self.state.iteration {
             return Ok(());
         }
         let iteration = last.iteration;
-        if let Some(repo) = &self.env.repo
+        // An interrupted iteration's work is committed with the next one's.
+        if !last.interrupted
+            && let Some(repo) = &self.env.repo
             && self.env.config.options.commit
             && !last.files_modified.is_empty()
         {
@@ -552,6 +569,51 @@ impl<'a> Runner<'a> {
         }
         self.state.iteration = iteration.saturating_add(1);
         self.save_state()
+    }
+
+    /// On `--resume` after ralph was killed in an iteration: the iteration it ran has a log but
+    /// no record. It is recorded as interrupted, so its number and its log are not used again.
+    fn record_killed_iteration(&mut self) -> anyhow::Result<()> {
+        let iteration = self.state.iteration;
+        if (self.history.iterations.iter()).any(|record| record.iteration >= iteration) {
+            return Ok(());
+        }
+        let (dir, folder) = match self.env.shape.task_loop() {
+            Some(task) => (
+                task.logs(),
+                format!("{}/{}/", storage::logs::LOGS_DIR, task.task_id),
+            ),
+            None => (self.env.dir.logs(), format!("{}/", storage::logs::LOGS_DIR)),
+        };
+        let log = storage::logs::path(&dir, iteration);
+        let written = (std::fs::metadata(&log).and_then(|meta| meta.modified()))
+            .map(chrono::DateTime::<chrono::Utc>::from);
+        // A log of this loop's (an earlier loop's may have the same number).
+        let (Some(start), Ok(began)) = (storage::logs::tail(&log), written) else {
+            return Ok(());
+        };
+        if began < self.state.started_at {
+            return Ok(());
+        }
+        let task_loop = self.env.shape.task_loop();
+        let record = history::IterationRecord {
+            iteration,
+            started_at: began,
+            ended_at: began,
+            exit_code: -1,
+            errors: vec!["ralph stopped during this iteration".to_owned()],
+            agent: start.start.map(|start| start.agent),
+            log: log.file_name().map(|name| folder + &name.to_string_lossy()),
+            task_id: task_loop.map(|task| task.task_id.clone()),
+            branch: task_loop.map(super::TaskLoop::branch),
+            interrupted: true,
+            ..history::IterationRecord::default()
+        };
+        if let Some(task) = task_loop {
+            task.record_in_base(&record)?;
+        }
+        self.history.record(record, history::Struggle::Skip);
+        history::save(&self.env.dir.history(), &self.history)
     }
 
     /// ralph could not go on (a write failed: the disk is full, a file became a directory):
@@ -582,6 +644,21 @@ fn ending(stop: &Stop, total_ms: u64) -> Ending<'_> {
 }
 
 /// The message of an iteration's auto-commit.
+/// The iteration a resumed loop runs first, its state saying `iteration`: the next after the last
+/// recorded one when that is `iteration` (it ended, or was interrupted, before the state moved
+/// on), unless it was a provider failure, which is retried.
+pub(super) fn next_iteration(history: &History, iteration: u32) -> u32 {
+    let Some(last) = history.iterations.last() else {
+        return iteration;
+    };
+    let retried = (last.failure.as_ref()).is_some_and(|f| super::decision::is_retried(f.kind));
+    if last.iteration < iteration || retried {
+        iteration
+    } else {
+        last.iteration.saturating_add(1)
+    }
+}
+
 fn iteration_commit_message(iteration: u32) -> String {
     format!("Ralph iteration {iteration}: work in progress")
 }

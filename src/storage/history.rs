@@ -201,6 +201,14 @@ pub(crate) struct IterationRecord {
     /// The agent was killed by the sandbox's memory limit.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) out_of_memory: bool,
+    /// The run's merge gate refused the task's work of this iteration, merged with the base: why
+    /// (the check, where, how it ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) merge_refused: Option<String>,
+    /// The iteration was cut short (Ctrl-C, a stop, ralph killed): its number is used, and a
+    /// resumed loop goes on with the next.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) interrupted: bool,
 }
 
 /// Signs that the agent is going round in circles.
@@ -276,6 +284,14 @@ impl History {
 
     /// How many iterations ran: retries share their iteration's number, so numbers are
     /// counted, not records (each task loop's own, in a run of several loops).
+    /// The highest iteration recorded for the task `task_id`.
+    pub(crate) fn last_iteration_of(&self, task_id: &str) -> Option<u32> {
+        (self.iterations.iter())
+            .filter(|record| record.task_id.as_deref() == Some(task_id))
+            .map(|record| record.iteration)
+            .max()
+    }
+
     pub(crate) fn iteration_count(&self) -> usize {
         let numbers: std::collections::BTreeSet<(Option<&str>, u32)> = (self.iterations.iter())
             .map(|r| (r.task_id.as_deref(), r.iteration))

@@ -63,9 +63,23 @@ fn stream_name(stderr: bool) -> &'static str {
     if stderr { "stderr" } else { "stdout" }
 }
 
-/// The log of iteration `iteration` in `dir` (`.ralph/logs` or a task's folder in it).
+/// The name of the log of `iteration`'s `attempt` (1 for the first): `0003.jsonl`, then
+/// `0003-2.jsonl` for a second run of the same iteration (a provider failure retried, another
+/// agent taking it over). A log is never written over.
+fn name(iteration: u32, attempt: u32) -> String {
+    if attempt <= 1 {
+        format!("{iteration:04}.jsonl")
+    } else {
+        format!("{iteration:04}-{attempt}.jsonl")
+    }
+}
+
+/// The log of iteration `iteration` in `dir` (`.ralph/logs` or a task's folder in it): its last
+/// attempt's, or where the first would be when there is none.
 pub(crate) fn path(dir: &Path, iteration: u32) -> PathBuf {
-    dir.join(format!("{iteration:04}.jsonl"))
+    (numbered(dir).into_iter())
+        .rfind(|((number, _), _)| *number == iteration)
+        .map_or_else(|| dir.join(name(iteration, 1)), |(_, path)| path)
 }
 
 /// The log being written for one iteration.
@@ -83,10 +97,20 @@ pub(crate) struct IterationLog {
 }
 
 impl IterationLog {
-    /// Starts the log of `start.iteration` in `dir` (created if needed), cut at `limit` bytes.
-    pub(crate) fn create(dir: &Path, start: Start, limit: u64) -> std::io::Result<Self> {
+    /// Starts the log of `start.iteration` in `dir` (created if needed), cut at `limit` bytes,
+    /// in a file of its own (a log written before for the same iteration stays): the log and its
+    /// file name.
+    pub(crate) fn create(dir: &Path, start: Start, limit: u64) -> std::io::Result<(Self, String)> {
         fs::create_dir_all(dir)?;
-        let file = File::create(path(dir, start.iteration))?;
+        let mut attempt = 1;
+        let (file, file_name) = loop {
+            let file_name = name(start.iteration, attempt);
+            match File::create_new(dir.join(&file_name)) {
+                Ok(file) => break (file, file_name),
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => attempt += 1,
+                Err(err) => return Err(err),
+            }
+        };
         let mut log = Self {
             file,
             written: 0,
@@ -104,7 +128,7 @@ impl IterationLog {
             start: Some(start),
             end: None,
         });
-        Ok(log)
+        Ok((log, file_name))
     }
 
     /// A piece of the agent's output; the line is written when it ends.
@@ -252,17 +276,22 @@ impl Drop for IterationLog {
     }
 }
 
-/// The logs in `dir` (files named `NNNN.jsonl`) with their iteration numbers, oldest first.
-fn numbered(dir: &Path) -> Vec<(u32, PathBuf)> {
+/// The logs in `dir` (files named `NNNN.jsonl` or `NNNN-A.jsonl`) with their iteration numbers
+/// and attempts, oldest first.
+fn numbered(dir: &Path) -> Vec<((u32, u32), PathBuf)> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut logs: Vec<(u32, PathBuf)> = entries
+    let mut logs: Vec<((u32, u32), PathBuf)> = entries
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let number = name.strip_suffix(".jsonl")?.parse().ok()?;
-            Some((number, entry.path()))
+            let stem = name.strip_suffix(".jsonl")?;
+            let (number, attempt) = match stem.split_once('-') {
+                Some((number, attempt)) => (number.parse().ok()?, attempt.parse().ok()?),
+                None => (stem.parse().ok()?, 1),
+            };
+            Some(((number, attempt), entry.path()))
         })
         .collect();
     logs.sort();
@@ -278,9 +307,11 @@ pub(crate) fn prune(dir: &Path, keep: u32) {
     }
 }
 
-/// The newest log in `dir` (by iteration number).
+/// The newest log in `dir` (by iteration number, then attempt).
 pub(crate) fn latest(dir: &Path) -> Option<(u32, PathBuf)> {
-    numbered(dir).pop()
+    numbered(dir)
+        .pop()
+        .map(|((number, _), path)| (number, path))
 }
 
 /// The last line the agent printed, from the end of a log being written.
@@ -373,7 +404,9 @@ mod tests {
     #[test]
     fn lines_are_recorded_with_their_stream_and_an_end() {
         let dir = crate::testing::tempdir().unwrap();
-        let mut log = IterationLog::create(dir.path(), start(7), 1_000_000).unwrap();
+        let mut log = IterationLog::create(dir.path(), start(7), 1_000_000)
+            .unwrap()
+            .0;
         log.segment(false, "hello ", false);
         log.segment(false, "world", true);
         log.segment(true, "oops", true);
@@ -407,7 +440,7 @@ mod tests {
     #[test]
     fn a_log_is_cut_at_its_limit_with_a_note() {
         let dir = crate::testing::tempdir().unwrap();
-        let mut log = IterationLog::create(dir.path(), start(1), 300).unwrap();
+        let mut log = IterationLog::create(dir.path(), start(1), 300).unwrap().0;
         for n in 0..100 {
             log.segment(false, &format!("line {n}"), true);
         }
@@ -438,5 +471,26 @@ mod tests {
         left.sort_unstable();
         assert_eq!(left, [8, 9, 10, 11, 12]);
         assert_eq!(latest(dir.path()).unwrap().0, 12);
+    }
+
+    #[test]
+    fn a_second_run_of_an_iteration_gets_a_log_of_its_own() {
+        let dir = crate::testing::tempdir().unwrap();
+        let (mut first, name) = IterationLog::create(dir.path(), start(3), 1000).unwrap();
+        first.lines(false, ["first run"].into_iter());
+        first.flush();
+        assert_eq!(name, "0003.jsonl");
+        let (_, name) = IterationLog::create(dir.path(), start(3), 1000).unwrap();
+        assert_eq!(name, "0003-2.jsonl");
+        let kept = fs::read_to_string(dir.path().join("0003.jsonl")).unwrap();
+        assert!(kept.contains("first run"), "{kept}");
+        assert_eq!(path(dir.path(), 3), dir.path().join("0003-2.jsonl"));
+        assert_eq!(path(dir.path(), 4), dir.path().join("0004.jsonl"));
+        let (_, name) = IterationLog::create(dir.path(), start(10), 1000).unwrap();
+        assert_eq!(name, "0010.jsonl");
+        assert_eq!(latest(dir.path()).unwrap().1, dir.path().join("0010.jsonl"));
+        prune(dir.path(), 2);
+        assert!(!dir.path().join("0003.jsonl").exists());
+        assert!(dir.path().join("0003-2.jsonl").exists());
     }
 }

@@ -61,6 +61,10 @@ pub(crate) struct LoopState {
     /// outlived a killed ralph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) agent_group: Option<i32>,
+    /// A task loop started again (its task sent back by the merge gate): the iterations its task
+    /// had before, which its numbering goes on from and its limits are shifted by.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub(crate) iterations_before: u32,
     /// Iterations spent on each task (by its id, else its text), for `max_attempts`.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub(crate) task_attempts: std::collections::BTreeMap<String, u32>,
@@ -247,6 +251,7 @@ mod tests {
             spent_cost_usd: None,
             spent_tokens: 0,
             stalled: 0,
+            iterations_before: 0,
             agent_group: None,
             task_attempts: std::collections::BTreeMap::new(),
             stop_reason: None,

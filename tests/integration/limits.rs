@@ -362,21 +362,32 @@ fn kill_9_then_resume_continues_at_the_right_iteration() {
         plain.stderr()
     );
 
+    let cut = fs::read_to_string(env.ralph_file("logs/0003.jsonl")).unwrap();
     let resumed = env.run(&["--resume", "--pause", "0"]);
     resumed.assert_code(2);
+    // The killed iteration 3 is recorded as interrupted; its number and log are not used again.
     assert!(
-        resumed.stdout().contains("Resuming at iteration 3"),
+        resumed.stdout().contains("Resuming at iteration 4"),
         "{}",
         resumed.stdout()
     );
     let history = env.history();
-    let iterations: Vec<u64> = history["iterations"]
+    let iterations: Vec<(u64, bool)> = history["iterations"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["iteration"].as_u64().unwrap())
+        .map(|r| (r["iteration"].as_u64().unwrap(), r["interrupted"] == true))
         .collect();
-    assert_eq!(iterations, [1, 2, 3, 4, 5]);
+    assert_eq!(
+        iterations,
+        [(1, false), (2, false), (3, true), (4, false), (5, false)]
+    );
+    assert_eq!(history["iterations"][2]["log"], "logs/0003.jsonl");
+    assert_eq!(
+        fs::read_to_string(env.ralph_file("logs/0003.jsonl")).unwrap(),
+        cut,
+        "the killed iteration's log is kept as it was"
+    );
     assert!(env.agent_prompt(4).contains("Build it"));
 }
 

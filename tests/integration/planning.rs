@@ -345,6 +345,66 @@ fn the_run_level_verify_gates_every_merge_and_sends_a_failing_one_back() {
         .find(|g| g["passed"] == false)
         .expect("a failing check");
     assert_eq!(failing["task"], failed.to_lowercase());
+    assert_the_refusal_is_seen(&env, failed, check);
+}
+
+/// A refused merge is an event, a line of the task's note, of `--status` and of the report;
+/// the task's iterations go on counting after it (no number and no log used twice).
+fn assert_the_refusal_is_seen(env: &crate::support::TestEnv, failed: &str, check: &str) {
+    let id = failed.to_lowercase();
+    let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
+    let refused: Vec<serde_json::Value> = (journal.lines())
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["event"] == "merge_refused")
+        .collect();
+    assert!(!refused.is_empty(), "{journal}");
+    assert_eq!(refused[0]["task"], id.as_str());
+    assert_eq!(refused[0]["command"], check);
+    assert_eq!(refused[0]["exit_code"], 1);
+    assert_eq!(refused[0]["sent_back"], true);
+    assert_eq!(refused[0]["tries"], 1);
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(
+        list.contains(&format!(
+            "  - note: merge refused: `{check}` failed on the work merged with main (exit 1); sent back to its agent (1 of 2)"
+        )),
+        "{list}"
+    );
+    let history = env.history();
+    let records: Vec<&serde_json::Value> = (history["iterations"].as_array().unwrap().iter())
+        .filter(|record| record["task_id"] == id.as_str())
+        .collect();
+    let numbers: Vec<u64> = records
+        .iter()
+        .map(|r| r["iteration"].as_u64().unwrap())
+        .collect();
+    let expected: Vec<u64> = (1..=numbers.len() as u64).collect();
+    assert_eq!(
+        numbers, expected,
+        "numbers go on after the refusal: {history}"
+    );
+    let logs: std::collections::BTreeSet<&str> =
+        records.iter().map(|r| r["log"].as_str().unwrap()).collect();
+    assert_eq!(logs.len(), records.len(), "a log each: {history}");
+    for log in &logs {
+        assert!(env.ralph_file(log).exists(), "{log} is kept");
+    }
+    let refused_record = records
+        .iter()
+        .find(|r| r["merge_refused"].is_string())
+        .unwrap_or_else(|| panic!("the refused iteration says so: {history}"));
+    let which = format!("{id}/{}", refused_record["iteration"]);
+    let status = env.run(&["--status"]).stdout();
+    assert!(
+        status.contains(&format!("⛔ {which}:")) && status.contains("merge refused: `"),
+        "{status}"
+    );
+    let report = env.run(&["--report", "-"]).stdout();
+    assert!(report.contains("merge refused: `"), "{report}");
+    assert!(
+        report.contains("<td>merge gate</td>"),
+        "the gate's checks are in the report"
+    );
 }
 
 #[test]

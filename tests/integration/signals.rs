@@ -51,7 +51,13 @@ fn ctrl_c_ends_the_agent_and_its_grandchild_and_keeps_resumable_state() {
             .unwrap();
     assert_eq!(state["active"], false);
     assert_eq!(state["iteration"], 2);
-    assert_eq!(env.history()["iterations"].as_array().unwrap().len(), 1);
+    // The interrupted iteration is recorded (its number and log are used): resume goes on at 3.
+    let history = env.history();
+    let iterations = history["iterations"].as_array().unwrap();
+    assert_eq!(iterations.len(), 2, "{history}");
+    assert_eq!(iterations[1]["interrupted"], true, "{history}");
+    assert_eq!(iterations[1]["log"], "logs/0002.jsonl", "{history}");
+    assert!(stdout.contains("continues at iteration 3"), "{stdout}");
 }
 
 pub(crate) use crate::support::wait_output;
@@ -275,7 +281,11 @@ fn the_same_command_after_ctrl_c_is_refused_and_resume_keeps_the_history() {
         let before = env.history();
         assert_eq!(
             before["iterations"].as_array().unwrap().len(),
-            1,
+            2,
+            "{shape:?}: {before}"
+        );
+        assert_eq!(
+            before["iterations"][1]["interrupted"], true,
             "{shape:?}: {before}"
         );
         let again = env.run(&args);
@@ -302,10 +312,13 @@ fn the_same_command_after_ctrl_c_is_refused_and_resume_keeps_the_history() {
         );
         let after = env.history();
         let iterations = after["iterations"].as_array().unwrap();
-        assert!(iterations.len() >= 2, "{shape:?}: {after}");
+        assert!(iterations.len() >= 3, "{shape:?}: {after}");
         assert_eq!(
-            iterations[0], before["iterations"][0],
-            "{shape:?}: the first is kept"
+            iterations[..2],
+            before["iterations"].as_array().unwrap()[..],
+            "{shape:?}: the earlier records are kept"
         );
+        // The resumed iteration is the next number, never the interrupted one's again.
+        assert_eq!(iterations[2]["iteration"], 3, "{shape:?}: {after}");
     }
 }

@@ -425,13 +425,6 @@ fn run_notices(data: &Data) -> Vec<Notice<'_>> {
         },
         Notice::UnfinishedMergeUndone,
         Notice::WaitingForPlan { by: "laptop-4242" },
-        Notice::GateFailed {
-            task: "api",
-            command: "cargo test",
-            base: "main",
-            tries: 1,
-            most: 2,
-        },
         Notice::TakenOverElsewhere {
             task: "api",
             by: "laptop-4242",

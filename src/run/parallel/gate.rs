@@ -8,7 +8,7 @@ use crate::git::Repo;
 use crate::model::Verification;
 use crate::storage::context;
 use crate::storage::history::GateCheck;
-use crate::storage::tasks::Task;
+use crate::storage::tasks::{Task, TaskStatus};
 
 use super::super::base::branch;
 use super::super::decision::Stop;
@@ -88,6 +88,49 @@ impl Gate<'_> {
         }
         results.into_iter().find(|result| !result.passed)
     }
+
+    /// Task `id`'s work merged with `base` failed `check` (the `tries`-th time): the
+    /// `merge_refused` event, and the refusal written on the task's last iteration in the run's
+    /// history, where `--status` and the report show it.
+    pub(in crate::run) fn refused(&self, id: &str, base: &str, check: &Verification, tries: u32) {
+        self.sink.emit(LoopEvent::MergeRefused {
+            task: id.to_owned(),
+            base: base.to_owned(),
+            command: check.command.clone(),
+            exit_code: check.exit_code,
+            output_tail: check.output_tail.clone(),
+            tries,
+            most: GATE_TRIES,
+            sent_back: tries <= GATE_TRIES,
+        });
+        let why = refusal(base, check);
+        let recorded = self.shared.edit_history(self.home, |history| {
+            let last = (history.iterations.iter_mut().rev())
+                .find(|record| record.task_id.as_deref() == Some(id));
+            if let Some(record) = last {
+                record.merge_refused = Some(why);
+            }
+        });
+        if let Err(err) = recorded {
+            self.sink.notice(Notice::TaskNotRecorded {
+                task: id,
+                status: "its refused merge",
+                why: &format!("{err:#}"),
+            });
+        }
+    }
+}
+
+/// Why a merge was refused, in a few words: `` `sh check.sh` failed on the work merged with
+/// master (exit 1)``.
+pub(in crate::run) fn refusal(base: &str, check: &Verification) -> String {
+    let how = check
+        .exit_code
+        .map_or_else(|| "timed out".to_owned(), |code| format!("exit {code}"));
+    format!(
+        "`{}` failed on the work merged with {base} ({how})",
+        check.command
+    )
 }
 
 /// Why task `id` is failed after its merge failed the gate [`GATE_TRIES`] times.
@@ -125,13 +168,16 @@ impl<'a> Coordinator<'a> {
     where
         'a: 's,
     {
-        let place = Gate {
+        self.gate_of().check(id, tree, spawner.stop)
+    }
+
+    fn gate_of(&self) -> Gate<'_> {
+        Gate {
             config: self.config,
             home: self.dir,
             shared: &self.shared,
             sink: &self.sink,
-        };
-        place.check(id, tree, spawner.stop)
+        }
     }
 
     /// Task `id`'s merge failed the gate with `check`: its agent gets the base merged into its
@@ -155,18 +201,26 @@ impl<'a> Coordinator<'a> {
         let tries = self.gate_tries.entry(id.to_owned()).or_default();
         *tries += 1;
         let tries = *tries;
+        self.gate_of().refused(id, &self.base, check, tries);
         if tries > GATE_TRIES {
             let why = given_up(&self.base, check, id);
             self.give_up(id, &why);
             return Ok(());
         }
-        self.sink.notice(Notice::GateFailed {
-            task: id,
-            command: &check.command,
-            base: &self.base,
-            tries,
-            most: GATE_TRIES,
-        });
+        // The task's note says why it runs again.
+        let note = format!(
+            "merge refused: {}; sent back to its agent ({tries} of {GATE_TRIES})",
+            refusal(&self.base, check)
+        );
+        if let Err(why) =
+            super::super::base::mark(self.dir, id, TaskStatus::InProgress, Some(&note))
+        {
+            self.sink.notice(Notice::TaskNotRecorded {
+                task: id,
+                status: "its refused merge",
+                why: &why,
+            });
+        }
         let text = feedback(&self.base, check);
         context::append(self.dir, &text, Some(id), crate::model::now())?;
         let conflicts = self.merge_base_into_task(id)?;

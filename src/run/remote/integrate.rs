@@ -14,6 +14,16 @@ use super::site::unreachable_remote;
 use super::{Integrated, PUSH_TRIES, Session};
 
 impl Session<'_> {
+    /// The run's merge gate, for this worker.
+    pub(super) fn gate(&self) -> Gate<'_> {
+        Gate {
+            config: self.config,
+            home: self.dir,
+            shared: &self.shared,
+            sink: &self.sink,
+        }
+    }
+
     /// Merges the task's branch into a fresh copy of the base and pushes it, with the claim's
     /// deletion, all or nothing; again while another worker's merge got there first.
     pub(super) fn integrate(
@@ -53,13 +63,7 @@ impl Session<'_> {
                 Err(why) => return Err(fail(format!("merging task {id} failed: {why}")).into()),
             };
             // The run's --verify is the merge's gate: the base moves only when it passes.
-            let gate = Gate {
-                config: self.config,
-                home: self.dir,
-                shared: &self.shared,
-                sink: &self.sink,
-            };
-            if let Some(failed) = gate.check(id, &tree, self.stop) {
+            if let Some(failed) = self.gate().check(id, &tree, self.stop) {
                 return Ok(Integrated::GateFailed(failed));
             }
             // The task's branch goes with the merge (on the remote when it was ever pushed),

@@ -169,7 +169,7 @@ fn stalls_are_not_counted_outside_git() {
 // ── Interruption and the legacy plugin ──────────────────────────────────────────────────────────
 
 #[test]
-fn an_interrupt_stops_without_recording() {
+fn an_interrupt_stops_recorded_as_interrupted_without_a_commit() {
     let facts = Facts {
         interrupted: true,
         completion: true,
@@ -177,7 +177,9 @@ fn an_interrupt_stops_without_recording() {
     };
     let decision = decide(&rules(), &facts, Counters::default());
     assert_eq!(decision.next, Next::Stop(Stop::Interrupted));
-    assert!(!decision.record && !decision.commit);
+    // Recorded (its number and log are used), not the agent's doing, nothing committed.
+    assert!(decision.record && !decision.commit && !decision.agent_side);
+    assert_eq!(decision.outcome, "interrupted");
     assert_eq!(Stop::Interrupted.reason(2), "interrupted at iteration 2");
     assert_eq!(
         Stop::Interrupted.status(),
