@@ -245,14 +245,18 @@ impl Config {
                 serve_mode(&settings.stack(&[&cli_layer]), serving.clone().flatten())?
             }
             None => {
+                let stack = settings.stack(&[&cli_layer]);
                 let (text, file) = if worker.is_some() && prompt.is_empty() && prompt_file.is_none()
                 {
                     // A worker's prompt is its task; the words, if given, are the shared goal.
                     (WORKER_PROMPT.to_owned(), None)
                 } else {
-                    resolve_prompt(prompt, prompt_file, &cwd, input)?
+                    let given = prompt.is_empty() && prompt_file.is_none();
+                    match resolve_prompt(prompt, prompt_file, &cwd, input) {
+                        Err(err) if given && !plan => planned_prompt(&stack, &cwd).ok_or(err)?,
+                        resolved => resolved?,
+                    }
                 };
-                let stack = settings.stack(&[&cli_layer]);
                 let mut run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
                 run.replan = replan_flag;
                 (run.refine, run.yes) = (refine, yes);
@@ -503,6 +507,22 @@ fn resolve_prompt(
         ));
     }
     Ok((text, prompt_file))
+}
+
+/// A run of the task list (`--parallel`, `--tasks`) given no prompt: the prompt its plan was
+/// made from (`.ralph/prompt.md`, written by `--plan` and a run that planned first), if there is
+/// one, as if it were given with `--prompt-file`.
+fn planned_prompt(
+    stack: &[&crate::options::Layer],
+    cwd: &Path,
+) -> Option<(String, Option<PathBuf>)> {
+    let options = LoopOptions::resolve(stack).ok()?;
+    if options.parallel == 0 && !options.tasks {
+        return None;
+    }
+    let path = PathBuf::from(crate::storage::RALPH_DIR).join(crate::storage::PLANNED_PROMPT_FILE);
+    let text = read_prompt_file(&path, cwd).ok()?;
+    (!text.trim().is_empty()).then_some((text, Some(path)))
 }
 
 /// A prompt with a NUL byte cannot be passed to an agent: refuse it before anything starts.

@@ -31,7 +31,12 @@ fn fallback_line(config: &RunConfig) -> Option<String> {
 /// that would start and the first one's loop. Starts nothing and writes nothing.
 pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitStatus {
     let mut lines = dry_run_heading();
-    if config.options.parallel > 0 {
+    if let Some(planning) = crate::run::planning_preview(config, cwd, dir) {
+        if config.options.parallel > 0 {
+            base_of(cwd);
+        }
+        lines.extend(planning_lines(planning));
+    } else if config.options.parallel > 0 {
         lines.extend(parallel_lines(config, dir, cwd));
     } else {
         let context = crate::storage::context::pending(&dir.context())
@@ -65,16 +70,9 @@ pub(crate) fn worker_dry_run(
     ExitStatus::Success
 }
 
-fn dry_run_heading() -> Vec<String> {
-    vec![
-        "# Dry run: nothing is started and no file is written.".to_owned(),
-        String::new(),
-    ]
-}
-
-/// The tasks a `--parallel` run would start (the ready ones, in file order, up to N), where each
-/// works and how it is merged, then the first task's loop.
-fn parallel_lines(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> Vec<String> {
+/// The repository a `--parallel` run would merge into and its branch (`HEAD` when detached),
+/// with a warning when the run would stop there.
+fn base_of(cwd: &Path) -> (Option<Repo>, String) {
     let repo = Repo::discover(cwd);
     let base = repo.as_ref().and_then(Repo::current_branch);
     match (&repo, &base) {
@@ -86,7 +84,41 @@ fn parallel_lines(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> Vec<String>
         ]),
         _ => {}
     }
-    let base = base.unwrap_or_else(|| "HEAD".to_owned());
+    (repo, base.unwrap_or_else(|| "HEAD".to_owned()))
+}
+
+/// The planning step a run with a spec and no task list takes first: the planner, what comes of
+/// its answer, and the planning prompt (the tasks depend on the answer: none is shown).
+fn planning_lines(planning: Result<(String, String), String>) -> Vec<String> {
+    let (planner, prompt) = match planning {
+        Ok(planning) => planning,
+        Err(why) => {
+            output::warn(&[&format!("⚠️  the planning call could not run: {why}")]);
+            return Vec::new();
+        }
+    };
+    let mut lines = vec![
+        format!(
+            "Would plan:   the task list is empty, so {planner} is asked first for a task graph of the prompt (one call; a plan that is not right is sent back once), written to .ralph/ralph-tasks.md and committed as `Ralph: plan — N tasks`; then its tasks run"
+        ),
+        String::new(),
+        "Planning prompt:".to_owned(),
+    ];
+    lines.extend(prompt.lines().map(str::to_owned));
+    lines
+}
+
+fn dry_run_heading() -> Vec<String> {
+    vec![
+        "# Dry run: nothing is started and no file is written.".to_owned(),
+        String::new(),
+    ]
+}
+
+/// The tasks a `--parallel` run would start (the ready ones, in file order, up to N), where each
+/// works and how it is merged, then the first task's loop.
+fn parallel_lines(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> Vec<String> {
+    let (repo, base) = base_of(cwd);
     let content = storage::read_text(&dir.tasks()).unwrap_or_else(|err| {
         output::tasks_file_unreadable(&output::Voice::plain(), &dir.tasks(), &err.to_string());
         None

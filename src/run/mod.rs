@@ -48,7 +48,7 @@ use crate::storage::{Loaded, RalphDir};
 pub(crate) use base::clear as clear_task_worktrees;
 pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
-pub(crate) use planner::plan_only;
+pub(crate) use planner::{plan_only, preview as planning_preview};
 pub(crate) use remote::{remote_status, worker};
 pub(crate) use start::{resume, run};
 pub(crate) use worktree::in_worktree;

@@ -82,8 +82,7 @@ fn record_calls(dir: &RalphDir, calls: Vec<AgentCall>) -> anyhow::Result<()> {
 /// last), and their kind in the history.
 const PLAN_LOGS: &str = "plan";
 
-/// Where `--refine` keeps the prompt it used, under `.ralph/`.
-const PROMPT_FILE: &str = "prompt.md";
+use storage::PLANNED_PROMPT_FILE as PROMPT_FILE;
 
 /// Whether the user can be asked: stdin and stdout are a terminal.
 fn interactive() -> bool {
@@ -120,8 +119,48 @@ pub(super) fn plan_first(
     Ok((calls, refined))
 }
 
+/// What `--dry-run` shows of the planning step a run would take first, if it takes one: the
+/// planner (its display name) and the planning prompt; `Err`: why the planner cannot run.
+pub(crate) fn preview(
+    config: &RunConfig,
+    cwd: &Path,
+    dir: &RalphDir,
+) -> Option<Result<(String, String), String>> {
+    if !needed(config, dir) {
+        return None;
+    }
+    let (_, done) = if config.replan {
+        done_tasks(dir)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let prompt = planning::prompt(&config.prompt, &done, None);
+    Some(planner_step(config, cwd).map(|step| (step.spec.display_name().to_owned(), prompt)))
+}
+
+/// Before a run that plans first: the planner must be there (one line, exit 1), or the run is
+/// refused before anything is asked of an agent.
+pub(super) fn check_planner(config: &RunConfig, cwd: &Path, dir: &RalphDir) -> anyhow::Result<()> {
+    if needed(config, dir) {
+        planner_step(config, cwd).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// The planning call's agent: `--plan-agent`, else the run's first.
+fn planner_step(config: &RunConfig, cwd: &Path) -> Result<std::rc::Rc<super::plan::Step>, String> {
+    let Some(entry) = config.options.plan_agent.0.first() else {
+        let steps = super::plan::steps(config, cwd)?;
+        let first = steps.rotation.into_iter().next();
+        return first.ok_or_else(|| "no agent to plan with".to_owned());
+    };
+    let spec = AgentSpec::resolve(&entry.agent, &config.custom_agents)
+        .map_err(|why| format!("--plan-agent: {why}"))?;
+    super::plan::step(spec, entry.model.clone(), cwd)
+}
+
 /// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.
-fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
+pub(super) fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
     let options = &config.options;
     let runs_tasks = options.parallel > 0 || options.tasks;
     runs_tasks
@@ -347,18 +386,13 @@ impl Planner<'_> {
 
     /// The agent that plans: `--plan-agent`'s first, else the run's (the first of a rotation).
     fn step(&self) -> anyhow::Result<std::rc::Rc<super::plan::Step>> {
-        let Some(entry) = self.config.options.plan_agent.0.first() else {
-            let steps = super::plan::steps(self.config, self.cwd).map_err(fail)?;
-            let first = steps.rotation.into_iter().next();
-            return first.ok_or_else(|| fail("no agent to plan with").into());
-        };
-        let spec = AgentSpec::resolve(&entry.agent, &self.config.custom_agents)
-            .map_err(|why| fail(format!("--plan-agent: {why}")))?;
-        Ok(super::plan::step(spec, entry.model.clone(), self.cwd).map_err(fail)?)
+        Ok(planner_step(self.config, self.cwd).map_err(fail)?)
     }
 
-    /// Writes the plan to the task file, commits it, and tells it.
+    /// Writes the plan to the task file, commits it, and tells it; the prompt it was made from
+    /// is kept in `.ralph/prompt.md`, for a run of the list given no prompt.
     fn land(&self, plan: &Plan) -> anyhow::Result<()> {
+        storage::write_atomic(&self.dir.file(PROMPT_FILE), self.config.prompt.as_bytes())?;
         let replan = self.config.replan;
         tasks::edit(self.dir, |current| {
             let mut text = match current {

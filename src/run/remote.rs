@@ -81,6 +81,9 @@ pub(crate) fn worker(
 ) -> anyhow::Result<ExitStatus> {
     let site = Site::connect(cwd, remote, base)?;
     super::preflight::refuse_operation_underway(&site.repo, super::preflight::OwnMerge::Refused)?;
+    // An agent that is not there is refused before the planning call a spec may need.
+    super::plan::steps(config, cwd).map_err(fail)?;
+    super::planner::check_planner(config, cwd, dir)?;
     dir.ensure()?;
     // One worker per clone: its worktrees and branches are its own.
     let _lock = storage::lock::loop_lock(dir, knobs.lock_wait)?.ok_or_else(|| {

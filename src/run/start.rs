@@ -49,12 +49,14 @@ pub(crate) fn run(
     if let Some(repo) = &repo {
         refuse_operation_underway(repo, OwnMerge::Refused)?;
     }
+    // The planner and the sandbox are checked before the planning call (a paid one).
+    super::planner::check_planner(config, cwd, dir)?;
+    let sandbox =
+        super::sandboxed::sandbox_for(config, (cwd, true), repo.as_ref(), dir, steps.all())?;
     let (planning, refined) =
         super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
-    let sandbox =
-        super::sandboxed::sandbox_for(config, (cwd, true), repo.as_ref(), dir, steps.all())?;
     let repo = super::sandboxed::with_hooks(repo, sandbox.as_ref());
     let env = Env {
         config,

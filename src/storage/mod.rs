@@ -57,6 +57,10 @@ pub(crate) const OLD_JOURNAL_FILE: &str = "events.1.jsonl";
 pub(crate) const JOURNAL_LOCK_FILE: &str = "events.lock";
 /// `--serve`'s token.
 pub(crate) const SERVE_TOKEN_FILE: &str = "serve.token";
+/// The prompt a plan was made from (and `--refine`'s choice), under `.ralph/`: a `--parallel` or
+/// `--tasks` run given no prompt runs with it.
+pub(crate) const PLANNED_PROMPT_FILE: &str = "prompt.md";
+
 /// What a run `ralph --mcp` started printed, and its prompt.
 pub(crate) const MCP_RUN_LOG: &str = "mcp-run.log";
 pub(crate) const MCP_PROMPT_FILE: &str = "mcp-prompt.md";

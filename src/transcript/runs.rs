@@ -97,6 +97,9 @@ impl Transcript<'_> {
         if source == Source::Stdout {
             self.stdout_run_ended(text, now);
         }
+        // Whole lines, each with its line break: the answer gets them as they are (a planning
+        // call reads its plan there, in text mode as in JSON mode).
+        self.keep_answer(source, text, false);
         self.show_tools_and_lines(source, text, now);
     }
 

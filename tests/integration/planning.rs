@@ -591,3 +591,137 @@ fn refine_without_a_terminal_takes_the_restated_prompt_for_every_loop() {
     assert!(prompt.contains("REFINED: build the todo API"), "{prompt}");
     assert!(!prompt.contains(SPEC), "{prompt}");
 }
+
+/// Audit 6: a spec run that would be refused (a dirty tree, a repository with no commit, a folder
+/// that is no repository, an agent that is not there) is refused before the planning call: no
+/// agent runs, nothing is committed, one line says why.
+#[test]
+fn every_check_that_refuses_the_run_comes_before_the_planning_call() {
+    let dirty = planning_env(&[PLAN]);
+    fs::write(dirty.work().join("README.md"), "local edit\n").unwrap();
+    let commits = dirty.commit_count();
+    refused_before_planning(
+        &dirty,
+        &[SPEC, "--parallel", "2"],
+        "uncommitted changes (README.md)",
+    );
+    assert_eq!(dirty.commit_count(), commits, "nothing committed");
+
+    let unborn = planning_env(&[PLAN]);
+    fs::remove_dir_all(unborn.work().join(".git")).unwrap();
+    unborn.git(&["init", "-q", "-b", "main"]);
+    refused_before_planning(&unborn, &[SPEC, "--parallel", "2"], "has no commit yet");
+    assert!(
+        !unborn.try_git(&["rev-parse", "HEAD"]),
+        "no commit was made"
+    );
+
+    let plain = planning_env(&[PLAN]);
+    fs::remove_dir_all(plain.work().join(".git")).unwrap();
+    refused_before_planning(&plain, &[SPEC, "--parallel", "2"], "not a git repository");
+
+    let missing = planning_env(&[PLAN]);
+    refused_before_planning(
+        &missing,
+        &[SPEC, "--parallel", "2", "--agent", "claude-code"],
+        "",
+    );
+}
+
+fn refused_before_planning(env: &TestEnv, args: &[&str], says: &str) {
+    if args.contains(&"claude-code") {
+        fs::remove_file(env.bin().join("claude")).unwrap();
+    }
+    let run = env.run_loop(args);
+    run.assert_code(1);
+    let stderr = run.stderr();
+    assert!(stderr.contains(says), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert_eq!(planning_calls(env), 0, "no planning call: {stderr}");
+    assert!(
+        !env.ralph_file("ralph-tasks.md").exists(),
+        "no plan was written"
+    );
+}
+
+/// Audit 7: `--dry-run` with a spec and no task list says it would plan first, and shows the
+/// planning prompt; it asks no agent and writes nothing.
+#[test]
+fn a_dry_run_with_a_spec_shows_the_planning_step_and_its_prompt() {
+    let env = planning_env(&[PLAN]);
+    let shapes: [&[&str]; 2] = [&["--parallel", "2"], &["--tasks", "--max-iterations", "3"]];
+    for shape in shapes {
+        let mut args = vec![SPEC, "--dry-run"];
+        args.extend_from_slice(shape);
+        let run = env.run(&args);
+        run.assert_code(0);
+        let said = format!("{}{}", run.stdout(), run.stderr());
+        assert!(
+            said.contains(
+                "Would plan:   the task list is empty, so OpenCode is asked first for a task graph"
+            ),
+            "{shape:?}: {said}"
+        );
+        assert!(said.contains("Planning prompt:\n# Plan the work"), "{said}");
+        assert!(said.contains(SPEC), "{said}");
+        assert!(!said.contains("nothing to run"), "{said}");
+        assert_eq!(planning_calls(&env), 0);
+        assert!(!env.ralph_file("ralph-tasks.md").exists());
+    }
+}
+
+/// The planner's answer is read in every output format, and from an agent with no JSON mode.
+#[test]
+fn the_plan_is_read_from_a_text_answer_too() {
+    let env = planning_env(&[PLAN]);
+    let run = env.run(&["--plan", SPEC, "--output-format", "text"]);
+    run.assert_code(0);
+    assert_shows_the_plan(&run.stdout());
+    assert_eq!(planning_calls(&env), 1);
+    // A CLI the user defines, which prints plain text (the prompt as its last argument).
+    let custom = planning_env(&[PLAN]);
+    let planner = fs::read_to_string(custom.bin().join("opencode")).unwrap();
+    custom.write_executable("my-planner", &planner);
+    fs::create_dir_all(custom.work().join(".ralph")).unwrap();
+    fs::write(
+        custom.ralph_file("config.toml"),
+        "[agents.mine]\ncommand = \"my-planner\"\nargs = [\"{prompt}\"]\n",
+    )
+    .unwrap();
+    let run = custom.run(&["--plan", SPEC, "--agent", "mine"]);
+    run.assert_code(0);
+    assert_shows_the_plan(&run.stdout());
+    assert_eq!(planning_calls(&custom), 1);
+}
+
+/// Audit 12: after `--plan`, `--parallel N` alone runs the list with the spec it was planned
+/// from (`.ralph/prompt.md`); with no plan made, no prompt is still an error.
+#[test]
+fn after_plan_the_list_runs_with_the_planned_spec_and_no_prompt_given() {
+    let env = planning_env(&[PLAN]);
+    fs::write(env.work().join("SPEC.md"), SPEC).unwrap();
+    env.run(&["--plan", "-f", "SPEC.md"]).assert_code(0);
+    assert_eq!(
+        fs::read_to_string(env.ralph_file("prompt.md")).unwrap(),
+        SPEC
+    );
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-qm", "plan"]);
+    let run = env.run_loop(&["--parallel", "2"]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(list.matches("- [x]").count(), 3, "{list}");
+    let prompt = fs::read_to_string(env.agent_dir().join("last-prompt")).unwrap();
+    assert!(
+        prompt.contains(SPEC),
+        "the tasks' prompt has the spec: {prompt}"
+    );
+    let fresh = planning_env(&[PLAN]);
+    let refused = fresh.run(&["--parallel", "2"]);
+    refused.assert_code(1);
+    assert!(
+        refused.stderr().contains("no prompt given"),
+        "{}",
+        refused.stderr()
+    );
+}
