@@ -231,6 +231,8 @@ loop_options! {
     claim_heartbeat: Duration = Duration::from_secs(60), heading "Tasks", value "DURATION";
     /// A --worker's claim not refreshed for this long is stale: another worker may take the task over.
     claim_ttl: Duration = Duration::from_secs(900), heading "Tasks", value "DURATION";
+    /// A --worker with no task free waits for those other workers hold (to take over a stale one, or one they unblock) instead of ending.
+    wait: bool = false, heading "Tasks", value "";
     /// Read the agent's JSON event stream (default) or its plain text.
     output_format: OutputFormat = OutputFormat::Json,
         heading "Agent and output", value "FORMAT", note "json or text";

@@ -63,6 +63,9 @@ struct Session<'a> {
     /// The engine job the worker runs in, recorded in its claims.
     job: Option<crate::git::Job>,
     skip: BTreeSet<String>,
+    /// The tasks other workers held when this one found nothing left to take (it ends then,
+    /// unless `--wait`).
+    held_elsewhere: Vec<String>,
     failed: usize,
     /// The worker said it waits for another worker's plan.
     told_plan_waits: bool,
@@ -129,12 +132,15 @@ pub(crate) fn worker(
         me,
         host,
         skip: BTreeSet::new(),
+        held_elsewhere: Vec::new(),
         failed: 0,
         told_plan_waits: false,
         warn_unsandboxed: unsandboxed,
     };
     let ended = session.run();
-    // The worker is not resumed (it is started again), so its state goes with it.
+    // The worker is not resumed (it is started again), so its state goes with it, and so does
+    // the worktree its merges were made in.
+    super::pool::clear(&session.site.repo, dir);
     storage::remove_file(&dir.state())?;
     let (status, reason) = session.outcome(ended?.as_ref());
     if status == ExitStatus::Success {
@@ -177,9 +183,15 @@ impl Session<'_> {
                         return Ok(Some(stop));
                     }
                 }
+                // The tasks left are other workers' (and those that wait for them, which the
+                // workers that finish them take next): ending frees this machine, unless `--wait`.
+                Pick::Wait { held } if !self.config.options.wait => {
+                    self.held_elsewhere = held;
+                    return Ok(None);
+                }
                 Pick::Wait { held } => {
                     if !told_waiting {
-                        self.sink.notice(Notice::WorkerWaiting { held });
+                        self.sink.notice(Notice::WorkerWaiting { held: held.len() });
                         told_waiting = true;
                     }
                     super::wait::pause(self.stop, self.knobs.worker_poll);
@@ -520,6 +532,15 @@ impl Session<'_> {
             return (
                 ExitStatus::Success,
                 format!("every task on {} is done", self.site.base_name()),
+            );
+        }
+        if !self.held_elsewhere.is_empty() && self.failed == 0 {
+            return (
+                ExitStatus::Success,
+                format!(
+                    "no task is left that this worker can take: other workers hold {} (and take the tasks that wait for them); start it with --wait to wait for them instead",
+                    self.held_elsewhere.join(", ")
+                ),
             );
         }
         (

@@ -77,9 +77,11 @@ fn eight_tasks_three_workers_each_task_runs_once_and_all_are_merged() {
         .map(|n| format!("- [ ] Task {n}\n  - id: t{n}\n"))
         .collect();
     let env = machines(&format!("# Tasks\n\n{tasks}"), &["m1", "m2", "m3"]);
+    // A worker that finds the last tasks held by the others ends then, saying which.
     for stdout in all_succeed(&env, &["m1", "m2", "m3"]) {
         assert!(
-            stdout.contains("every task on origin/main is done"),
+            stdout.contains("every task on origin/main is done")
+                || stdout.contains("no task is left that this worker can take: other workers hold"),
             "{stdout}"
         );
     }
@@ -157,24 +159,27 @@ const M1_STALLS: &str = r#"if [ "$machine" = m1 ]; then
 fi
 "#;
 
-/// Claims quick to go stale, so a take-over comes within a second.
-const FAST_CLAIMS: [&str; 6] = [
+/// Claims quick to go stale, so a take-over comes within a second (`--wait`: a worker waits for
+/// the claims other workers hold, to take a stale one over).
+const FAST_CLAIMS: [&str; 7] = [
     "--claim-heartbeat",
     "400ms",
     "--claim-ttl",
     "1s",
     "--max-iterations",
     "5",
+    "--wait",
 ];
 
 /// Claims that go stale within a second, for the tests that race a stalled worker's pushes.
-const FASTEST_CLAIMS: [&str; 6] = [
+const FASTEST_CLAIMS: [&str; 7] = [
     "--claim-heartbeat",
     "200ms",
     "--claim-ttl",
     "600ms",
     "--max-iterations",
     "5",
+    "--wait",
 ];
 
 /// Starts the worker on m1 with `args` and kills it (SIGKILL) once its agent hangs mid-task.
@@ -676,4 +681,77 @@ esac
     assert!(remote_tasks(&env).contains("- [x] Solo"));
     assert_eq!(remote_claims(&env), "");
     assert_base_never_rewritten(&env);
+}
+
+/// A worker that can take nothing more ends at once (exit 0), naming what the others still run,
+/// instead of polling until they are done; `--wait` waits. No worktree is left registered.
+#[test]
+fn a_worker_with_nothing_left_to_take_ends_and_names_what_others_run() {
+    let env = machines("- [ ] Slow\n  - id: slow\n", &["m1", "m2"]);
+    fs::write(
+        env.agent_dir().join("script"),
+        "touch \"$dir/slow-started\"; i=0; while [ ! -f \"$dir/go\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done\n",
+    )
+    .unwrap();
+    let first = start_worker(&env, "m1", &[]);
+    crate::support::wait_for_file(
+        &env.agent_dir().join("slow-started"),
+        Duration::from_secs(30),
+    );
+    let started = Instant::now();
+    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &[]));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("no task is left that this worker can take: other workers hold slow"),
+        "{stdout}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "it did not poll"
+    );
+    // With --wait, it waits (it says so) until the task is done.
+    let mut waiting = start_worker(&env, "m2", &["--wait"]);
+    let said = read_until(&mut waiting, "Waiting for one to finish or go stale");
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let (code, stdout, stderr) = finish(first);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let (code, _, _) = finish(waiting);
+    assert_eq!(code, Some(0), "{said}");
+    for name in ["m1", "m2"] {
+        let list = env.git(&[
+            "-C",
+            &machine(&env, name).to_string_lossy(),
+            "worktree",
+            "list",
+        ]);
+        assert_eq!(list.lines().count(), 1, "{name}: {list}");
+    }
+}
+
+/// The lines `child` prints on stdout until one holds `text` (30 s at most): read as they come,
+/// so a test can act once a worker says it waits. The rest of its stdout is dropped.
+fn read_until(child: &mut std::process::Child, text: &str) -> String {
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut said = String::new();
+    while !said.contains(text) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match receiver.recv_timeout(left) {
+            Ok(line) => said.push_str(&(line + "\n")),
+            Err(_) => panic!("{text:?} was not said within 30 s: {said}"),
+        }
+    }
+    said
 }

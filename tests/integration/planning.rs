@@ -725,3 +725,32 @@ fn after_plan_the_list_runs_with_the_planned_spec_and_no_prompt_given() {
         refused.stderr()
     );
 }
+
+/// A worker given a spec, on a remote whose base has no `.ralph/` at all: it plans, runs every
+/// task and leaves nothing behind (its integration worktree included).
+#[test]
+fn a_worker_with_a_spec_plans_on_a_fresh_remote() {
+    use crate::fleet::{WORKER_AGENT, finish, machine, remote, start_worker};
+    use crate::machines::{remote_claims, remote_tasks};
+    let env = TestEnv::new();
+    assert!(!env.work().join(".ralph").exists());
+    let bare = remote(&env);
+    env.git(&["clone", "-q", "--bare", ".", &bare]);
+    env.git(&["-C", &bare, "config", "receive.autoGc", "false"]);
+    let m1 = machine(&env, "m1");
+    env.git(&["clone", "-q", &bare, &m1.to_string_lossy()]);
+    let tasks = &WORKER_AGENT["#!/bin/sh\n".len()..];
+    env.write_executable("opencode", &format!("{PLANNING}{tasks}"));
+    fs::write(env.agent_dir().join("plan.1"), PLAN).unwrap();
+    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &[SPEC]));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_eq!(planning_calls(&env), 1);
+    assert_eq!(remote_tasks(&env).matches("- [x]").count(), 3);
+    assert_eq!(remote_claims(&env), "");
+    let worktrees = env.git(&["-C", &m1.to_string_lossy(), "worktree", "list"]);
+    assert_eq!(
+        worktrees.lines().count(),
+        1,
+        "no worktree left registered: {worktrees}"
+    );
+}

@@ -18,8 +18,8 @@ pub(super) enum Pick {
         task: Box<Task>,
         over: Option<Box<SeenClaim>>,
     },
-    /// Nothing is free, but tasks held by other workers may finish (or go stale): wait.
-    Wait { held: usize },
+    /// Nothing is free, but tasks held by other workers (their ids) may finish (or go stale).
+    Wait { held: Vec<String> },
     /// Nothing is left that this worker could ever take.
     Finished,
 }
@@ -33,7 +33,7 @@ pub(super) fn pick(
     (now, ttl, slot): (DateTime<Utc>, Duration, Option<&str>),
     skip: &BTreeSet<String>,
 ) -> Pick {
-    let mut held = 0;
+    let mut held = Vec::new();
     for (task, id) in list.tasks.iter().zip(tasks::task_ids(list)) {
         let open = matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
         if !open || skip.contains(&id) {
@@ -41,7 +41,7 @@ pub(super) fn pick(
         }
         let claim = claims.iter().find(|seen| seen.id == id);
         if claim.is_some_and(|seen| !is_stale(seen, now, ttl) && !earlier_attempt(seen, slot)) {
-            held += 1;
+            held.push(id);
             continue;
         }
         if list.blockers(task).is_empty() {
@@ -52,10 +52,10 @@ pub(super) fn pick(
             };
         }
     }
-    if held > 0 {
-        Pick::Wait { held }
-    } else {
+    if held.is_empty() {
         Pick::Finished
+    } else {
+        Pick::Wait { held }
     }
 }
 

@@ -69,6 +69,8 @@ impl Session<'_> {
         let tree = repo.detached_worktree(&path, &base_sha).map_err(fail)?;
         let cwd = path.join(repo.prefix());
         let tree_dir = RalphDir::new(&cwd);
+        // A base that never had ralph's folder gets it (with its `.gitignore`) in the plan's commit.
+        tree_dir.ensure()?;
         // The worktree seen from where ralph's folder is in it (the plan's paths are relative).
         let here = tree.clone().seen_from(&cwd);
         let planner = Planner {
