@@ -386,6 +386,9 @@ pub(crate) enum Notice<'a> {
         hash: &'a str,
     },
     CommitFailed(&'a str),
+    /// A task loop's work is not committed: the merge of the base it was handed still has
+    /// conflict markers in these files.
+    ConflictsNotCommitted(&'a [String]),
     ProgressCommitted(&'a str),
     PushFailed(&'a str),
     /// Every agent of the fallback chain is out of quota: the retry waits for the first reset

@@ -142,11 +142,9 @@ fn run_one(
     }
 }
 
-/// One failed check per file in `files` (relative to `root`) that still has a line of a
-/// conflict marker (`<<<<<<< `, `=======`, `>>>>>>> `).
-pub(crate) fn conflict_markers(root: &Path, files: &[String]) -> Vec<Verification> {
-    files
-        .iter()
+/// The files of `files` (relative to `root`) with a line of a conflict marker left.
+pub(crate) fn marked<'f>(root: &Path, files: &'f [String]) -> Vec<&'f String> {
+    (files.iter())
         .filter(|file| {
             std::fs::read(root.join(file)).is_ok_and(|bytes| {
                 String::from_utf8_lossy(&bytes).lines().any(|line| {
@@ -156,6 +154,53 @@ pub(crate) fn conflict_markers(root: &Path, files: &[String]) -> Vec<Verificatio
                 })
             })
         })
+        .collect()
+}
+
+/// Whether `text` holds a conflict block as a merge writes it: a `<<<<<<< ` line, later a
+/// `=======` line, later a `>>>>>>> ` line.
+fn has_conflict_block(text: &str) -> bool {
+    let mut seen = 0;
+    for line in text.lines().map(|line| line.trim_end_matches('\r')) {
+        seen = match seen {
+            0 if line.starts_with("<<<<<<< ") => 1,
+            1 if line == "=======" => 2,
+            2 if line.starts_with(">>>>>>> ") => return true,
+            seen => seen,
+        };
+    }
+    false
+}
+
+/// The check a landing makes of the files a merge changed (`files`, relative to `root`): failed
+/// when any holds a conflict block, naming them. A merge the agent was handed and did not finish
+/// (or one cut short by a kill) never reaches the base this way.
+pub(crate) fn no_conflict_blocks(root: &Path, files: &[String]) -> Option<Verification> {
+    let left: Vec<&str> = (files.iter())
+        .filter(|file| {
+            std::fs::read(root.join(file))
+                .is_ok_and(|bytes| has_conflict_block(&String::from_utf8_lossy(&bytes)))
+        })
+        .map(String::as_str)
+        .collect();
+    (!left.is_empty()).then(|| Verification {
+        command: "no conflict markers in the merged files".to_owned(),
+        passed: false,
+        exit_code: Some(1),
+        timed_out: false,
+        output_tail: format!(
+            "conflict markers (<<<<<<<, =======, >>>>>>>) are left in {}: resolve each conflict and remove the markers.",
+            left.join(", ")
+        ),
+        ..Verification::default()
+    })
+}
+
+/// One failed check per file in `files` (relative to `root`) that still has a line of a
+/// conflict marker (`<<<<<<< `, `=======`, `>>>>>>> `).
+pub(crate) fn conflict_markers(root: &Path, files: &[String]) -> Vec<Verification> {
+    marked(root, files)
+        .into_iter()
         .map(|file| Verification {
             command: format!("no conflict markers in {file}"),
             passed: false,
@@ -214,5 +259,35 @@ mod tests {
         let long = verify("seq 1 1000", Duration::from_secs(10));
         assert_eq!(long.output_tail.lines().count(), TAIL_LINES);
         assert!(long.output_tail.ends_with("1000"));
+    }
+
+    #[test]
+    fn a_conflict_block_is_three_markers_in_order() {
+        assert!(has_conflict_block(
+            "a\n<<<<<<< HEAD\nx\n=======\ny\n>>>>>>> main\nb\n"
+        ));
+        assert!(has_conflict_block(
+            "<<<<<<< ours\r\nx\r\n||||||| base\r\n=======\r\n>>>>>>> theirs\r\n"
+        ));
+        assert!(!has_conflict_block("=======\nheading underline\n"));
+        assert!(!has_conflict_block(">>>>>>> main\n=======\n<<<<<<< HEAD\n"));
+        let dir = crate::testing::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("left.txt"),
+            "<<<<<<< HEAD\n=======\n>>>>>>> x\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("clean.txt"), "fine\n").unwrap();
+        let files = [
+            "left.txt".to_owned(),
+            "clean.txt".to_owned(),
+            "gone.txt".to_owned(),
+        ];
+        let check = no_conflict_blocks(dir.path(), &files).unwrap();
+        assert!(
+            !check.passed && check.output_tail.contains("left in left.txt:"),
+            "{check:?}"
+        );
+        assert!(no_conflict_blocks(dir.path(), &files[1..]).is_none());
     }
 }

@@ -74,13 +74,10 @@ impl Repo {
         }
     }
 
-    /// In a worktree with a merge under way: the files still in conflict (empty otherwise).
+    /// The files a merge left in conflict here: unmerged in the index, whether `MERGE_HEAD` is
+    /// there or not (a merge killed before it wrote it leaves them too); empty otherwise.
     pub(crate) fn unfinished_merge_conflicts(&self) -> Vec<String> {
-        if self.merging() {
-            self.unmerged_paths().unwrap_or_default()
-        } else {
-            Vec::new()
-        }
+        self.unmerged_paths().unwrap_or_default()
     }
 
     /// Creates (or, when its branch exists, reuses) the worktree of a task at `path` on

@@ -303,6 +303,14 @@ pub(crate) fn commit_failed(out: &Voice, reason: &str) {
     )]);
 }
 
+/// The merge a task loop was handed is not resolved: its work stays uncommitted.
+pub(crate) fn conflicts_not_committed(out: &Voice, files: &[String]) {
+    out.warn(&[&format!(
+        "⚠️  Not committed: conflict markers are left in {} from the merge of the base; the agent is asked to resolve them, and the work is committed once they are gone.",
+        files.join(", ")
+    )]);
+}
+
 /// Ralph itself failed during an iteration.
 pub(crate) fn iteration_error(out: &Voice, iteration: u32, error: &str) {
     out.warn(&[&format!("❌ Error in iteration {iteration}: {error}")]);

@@ -282,6 +282,7 @@ impl Reporter for Human {
             }
             Notice::Committed { iteration, hash } => committed(out, *iteration, hash),
             Notice::CommitFailed(reason) => commit_failed(out, reason),
+            Notice::ConflictsNotCommitted(files) => conflicts_not_committed(out, files),
             Notice::ProgressCommitted(hash) => progress_committed(out, hash),
             Notice::PushFailed(reason) => push_failed(out, reason),
             Notice::FallbackAllLimited(until) => fallback_all_limited(out, *until),

@@ -300,6 +300,17 @@ impl<'a> Runner<'a> {
         } else {
             History::default()
         };
+        // A merge of the base left unfinished in the task's worktree (a kill cut it short, maybe
+        // before git wrote `MERGE_HEAD`) is the agent's to finish, as one just made is.
+        if let (Shape::Task(task), Some(repo)) = (&mut env.shape, &env.repo)
+            && !task.laid_clean
+        {
+            for path in repo.unfinished_merge_conflicts() {
+                if !task.conflicts.contains(&path) {
+                    task.conflicts.push(path);
+                }
+            }
+        }
         let feedback = env
             .shape
             .task_loop()
@@ -457,7 +468,7 @@ impl<'a> Runner<'a> {
 
     /// Commits the agent's work of an iteration, with ralph's own files riding along.
     pub(super) fn commit(&mut self, iteration: u32) {
-        if !self.env.config.options.commit {
+        if !self.env.config.options.commit || self.conflicts_unresolved() {
             return;
         }
         match self.commit_work(&iteration_commit_message(iteration)) {
@@ -471,6 +482,28 @@ impl<'a> Runner<'a> {
             Some(Err(reason)) => self.env.sink.notice(Notice::CommitFailed(&reason)),
             Some(Ok(None)) | None => {}
         }
+    }
+
+    /// A task loop handed a merge of the base: whether conflict markers are left in the files it
+    /// was handed (said once per commit refused). Nothing is committed then — not over
+    /// `MERGE_HEAD`, not a file holding markers — and the agent is told (the completion refused).
+    fn conflicts_unresolved(&self) -> bool {
+        let Some(task) = self
+            .env
+            .shape
+            .task_loop()
+            .filter(|t| !t.conflicts.is_empty())
+        else {
+            return false;
+        };
+        let root = self.env.repo.as_ref().map_or(self.env.cwd, Repo::root);
+        let left: Vec<String> = (crate::verify::marked(root, &task.conflicts).into_iter())
+            .cloned()
+            .collect();
+        if !left.is_empty() {
+            self.env.sink.notice(Notice::ConflictsNotCommitted(&left));
+        }
+        !left.is_empty()
     }
 
     /// A `--worker`'s task branch goes to the remote after every commit, with its claim
@@ -509,6 +542,7 @@ impl<'a> Runner<'a> {
             .task_loop()
             .is_none_or(|task| task.laid_clean)
             || !self.env.config.options.commit
+            || self.conflicts_unresolved()
         {
             return;
         }

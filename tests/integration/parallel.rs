@@ -230,8 +230,22 @@ fn a_conflict_the_agent_never_resolves_fails_the_task_and_keeps_its_branch() {
     assert_eq!(tasks.matches("- [x]").count(), 1, "{tasks}");
     assert_eq!(tasks.matches("- [!]").count(), 1, "{tasks}");
     assert_eq!(env.git(&["branch", "--list", "ralph/*"]).lines().count(), 1);
-    let worktrees = env.git(&["worktree", "list"]);
-    assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
+    // Nothing with markers was committed: the unfinished merge stays in the failed task's
+    // worktree, kept for the user, and said so.
+    let branches = env.git(&["branch", "--list", "--format=%(refname:short)", "ralph/*"]);
+    let failed = branches.trim().trim_start_matches("ralph/").to_owned();
+    let kept = env.work().join(".ralph/worktrees").join(&failed);
+    assert!(kept.join(".git").exists(), "{failed}'s worktree is kept");
+    assert!(
+        run.stderr().contains(&format!(".ralph/worktrees/{failed} has uncommitted changes (an unfinished merge of the base, shared.txt)")),
+        "{}",
+        run.stderr()
+    );
+    let branch_file = env.git(&["show", &format!("ralph/{failed}:shared.txt")]);
+    assert!(
+        !branch_file.contains("<<<<<<<"),
+        "no marker was committed: {branch_file}"
+    );
     // The markers left refused the task's promise, and the next prompt names that promise.
     let refused = fs::read_dir(env.agent_dir())
         .unwrap()
@@ -858,4 +872,37 @@ fn a_worktree_a_killed_run_left_parked_is_taken_by_the_next_run_and_removed_at_i
     assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
     assert!(!env.ralph_file("worktrees/.pool").exists());
     assert!(env.work().join("Task_one.txt").exists());
+}
+
+/// Work whose files hold a conflict block (an agent that committed markers, or a merge a kill
+/// cut short) never lands: the merge is refused and sent back, and the base never holds them.
+#[test]
+fn work_with_conflict_markers_never_lands_on_the_base() {
+    let env = setup("- [ ] Marked\n  - id: marked\n");
+    env.agent_script(
+        None,
+        "printf '<<<<<<< HEAD\\nmine\\n=======\\ntheirs\\n>>>>>>> main\\n' > marked.txt\n",
+    );
+    let run = env.run_loop(&["Edit", "--parallel", "1", "--max-iterations", "2"]);
+    run.assert_code(3);
+    let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
+    assert!(
+        journal.contains("\"event\":\"merge_refused\"")
+            && journal.contains("no conflict markers in the merged files"),
+        "{journal}"
+    );
+    assert!(
+        run.stderr().contains(
+            "`no conflict markers in the merged files` fails on its work merged with main"
+        ),
+        "{}",
+        run.stderr()
+    );
+    for commit in env
+        .git(&["log", "--first-parent", "--format=%H", "main"])
+        .lines()
+    {
+        let files = env.git(&["ls-tree", "--name-only", commit]);
+        assert!(!files.contains("marked.txt"), "{commit} holds the markers");
+    }
 }

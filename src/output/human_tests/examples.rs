@@ -367,6 +367,7 @@ fn claim_notices(data: &Data) -> Vec<Notice<'_>> {
             hash: "1a2b3c4",
         },
         Notice::CommitFailed("git commit failed (error: gpg failed to sign the data)"),
+        Notice::ConflictsNotCommitted(&data.paths[..2]),
         Notice::ProgressCommitted("5d6e7f8"),
         Notice::PushFailed(
             "git push origin ralph/api failed (fatal: could not read from remote repository.)",

@@ -96,6 +96,7 @@ variants!(
         ContextConsumed,
         Committed,
         CommitFailed,
+        ConflictsNotCommitted,
         ProgressCommitted,
         PushFailed,
         FallbackAllLimited,

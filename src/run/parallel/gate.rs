@@ -35,6 +35,13 @@ impl Gate<'_> {
         tree: &Repo,
         stop: &crate::signal::StopFlag,
     ) -> Option<Verification> {
+        // Whatever the run's checks, a merge whose files hold conflict blocks never lands (a
+        // merge the agent was handed and left unresolved, or one a kill cut short).
+        let merged = tree.changed_since("HEAD^1", "HEAD");
+        if let Some(left) = crate::verify::no_conflict_blocks(tree.root(), &merged) {
+            self.record(id, std::slice::from_ref(&left));
+            return Some(left);
+        }
         let commands = &self.config.options.verify;
         if commands.is_empty() {
             return None;
@@ -69,9 +76,15 @@ impl Gate<'_> {
             self.sink.voice(),
             &|result| self.sink.emit(LoopEvent::Verified(result.clone())),
         );
+        self.record(id, &results);
+        results.into_iter().find(|result| !result.passed)
+    }
+
+    /// Records the checks of task `id`'s merge in the history (`gates`).
+    fn record(&self, id: &str, results: &[Verification]) {
         let at = crate::model::now();
         let recorded = self.shared.edit_history(self.home, |history| {
-            for check in &results {
+            for check in results {
                 history.gates.push(GateCheck {
                     task: id.to_owned(),
                     at,
@@ -86,7 +99,6 @@ impl Gate<'_> {
                 why: &format!("{err:#}"),
             });
         }
-        results.into_iter().find(|result| !result.passed)
     }
 
     /// Task `id`'s work merged with `base` failed `check` (the `tries`-th time): the
