@@ -142,6 +142,9 @@ impl Server {
     }
 
     fn call(&mut self, name: &str, arguments: &Value) -> Value {
+        if let Err(why) = check_arguments(name, arguments) {
+            return tool_text(&why, true);
+        }
         let text = |key: &str| arguments.get(key).and_then(Value::as_str).map(str::trim);
         let failed = |err: anyhow::Error| tool_text(&format!("{err:#}"), true);
         match name {
@@ -150,8 +153,13 @@ impl Server {
                     .unwrap_or_default(),
             ),
             "ralph_list_tasks" => {
-                let report = crate::commands::status_report(&self.dir);
-                tool_json(&serde_json::to_value(report.tasks).unwrap_or_default())
+                // No task file yet: an empty list, said so, not `null`.
+                let report = crate::commands::status_report(&self.dir)
+                    .tasks
+                    .unwrap_or_else(|| {
+                        crate::output::report::tasks_report("missing", &Default::default())
+                    });
+                tool_json(&serde_json::to_value(report).unwrap_or_default())
             }
             "ralph_add_task" => match text("text") {
                 None => tool_text(
@@ -302,6 +310,10 @@ impl Server {
                 true,
             );
         }
+        // Checked as `ralph` would check them, before anything is started or written.
+        if let Err(why) = self.check_run(prompt, &extra) {
+            return tool_text(&format!("ralph_start: {why}; nothing was started"), true);
+        }
         match self.spawn_run(prompt, &extra) {
             Ok((child, log)) => {
                 let pid = child.id();
@@ -310,6 +322,39 @@ impl Server {
             }
             Err(why) => tool_text(&why, true),
         }
+    }
+
+    /// Whether `ralph ARGS --prompt-file …` is a command line ralph takes: its options parsed and
+    /// resolved as a start would (an unknown flag, a bad value, options that do not go together).
+    fn check_run(&self, prompt: &str, extra: &[String]) -> Result<(), String> {
+        // The prompt goes in a file of the check's own: nothing of this repository is written.
+        let mut prompt_file = tempfile::NamedTempFile::new().map_err(|err| err.to_string())?;
+        std::io::Write::write_all(&mut prompt_file, prompt.as_bytes())
+            .map_err(|err| err.to_string())?;
+        let args = (std::iter::once("ralph".into()))
+            .chain(extra.iter().map(Into::into))
+            .chain([
+                "--prompt-file".into(),
+                prompt_file.path().as_os_str().to_owned(),
+            ]);
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(
+            crate::cli::task_before_context(args),
+        )
+        .map_err(|err| {
+            let rendered = err.render().to_string();
+            rendered
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ")
+                .to_owned()
+        })?;
+        let settings = crate::settings::Settings::load(&self.cwd, &|name| std::env::var(name).ok())
+            .map_err(|err| format!("{err:#}"))?;
+        let mut no_input = NoInput;
+        crate::config::Config::from_cli(cli, self.cwd.clone(), &mut no_input, settings)
+            .map(drop)
+            .map_err(|err| err.message)
     }
 
     /// Starts `ralph ARGS --prompt-file .ralph/mcp-prompt.md` in a process group of its own, its
@@ -322,7 +367,17 @@ impl Server {
             .map_err(|err| format!("cannot write {}: {err}", prompt_file.display()))?;
         let log = self.dir.root().join(RUN_LOG);
         let cannot = |err: std::io::Error| format!("cannot write {}: {err}", log.display());
-        let file = std::fs::File::create(&log).map_err(cannot)?;
+        // Every start's output follows the ones before, under a line saying which it is.
+        let mut file = (std::fs::OpenOptions::new().create(true).append(true))
+            .open(&log)
+            .map_err(cannot)?;
+        let heading = format!(
+            "--- ralph_start at {}: ralph {} --prompt-file {} ---\n",
+            crate::model::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            extra.join(" "),
+            prompt_file.display()
+        );
+        std::io::Write::write_all(&mut file, heading.as_bytes()).map_err(cannot)?;
         let err_file = file.try_clone().map_err(cannot)?;
         let child = self
             .ralph()
@@ -345,6 +400,94 @@ impl Server {
         command.current_dir(&self.cwd);
         command
     }
+}
+
+/// A check's stdin: never piped.
+struct NoInput;
+
+impl crate::config::PromptInput for NoInput {
+    fn piped_stdin(&mut self, _has_words: bool) -> Result<Option<String>, crate::error::Error> {
+        Ok(None)
+    }
+}
+
+/// `arguments` against tool `name`'s `inputSchema` (as `tools/list` gives it): an object, its
+/// required properties there, no other property, each of the type its schema says. The reason
+/// when they are not, in one line.
+fn check_arguments(name: &str, arguments: &Value) -> Result<(), String> {
+    let tools = tools();
+    let Some(schema) = (tools.iter())
+        .find(|tool| tool["name"] == name)
+        .map(|tool| &tool["inputSchema"])
+    else {
+        return Ok(());
+    };
+    let Some(given) = arguments.as_object() else {
+        return Err(format!("{name} takes its arguments as one JSON object"));
+    };
+    let properties = schema["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    for required in schema["required"].as_array().into_iter().flatten() {
+        let key = required.as_str().unwrap_or_default();
+        if !given.contains_key(key) {
+            return Err(format!(
+                "{name} needs \"{key}\": {}",
+                describe(&properties[key])
+            ));
+        }
+    }
+    for (key, value) in given {
+        let Some(property) = properties.get(key) else {
+            let known: Vec<&str> = properties.keys().map(String::as_str).collect();
+            return Err(format!(
+                "{name} has no argument \"{key}\" (its arguments: {})",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        let fits = match property["type"].as_str() {
+            Some("string") => value.is_string(),
+            Some("array") => value.as_array().is_some_and(|items| {
+                (property["items"]["type"] != "string") || items.iter().all(Value::is_string)
+            }),
+            Some("integer") => value.is_u64() || value.is_i64(),
+            Some("boolean") => value.is_boolean(),
+            _ => true,
+        };
+        if !fits {
+            return Err(format!(
+                "{name}: \"{key}\" must be {}: {}, not {value}",
+                type_name(property),
+                describe(property)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// "a string", "a list of strings", … for a property's schema.
+fn type_name(property: &Value) -> &'static str {
+    match property["type"].as_str() {
+        Some("string") => "a string",
+        Some("array") => "a list of strings",
+        Some("integer") => "a whole number",
+        Some("boolean") => "true or false",
+        _ => "a value",
+    }
+}
+
+/// A property's description, lower-cased at its start, for a message.
+fn describe(property: &Value) -> String {
+    let text = property["description"].as_str().unwrap_or("see tools/list");
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_lowercase().chain(chars).collect()
+    })
 }
 
 fn initialize(params: &Value) -> Value {
@@ -404,7 +547,7 @@ fn tools() -> Vec<Value> {
             "Adds a task to the task list.",
             json!({
                 "text": text("The task's description"),
-                "id": text("An id for it (letters, digits, - and _)"),
+                "id": text("An id for it: letters (of any script), digits, '-', '_' or '.', at most 60, not starting with '-' or '.'"),
                 "blocked_by": text("Ids of tasks it waits for, separated by commas")
             }),
             &["text"],

@@ -56,22 +56,20 @@ pub(super) fn add_task_with(
         Ok(description) => description,
         Err(err) => return Err(fail(err.to_string()).into()),
     };
-    let mut properties = Vec::new();
-    for (key, value) in [(tasks::ID, id), (tasks::BLOCKED_BY, blocked_by)] {
-        if let Some(value) = value {
-            if let Err(err) = tasks::validate_description(value) {
-                return Err(fail(format!("--{}: {err}", key.replace('_', "-"))).into());
-            }
-            properties.push((key, value.trim()));
-        }
-    }
-    for (key, value) in own {
-        if let Err(err) = tasks::validate_description(value) {
-            return Err(fail(format!("the task's {key}: {err}")).into());
-        }
-        properties.push((key, value.trim()));
-    }
     let id = id.map(str::trim);
+    // An id is taken as it is written: one ralph would know by another name is refused.
+    for (flag, given) in (id.iter().map(|id| ("--id", *id))).chain(
+        (blocked_by.iter()).flat_map(|ids| ids.split(',').map(|id| ("--blocked-by", id.trim()))),
+    ) {
+        if !given.is_empty() && !tasks::is_ref_safe(given) {
+            return Err(fail(format!(
+                "{flag}: '{given}' is not a task id; an id is {} (e.g. '{}')",
+                tasks::ID_RULE,
+                tasks::id_from(given)
+            ))
+            .into());
+        }
+    }
     let blockers: Vec<&str> = blocked_by
         .map(|ids| {
             ids.split(',')
@@ -85,6 +83,25 @@ pub(super) fn add_task_with(
             "--blocked-by needs task ids separated by commas, e.g. --blocked-by db,api",
         )
         .into());
+    }
+    let joined = blockers.join(", ");
+    let mut properties = Vec::new();
+    for (key, value) in [
+        (tasks::ID, id),
+        (tasks::BLOCKED_BY, blocked_by.map(|_| joined.as_str())),
+    ] {
+        if let Some(value) = value {
+            if let Err(err) = tasks::validate_description(value) {
+                return Err(fail(format!("--{}: {err}", key.replace('_', "-"))).into());
+            }
+            properties.push((key, value.trim()));
+        }
+    }
+    for (key, value) in own {
+        if let Err(err) = tasks::validate_description(value) {
+            return Err(fail(format!("the task's {key}: {err}")).into());
+        }
+        properties.push((key, value.trim()));
     }
     if let Some(id) = id
         && blockers.contains(&id)

@@ -396,6 +396,11 @@ pub(crate) fn is_ref_safe(id: &str) -> bool {
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// The id ralph would make of `text` (see [`slug`]), for a message suggesting one.
+pub(crate) fn id_from(text: &str) -> String {
+    slug(text)
+}
+
 /// An id made from text: its letters and digits (of any script) in lower case, every run of
 /// other characters one dash, at most 40 characters (`Write the parser!` → `write-the-parser`,
 /// `实现用户认证` → `实现用户认证`); `task` when nothing is left.

@@ -192,3 +192,87 @@ fn another_agent_plans_a_spec_into_the_task_list() {
     let output = wait_output(&mut server, Duration::from_secs(10));
     assert_eq!(output.status.code(), Some(0), "{output:?}");
 }
+
+/// Audit 8: every tool checks its arguments against its own schema before it does anything:
+/// a list where a string is asked, an id ralph would know by another name, an option `ralph`
+/// does not take — one clear line, `isError`, nothing written or started.
+#[test]
+fn tools_refuse_what_their_schema_does_not_take_and_write_nothing() {
+    let env = TestEnv::new();
+    let (mut server, mut client) = start(&env);
+    // No task file yet: an empty list, not null.
+    let empty = client.call("ralph_list_tasks", json!({}));
+    assert_eq!(empty["isError"], false, "{empty}");
+    assert_eq!(structured(&empty)["tasks"], json!([]), "{empty}");
+    let refused = |client: &mut Client, tool: &str, arguments: Value, says: &str| {
+        let answer = client.call(tool, arguments);
+        assert_eq!(answer["isError"], true, "{answer}");
+        let text = answer["content"][0]["text"].as_str().unwrap().to_owned();
+        assert!(text.contains(says), "{text}");
+        assert_eq!(text.lines().count(), 1, "{text}");
+    };
+    refused(
+        &mut client,
+        "ralph_add_task",
+        json!({"text": "MCP task", "blocked_by": ["a", "b"]}),
+        "\"blocked_by\" must be a string",
+    );
+    refused(
+        &mut client,
+        "ralph_add_task",
+        json!({"text": "x", "id": "bad id!"}),
+        "'bad id!' is not a task id",
+    );
+    refused(
+        &mut client,
+        "ralph_add_task",
+        json!({"text": "x", "priority": 1}),
+        "ralph_add_task has no argument \"priority\"",
+    );
+    refused(
+        &mut client,
+        "ralph_log",
+        json!({"which": 3}),
+        "\"which\" must be a string",
+    );
+    assert!(
+        !env.ralph_file("ralph-tasks.md").exists(),
+        "nothing was written"
+    );
+    refused(
+        &mut client,
+        "ralph_start",
+        json!({"prompt": "bad", "args": ["--frobnicate"]}),
+        "--frobnicate",
+    );
+    refused(
+        &mut client,
+        "ralph_start",
+        json!({"prompt": "bad", "args": ["--max-iterations", "many"]}),
+        "many",
+    );
+    assert!(
+        !env.ralph_file("mcp-run.log").exists(),
+        "nothing was started"
+    );
+    assert_eq!(env.agent_calls(), 0);
+    drop(client);
+    let output = wait_output(&mut server, Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    // The command line refuses such an id the same way.
+    let cli = env.run(&["--add-task", "cli bad id", "--id", "other bad!"]);
+    cli.assert_code(1);
+    assert!(
+        cli.stderr().contains("--id: 'other bad!' is not a task id"),
+        "{}",
+        cli.stderr()
+    );
+    let blockers = env.run(&["--add-task", "x", "--blocked-by", "a,,b c"]);
+    blockers.assert_code(1);
+    assert!(
+        blockers.stderr().contains("'b c' is not a task id"),
+        "{}",
+        blockers.stderr()
+    );
+    assert!(!env.ralph_file("ralph-tasks.md").exists());
+}
