@@ -396,6 +396,10 @@ pub(crate) fn list_tasks(dir: &RalphDir, json: bool) -> anyhow::Result<ExitStatu
         Ok(Some(content)) => {
             let lines = status::task_list(&TaskList::parse(&content));
             output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+            let problems = tasks::problems(&content);
+            if !problems.is_empty() {
+                output::task_file_problems(&output::Voice::plain(), &dir.tasks(), &problems);
+            }
             Ok(ExitStatus::Success)
         }
         Ok(None) => {

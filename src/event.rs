@@ -286,6 +286,11 @@ pub(crate) enum Notice<'a> {
     /// `--resume` with options given now over the saved ones (`--flag: old → new`).
     ResumeOverrides(&'a [String]),
     TasksFileCreated(&'a Path),
+    /// Lines of the task file ralph reads otherwise than they are written (`line N: …`).
+    TaskFileProblems {
+        path: &'a Path,
+        problems: &'a [String],
+    },
     TasksFileUnreadable {
         path: &'a Path,
         reason: &'a str,

@@ -341,6 +341,14 @@ fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
             path.display()
         ))
     };
+    if let Ok(Some(content)) = crate::storage::read_text(&dir.tasks()) {
+        for problem in crate::storage::tasks::problems(&content) {
+            checks.push(Check::fail(format!(
+                "{} {problem}: fix the line",
+                dir.tasks().display()
+            )));
+        }
+    }
     let saved = state::load(&dir.state());
     if let Loaded::Corrupt(reason) = &saved {
         checks.push(corrupt(&dir.state(), reason));

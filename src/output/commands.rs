@@ -22,6 +22,16 @@ pub(crate) fn tasks_file_created(out: &Voice, path: &Path) {
     out.say(&[&format!("📋 Created tasks file: {}", path.display())]);
 }
 
+/// Lines of the task file ralph reads otherwise than they are written: one warning each.
+pub(crate) fn task_file_problems(out: &Voice, path: &Path, problems: &[String]) {
+    let mut lines = vec![format!(
+        "⚠️  {} has lines ralph reads otherwise than they are written; fix them, or the tasks they meant are not run as you think:",
+        path.display()
+    )];
+    lines.extend(problems.iter().map(|problem| format!("   {problem}")));
+    out.warn(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
 /// A task file that could not be read.
 pub(crate) fn tasks_file_unreadable(out: &Voice, path: &Path, reason: &str) {
     out.warn(&[&format!(

@@ -227,6 +227,7 @@ impl Reporter for Human {
             Notice::ConfigSummary(summary) => config_summary(out, summary),
             Notice::ResumeOverrides(changes) => resume_overrides(out, changes),
             Notice::TasksFileCreated(path) => tasks_file_created(out, path),
+            Notice::TaskFileProblems { path, problems } => task_file_problems(out, path, problems),
             Notice::TasksFileUnreadable { path, reason } => {
                 tasks_file_unreadable(out, path, reason);
             }

@@ -55,6 +55,21 @@ pub(crate) use worktree::in_worktree;
 
 use decision::{Counters, Next, Rules, Spent};
 
+/// At a run's start: the lines of its task file ralph reads otherwise than they are written,
+/// one warning naming each (a task silently skipped would be a task silently not run).
+fn tell_task_file_problems(dir: &RalphDir, sink: &sink::Sink) {
+    let Ok(Some(content)) = crate::storage::read_text(&dir.tasks()) else {
+        return;
+    };
+    let problems = crate::storage::tasks::problems(&content);
+    if !problems.is_empty() {
+        sink.notice(crate::event::Notice::TaskFileProblems {
+            path: &dir.tasks(),
+            problems: &problems,
+        });
+    }
+}
+
 /// Test and tuning knobs read from the environment: every timing ralph waits for.
 #[derive(Clone, Debug)]
 pub(crate) struct Knobs {

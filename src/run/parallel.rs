@@ -83,6 +83,7 @@ pub(crate) fn run(
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
     nothing_to_run(dir)?;
+    super::tell_task_file_problems(dir, &sink);
     let (repo, base) = prepare(hooked, dir, "--parallel", &sink)?;
     let pool = super::pool::Pool::new(&repo, dir, config.options.keep_build_cache);
     // What a killed run left of tasks merged since: their worktrees and branches.

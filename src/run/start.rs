@@ -380,6 +380,8 @@ impl<'a> Runner<'a> {
                 self.env
                     .sink
                     .notice(Notice::TasksFileCreated(&self.env.dir.tasks()));
+            } else if self.env.shape.task_loop().is_none() {
+                super::tell_task_file_problems(self.env.dir, &self.env.sink);
             }
         }
         history::save(&self.env.dir.history(), &self.history)?;

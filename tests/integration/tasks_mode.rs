@@ -131,3 +131,55 @@ fn add_task_takes_the_tasks_own_settings_and_list_tasks_shows_them() {
         "{listed}"
     );
 }
+
+/// Audit 11: lines of the task file ralph reads otherwise than written are named, line by line,
+/// by `--list-tasks`, by a run's start and by `--doctor`, instead of a task silently not run.
+#[test]
+fn malformed_task_lines_and_duplicate_ids_are_warned_about_by_line() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    std::fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [?] weird\n-[ ] nospace\n  - id: a b c\n- [ ] dup\n  - id: one\n- [ ] dup2\n  - id: one\n  - blocked_by: ,,\n",
+    )
+    .unwrap();
+    env.git(&["add", ".ralph"]);
+    env.git(&["commit", "-qm", "tasks"]);
+    let expected = [
+        "line 1: `[?]` is no status ralph knows",
+        "line 2: `-[ ] nospace` is not a task line",
+        "line 7: the id `one` is another task's already, so ralph knows this one as `one-2`",
+        "line 8: `blocked_by: ,,` names no task",
+    ];
+    let listed = env.run(&["--list-tasks"]);
+    listed.assert_code(0);
+    for problem in expected {
+        assert!(
+            listed.stderr().contains(problem),
+            "{problem}: {}",
+            listed.stderr()
+        );
+    }
+    let doctor = env.run(&["--doctor"]);
+    for problem in expected {
+        assert!(
+            doctor.stdout().contains(problem),
+            "{problem}: {}",
+            doctor.stdout()
+        );
+    }
+    for shape in [
+        &["x", "--tasks", "--max-iterations", "1"][..],
+        &["x", "--parallel", "2", "--max-iterations", "1"],
+    ] {
+        let run = env.run_loop(shape);
+        for problem in expected {
+            assert!(
+                run.stderr().contains(problem),
+                "{shape:?}: {problem}: {}",
+                run.stderr()
+            );
+        }
+        let _ = env.run(&["--reset"]);
+    }
+}

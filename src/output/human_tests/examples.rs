@@ -170,6 +170,7 @@ pub(super) struct Data {
     /// More uncommitted paths than a start notice lists, and one alone.
     dirty: Vec<String>,
     secret: Vec<String>,
+    task_problems: Vec<String>,
     io_error: std::io::Error,
     refused_hosts: BTreeMap<String, u32>,
 }
@@ -208,6 +209,9 @@ impl Data {
             )],
             dirty: (1..=12).map(|n| format!("notes/draft-{n:02}.md")).collect(),
             secret: strings(&["secrets.env"]),
+            task_problems: crate::storage::tasks::problems(
+                "-[ ] nospace\n- [ ] a\n  - id: a\n- [ ] b\n  - id: a\n",
+            ),
             io_error: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
             refused_hosts: BTreeMap::from([
                 ("crates.io:443".to_owned(), 3),
@@ -240,6 +244,10 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
         Notice::ConfigSummary(summary),
         Notice::ResumeOverrides(&data.overrides),
         Notice::TasksFileCreated(Path::new(".ralph/ralph-tasks.md")),
+        Notice::TaskFileProblems {
+            path: Path::new(".ralph/ralph-tasks.md"),
+            problems: &data.task_problems,
+        },
         Notice::TasksFileUnreadable {
             path: Path::new(".ralph/ralph-tasks.md"),
             reason: "stream did not contain valid UTF-8",

@@ -67,6 +67,7 @@ variants!(
         ConfigSummary,
         ResumeOverrides,
         TasksFileCreated,
+        TaskFileProblems,
         TasksFileUnreadable,
         LeftoverAgentStopped,
         CorruptFile,
