@@ -171,7 +171,13 @@ fn parallel_lines(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> Vec<String>
     };
     let prefix = repo.as_ref().map_or("", Repo::prefix);
     let id = &ids[first];
-    let task_loop = TaskLoop { id, base: &base };
+    // The tasks that would start with it run beside it.
+    let alongside: Vec<String> = ready[1..].iter().map(|&at| ids[at].clone()).collect();
+    let task_loop = TaskLoop {
+        id,
+        base: &base,
+        alongside: &alongside,
+    };
     lines.extend(task_loop_lines(
         config,
         (&list.tasks[first], task_loop, &content),
@@ -252,7 +258,11 @@ fn worker_lines(
         worktree.strip_prefix(cwd).unwrap_or(&worktree).display(),
         tasks::branch_of(id)
     ));
-    let task_loop = TaskLoop { id, base: &base };
+    let task_loop = TaskLoop {
+        id,
+        base: &base,
+        alongside: &[],
+    };
     lines.extend(task_loop_lines(
         config,
         (task, task_loop, &content),

@@ -1,7 +1,7 @@
 //! Builds the prompt the agent receives on every iteration. Pure: no I/O.
 
 use crate::model::Verification;
-use crate::storage::tasks::{self, Task, TaskList};
+use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 
 /// The state of the task file for the tasks-mode prompt.
 #[derive(Debug)]
@@ -49,6 +49,46 @@ pub(crate) struct TaskLoop<'a> {
     pub(crate) id: &'a str,
     /// The branch the task's branch is merged into.
     pub(crate) base: &'a str,
+    /// The other tasks whose loops ran when this one started (beside it, by other agents).
+    pub(crate) alongside: &'a [String],
+}
+
+/// Most other tasks a task loop's prompt lists.
+const OTHER_TASKS_SHOWN: usize = 40;
+
+/// A task loop's "not yours" section: every other task of the list, its id, text and state,
+/// those running beside it said so.
+fn other_tasks(list: &TaskList, mine: &str, alongside: &[String]) -> Option<String> {
+    let ids = tasks::task_ids(list);
+    let others: Vec<String> = (list.tasks.iter().zip(&ids))
+        .filter(|(_, id)| *id != mine)
+        .map(|(task, id)| {
+            let state = if alongside.contains(id) {
+                "in progress: another agent works on it now, beside you"
+            } else {
+                match task.status {
+                    TaskStatus::Todo => "to do",
+                    TaskStatus::InProgress => "in progress",
+                    TaskStatus::Complete => "done",
+                    TaskStatus::Failed => "failed",
+                }
+            };
+            format!("- `{id}` {} — {state}", task.description())
+        })
+        .collect();
+    if others.is_empty() {
+        return None;
+    }
+    let more = others.len().saturating_sub(OTHER_TASKS_SHOWN);
+    let mut section = String::from(
+        "## The Other Tasks (not yours)\n\nOther agents do these, or will; do not do their \
+         work, and leave their files to them unless your task needs the change:\n\n",
+    );
+    section.push_str(&others[..others.len() - more].join("\n"));
+    if more > 0 {
+        section.push_str(&format!("\n- … and {more} more in .ralph/ralph-tasks.md"));
+    }
+    Some(section)
 }
 
 /// The full prompt for one iteration.
@@ -275,10 +315,13 @@ fn task_loop_sections(
          it is the task above.",
         input.task
     ));
+    if let Some(TasksView::Found { list, .. }) = &input.tasks {
+        sections.extend(other_tasks(list, task_loop.id, task_loop.alongside));
+    }
     sections.push(format!(
         "## Instructions\n\n\
          1. Look at the current files to see what earlier iterations already did on this task.\n\
-         2. Do the work of your task only: the other tasks are other agents' work.\n\
+         2. Do the work of your task only: the other tasks (listed above) are other agents' work.\n\
          3. Run the tests or other checks, where the project has any.\n\
          4. When your task is done and verified, end your final message with this line, on its own:\n\n   {promise}\n\n\
          ralph then merges your branch `{branch}` into `{base}` and marks the task [x]."
@@ -454,7 +497,11 @@ mod tests {
             }),
             None,
         );
-        input.task_loop = Some(TaskLoop { id, base: "main" });
+        input.task_loop = Some(TaskLoop {
+            id,
+            base: "main",
+            alongside: &[],
+        });
         build(&input)
     }
 
@@ -479,7 +526,7 @@ mod tests {
         assert!(prompt.contains("at the end of .ralph/ralph-tasks.md"));
         assert!(prompt.contains("Do not print <promise>COMPLETE</promise>"));
         assert!(prompt.contains("## The Goal of the Whole Task List\n\nBuild a REST API"));
-        // Nothing of the sequential workflow, and the other task is not shown.
+        // Nothing of the sequential workflow; the other task is named as not this loop's.
         for sequential in [
             "Only when ALL tasks",
             "Task Workflow",
@@ -487,11 +534,17 @@ mod tests {
             "mark it [x]",
             "NEXT TASK",
             "TASKS MODE",
-            "Build the API",
             "then end your message with <promise>COMPLETE</promise>",
         ] {
             assert!(!prompt.contains(sequential), "{sequential}: {prompt}");
         }
+        assert!(
+            prompt.contains(
+                "## The Other Tasks (not yours)\n\nOther agents do these, or will; do not do their work, and leave their files to them unless your task needs the change:\n\n- `api` Build the API — in progress"
+            ),
+            "{prompt}"
+        );
+        assert_eq!(prompt.matches("Build the API").count(), 1, "{prompt}");
     }
 
     #[test]
@@ -513,7 +566,7 @@ mod tests {
             "{prompt}"
         );
         assert!(!prompt.contains("READY_FOR_NEXT_TASK"), "{prompt}");
-        assert!(!prompt.contains("Write docs"), "{prompt}");
+        assert!(prompt.contains("- `write-docs` Write docs — "), "{prompt}");
         let missing = task_loop_prompt("gone");
         assert!(missing.contains("Your task `gone` is not in"), "{missing}");
         assert!(!missing.contains("<promise>"), "{missing}");

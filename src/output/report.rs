@@ -206,7 +206,8 @@ pub(crate) fn tasks_report(file: &'static str, list: &TaskList) -> TasksReport {
             .map(|(task, key)| TaskReport {
                 number: task.number,
                 status: status_name(task.status),
-                text: task.text.clone(),
+                // The id has its own field: a roadmap's `**id**:` prefix is not repeated here.
+                text: task.description().to_owned(),
                 id: task.id().map(str::to_owned),
                 key,
                 blocked_by: task.blocked_by().into_iter().map(str::to_owned).collect(),

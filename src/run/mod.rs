@@ -163,6 +163,8 @@ pub(crate) struct TaskLoop {
     /// iteration is recorded in its history too (with the task's id), so `--status`, `--report`,
     /// `--watch` and `--log` see the whole run.
     pub(crate) home: RalphDir,
+    /// The other tasks whose loops ran when this one started (its prompt says so).
+    pub(crate) alongside: Vec<String>,
     /// The task's worktree was just laid out clean at its branch (taken from the pool or new):
     /// no work of an interrupted iteration can be in it, so none is looked for.
     pub(crate) laid_clean: bool,

@@ -437,6 +437,10 @@ impl<'a> Coordinator<'a> {
         super::base::bind(&self.repo, id, task, &cwd)?;
         let config = task_config(self.config, task);
         let task_loop = TaskLoop {
+            alongside: (self.running.iter())
+                .filter(|other| *other != id)
+                .cloned()
+                .collect(),
             task_id: id.to_owned(),
             shared: Arc::clone(&self.shared),
             base: self.base.clone(),

@@ -357,6 +357,7 @@ pub(super) fn task_loop(task: &super::TaskLoop) -> TaskLoop<'_> {
     TaskLoop {
         id: &task.task_id,
         base: &task.base,
+        alongside: &task.alongside,
     }
 }
 

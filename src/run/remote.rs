@@ -371,7 +371,15 @@ impl Session<'_> {
         conflicts: Vec<String>,
     ) -> anyhow::Result<(anyhow::Result<Stop>, bool)> {
         let fence = super::Fence::holding(&holder.sha);
+        // The tasks other workers hold now, by their live claims.
+        let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);
+        let alongside = (self.site.repo.seen_claims(&self.site.remote).into_iter())
+            .filter(|seen| seen.id != holder.claim.task && seen.id != planning::PLAN_CLAIM)
+            .filter(|seen| !pick::is_stale(seen, now, ttl))
+            .map(|seen| seen.id)
+            .collect();
         let task_loop = TaskLoop {
+            alongside,
             task_id: holder.claim.task.clone(),
             shared: Arc::clone(&self.shared),
             base: self.site.base_name(),

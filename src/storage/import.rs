@@ -239,14 +239,27 @@ fn exported(items: &[Value]) -> Result<Imported, String> {
             .filter(|text| !text.is_empty())
             .ok_or_else(|| format!("task {} has no \"text\"", at + 1))?;
         let properties = match item.get("properties").and_then(Value::as_array) {
-            Some(lines) => lines
-                .iter()
-                .filter_map(|line| {
-                    let key = line.get("key").and_then(text_of)?;
-                    let value = line.get("value").and_then(text_of).unwrap_or_default();
-                    Some((property_key(&key), one_line(&value)))
-                })
-                .collect(),
+            Some(lines) => {
+                let mut properties: Vec<(String, String)> = lines
+                    .iter()
+                    .filter_map(|line| {
+                        let key = line.get("key").and_then(text_of)?;
+                        let value = line.get("value").and_then(text_of).unwrap_or_default();
+                        Some((property_key(&key), one_line(&value)))
+                    })
+                    .collect();
+                // An id the task's text gave (a roadmap's `**id**:`, left out of the export's
+                // text) comes back as its property.
+                if !properties.iter().any(|(key, _)| key == tasks::ID) {
+                    properties.splice(
+                        0..0,
+                        id_and_blockers(item, &text)
+                            .into_iter()
+                            .filter(|(key, _)| key == tasks::ID),
+                    );
+                }
+                properties
+            }
             None => id_and_blockers(item, &text),
         };
         let mut block = block(exported_status(item.get("status")), &text, &properties);

@@ -113,6 +113,14 @@ impl Task {
         })
     }
 
+    /// What the task is, without a roadmap's `**id**:` prefix (the id is the task's `id`).
+    pub(crate) fn description(&self) -> &str {
+        (self.text.strip_prefix("**"))
+            .and_then(|rest| rest.split_once("**:"))
+            .filter(|(id, _)| !id.trim().is_empty() && !id.trim().contains(char::is_whitespace))
+            .map_or(&self.text, |(_, rest)| rest.trim_start())
+    }
+
     /// The task's identity: its id, else its text.
     pub(crate) fn key(&self) -> &str {
         self.id().unwrap_or(&self.text)

@@ -636,6 +636,22 @@ fn context_added_during_a_parallel_run_reaches_every_running_task() {
         added.stdout()
     );
     let stdout = steered_run_ends(&env, ralph);
+    // Each task's prompt names the other task as not its own; the one started second knows the
+    // first runs beside it.
+    let alpha = env.agent_file("prompt.Write_alpha.1");
+    assert!(
+        alpha.contains("## The Other Tasks (not yours)")
+            && alpha.contains("- `beta` Write beta — "),
+        "{alpha}"
+    );
+    let beta = env.agent_file("prompt.Write_beta.1");
+    assert!(
+        beta.contains(
+            "- `alpha` Write alpha — in progress: another agent works on it now, beside you"
+        ),
+        "{beta}"
+    );
+    assert!(!beta.contains("- `beta`"), "{beta}");
     for id in ["Write_alpha", "Write_beta"] {
         assert!(
             !env.agent_file(&format!("prompt.{id}.1"))

@@ -15,7 +15,7 @@ use super::pick::is_stale;
 use super::site::unreachable_remote;
 
 /// The claim that says who plans.
-const PLAN_CLAIM: &str = "ralph-plan";
+pub(super) const PLAN_CLAIM: &str = "ralph-plan";
 
 impl Session<'_> {
     /// When the fetched base has no task: plans (if this worker wins the plan's claim) or waits

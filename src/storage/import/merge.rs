@@ -52,7 +52,7 @@ pub(crate) fn merge(current: Option<&[u8]>, imported: &Imported) -> Merged {
     let mut known: Vec<Known> = (existing.tasks.iter())
         .map(|task| Known {
             id: task.id().map(str::to_owned),
-            text: task.text.clone(),
+            text: task.description().to_owned(),
         })
         .collect();
     let tasks: Vec<_> = (imported.blocks.iter())
@@ -73,7 +73,7 @@ pub(crate) fn merge(current: Option<&[u8]>, imported: &Imported) -> Merged {
     let (mut added, mut skipped) = (Vec::new(), 0);
     for (block, task) in tasks {
         let id = task.id();
-        if let Some(same) = known.iter().find(|other| other.is(id, &task.text)) {
+        if let Some(same) = known.iter().find(|other| other.is(id, task.description())) {
             skipped += 1;
             if let Some(id) = id
                 && seen_ids.insert(id.to_owned())
@@ -100,7 +100,7 @@ pub(crate) fn merge(current: Option<&[u8]>, imported: &Imported) -> Merged {
         }
         known.push(Known {
             id: final_id,
-            text: task.text.clone(),
+            text: task.description().to_owned(),
         });
         added.push(block);
     }
