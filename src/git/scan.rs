@@ -658,6 +658,19 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
         snapshot
     }
 
+    /// Writes a byte into `file` through a shared memory map, after closing the file: no
+    /// `IN_MODIFY` comes of it, and the close comes before the write. (Done by Python's `mmap`:
+    /// ralph has no unsafe code; without `python3` the round does nothing.)
+    fn write_through_a_map(file: &Path, round: u64) {
+        let script = "import mmap, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\nm = mmap.mmap(fd, 0)\nos.close(fd)\nm[0] = ord(sys.argv[2])\nm.close()\n";
+        let letter = char::from(b'a' + u8::try_from(round % 26).unwrap_or(0));
+        let _ = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(file)
+            .arg(letter.to_string())
+            .status();
+    }
+
     #[test]
     fn a_scan_of_what_the_watch_saw_touched_says_what_a_whole_scan_says() {
         let Some((dir, repo)) = repo() else { return };
@@ -690,11 +703,15 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
                 .collect::<Vec<_>>()
         };
         let mut whole_expected = 1;
-        for round in 0..120 {
+        // More rounds with RALPH_WATCH_FUZZ_ROUNDS (`.ci/run` runs the default).
+        let rounds: u64 = (std::env::var("RALPH_WATCH_FUZZ_ROUNDS").ok())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(160);
+        for round in 0..rounds {
             let existing = files(root);
             let pick = |n: u64| existing.get(n as usize).cloned();
             let any = next(existing.len().max(1) as u64);
-            match next(12) {
+            match next(16) {
                 0 | 1 => {
                     let folder = format!("n{}/d{}", next(4), next(3));
                     std::fs::create_dir_all(path(&folder)).unwrap();
@@ -742,11 +759,35 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
                     }
                 }
                 10 => {
-                    // Staged or committed by someone else: HEAD or the index changes.
+                    // Staged or committed by someone else (or the agent): HEAD or the index
+                    // changes.
                     git(&["add", "-A"]);
                     if next(2) == 0 {
                         git(&["commit", "-q", "--allow-empty", "-m", "by hand"]);
                     }
+                    whole_expected += 1;
+                }
+                11 => {
+                    // A write through a memory map, its file closed before the write.
+                    if let Some(file) = pick(any)
+                        && path(&file).is_file()
+                    {
+                        write_through_a_map(&path(&file), round);
+                    }
+                }
+                12 => {
+                    let link = path(&format!("link{round}"));
+                    let target = pick(any).unwrap_or_else(|| "nowhere".to_owned());
+                    let _ = std::os::unix::fs::symlink(target, link);
+                }
+                13 => {
+                    // The ignore rules change: what counts as untracked does too.
+                    let rules = if next(2) == 0 {
+                        "target/\n*.o\nn1/\n"
+                    } else {
+                        "target/\n*.o\n"
+                    };
+                    std::fs::write(path(".gitignore"), rules).unwrap();
                     whole_expected += 1;
                 }
                 _ => {

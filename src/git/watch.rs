@@ -61,9 +61,12 @@ mod linux {
         lost: bool,
     }
 
-    /// Changes of a folder's entries, and of the folder itself.
+    /// Changes of a folder's entries, and of the folder itself. A file closed after it was open
+    /// for writing counts too: a write through a memory map makes no `IN_MODIFY`, and may come
+    /// after the close (the path is then named, and the look after the agent ended sees it).
     fn mask() -> AddWatchFlags {
         AddWatchFlags::IN_MODIFY
+            | AddWatchFlags::IN_CLOSE_WRITE
             | AddWatchFlags::IN_ATTRIB
             | AddWatchFlags::IN_CREATE
             | AddWatchFlags::IN_DELETE
