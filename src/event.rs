@@ -302,6 +302,13 @@ pub(crate) enum Notice<'a> {
         reason: &'a str,
         copy: Option<&'a Path>,
     },
+    /// Codex's own sandbox cannot use the `bwrap` on `PATH` (`system`, `version`): Codex runs
+    /// with the one it ships (in `folder`) first on its `PATH`.
+    CodexBwrapShipped {
+        system: &'a Path,
+        version: &'a str,
+        folder: &'a Path,
+    },
     NoPluginsIgnored {
         agent: &'a str,
     },

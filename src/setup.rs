@@ -266,20 +266,11 @@ fn check_agents(settings: &Settings, cli: &Layer, cwd: &Path, checks: &mut Vec<C
         let required = index == 0;
         let name = candidate.display_name();
         match candidate.find_binary(&|name| std::env::var_os(name), cwd) {
-            Ok(binary) => match version_of(&binary, cwd) {
-                Some(version) => checks.push(Check::pass(format!(
-                    "{name}: {} ({version})",
-                    binary.display()
-                ))),
-                None if required => checks.push(Check::fail(format!(
-                    "{name}: {} does not answer `--version` within 10 s; check that it runs",
-                    binary.display()
-                ))),
-                None => checks.push(Check::note(format!(
-                    "{name}: {} does not answer `--version`",
-                    binary.display()
-                ))),
-            },
+            Ok(binary) if candidate.kind() == Some(AgentKind::Codex) => {
+                check_codex_bwrap(&binary, checks);
+                checks.extend(found_check(&name, &binary, cwd, required));
+            }
+            Ok(binary) => checks.extend(found_check(&name, &binary, cwd, required)),
             Err(message) if required => checks.push(Check::fail(format!(
                 "{name} (the agent ralph will run): {message}"
             ))),
@@ -296,6 +287,43 @@ fn check_agents(settings: &Settings, cli: &Layer, cwd: &Path, checks: &mut Vec<C
                 )));
             }
         }
+    }
+}
+
+/// An agent found at `binary`: it answers `--version` (a failure when it is the one ralph runs).
+fn found_check(name: &str, binary: &Path, cwd: &Path, required: bool) -> Option<Check> {
+    Some(match version_of(binary, cwd) {
+        Some(version) => Check::pass(format!("{name}: {} ({version})", binary.display())),
+        None if required => Check::fail(format!(
+            "{name}: {} does not answer `--version` within 10 s; check that it runs",
+            binary.display()
+        )),
+        None => Check::note(format!(
+            "{name}: {} does not answer `--version`",
+            binary.display()
+        )),
+    })
+}
+
+/// Whether Codex's own sandbox (`--sandbox workspace-write`, without ralph's) has a bubblewrap
+/// it can use.
+fn check_codex_bwrap(binary: &Path, checks: &mut Vec<Check>) {
+    use crate::agents::CodexBwrap;
+    match crate::agents::codex_bwrap_for(binary, std::env::var_os("PATH").as_deref()) {
+        CodexBwrap::Fine => {}
+        CodexBwrap::Shipped {
+            system,
+            version,
+            folder,
+        } => checks.push(Check::note(format!(
+            "Codex's sandbox needs bubblewrap 0.9 or newer and {} is {version}: ralph runs Codex with the bwrap it ships ({}) first on its PATH",
+            system.display(),
+            folder.display()
+        ))),
+        CodexBwrap::Unusable { system, version } => checks.push(Check::fail(format!(
+            "Codex's sandbox needs bubblewrap 0.9 or newer and {} is {version}, and Codex ships none that ralph can find: install bubblewrap 0.9 or newer first on PATH, or run Codex under ralph's --sandbox",
+            system.display()
+        ))),
     }
 }
 

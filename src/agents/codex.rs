@@ -4,6 +4,7 @@
 //! approval, so ralph's `--allow-all` maps to the workspace-write sandbox, plus
 //! `--skip-git-repo-check` so a directory that is not a trusted git repository still works.
 
+use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -226,5 +227,157 @@ mod tests {
             Some("cargo")
         );
         assert_eq!(Codex.tool_in_line("plain text"), None);
+    }
+}
+
+/// The bubblewrap version Codex's own sandbox (`--sandbox workspace-write`) needs at least: it
+/// runs bwrap with `--argv0`, which came in 0.9.0. With an older one on `PATH` (Debian 12 has
+/// 0.8.0) every file write of the agent fails, and Codex says nothing of it.
+const BWRAP_NEEDED: (u32, u32) = (0, 9);
+
+/// How Codex's own sandbox can get a bubblewrap it can use.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Bwrap {
+    /// The first `bwrap` on `PATH` is new enough, or there is none (Codex then takes its own).
+    Fine,
+    /// The one on `PATH` (`system`, its version) is too old; Codex ships one in `folder`, which
+    /// goes first on Codex's `PATH`.
+    Shipped {
+        system: PathBuf,
+        version: String,
+        folder: PathBuf,
+    },
+    /// The one on `PATH` is too old, and Codex ships none that ralph can find.
+    Unusable { system: PathBuf, version: String },
+}
+
+/// What Codex (run from `binary`) would do for bubblewrap, with `path` its `PATH`.
+pub(crate) fn bwrap_for(binary: &Path, path: Option<&std::ffi::OsStr>) -> Bwrap {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let Ok(system) = which::which_in("bwrap", path, &cwd) else {
+        return Bwrap::Fine;
+    };
+    let Some(version) = bwrap_version(&system) else {
+        return Bwrap::Fine;
+    };
+    if version_at_least(&version, BWRAP_NEEDED) {
+        return Bwrap::Fine;
+    }
+    match shipped_bwrap(binary) {
+        Some(folder) => Bwrap::Shipped {
+            system,
+            version,
+            folder,
+        },
+        None => Bwrap::Unusable { system, version },
+    }
+}
+
+/// `bwrap --version`'s number (`0.8.0`), within 5 s.
+fn bwrap_version(bwrap: &Path) -> Option<String> {
+    let mut child = std::process::Command::new(bwrap)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while child.try_wait().ok()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut said).ok()?;
+    said.split_whitespace()
+        .find(|word| word.starts_with(|c: char| c.is_ascii_digit()))
+        .map(str::to_owned)
+}
+
+/// Whether `version` (`0.8.0`) is `least` (major, minor) or newer.
+fn version_at_least(version: &str, least: (u32, u32)) -> bool {
+    let mut parts = version
+        .split('.')
+        .map(|part| part.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    found >= least
+}
+
+/// The folder of the `bwrap` Codex ships, found from its executable: beside the native binary
+/// (`…/vendor/<triple>/bin/codex` → `…/vendor/<triple>/codex-resources/`), or in the platform
+/// package the npm launcher (`…/@openai/codex/bin/codex.js`) runs, nested or beside it.
+pub(crate) fn shipped_bwrap(binary: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(binary).ok()?;
+    let package = real.parent()?.parent()?;
+    let resources = |root: &Path| {
+        let folder = root.join("codex-resources");
+        folder.join("bwrap").is_file().then_some(folder)
+    };
+    if let Some(folder) = resources(package) {
+        return Some(folder);
+    }
+    let scopes = [
+        package.join("node_modules/@openai"),
+        package.parent()?.to_owned(),
+    ];
+    for scope in scopes {
+        let Ok(entries) = std::fs::read_dir(&scope) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_name().to_string_lossy().starts_with("codex-") {
+                continue;
+            }
+            let Ok(triples) = std::fs::read_dir(entry.path().join("vendor")) else {
+                continue;
+            };
+            if let Some(folder) = triples
+                .flatten()
+                .find_map(|triple| resources(&triple.path()))
+            {
+                return Some(folder);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod bwrap_tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_by_major_and_minor() {
+        assert!(!version_at_least("0.8.0", BWRAP_NEEDED));
+        assert!(version_at_least("0.9.0", BWRAP_NEEDED));
+        assert!(version_at_least("0.11.1", BWRAP_NEEDED));
+        assert!(version_at_least("1.0", BWRAP_NEEDED));
+    }
+
+    #[test]
+    fn the_shipped_bwrap_is_found_from_the_launcher_and_from_the_native_binary() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = crate::testing::tempdir().unwrap();
+        let openai = dir.path().join("node_modules/@openai");
+        let launcher = openai.join("codex/bin/codex.js");
+        let resources =
+            openai.join("codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-resources");
+        let native = resources.parent().unwrap().join("bin/codex");
+        for file in [&launcher, &resources.join("bwrap"), &native] {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let bin = dir.path().join("node_modules/.bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&launcher, bin.join("codex")).unwrap();
+        let found = std::fs::canonicalize(&resources).unwrap();
+        assert_eq!(shipped_bwrap(&bin.join("codex")), Some(found.clone()));
+        assert_eq!(shipped_bwrap(&native), Some(found));
+        assert_eq!(shipped_bwrap(&dir.path().join("nothing")), None);
     }
 }

@@ -25,6 +25,7 @@ mod vibe;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub(crate) use codex::{Bwrap as CodexBwrap, bwrap_for as codex_bwrap_for};
 pub(crate) use events::{AgentEvent, Failure, FailureKind, Usage};
 pub(crate) use opencode::{OpenCodeConfigSources, opencode_config};
 

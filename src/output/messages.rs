@@ -475,6 +475,20 @@ pub(crate) fn retry_wait_done(out: &Voice) {
 }
 
 /// `--no-plugins` has no effect on this agent.
+/// Codex runs with the `bwrap` it ships, the one on `PATH` being too old for its sandbox.
+pub(crate) fn codex_bwrap_shipped(
+    out: &Voice,
+    system: &std::path::Path,
+    version: &str,
+    folder: &std::path::Path,
+) {
+    out.say(&[&format!(
+        "🧱 Codex's sandbox needs bubblewrap 0.9 or newer, and {} is {version}: Codex runs with the bwrap it ships ({}) first on its PATH.",
+        system.display(),
+        folder.display()
+    )]);
+}
+
 pub(crate) fn no_plugins_ignored(out: &Voice, agent: &str) {
     out.warn(&[&format!(
         "⚠️  --no-plugins only applies to OpenCode; it has no effect with {agent}."

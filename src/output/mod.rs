@@ -234,6 +234,11 @@ impl Reporter for Human {
             Notice::LeftoverAgentStopped(group) => leftover_agent_stopped(out, *group),
             Notice::CorruptFile { path, reason, copy } => corrupt_file(out, path, reason, *copy),
             Notice::NoPluginsIgnored { agent } => no_plugins_ignored(out, agent),
+            Notice::CodexBwrapShipped {
+                system,
+                version,
+                folder,
+            } => codex_bwrap_shipped(out, system, version, folder),
             Notice::MaxCostUnavailable { agent } => max_cost_unavailable(out, agent),
             Notice::MaxStalledUnavailable => max_stalled_unavailable(out),
             Notice::DetachedHead(head) => detached_head(out, head),

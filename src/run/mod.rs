@@ -55,6 +55,25 @@ pub(crate) use worktree::in_worktree;
 
 use decision::{Counters, Next, Rules, Spent};
 
+/// At a run's start: a Codex step that runs with the `bwrap` Codex ships, said once.
+fn tell_codex_bwrap<'s>(steps: impl IntoIterator<Item = &'s plan::Step>, sink: &sink::Sink) {
+    let shipped = steps.into_iter().find_map(|step| match &step.codex_bwrap {
+        Some(crate::agents::CodexBwrap::Shipped {
+            system,
+            version,
+            folder,
+        }) => Some((system, version, folder)),
+        _ => None,
+    });
+    if let Some((system, version, folder)) = shipped {
+        sink.notice(crate::event::Notice::CodexBwrapShipped {
+            system,
+            version,
+            folder,
+        });
+    }
+}
+
 /// At a run's start: the lines of its task file ralph reads otherwise than they are written,
 /// one warning naming each (a task silently skipped would be a task silently not run).
 fn tell_task_file_problems(dir: &RalphDir, sink: &sink::Sink) {

@@ -66,7 +66,8 @@ pub(crate) fn run(
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
     // Everything that can refuse the run is checked before the planning call (a paid one that
     // commits its plan): the agents, the repository, the tree, the sandbox.
-    super::plan::steps(config, cwd).map_err(fail)?;
+    let steps = super::plan::steps(config, cwd).map_err(fail)?;
+    super::tell_codex_bwrap(steps.all(), &sink);
     super::planner::check_planner(config, cwd, dir)?;
     if resumed.is_none() && super::planner::needed(config, dir) {
         // (Without a plan to make, `prepare` checks the base after mending a killed run's merge.)

@@ -19,6 +19,9 @@ pub(crate) struct Step {
     pub(crate) agent: Box<dyn Agent>,
     pub(crate) binary: PathBuf,
     pub(crate) model: Option<String>,
+    /// Codex run with its own sandbox, where the `bwrap` on `PATH` is too old for it: the one
+    /// Codex ships goes first on its `PATH` (see [`agents::CodexBwrap`]).
+    pub(crate) codex_bwrap: Option<agents::CodexBwrap>,
 }
 
 /// The agents and models of a loop, in order: the rotation, or the one agent.
@@ -70,7 +73,7 @@ pub(super) fn agent_command(
 ) -> anyhow::Result<agents::AgentCommand> {
     let options = &config.options;
     let opencode_config = write_opencode_config(config, dir, &step.spec, cwd)?;
-    Ok(step.agent.command(&agents::CommandRequest {
+    let mut command = step.agent.command(&agents::CommandRequest {
         binary: &step.binary,
         prompt,
         model: step.model.as_deref(),
@@ -80,7 +83,16 @@ pub(super) fn agent_command(
         format: step.spec.format(options.output_format),
         usage_file,
         sandboxed: options.sandbox().backend != crate::sandbox::Backend::None,
-    }))
+    });
+    if let Some(agents::CodexBwrap::Shipped { folder, .. }) = &step.codex_bwrap {
+        let mut path = folder.clone().into_os_string();
+        if let Some(rest) = std::env::var_os("PATH") {
+            path.push(":");
+            path.push(rest);
+        }
+        command.env.push(("PATH".to_owned(), path));
+    }
+    Ok(command)
 }
 
 /// How the agent's output is shown, by `step`'s format.
@@ -99,20 +111,44 @@ pub(super) fn display_options(
     }
 }
 
-/// The step of `spec` with `model`: its executable found (from `cwd`, or its variable).
-pub(super) fn step(spec: AgentSpec, model: Option<String>, cwd: &Path) -> Result<Rc<Step>, String> {
+/// The step of `spec` with `model`: its executable found (from `cwd`, or its variable); for
+/// Codex run with its own sandbox, a `bwrap` it can use (else why not, and what to do).
+pub(super) fn step(
+    config: &RunConfig,
+    spec: AgentSpec,
+    model: Option<String>,
+    cwd: &Path,
+) -> Result<Rc<Step>, String> {
     let binary = spec.find_binary(&|name: &str| std::env::var_os(name), cwd)?;
+    let own_sandbox = config.options.allow_all
+        && config.options.sandbox().backend == crate::sandbox::Backend::None;
+    let codex_bwrap = if spec.kind() == Some(agents::AgentKind::Codex) && own_sandbox {
+        match agents::codex_bwrap_for(&binary, std::env::var_os("PATH").as_deref()) {
+            agents::CodexBwrap::Fine => None,
+            agents::CodexBwrap::Unusable { system, version } => {
+                return Err(format!(
+                    "Codex's own sandbox (--sandbox workspace-write) cannot use {} (bubblewrap {version}; it needs 0.9 or newer), and no bwrap that Codex ships was found beside {}: every file write of the agent would fail. Install bubblewrap 0.9 or newer first on PATH, or run ralph with --sandbox (Codex then runs inside ralph's)",
+                    system.display(),
+                    binary.display()
+                ));
+            }
+            shipped => Some(shipped),
+        }
+    } else {
+        None
+    };
     Ok(Rc::new(Step {
         agent: spec.agent(),
         spec,
         binary,
         model,
+        codex_bwrap,
     }))
 }
 
 /// The steps of a loop; every executable is found first, so a missing one stops nothing midway.
 pub(super) fn steps(config: &RunConfig, cwd: &Path) -> Result<Steps, String> {
-    let resolve = |(spec, model): (AgentSpec, Option<String>)| step(spec, model, cwd);
+    let resolve = |(spec, model): (AgentSpec, Option<String>)| step(config, spec, model, cwd);
     let fallback = (config.fallback.iter()).map(|step| with_model(step, &config.options.model));
     Ok(Steps {
         rotation: agent_plan(config)
@@ -193,15 +229,9 @@ pub(super) fn step_with(
             .map_err(|why| anyhow::anyhow!("task \"{}\": {why}", focus.text))?,
         None => step.spec.clone(),
     };
-    let binary = spec
-        .find_binary(&|name| std::env::var_os(name), cwd)
-        .map_err(|why| anyhow::anyhow!("task \"{}\": {why}", focus.text))?;
-    Ok(Rc::new(Step {
-        agent: spec.agent(),
-        spec,
-        binary,
-        model: focus.model.clone().or_else(|| step.model.clone()),
-    }))
+    let model = focus.model.clone().or_else(|| step.model.clone());
+    self::step(config, spec, model, cwd)
+        .map_err(|why| anyhow::anyhow!("task \"{}\": {why}", focus.text))
 }
 
 /// The task file as an iteration starts: read once, under the task file's lock.

@@ -156,7 +156,7 @@ fn planner_step(config: &RunConfig, cwd: &Path) -> Result<std::rc::Rc<super::pla
     };
     let spec = AgentSpec::resolve(&entry.agent, &config.custom_agents)
         .map_err(|why| format!("--plan-agent: {why}"))?;
-    super::plan::step(spec, entry.model.clone(), cwd)
+    super::plan::step(config, spec, entry.model.clone(), cwd)
 }
 
 /// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.

@@ -355,6 +355,9 @@ impl<'a> Runner<'a> {
                 self.env.sink.notice(Notice::MaxCostUnavailable { agent });
             }
         }
+        if self.env.shape.task_loop().is_none() {
+            super::tell_codex_bwrap(self.env.steps.all(), &self.env.sink);
+        }
         if o.max_stalled.is_some() && self.env.repo.is_none() {
             self.env.sink.notice(Notice::MaxStalledUnavailable);
         }

@@ -710,3 +710,83 @@ fn a_sandbox_wrapper_is_put_before_the_agents_command() {
         both.stderr()
     );
 }
+
+/// A folder holding a fake `bwrap` that says it is `version`.
+fn fake_bwrap(env: &TestEnv, version: &str) -> std::path::PathBuf {
+    let folder = env.path().join(format!("bwrap-{version}"));
+    fs::create_dir_all(&folder).unwrap();
+    let bwrap = folder.join("bwrap");
+    fs::write(&bwrap, format!("#!/bin/sh\necho 'bubblewrap {version}'\n")).unwrap();
+    fs::set_permissions(&bwrap, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    folder
+}
+
+/// Codex's own sandbox cannot use a bubblewrap older than 0.9: ralph runs Codex with the one
+/// Codex ships first on its `PATH`, or refuses to start, saying what to do — never a loop whose
+/// every write fails without a word. A new enough one is left alone.
+#[test]
+fn codex_gets_a_bwrap_its_sandbox_can_use_or_the_run_says_what_to_do() {
+    let env = TestEnv::new();
+    env.agent_script(None, "echo \"PATH=$PATH\" > \"$dir/path.$n\"\n");
+    let run_with_bwrap = |version: &str| {
+        let folder = fake_bwrap(&env, version);
+        env.run_with(
+            &[
+                "Build",
+                "--agent",
+                "codex",
+                "--max-iterations",
+                "1",
+                "--pause",
+                "0",
+                "--output-format",
+                "text",
+            ],
+            |command| {
+                command.env(
+                    "PATH",
+                    format!(
+                        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+                        folder.display(),
+                        env.bin().display()
+                    ),
+                );
+            },
+        )
+    };
+    let shipped = env.path().join("codex-resources");
+    // Too old, and Codex ships one: it goes first on Codex's PATH.
+    let run = run_with_bwrap("0.8.0");
+    assert_eq!(run.code(), 2, "{}{}", run.stdout(), run.stderr());
+    assert!(
+        run.stdout()
+            .contains("🧱 Codex's sandbox needs bubblewrap 0.9 or newer"),
+        "{}",
+        run.stdout()
+    );
+    let path = env.agent_file("path.1");
+    assert!(
+        path.starts_with(&format!(
+            "PATH={}:",
+            fs::canonicalize(&shipped).unwrap().display()
+        )),
+        "{path}"
+    );
+    // New enough: nothing changes.
+    let run = run_with_bwrap("0.11.0");
+    assert!(!run.stdout().contains("🧱"), "{}", run.stdout());
+    assert!(!env.agent_file("path.2").contains("codex-resources"));
+    // Too old, and none shipped: refused before any agent call, saying what to do.
+    fs::remove_dir_all(&shipped).unwrap();
+    let run = run_with_bwrap("0.8.0");
+    run.assert_code(1);
+    let said = run.stderr();
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert!(
+        said.contains("Codex's own sandbox (--sandbox workspace-write) cannot use")
+            && said.contains("bubblewrap 0.8.0; it needs 0.9 or newer")
+            && said.contains("or run ralph with --sandbox"),
+        "{said}"
+    );
+    assert_eq!(env.agent_calls(), 2, "no agent ran");
+}

@@ -2,6 +2,7 @@
 //! fake agents (`bin/`), a HOME (`home/`) and the fake agents' records (`agent/`).
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -40,6 +41,19 @@ impl TestEnv {
         for name in ["opencode", "claude", "codex"] {
             env.write_executable(name, FAKE_AGENT);
         }
+        // Where Codex keeps the bwrap it ships (beside `bin/`, as a native Codex install has it):
+        // the fake Codex runs with it when the host's bubblewrap is too old for Codex's sandbox.
+        let resources = env.root.path().join("codex-resources");
+        fs::create_dir_all(&resources).unwrap();
+        let bwrap = resources.join("bwrap");
+        fs::write(
+            &bwrap,
+            "#!/bin/sh
+exit 1
+",
+        )
+        .unwrap();
+        fs::set_permissions(&bwrap, fs::Permissions::from_mode(0o755)).unwrap();
         copy_tree(template(), &env.work());
         env
     }

@@ -263,6 +263,13 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
             reason: "missing field `iteration`",
             copy: None,
         },
+        Notice::CodexBwrapShipped {
+            system: Path::new("/usr/bin/bwrap"),
+            version: "0.8.0",
+            folder: Path::new(
+                "/home/me/.npm/lib/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-resources",
+            ),
+        },
         Notice::NoPluginsIgnored {
             agent: "Claude Code",
         },

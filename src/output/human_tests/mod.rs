@@ -71,6 +71,7 @@ variants!(
         TasksFileUnreadable,
         LeftoverAgentStopped,
         CorruptFile,
+        CodexBwrapShipped,
         NoPluginsIgnored,
         MaxCostUnavailable,
         MaxStalledUnavailable,
