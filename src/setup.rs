@@ -268,9 +268,9 @@ fn check_agents(settings: &Settings, cli: &Layer, cwd: &Path, checks: &mut Vec<C
         match candidate.find_binary(&|name| std::env::var_os(name), cwd) {
             Ok(binary) if candidate.kind() == Some(AgentKind::Codex) => {
                 check_codex_bwrap(&binary, checks);
-                checks.extend(found_check(&name, &binary, cwd, required));
+                checks.push(found_check(name, &binary, cwd, required));
             }
-            Ok(binary) => checks.extend(found_check(&name, &binary, cwd, required)),
+            Ok(binary) => checks.push(found_check(name, &binary, cwd, required)),
             Err(message) if required => checks.push(Check::fail(format!(
                 "{name} (the agent ralph will run): {message}"
             ))),
@@ -291,8 +291,8 @@ fn check_agents(settings: &Settings, cli: &Layer, cwd: &Path, checks: &mut Vec<C
 }
 
 /// An agent found at `binary`: it answers `--version` (a failure when it is the one ralph runs).
-fn found_check(name: &str, binary: &Path, cwd: &Path, required: bool) -> Option<Check> {
-    Some(match version_of(binary, cwd) {
+fn found_check(name: &str, binary: &Path, cwd: &Path, required: bool) -> Check {
+    match version_of(binary, cwd) {
         Some(version) => Check::pass(format!("{name}: {} ({version})", binary.display())),
         None if required => Check::fail(format!(
             "{name}: {} does not answer `--version` within 10 s; check that it runs",
@@ -302,7 +302,7 @@ fn found_check(name: &str, binary: &Path, cwd: &Path, required: bool) -> Option<
             "{name}: {} does not answer `--version`",
             binary.display()
         )),
-    })
+    }
 }
 
 /// Whether Codex's own sandbox (`--sandbox workspace-write`, without ralph's) has a bubblewrap
