@@ -613,11 +613,7 @@ pub(crate) fn sandbox_blocked(out: &Voice, hosts: &std::collections::BTreeMap<St
         .iter()
         .map(|(host, count)| format!("{host} ×{count}"))
         .collect();
-    let first = hosts.keys().next().map_or("", |host| {
-        host.rsplit_once(':')
-            .filter(|(_, port)| *port == "443" || *port == "80")
-            .map_or(host.as_str(), |(name, _)| name)
-    });
+    let first = (hosts.keys().next()).map_or("", |host| crate::sandbox::allow_value(host));
     out.warn(&[&format!(
         "🚧 blocked: {} — allow with --sandbox-allow {first}",
         shown.join(", ")

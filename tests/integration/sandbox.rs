@@ -40,7 +40,7 @@ ask() {
   printf 'CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' "$1" >&3
   read -r status <&3
   echo "$2 ${status%$'\r'}"
-  if [ "$2" = ALLOWED ]; then cat <&3 | head -c 200; echo; fi
+  if [ "$2" = ALLOWED ]; then cat <&3 | head -c 200; echo; else echo "$2 SAYS $(cat <&3 | tail -n 1)"; fi
   exec 3>&-
 }
 ask "$ALLOWED_PORT" ALLOWED
@@ -294,6 +294,13 @@ fn assert_contained(env: &TestEnv, run: &Run, listeners: &Listeners) {
     );
     assert!(said.contains("UNLISTED HTTP/1.1 403"), "{said}");
     let port = Listeners::port(&listeners.unlisted);
+    // The agent is told the value that allows that very port (a bare host allows 80 and 443).
+    assert!(
+        said.contains(&format!(
+            "UNLISTED SAYS ralph's sandbox does not let the agent reach 127.0.0.1:{port}; the user can allow it with --sandbox-allow 127.0.0.1:{port}"
+        )),
+        "{said}"
+    );
     assert!(
         said.contains(&format!(
             "🚧 blocked: 127.0.0.1:{port} ×1 — allow with --sandbox-allow 127.0.0.1:{port}"
