@@ -182,6 +182,56 @@ fn missing_log(dir: &RalphDir, which: &LogTarget, records: &[history::IterationR
     }
 }
 
+/// What the log at `path` shows as `ralph --log` does (the agent's text and tool lines, never
+/// its raw events; stderr lines as they are), as text: the `--serve` page's Output panel.
+pub(crate) fn shown_text(path: &std::path::Path) -> std::io::Result<String> {
+    let content = std::fs::read_to_string(path)?;
+    let mut records = content.lines();
+    let start = (records.next())
+        .and_then(|first| serde_json::from_str::<Record>(first).ok())
+        .and_then(|record| record.start);
+    let agent = (start.as_ref())
+        .and_then(|start| AgentKind::from_id(&start.agent))
+        .map(AgentKind::agent);
+    // A voice that shows nothing: what the transcript would show on stdout is kept instead.
+    let quiet = Voice::for_loop(true, None, false);
+    let mut transcript = (View::new(
+        LogStyle::Shown {
+            verbose_tools: true,
+        },
+        agent.as_deref(),
+        start.as_ref(),
+    ))
+    .transcript
+    .map(|transcript| transcript.keeping_answer().with_voice(quiet));
+    let mut shown = String::new();
+    let mut taken = 0;
+    for record in records.filter_map(|line| serde_json::from_str::<Record>(line).ok()) {
+        let Some(line) = record.line.as_deref() else {
+            continue;
+        };
+        match &mut transcript {
+            Some(transcript) if record.stream == "stdout" => {
+                transcript.on_segment(&Segment {
+                    source: Source::Stdout,
+                    text: line,
+                    starts_line: true,
+                    ends_line: true,
+                    received: Instant::now(),
+                });
+                let answer = transcript.answer();
+                shown.push_str(answer.get(taken..).unwrap_or(answer));
+                taken = answer.len();
+            }
+            _ => {
+                shown.push_str(line);
+                shown.push('\n');
+            }
+        }
+    }
+    Ok(shown)
+}
+
 /// Prints records in one style.
 struct View<'a> {
     style: LogStyle,

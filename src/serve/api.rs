@@ -79,6 +79,16 @@ pub(super) fn serve(context: &Context, mut stream: TcpStream) {
     let _ = http::write_reply(&mut stream, &answer);
 }
 
+/// What may be read (GET), and what changes something (POST, with the token).
+const GETS: [&str; 5] = [
+    "/",
+    "/api/v1/state",
+    "/api/v1/tasks",
+    "/api/v1/report",
+    "/api/v1/events",
+];
+const POSTS: [&str; 3] = ["/api/v1/context", "/api/v1/tasks", "/api/v1/stop"];
+
 /// The answer to every request but the event stream.
 fn route(context: &Context, request: &Request, path: &str) -> Reply {
     match (request.method.as_str(), path) {
@@ -86,17 +96,25 @@ fn route(context: &Context, request: &Request, path: &str) -> Reply {
         ("GET", "/api/v1/state") => json_reply(200, &state_of(context)),
         ("GET", "/api/v1/tasks") => json_reply(200, &tasks_of(context)),
         ("GET", "/api/v1/report") => report(context),
-        ("GET", log) if log.starts_with("/api/v1/log/") => {
-            log_of(context, &log["/api/v1/log/".len()..])
-        }
-        ("POST", route) => match body_of(request) {
+        ("GET", log) if log.starts_with("/api/v1/log/") => log_of(
+            context,
+            &log["/api/v1/log/".len()..],
+            query(&request.url, "view") == Some("shown"),
+        ),
+        ("POST", route) if POSTS.contains(&route) => match body_of(request) {
             Err(refusal) => refusal,
             Ok(body) => post(context, route, &body),
         },
-        (_, route) if route.starts_with("/api/") || route == "/" => text(
-            405,
-            "method not allowed here; see the README's \"Watch from a browser\"",
-        ),
+        (_, route)
+            if GETS.contains(&route)
+                || POSTS.contains(&route)
+                || route.starts_with("/api/v1/log/") =>
+        {
+            text(
+                405,
+                "method not allowed here; see the README's \"Watch from a browser\"",
+            )
+        }
         _ => text(404, "not found; the page is at /, the API under /api/v1/"),
     }
 }
@@ -232,7 +250,7 @@ fn report(context: &Context) -> Reply {
 }
 
 /// `GET /api/v1/log/TASK[/N]` (or `N`, or `last`): the records of that iteration's log.
-fn log_of(context: &Context, which: &str) -> Reply {
+fn log_of(context: &Context, which: &str, shown: bool) -> Reply {
     let which = if which.is_empty() { "last" } else { which };
     let Ok(target) = LogTarget::parse(which) else {
         return text(
@@ -246,11 +264,18 @@ fn log_of(context: &Context, which: &str) -> Reply {
     {
         return text(400, "a task id is letters, digits, - and _");
     }
+    let read = |path: &std::path::Path| -> std::io::Result<Reply> {
+        Ok(if shown {
+            let text = crate::commands::log::shown_text(path)?;
+            reply(200, "text/plain; charset=utf-8", text.into_bytes())
+        } else {
+            reply(200, "application/x-ndjson", std::fs::read(path)?)
+        })
+    };
     match crate::commands::log::find(&context.site.dir, &target) {
-        Ok(path) => match std::fs::read(&path) {
-            Ok(bytes) => reply(200, "application/x-ndjson", bytes),
-            Err(_) => text(404, "that iteration's log cannot be read"),
-        },
+        Ok(path) => {
+            read(&path).unwrap_or_else(|_| text(404, "that iteration's log cannot be read"))
+        }
         Err(err) => text(404, &format!("{err:#}")),
     }
 }
@@ -283,9 +308,22 @@ fn post(context: &Context, route: &str, body: &Value) -> Reply {
                 description,
                 (field("id"), blocked),
             ) {
-                Ok((number, unknown)) => {
+                Ok((number, unknown)) if unknown.is_empty() => {
                     json_reply(201, &json!({"number": number, "unknown_blockers": unknown}))
                 }
+                // Added, as the command line adds it: the blocker may be added next. Said, so
+                // that a task waiting for nothing that exists is not a surprise at the run's end.
+                Ok((number, unknown)) => json_reply(
+                    201,
+                    &json!({
+                        "number": number,
+                        "unknown_blockers": unknown,
+                        "warning": format!(
+                            "the task waits for {}, which the list does not have (yet); it never starts unless a task with that id is added",
+                            unknown.join(", ")
+                        ),
+                    }),
+                ),
                 Err(err) => text(400, &format!("{err:#}")),
             }
         }

@@ -50,6 +50,8 @@ pub(crate) struct Server {
     accept: Option<JoinHandle<()>>,
     /// The page's address, token included.
     pub(crate) url: String,
+    /// `.ralph/serve.token` and what this server wrote there: removed when it stops.
+    token_file: (std::path::PathBuf, String),
 }
 
 impl Server {
@@ -75,6 +77,7 @@ impl Server {
         let token = new_token()?;
         site.dir.ensure()?;
         write_token(&site.dir, &token)?;
+        let token_file = (site.dir.root().join(TOKEN_FILE), format!("{token}\n"));
         let shown_host = if bound.ip().is_unspecified() {
             "127.0.0.1".to_owned()
         } else {
@@ -110,6 +113,7 @@ impl Server {
             streams,
             accept: Some(accept),
             url,
+            token_file,
         })
     }
 }
@@ -125,6 +129,11 @@ impl Drop for Server {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
         while self.streams.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The token is no use once the server is gone (one another server wrote since is kept).
+        let (path, written) = &self.token_file;
+        if std::fs::read_to_string(path).is_ok_and(|now| &now == written) {
+            let _ = std::fs::remove_file(path);
         }
     }
 }

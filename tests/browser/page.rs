@@ -301,6 +301,22 @@ fn the_page_follows_a_parallel_run_live_in_a_browser() {
         "the schema loop's output",
         "document.getElementById('output').innerText.includes('READY_FOR_NEXT_TASK')",
     );
+    // As the terminal shows it: never the agent's raw events.
+    assert_eq!(
+        browser.eval("document.getElementById('output').innerText.includes('\"type\"')"),
+        json!(false),
+        "{}",
+        browser.eval("document.getElementById('output').innerText")
+    );
+    // A run of several loops counts its iterations; the tasks' costs stand in one column.
+    assert_eq!(
+        browser.eval("document.getElementById('iter-label').innerText"),
+        json!("iterations")
+    );
+    assert_eq!(
+        browser.eval("new Set([...document.querySelectorAll('#tasks .cost')].map(c => c.getBoundingClientRect().right)).size"),
+        json!(1)
+    );
     browser.size(390, 844);
     browser.until(
         "the phone layout",
@@ -446,6 +462,11 @@ fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_ser
     browser.until(
         "the first event",
         &format!("{events}.includes('run_started')"),
+    );
+    // No loop runs here: nothing to stop.
+    assert_eq!(
+        browser.eval("document.getElementById('loop').innerText === 'none' && document.getElementById('stop').hidden"),
+        json!(true)
     );
     // The server goes: the page says so, and picks up from the new one on the same port with
     // the events it missed, none twice.

@@ -207,6 +207,13 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
         assert!(first["start"].is_object(), "{which}: {log}");
     }
     assert_eq!(http(outside, "GET", "/api/v1/log/alpha/9", &[], "").0, 404);
+    // As the terminal shows it (the page's Output), never the agent's raw events.
+    let (status, shown) = http(outside, "GET", "/api/v1/log/alpha?view=shown", &[], "");
+    assert_eq!(status, 200, "{shown}");
+    assert!(
+        shown.contains("READY_FOR_NEXT_TASK") && !shown.contains("\"start\""),
+        "{shown}"
+    );
     let (status, report) = http(outside, "GET", "/api/v1/report", &[], "");
     assert_eq!(status, 200);
     assert!(
@@ -276,6 +283,18 @@ fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
     let again = http(port, "POST", "/api/v1/tasks", &allowed, task);
     assert_eq!(again.0, 400, "a duplicate id: {}", again.1);
     assert!(again.1.contains("already exists"), "{}", again.1);
+    // A blocker the list does not have is added, as the command line does, and said.
+    let waits = r#"{"text": "Ship it", "id": "ship", "blocked_by": "nosuch"}"#;
+    let (status, body) = http(port, "POST", "/api/v1/tasks", &allowed, waits);
+    assert_eq!(status, 201, "{body}");
+    assert!(
+        body.contains("\"warning\"") && body.contains("nosuch"),
+        "{body}"
+    );
+    // A path that is not the server's is not found; a known one with another method is not
+    // allowed.
+    assert_eq!(http(port, "GET", "/api/v1/nothing", &[], "").0, 404);
+    assert_eq!(http(port, "GET", "/api/v1/stop", &[], "").0, 405);
     // The page is the server's own, with nothing from elsewhere.
     let (status, page) = http(port, "GET", "/", &[], "");
     assert_eq!(status, 200);
@@ -300,6 +319,7 @@ fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
     let resumed = env.run(&["--resume"]);
     resumed.assert_code(0);
     stop_server(&mut server);
+    assert!(!token_file.exists(), "the token goes with its server");
 }
 
 #[test]
