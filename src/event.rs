@@ -93,6 +93,12 @@ pub(crate) enum LoopEvent {
         into: String,
         commit: String,
     },
+    /// `--worktree NAME --merge`: the completed loop's branch was merged into the base.
+    WorktreeMerged {
+        name: String,
+        into: String,
+        commit: String,
+    },
     /// `--parallel` and `--worker`: at a task's merge, what its agent added to ralph's own files
     /// joined the base (`notes`: progress notes; `tasks`: tasks it added), or could not
     /// (`problems`; its branch keeps them).
@@ -165,6 +171,7 @@ impl LoopEvent {
             Self::PlanCreated { .. } => "plan_created",
             Self::TaskStarted { .. } => "task_started",
             Self::TaskMerged { .. } => "task_merged",
+            Self::WorktreeMerged { .. } => "worktree_merged",
             Self::NotesCarried { .. } => "notes_carried",
             Self::MergeConflicted { .. } => "merge_conflicted",
             Self::MergeRefused { .. } => "merge_refused",
@@ -221,6 +228,9 @@ pub(crate) struct ParallelEnd {
     pub(crate) tasks_done: u32,
     pub(crate) tasks_failed: u32,
     pub(crate) tasks_not_started: u32,
+    /// Tasks started in this run and left unfinished by its stop (Ctrl-C, a budget): `--resume`
+    /// goes on with them.
+    pub(crate) tasks_interrupted: u32,
     /// Iterations of every task loop of this run.
     pub(crate) iterations: u32,
     pub(crate) total_duration_ms: u64,
@@ -397,6 +407,9 @@ pub(crate) enum Notice<'a> {
         iteration: u32,
         hash: &'a str,
     },
+    /// The work an interrupted iteration left in a task's worktree, committed as its loop
+    /// starts again (`Ralph: work of an interrupted iteration`).
+    InterruptedWorkCommitted(&'a str),
     CommitFailed(&'a str),
     /// A task loop's work is not committed: the merge of the base it was handed still has
     /// conflict markers in these files.

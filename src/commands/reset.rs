@@ -25,6 +25,7 @@ pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus>
         dir.history(),
         storage::summary::path_for(&dir.history()),
         dir.context(),
+        dir.file(storage::context::GIVEN_FILE),
         dir.file(OPENCODE_CONFIG_FILE),
         dir.file(progress::PROGRESS_FILE),
     ] {
@@ -32,6 +33,10 @@ pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus>
             removed.push(path);
         }
     }
+    // No loop works on a task any more: none is in progress.
+    storage::tasks::edit(dir, |current| {
+        (current.and_then(storage::tasks::with_none_in_progress), ())
+    })?;
     output::reset_done(&removed);
     // ralph's task worktrees and the branches whose work is merged go too.
     if let Some(repo) = dir.root().parent().and_then(crate::git::Repo::discover) {

@@ -19,6 +19,11 @@ impl RunConfig {
                 "--parallel merges each task's commits, so it needs auto-commit: drop --no-commit (or commit = false)",
             ));
         }
+        if o.commit_dirty && !o.commit {
+            return Err(usage(
+                "--commit-dirty commits your uncommitted changes with the agent's, and --no-commit commits nothing: drop one of them",
+            ));
+        }
         if o.verify.iter().any(|command| command.trim().is_empty()) {
             return Err(usage(
                 "--verify needs a command, e.g. --verify \"cargo test\"",

@@ -162,6 +162,9 @@ impl Reporter for Human {
                 branch,
             } => task_started(out, task, description, branch),
             LoopEvent::TaskMerged { task, into, commit } => task_merged(out, task, into, commit),
+            LoopEvent::WorktreeMerged { name, into, commit } => out.say(&[&format!(
+                "[{name}] 🔀 Merged into {into} ({commit}); its worktree and branch are removed"
+            )]),
             LoopEvent::MergeConflicted { task, files } => merge_conflicted(out, task, files),
             LoopEvent::MergeRefused {
                 task,
@@ -287,6 +290,9 @@ impl Reporter for Human {
                 context_consumed(out, *newer_kept, *edited);
             }
             Notice::Committed { iteration, hash } => committed(out, *iteration, hash),
+            Notice::InterruptedWorkCommitted(hash) => out.say(&[&format!(
+                "📝 Committed the work the interrupted iteration left ({hash}); the loop goes on with the next iteration"
+            )]),
             Notice::CommitFailed(reason) => commit_failed(out, reason),
             Notice::ConflictsNotCommitted(files) => conflicts_not_committed(out, files),
             Notice::ProgressCommitted(hash) => progress_committed(out, hash),

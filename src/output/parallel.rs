@@ -61,8 +61,13 @@ pub(crate) fn parallel_ended(out: &Voice, end: &ParallelEnd) {
 
 /// What a parallel run did: why it ended, its tasks, iterations, time and cost.
 pub(crate) fn parallel_summary(end: &ParallelEnd) -> String {
+    let interrupted = if end.tasks_interrupted > 0 {
+        format!(", {} interrupted", end.tasks_interrupted)
+    } else {
+        String::new()
+    };
     let mut line = format!(
-        "{} · {} done, {} failed, {} not started · {} · total time {}",
+        "{} · {} done, {} failed{interrupted}, {} not started · {} · total time {}",
         end.reason,
         plural(u64::from(end.tasks_done), "task"),
         end.tasks_failed,

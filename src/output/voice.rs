@@ -113,6 +113,15 @@ impl Voice {
         true
     }
 
+    /// This voice without the agent's own output (ralph's lines stay): a planning call's answer
+    /// is a JSON plan, which ralph shows as its own table.
+    pub(crate) fn without_agent_output(&self) -> Self {
+        Self {
+            echo: false,
+            ..self.clone()
+        }
+    }
+
     /// Whether this is a task loop's voice (its lines are prefixed; no boxes, no banner).
     pub(crate) fn is_task_loop(&self) -> bool {
         self.task.is_some()

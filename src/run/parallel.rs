@@ -547,6 +547,16 @@ impl<'a> Coordinator<'a> {
         tell_swept(&self.sink, &super::base::sweep(&self.repo, self.dir));
         // The worktree the merges were made in is the run's own, and so are the parked ones.
         super::pool::clear(&self.repo, self.dir);
+        // No task loop runs any more: the list marks none in progress, and is committed so the
+        // checkout is left clean (a resumed run marks them again).
+        let interrupted = (list.tasks.iter().zip(tasks::task_ids(&list)))
+            .filter(|(task, id)| {
+                matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
+                    && self.started.contains(id)
+                    && !self.failed.contains(id)
+            })
+            .count();
+        self.leave_list_clean();
         let spent = self.shared.spent();
         let not_started = self.never_started(&list);
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
@@ -561,6 +571,7 @@ impl<'a> Coordinator<'a> {
                     .count(),
             ),
             tasks_not_started: count(not_started.len()),
+            tasks_interrupted: count(interrupted),
             iterations: self.shared.iterations(),
             total_duration_ms: crate::config::millis(spent.runtime),
             tokens: spent.tokens,
@@ -569,6 +580,22 @@ impl<'a> Coordinator<'a> {
             not_carried: self.not_carried.clone(),
         }));
         (status, reason)
+    }
+
+    /// Marks no task in progress in the base's list, and commits ralph's own files if they
+    /// changed (a failure only warns: the run's end is told anyway).
+    fn leave_list_clean(&self) {
+        let unmarked = tasks::edit(self.dir, |current| {
+            (current.and_then(tasks::with_none_in_progress), ())
+        });
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let committed = unmarked
+            .map_err(|err| format!("{err:#}"))
+            .and_then(|()| self.repo.commit_paths(&own, "Ralph: task list"));
+        if let Err(why) = committed {
+            self.sink.notice(Notice::CommitFailed(&why));
+        }
     }
 
     /// The open tasks this run never started, each with why: what it waits for, its failure,

@@ -295,10 +295,17 @@ impl Planner<'_> {
         let (log, log_name) = IterationLog::create(&self.dir.logs().join(kind), start, limit)
             .ok()
             .unzip();
+        // The answer is a plan, shown as ralph's own table once it is checked: the agent's
+        // output is left out unless --verbose (the log keeps it: `ralph --log plan`).
+        let voice = if options.verbose {
+            self.sink.voice().clone()
+        } else {
+            self.sink.voice().without_agent_output()
+        };
         let mut transcript = Transcript::new(step.agent.as_ref(), display, Vec::new(), false)?
             .keeping_answer()
             .with_log(log)
-            .with_voice(self.sink.voice().clone());
+            .with_voice(voice);
         let run = RunOptions {
             grace: self.config.options.kill_grace,
             leak_timeout: self.knobs.leak_timeout,

@@ -552,10 +552,10 @@ impl<'a> Runner<'a> {
             return;
         }
         match self.commit_work(INTERRUPTED_COMMIT) {
-            Some(Ok(Some(hash))) => self.env.sink.notice(Notice::Committed {
-                iteration: self.state.iteration,
-                hash: &hash,
-            }),
+            Some(Ok(Some(hash))) => self
+                .env
+                .sink
+                .notice(Notice::InterruptedWorkCommitted(&hash)),
             Some(Err(reason)) => self.env.sink.notice(Notice::CommitFailed(&reason)),
             Some(Ok(None)) | None => {}
         }

@@ -64,8 +64,8 @@ pub(crate) fn in_worktree(
         return Ok(status);
     }
     let hash = merge_into_base(&repo, &base, name, &config.prompt)?;
-    sink.emit(LoopEvent::TaskMerged {
-        task: name.to_owned(),
+    sink.emit(LoopEvent::WorktreeMerged {
+        name: name.to_owned(),
         into: base,
         commit: hash,
     });
@@ -84,8 +84,11 @@ fn merge_into_base(repo: &Repo, base: &str, name: &str, prompt: &str) -> anyhow:
     let (tasks, progress) = (storage::TASKS_FILE, progress::PROGRESS_FILE);
     let committed = own_files(repo, &[tasks, storage::GITIGNORE_FILE, progress]);
     let committed: Vec<&str> = committed.iter().map(String::as_str).collect();
-    repo.commit_paths(&committed, "Ralph: task list")
-        .map_err(fail)?;
+    repo.commit_paths(
+        &committed,
+        &format!("Ralph: its own files, before merging worktree {name}"),
+    )
+    .map_err(fail)?;
     // The task list and the progress log keep the base's version.
     let kept = own_files(repo, &[tasks, progress]);
     let kept: Vec<&str> = kept.iter().map(String::as_str).collect();

@@ -101,11 +101,21 @@ impl IterationLog {
     /// in a file of its own (a log written before for the same iteration stays): the log and its
     /// file name.
     pub(crate) fn create(dir: &Path, start: Start, limit: u64) -> std::io::Result<(Self, String)> {
-        fs::create_dir_all(dir)?;
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        // Private, as ralph's runtime files are: what an agent printed may hold secrets.
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
         let mut attempt = 1;
         let (file, file_name) = loop {
             let file_name = name(start.iteration, attempt);
-            match File::create_new(dir.join(&file_name)) {
+            let created = (fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600))
+            .open(dir.join(&file_name));
+            match created {
                 Ok(file) => break (file, file_name),
                 Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => attempt += 1,
                 Err(err) => return Err(err),
@@ -475,22 +485,31 @@ mod tests {
 
     #[test]
     fn a_second_run_of_an_iteration_gets_a_log_of_its_own() {
-        let dir = crate::testing::tempdir().unwrap();
-        let (mut first, name) = IterationLog::create(dir.path(), start(3), 1000).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = crate::testing::tempdir().unwrap();
+        let dir = tmp.path().join("logs/task");
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let (mut first, name) = IterationLog::create(&dir, start(3), 1000).unwrap();
+        assert_eq!((mode(&dir), mode(&tmp.path().join("logs"))), (0o700, 0o700));
+        assert_eq!(
+            mode(&dir.join(&name)),
+            0o600,
+            "private, as every runtime file"
+        );
         first.lines(false, ["first run"].into_iter());
         first.flush();
         assert_eq!(name, "0003.jsonl");
-        let (_, name) = IterationLog::create(dir.path(), start(3), 1000).unwrap();
+        let (_, name) = IterationLog::create(&dir, start(3), 1000).unwrap();
         assert_eq!(name, "0003-2.jsonl");
-        let kept = fs::read_to_string(dir.path().join("0003.jsonl")).unwrap();
+        let kept = fs::read_to_string(dir.join("0003.jsonl")).unwrap();
         assert!(kept.contains("first run"), "{kept}");
-        assert_eq!(path(dir.path(), 3), dir.path().join("0003-2.jsonl"));
-        assert_eq!(path(dir.path(), 4), dir.path().join("0004.jsonl"));
-        let (_, name) = IterationLog::create(dir.path(), start(10), 1000).unwrap();
+        assert_eq!(path(&dir, 3), dir.join("0003-2.jsonl"));
+        assert_eq!(path(&dir, 4), dir.join("0004.jsonl"));
+        let (_, name) = IterationLog::create(&dir, start(10), 1000).unwrap();
         assert_eq!(name, "0010.jsonl");
-        assert_eq!(latest(dir.path()).unwrap().1, dir.path().join("0010.jsonl"));
-        prune(dir.path(), 2);
-        assert!(!dir.path().join("0003.jsonl").exists());
-        assert!(dir.path().join("0003-2.jsonl").exists());
+        assert_eq!(latest(&dir).unwrap().1, dir.join("0010.jsonl"));
+        prune(&dir, 2);
+        assert!(!dir.join("0003.jsonl").exists());
+        assert!(dir.join("0003-2.jsonl").exists());
     }
 }

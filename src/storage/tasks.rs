@@ -438,6 +438,22 @@ pub(super) fn slug(text: &str) -> String {
 }
 
 /// `- [c] text` → (c, text); the text must not be empty.
+/// `content` with every task marked in progress (`[/]`) marked to do (`[ ]`) again, when any was
+/// (no loop works on them any more: a run ended, or its state was reset).
+pub(crate) fn with_none_in_progress(content: &[u8]) -> Option<Vec<u8>> {
+    let list = TaskList::parse(&String::from_utf8_lossy(content));
+    let mut changed = None;
+    for task in list
+        .tasks
+        .iter()
+        .filter(|task| task.status == TaskStatus::InProgress)
+    {
+        let current = changed.as_deref().unwrap_or(content);
+        changed = set_status(current, task.number, TaskStatus::Todo, None).or(changed);
+    }
+    changed
+}
+
 /// What in a task file ralph reads otherwise than it is written, one line each (`line N: …`):
 /// a line that looks like a task and is not one (skipped), a status ralph does not know (read as
 /// to do), an id ralph cannot use as it is or one used twice (the task is known by another), a

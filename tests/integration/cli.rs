@@ -52,6 +52,7 @@ fn usage_errors_exit_1_with_a_hint_and_touch_nothing() {
         &["x", "--min-iterations", "5", "--max-iterations", "3"],
         &["--remove-task", "two"],
         &["--add-context", ""],
+        &["x", "--no-commit", "--commit-dirty"],
     ] {
         let run = env.run(args);
         run.assert_code(1);

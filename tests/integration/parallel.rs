@@ -422,6 +422,22 @@ echo "<promise>COMPLETE</promise>"
     );
     let merged = env.run_loop(&["--worktree", "gamma", "--merge", "Gamma the third"]);
     merged.assert_code(0);
+    // A worktree loop is no task: its merge says so, and no commit claims a task list.
+    assert!(
+        merged.stdout().contains("[gamma] 🔀 Merged into main (")
+            && merged
+                .stdout()
+                .contains("its worktree and branch are removed")
+            && !merged.stdout().contains("task marked [x]"),
+        "{}",
+        merged.stdout()
+    );
+    assert!(
+        !env.git(&["log", "--format=%s"])
+            .contains("Ralph: task list"),
+        "{}",
+        env.git(&["log", "--format=%s"])
+    );
     assert!(
         env.work().join("Gamma.txt").exists(),
         "merged into the base"

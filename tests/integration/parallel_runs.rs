@@ -196,10 +196,17 @@ fn a_resumed_run_sets_aside_work_made_for_a_reworded_task_and_never_merges_it() 
         list.contains("  - id: write-tests\n") && list.contains("  - id: write-tests-2\n"),
         "ids are written down: {list}"
     );
+    // The run's end marked no task in progress and committed the list.
+    assert!(list.contains("- [ ] Write tests\n"), "{list}");
+    assert_eq!(
+        env.git(&["status", "--porcelain"]),
+        "",
+        "the checkout is left clean"
+    );
     // The user rewords the interrupted task (its id stays).
     fs::write(
         env.ralph_file("ralph-tasks.md"),
-        list.replace("[/] Write tests\n", "[ ] Write benchmarks\n"),
+        list.replace("[ ] Write tests\n", "[ ] Write benchmarks\n"),
     )
     .unwrap();
     env.git(&["commit", "-qam", "reword"]);
@@ -231,7 +238,7 @@ fn a_resumed_run_after_a_task_was_removed_gives_its_work_to_no_other_task() {
     interrupt_during_write_tests(&env);
     // The user removes the interrupted task.
     let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
-    let kept: String = list.replace("- [/] Write tests\n  - id: write-tests\n", "");
+    let kept: String = list.replace("- [ ] Write tests\n  - id: write-tests\n", "");
     assert_ne!(kept, list, "{list}");
     fs::write(env.ralph_file("ralph-tasks.md"), kept).unwrap();
     env.git(&["commit", "-qam", "remove"]);

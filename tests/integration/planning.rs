@@ -51,6 +51,12 @@ fn plan_writes_and_shows_the_plan_and_commits_nothing() {
     let run = env.run(&["--plan", "-f", "SPEC.md"]);
     run.assert_code(0);
     assert_shows_the_plan(&run.stdout());
+    // The agent's raw answer is not printed before ralph's table (it is in the log).
+    assert!(
+        !run.stdout().contains("Here is the plan:"),
+        "{}",
+        run.stdout()
+    );
     assert!(plan_prompt(&env, 1).contains(SPEC));
     assert_eq!(env.commit_count(), commits, "nothing committed");
     let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();

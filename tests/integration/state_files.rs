@@ -136,8 +136,17 @@ fn reset_removes_state_history_and_context_but_not_tasks() {
     env.run(&["--add-context", "hint"]).assert_code(0);
     env.run_loop(&["task", "--max-iterations", "1"])
         .assert_code(2);
+    // A task left marked in progress: no loop works on it after a reset.
+    let list = std::fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    std::fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        list.replace("- [ ] keep me", "- [/] keep me"),
+    )
+    .unwrap();
     let run = env.run(&["--reset"]);
     run.assert_code(0);
+    let list = std::fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(list.contains("- [ ] keep me"), "{list}");
     assert!(
         run.stdout().contains("ralph-history.json"),
         "{}",

@@ -377,6 +377,7 @@ fn claim_notices(data: &Data) -> Vec<Notice<'_>> {
             newer_kept: false,
             edited: true,
         },
+        Notice::InterruptedWorkCommitted("7f48457"),
         Notice::Committed {
             iteration: 2,
             hash: "1a2b3c4",

@@ -36,6 +36,11 @@ pub(super) fn parallel_events() -> Vec<LoopEvent> {
             into: "main".to_owned(),
             commit: "1a2b3c4".to_owned(),
         },
+        LoopEvent::WorktreeMerged {
+            name: "feat".to_owned(),
+            into: "main".to_owned(),
+            commit: "5d6e7f8".to_owned(),
+        },
         LoopEvent::NotesCarried {
             task: "api".to_owned(),
             into: "main".to_owned(),
@@ -89,6 +94,7 @@ pub(super) fn parallel_events() -> Vec<LoopEvent> {
             tasks_done: 3,
             tasks_failed: 1,
             tasks_not_started: 2,
+            tasks_interrupted: 1,
             iterations: 17,
             total_duration_ms: 3_723_000,
             tokens: 1_250_000,
