@@ -49,7 +49,7 @@ impl Journal {
     }
 
     /// Appends one line; the journal never stops a run, so a failure is only skipped.
-    fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
         let on_disk = fs::metadata(&self.path).ok().map(|meta| meta.ino());
         if self.file.as_ref().map(|(_, ino)| *ino) != on_disk || on_disk.is_none() {
             let file = OpenOptions::new()

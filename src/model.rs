@@ -338,6 +338,15 @@ impl Verification {
     }
 }
 
+/// The `--sandbox-allow` value that lets the agent reach `target` (`host:port`): the host alone
+/// for its web ports (80 and 443, which a bare host allows), else the host and its port.
+pub(crate) fn sandbox_allow_value(target: &str) -> &str {
+    target
+        .rsplit_once(':')
+        .filter(|(_, port)| *port == "443" || *port == "80")
+        .map_or(target, |(host, _)| host)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -311,6 +311,13 @@ pub(crate) fn conflicts_not_committed(out: &Voice, files: &[String]) {
     )]);
 }
 
+/// The work an interrupted iteration left was committed as its loop started again.
+pub(crate) fn interrupted_work_committed(out: &Voice, hash: &str) {
+    out.say(&[&format!(
+        "📝 Committed the work the interrupted iteration left ({hash}); the loop goes on with the next iteration"
+    )]);
+}
+
 /// Ralph itself failed during an iteration.
 pub(crate) fn iteration_error(out: &Voice, iteration: u32, error: &str) {
     out.warn(&[&format!("❌ Error in iteration {iteration}: {error}")]);
@@ -613,7 +620,7 @@ pub(crate) fn sandbox_blocked(out: &Voice, hosts: &std::collections::BTreeMap<St
         .iter()
         .map(|(host, count)| format!("{host} ×{count}"))
         .collect();
-    let first = (hosts.keys().next()).map_or("", |host| crate::sandbox::allow_value(host));
+    let first = (hosts.keys().next()).map_or("", |host| crate::model::sandbox_allow_value(host));
     out.warn(&[&format!(
         "🚧 blocked: {} — allow with --sandbox-allow {first}",
         shown.join(", ")

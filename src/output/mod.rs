@@ -156,64 +156,10 @@ impl Reporter for Human {
             LoopEvent::Fallback { to, reason, .. } => fallback_switch(out, to, reason),
             LoopEvent::RunEnded(end) => run_ended(out, end),
             LoopEvent::PlanCreated { tasks } => plan_created(out, tasks),
-            LoopEvent::TaskStarted {
-                task,
-                description,
-                branch,
-            } => task_started(out, task, description, branch),
-            LoopEvent::TaskMerged { task, into, commit } => task_merged(out, task, into, commit),
-            LoopEvent::WorktreeMerged { name, into, commit } => out.say(&[&format!(
-                "[{name}] 🔀 Merged into {into} ({commit}); its worktree and branch are removed"
-            )]),
-            LoopEvent::MergeConflicted { task, files } => merge_conflicted(out, task, files),
-            LoopEvent::MergeRefused {
-                task,
-                base,
-                command,
-                tries,
-                most,
-                sent_back: true,
-                ..
-            } => merge_refused(out, (task, command, base), (*tries, *most)),
-            // The task's failure follows, with why.
-            LoopEvent::MergeRefused { .. } => {}
-            LoopEvent::NotesCarried {
-                task,
-                into,
-                branch,
-                tasks,
-                problems,
-                ..
-            } => notes_carried(out, task, into, branch, tasks, problems),
-            LoopEvent::TaskFailed { task, reason } => task_given_up(out, task, reason),
-            LoopEvent::ParallelEnded(end) => parallel_ended(out, end),
-            LoopEvent::WorkerStarted {
-                worker,
-                remote,
-                base,
-                job,
-            } => remote_worker_started(out, worker, (remote, base), job.as_deref()),
-            LoopEvent::TaskClaimed {
-                task,
-                description,
-                taken_over_from,
-                earlier_attempt,
-            } => {
-                let from = taken_over_from.as_deref();
-                task_claimed(
-                    out,
-                    task,
-                    description,
-                    from.map(|from| (from, *earlier_attempt)),
-                );
-            }
-            LoopEvent::ClaimLost { task } => claim_lost(out, task),
-            LoopEvent::WorkerEnded { reason, exit_code } => {
-                remote_worker_ended(out, reason, *exit_code);
-            }
             LoopEvent::RunStarted { .. }
             | LoopEvent::IterationFinished(_)
             | LoopEvent::Completed { .. } => {}
+            fleet => parallel::fleet_event(out, fleet),
         }
     }
 
@@ -228,28 +174,6 @@ impl Reporter for Human {
             Notice::ResumeHint { .. } if run_only => {}
             Notice::Banner { agent } => banner(out, agent),
             Notice::ConfigSummary(summary) => config_summary(out, summary),
-            Notice::ResumeOverrides(changes) => resume_overrides(out, changes),
-            Notice::TasksFileCreated(path) => tasks_file_created(out, path),
-            Notice::TaskFileProblems { path, problems } => task_file_problems(out, path, problems),
-            Notice::TasksFileUnreadable { path, reason } => {
-                tasks_file_unreadable(out, path, reason);
-            }
-            Notice::LeftoverAgentStopped(group) => leftover_agent_stopped(out, *group),
-            Notice::CorruptFile { path, reason, copy } => corrupt_file(out, path, reason, *copy),
-            Notice::NoPluginsIgnored { agent } => no_plugins_ignored(out, agent),
-            Notice::CodexBwrapShipped {
-                system,
-                version,
-                folder,
-            } => codex_bwrap_shipped(out, system, version, folder),
-            Notice::MaxCostUnavailable { agent } => max_cost_unavailable(out, agent),
-            Notice::MaxStalledUnavailable => max_stalled_unavailable(out),
-            Notice::DetachedHead(head) => detached_head(out, head),
-            Notice::DirtyAtStart(paths) => dirty_at_start(out, paths),
-            Notice::SandboxBlocked { hosts } => sandbox_blocked(out, hosts),
-            Notice::OutOfMemory { iteration, limit } => out_of_memory(out, *iteration, limit),
-            Notice::Unsandboxed => unsandboxed(out),
-            Notice::LogUnavailable { dir, error } => log_unavailable(out, dir, error),
             Notice::IterationHeader {
                 iteration,
                 min,
@@ -286,13 +210,13 @@ impl Reporter for Human {
             }
             Notice::TaskVerificationFailed { task } => task_verification_failed(out, task),
             Notice::TaskFailed { task, attempts } => task_failed(out, task, *attempts),
+            Notice::ContextGiven { hints } => context_given(out, *hints),
+            Notice::ContextNotGiven(why) => context_not_given(out, why),
             Notice::ContextConsumed { newer_kept, edited } => {
                 context_consumed(out, *newer_kept, *edited);
             }
             Notice::Committed { iteration, hash } => committed(out, *iteration, hash),
-            Notice::InterruptedWorkCommitted(hash) => out.say(&[&format!(
-                "📝 Committed the work the interrupted iteration left ({hash}); the loop goes on with the next iteration"
-            )]),
+            Notice::InterruptedWorkCommitted(hash) => interrupted_work_committed(out, hash),
             Notice::CommitFailed(reason) => commit_failed(out, reason),
             Notice::ConflictsNotCommitted(files) => conflicts_not_committed(out, files),
             Notice::ProgressCommitted(hash) => progress_committed(out, hash),
@@ -304,40 +228,44 @@ impl Reporter for Human {
                 iteration,
                 limit_reached,
             } => resume_hint(out, *iteration, *limit_reached),
-            Notice::ParallelStarted { at_once, base } => parallel_started(out, *at_once, base),
-            Notice::WorktreeLoop { name, branch } => worktree_loop(out, name, branch),
-            Notice::WorktreeLeft { name, branch, base } => worktree_left(out, name, branch, base),
-            Notice::UnfinishedMergeUndone => unfinished_merge_undone(out),
-            Notice::WaitingForPlan { by } => out.say(&[&format!(
-                "⏳ Worker {by} is planning the spec into the task list; this worker waits for its plan."
-            )]),
-            Notice::TakenOverElsewhere { task, by } => taken_over_elsewhere(out, task, by),
-            Notice::LandingFinished { task } => landing_finished(out, task),
-            Notice::SubmodulesMissing { task, why } => submodules_missing(out, task, why),
-            Notice::MergeWaits { task, files } => merge_waits(out, task, files),
-            Notice::WorkSetAside {
-                task,
-                made_for,
-                branch,
-            } => work_set_aside(out, task, made_for, branch),
-            Notice::Swept { removed, kept } => swept(out, removed, kept),
-            Notice::TaskNotRecorded { task, status, why } => {
-                task_not_recorded(out, task, status, why);
+            other => {
+                if !start_notice(out, other) {
+                    parallel::fleet_notice(out, other);
+                }
             }
-            Notice::WorktreeKept { task, paths } => worktree_kept(out, task, paths),
-            Notice::ClaimRaceLost { task } => claim_race_lost(out, task),
-            Notice::ClaimLostNoPush => claim_lost_no_push(out),
-            Notice::PushedWorkSetAside {
-                task,
-                remote,
-                branch,
-            } => pushed_work_set_aside(out, task, remote, branch),
-            Notice::ContextGiven { hints } => context_given(out, *hints),
-            Notice::ContextNotGiven(why) => context_not_given(out, why),
-            Notice::BaseMoved { task, base } => base_moved(out, task, base),
-            Notice::WorkerWaiting { held } => worker_waiting(out, *held),
         }
     }
+}
+
+/// The notices of a loop's start (and what it finds of its setup on the way): `false` when
+/// `notice` is none of them.
+fn start_notice(out: &Voice, notice: &crate::event::Notice<'_>) -> bool {
+    match notice {
+        Notice::ResumeOverrides(changes) => resume_overrides(out, changes),
+        Notice::TasksFileCreated(path) => tasks_file_created(out, path),
+        Notice::TaskFileProblems { path, problems } => task_file_problems(out, path, problems),
+        Notice::TasksFileUnreadable { path, reason } => {
+            tasks_file_unreadable(out, path, reason);
+        }
+        Notice::LeftoverAgentStopped(group) => leftover_agent_stopped(out, *group),
+        Notice::CorruptFile { path, reason, copy } => corrupt_file(out, path, reason, *copy),
+        Notice::NoPluginsIgnored { agent } => no_plugins_ignored(out, agent),
+        Notice::CodexBwrapShipped {
+            system,
+            version,
+            folder,
+        } => codex_bwrap_shipped(out, system, version, folder),
+        Notice::MaxCostUnavailable { agent } => max_cost_unavailable(out, agent),
+        Notice::MaxStalledUnavailable => max_stalled_unavailable(out),
+        Notice::DetachedHead(head) => detached_head(out, head),
+        Notice::DirtyAtStart(paths) => dirty_at_start(out, paths),
+        Notice::SandboxBlocked { hosts } => sandbox_blocked(out, hosts),
+        Notice::OutOfMemory { iteration, limit } => out_of_memory(out, *iteration, limit),
+        Notice::Unsandboxed => unsandboxed(out),
+        Notice::LogUnavailable { dir, error } => log_unavailable(out, dir, error),
+        _ => return false,
+    }
+    true
 }
 
 /// How a loop's end is told: a box for the run's own loop, one line for a task loop's.

@@ -2,7 +2,11 @@
 
 use super::Voice;
 use super::format::{long_duration_ms, plural};
-use crate::event::ParallelEnd;
+use super::remote::{
+    base_moved, claim_lost, claim_lost_no_push, claim_race_lost, pushed_work_set_aside,
+    remote_worker_ended, remote_worker_started, task_claimed, worker_waiting,
+};
+use crate::event::{LoopEvent, Notice, ParallelEnd};
 
 /// A parallel run starts.
 pub(crate) fn parallel_started(out: &Voice, at_once: u32, base: &str) {
@@ -234,5 +238,105 @@ pub(crate) fn notes_carried(
             "[{id}] ⚠️  Not carried into {into}: {}; branch {branch} keeps them",
             problems.join("; ")
         )]);
+    }
+}
+
+/// The events of a run of several loops (`--parallel`, `--worker`, `--worktree`), as the
+/// terminal tells them.
+pub(crate) fn fleet_event(out: &Voice, event: &LoopEvent) {
+    match event {
+        LoopEvent::TaskStarted {
+            task,
+            description,
+            branch,
+        } => task_started(out, task, description, branch),
+        LoopEvent::TaskMerged { task, into, commit } => task_merged(out, task, into, commit),
+        LoopEvent::WorktreeMerged { name, into, commit } => out.say(&[&format!(
+            "[{name}] 🔀 Merged into {into} ({commit}); its worktree and branch are removed"
+        )]),
+        LoopEvent::MergeConflicted { task, files } => merge_conflicted(out, task, files),
+        LoopEvent::MergeRefused {
+            task,
+            base,
+            command,
+            tries,
+            most,
+            sent_back: true,
+            ..
+        } => merge_refused(out, (task, command, base), (*tries, *most)),
+        // The task's failure follows, with why.
+        LoopEvent::MergeRefused { .. } => {}
+        LoopEvent::NotesCarried {
+            task,
+            into,
+            branch,
+            tasks,
+            problems,
+            ..
+        } => notes_carried(out, task, into, branch, tasks, problems),
+        LoopEvent::TaskFailed { task, reason } => task_given_up(out, task, reason),
+        LoopEvent::ParallelEnded(end) => parallel_ended(out, end),
+        LoopEvent::WorkerStarted {
+            worker,
+            remote,
+            base,
+            job,
+        } => remote_worker_started(out, worker, (remote, base), job.as_deref()),
+        LoopEvent::TaskClaimed {
+            task,
+            description,
+            taken_over_from,
+            earlier_attempt,
+        } => {
+            let from = taken_over_from.as_deref();
+            task_claimed(
+                out,
+                task,
+                description,
+                from.map(|from| (from, *earlier_attempt)),
+            );
+        }
+        LoopEvent::ClaimLost { task } => claim_lost(out, task),
+        LoopEvent::WorkerEnded { reason, exit_code } => {
+            remote_worker_ended(out, reason, *exit_code);
+        }
+        _ => {}
+    }
+}
+
+/// The notices of a run of several loops, as the terminal tells them.
+pub(crate) fn fleet_notice(out: &Voice, notice: &Notice<'_>) {
+    match notice {
+        Notice::ParallelStarted { at_once, base } => parallel_started(out, *at_once, base),
+        Notice::WorktreeLoop { name, branch } => worktree_loop(out, name, branch),
+        Notice::WorktreeLeft { name, branch, base } => worktree_left(out, name, branch, base),
+        Notice::UnfinishedMergeUndone => unfinished_merge_undone(out),
+        Notice::WaitingForPlan { by } => out.say(&[&format!(
+            "⏳ Worker {by} is planning the spec into the task list; this worker waits for its plan."
+        )]),
+        Notice::TakenOverElsewhere { task, by } => taken_over_elsewhere(out, task, by),
+        Notice::LandingFinished { task } => landing_finished(out, task),
+        Notice::SubmodulesMissing { task, why } => submodules_missing(out, task, why),
+        Notice::MergeWaits { task, files } => merge_waits(out, task, files),
+        Notice::WorkSetAside {
+            task,
+            made_for,
+            branch,
+        } => work_set_aside(out, task, made_for, branch),
+        Notice::Swept { removed, kept } => swept(out, removed, kept),
+        Notice::TaskNotRecorded { task, status, why } => {
+            task_not_recorded(out, task, status, why);
+        }
+        Notice::WorktreeKept { task, paths } => worktree_kept(out, task, paths),
+        Notice::ClaimRaceLost { task } => claim_race_lost(out, task),
+        Notice::ClaimLostNoPush => claim_lost_no_push(out),
+        Notice::PushedWorkSetAside {
+            task,
+            remote,
+            branch,
+        } => pushed_work_set_aside(out, task, remote, branch),
+        Notice::BaseMoved { task, base } => base_moved(out, task, base),
+        Notice::WorkerWaiting { held } => worker_waiting(out, *held),
+        _ => {}
     }
 }

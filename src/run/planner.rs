@@ -59,6 +59,7 @@ pub(crate) fn plan_only(
         cwd,
         repo: repo.as_ref(),
         dir,
+        home: dir,
         sink: &sink,
         stop: &StopFlag::default(),
         knobs,
@@ -107,6 +108,7 @@ pub(super) fn plan_first(
         cwd: place.cwd,
         repo: place.repo,
         dir: place.dir,
+        home: place.dir,
         sink,
         stop,
         knobs,
@@ -192,7 +194,11 @@ pub(super) struct Planner<'a> {
     pub(super) cwd: &'a Path,
     /// The repository around `cwd`, where the plan is committed (none: not committed).
     pub(super) repo: Option<&'a Repo>,
+    /// Where the plan is written (the task list) and the prompt kept.
     pub(super) dir: &'a RalphDir,
+    /// Where the calls are logged and recorded: the run's `.ralph/` (a worker plans in its
+    /// integration worktree, whose `.ralph/` goes with it).
+    pub(super) home: &'a RalphDir,
     pub(super) sink: &'a Sink,
     pub(super) stop: &'a StopFlag,
     pub(super) knobs: &'a Knobs,
@@ -243,9 +249,9 @@ impl Planner<'_> {
             }
         }
         // The refused calls cost what they cost: kept with the history there is.
-        record_calls(self.dir, calls)?;
+        record_calls(self.home, calls)?;
         let problems = problems.unwrap_or_default();
-        let kept = self.dir.file(planning::REJECTED_FILE);
+        let kept = self.home.file(planning::REJECTED_FILE);
         let record = serde_json::json!({ "problems": problems, "answers": answers });
         storage::write_json(&kept, &record)?;
         Err(fail(format!(
@@ -292,7 +298,7 @@ impl Planner<'_> {
             task_fingerprint: None,
         };
         let limit = options.log_max_size.unwrap_or(u64::MAX);
-        let (log, log_name) = IterationLog::create(&self.dir.logs().join(kind), start, limit)
+        let (log, log_name) = IterationLog::create(&self.home.logs().join(kind), start, limit)
             .ok()
             .unzip();
         // The answer is a plan, shown as ralph's own table once it is checked: the agent's

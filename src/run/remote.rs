@@ -187,6 +187,8 @@ impl Session<'_> {
                 // workers that finish them take next): ending frees this machine, unless `--wait`.
                 Pick::Wait { held } if !self.config.options.wait => {
                     self.held_elsewhere = held;
+                    // What other workers finished meanwhile leaves no worktree here.
+                    self.sweep_finished(&list, &claims);
                     return Ok(None);
                 }
                 Pick::Wait { held } => {
@@ -196,7 +198,10 @@ impl Session<'_> {
                     }
                     super::wait::pause(self.stop, self.knobs.worker_poll);
                 }
-                Pick::Finished => return Ok(None),
+                Pick::Finished => {
+                    self.sweep_finished(&list, &claims);
+                    return Ok(None);
+                }
             }
         }
     }

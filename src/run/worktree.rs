@@ -64,6 +64,14 @@ pub(crate) fn in_worktree(
         return Ok(status);
     }
     let hash = merge_into_base(&repo, &base, name, &config.prompt)?;
+    // The loop's records outlive its worktree: its history, logs and events join the base's.
+    if let Err(err) = keep_records(&worktree_dir, dir, name) {
+        sink.notice(Notice::TaskNotRecorded {
+            task: name,
+            status: "the worktree loop's history and logs",
+            why: &format!("{err:#}"),
+        });
+    }
     sink.emit(LoopEvent::WorktreeMerged {
         name: name.to_owned(),
         into: base,
@@ -71,6 +79,44 @@ pub(crate) fn in_worktree(
     });
     repo.remove_worktree(&path, &branch(name), true);
     Ok(status)
+}
+
+/// A merged worktree loop's records join the base's `.ralph/` before its worktree goes: its
+/// iterations (named as `name`'s) in the base's history, its logs under `logs/<name>/`, its
+/// events in the base's journal (with `"task": name`). `--status`, `--log NAME`, `--report` and
+/// `--serve` keep them.
+fn keep_records(worktree: &RalphDir, base: &RalphDir, name: &str) -> anyhow::Result<()> {
+    let from = worktree.logs();
+    if from.is_dir() {
+        let to = base.logs().join(name);
+        std::fs::create_dir_all(&to)?;
+        for entry in std::fs::read_dir(&from)?.flatten() {
+            let target = to.join(entry.file_name());
+            if !target.exists() {
+                std::fs::rename(entry.path(), target)?;
+            }
+        }
+    }
+    if let storage::Loaded::Found(history) = storage::history::load(&worktree.history()) {
+        let mut kept = storage::history::load(&base.history())
+            .ok()
+            .unwrap_or_default();
+        kept.absorb(history, name);
+        storage::history::save(&base.history(), &kept)?;
+    }
+    if let Ok(events) = std::fs::read_to_string(worktree.root().join(storage::JOURNAL_FILE)) {
+        let mut journal = crate::journal::Journal::new(base);
+        for line in events.lines() {
+            let Ok(mut event) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let Some(fields) = event.as_object_mut() {
+                fields.entry("task").or_insert_with(|| name.into());
+            }
+            journal.append(format!("{event}\n").as_bytes())?;
+        }
+    }
+    Ok(())
 }
 
 /// Merges the loop's branch into `base` (its merge commit's hash); ralph's own files in the base
@@ -89,8 +135,13 @@ fn merge_into_base(repo: &Repo, base: &str, name: &str, prompt: &str) -> anyhow:
         &format!("Ralph: its own files, before merging worktree {name}"),
     )
     .map_err(fail)?;
-    // The task list and the progress log keep the base's version.
-    let kept = own_files(repo, &[tasks, progress]);
+    // The task list and the progress log keep the base's version when the base changed them
+    // since the loop began (another loop's marks and notes); else the loop's come in with its
+    // work (the tasks it marked done).
+    let changed_in_base = repo.changed_since(&branch(name), base);
+    let kept: Vec<String> = (own_files(repo, &[tasks, progress]).into_iter())
+        .filter(|path| changed_in_base.contains(path))
+        .collect();
     let kept: Vec<&str> = kept.iter().map(String::as_str).collect();
     match repo
         .merge_branch(&branch(name), &message, (&kept, &[]), &mut || Ok(()))

@@ -29,7 +29,6 @@ pub(crate) use limits::{
     Bytes, CGROUPS_VARIABLE, Cpus, join_from_env as join_limits, needs_guard_in_front,
 };
 use proxy::Allow;
-pub(crate) use proxy::allow_value;
 
 /// The `--sandbox` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

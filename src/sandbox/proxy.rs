@@ -355,7 +355,7 @@ fn serve(stream: UnixStream, allow: &Mutex<Allow>, blocked: &Mutex<BTreeMap<Stri
             .or_default() += 1;
         let body = format!(
             "ralph's sandbox does not let the agent reach {host}:{port}; the user can allow it with --sandbox-allow {}\n",
-            allow_value(&format!("{host}:{port}"))
+            crate::model::sandbox_allow_value(&format!("{host}:{port}"))
         );
         let _ = (&stream).write_all(
             format!("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).as_bytes(),
@@ -411,15 +411,6 @@ fn copy_then_close(from: &mut impl Read, to: &mut UnixStream) -> std::io::Result
     let copied = std::io::copy(from, to);
     let _ = to.shutdown(Shutdown::Write);
     copied
-}
-
-/// The `--sandbox-allow` value that lets the agent reach `target` (`host:port`): the host alone
-/// for its web ports (80 and 443, which a bare host allows), else the host and its port.
-pub(crate) fn allow_value(target: &str) -> &str {
-    target
-        .rsplit_once(':')
-        .filter(|(_, port)| *port == "443" || *port == "80")
-        .map_or(target, |(host, _)| host)
 }
 
 #[cfg(test)]

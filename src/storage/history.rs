@@ -282,8 +282,6 @@ impl History {
             .max()
     }
 
-    /// How many iterations ran: retries share their iteration's number, so numbers are
-    /// counted, not records (each task loop's own, in a run of several loops).
     /// The highest iteration recorded for the task `task_id`.
     pub(crate) fn last_iteration_of(&self, task_id: &str) -> Option<u32> {
         (self.iterations.iter())
@@ -292,6 +290,30 @@ impl History {
             .max()
     }
 
+    /// A loop's records that join this history under `name` (a merged `--worktree` loop): its
+    /// iterations named as `name`'s, their logs under `logs/<name>/`, and its calls.
+    pub(crate) fn absorb(&mut self, other: History, name: &str) {
+        for mut record in other.iterations {
+            record.task_id.get_or_insert_with(|| name.to_owned());
+            if let Some(log) = record.log.as_mut()
+                && let Some(file) = log.strip_prefix("logs/")
+            {
+                *log = format!("logs/{name}/{file}");
+            }
+            self.record(record, Struggle::Skip);
+        }
+        for mut call in other.calls {
+            if let Some(log) = call.log.as_mut()
+                && let Some(file) = log.strip_prefix("logs/")
+            {
+                *log = format!("logs/{name}/{file}");
+            }
+            self.add_call(call);
+        }
+    }
+
+    /// How many iterations ran: retries share their iteration's number, so numbers are
+    /// counted, not records (each task loop's own, in a run of several loops).
     pub(crate) fn iteration_count(&self) -> usize {
         let numbers: std::collections::BTreeSet<(Option<&str>, u32)> = (self.iterations.iter())
             .map(|r| (r.task_id.as_deref(), r.iteration))

@@ -78,14 +78,20 @@ impl Session<'_> {
             cwd: &cwd,
             repo: here.as_ref(),
             dir: &tree_dir,
+            home: self.dir,
             sink: &self.sink,
             stop: self.stop,
             knobs: self.knobs,
         };
-        for call in planner.plan()? {
+        let calls = planner.plan()?;
+        for call in &calls {
             let tokens = call.tokens.map_or(0, |tokens| tokens.billable());
             self.shared.add(call.cost_usd, tokens);
         }
+        // The calls are this worker's: its history (and so its report and totals) has them.
+        self.shared.edit_history(self.dir, |history| {
+            calls.into_iter().for_each(|call| history.add_call(call));
+        })?;
         match self.push_base(&tree, &base_sha, PLAN_CLAIM, claim, false)? {
             Pushed::Done => Ok(()),
             Pushed::Moved => Err(fail(format!(

@@ -100,12 +100,17 @@ impl Session<'_> {
                 .position(|each| each == id)
                 .is_none_or(|at| list.tasks[at].status == TaskStatus::Complete)
         };
-        let Ok(entries) = std::fs::read_dir(self.dir.root().join(storage::WORKTREES_DIR)) else {
-            return;
-        };
+        // The worktrees here, and the task branches without one (a kill between the two's
+        // removals leaves a branch alone).
+        let mut candidates: std::collections::BTreeSet<String> =
+            (std::fs::read_dir(self.dir.root().join(storage::WORKTREES_DIR)).into_iter())
+                .flatten()
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect();
+        candidates.extend(self.site.repo.task_branches().into_iter().map(|(id, _)| id));
         let mut swept = base::Swept::default();
-        for entry in entries.flatten() {
-            let id = entry.file_name().to_string_lossy().into_owned();
+        for id in candidates {
             let held_by = holder(&id);
             if id.starts_with('.') || !(finished(&id) || held_by.is_some()) {
                 continue;
