@@ -246,17 +246,9 @@ impl Config {
             }
             None => {
                 let stack = settings.stack(&[&cli_layer]);
-                let (text, file) = if worker.is_some() && prompt.is_empty() && prompt_file.is_none()
-                {
-                    // A worker's prompt is its task; the words, if given, are the shared goal.
-                    (WORKER_PROMPT.to_owned(), None)
-                } else {
-                    let given = prompt.is_empty() && prompt_file.is_none();
-                    match resolve_prompt(prompt, prompt_file, &cwd, input) {
-                        Err(err) if given && !plan => planned_prompt(&stack, &cwd).ok_or(err)?,
-                        resolved => resolved?,
-                    }
-                };
+                let sources = (prompt, prompt_file);
+                let (text, file) =
+                    run_prompt(sources, (worker.is_some(), plan), &stack, &cwd, input)?;
                 let mut run = Box::new(RunConfig::resolve(text, file, &stack, &settings.agents)?);
                 run.replan = replan_flag;
                 (run.refine, run.yes) = (refine, yes);
@@ -507,6 +499,26 @@ fn resolve_prompt(
         ));
     }
     Ok((text, prompt_file))
+}
+
+/// The prompt of a run, from its `sources` (words, a prompt file) and stdin: a worker given none
+/// has the workers' own; a run of the task list given none, the prompt its plan was made from.
+fn run_prompt(
+    (words, prompt_file): (Vec<String>, Option<PathBuf>),
+    (worker, plan): (bool, bool),
+    stack: &[&crate::options::Layer],
+    cwd: &Path,
+    input: &mut dyn PromptInput,
+) -> Result<(String, Option<PathBuf>), Error> {
+    let given = !words.is_empty() || prompt_file.is_some();
+    if worker && !given {
+        // A worker's prompt is its task; the words, if given, are the shared goal.
+        return Ok((WORKER_PROMPT.to_owned(), None));
+    }
+    match resolve_prompt(words, prompt_file, cwd, input) {
+        Err(err) if !given && !plan => planned_prompt(stack, cwd).ok_or(err),
+        resolved => resolved,
+    }
 }
 
 /// A run of the task list (`--parallel`, `--tasks`) given no prompt: the prompt its plan was

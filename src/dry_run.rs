@@ -201,19 +201,9 @@ fn worker_lines(
     let Some(repo) = Repo::discover(cwd) else {
         return stop("a worker runs in a clone of the shared repository, and this is not a git repository (git clone URL)".to_owned());
     };
-    if !repo.has_remote(remote) {
-        return stop(format!(
-            "this clone has no git remote named '{remote}' (git remote add {remote} URL, or --remote NAME)"
-        ));
-    }
-    let base = match base {
-        Some(base) => base.to_owned(),
-        None => match repo.remote_heads(remote).and_then(|heads| {
-            (heads.default).ok_or_else(|| format!("{remote} names no default branch"))
-        }) {
-            Ok(base) => base,
-            Err(why) => return stop(format!("cannot use the git remote '{remote}': {why}")),
-        },
+    let base = match worker_base(&repo, remote, base) {
+        Ok(base) => base,
+        Err(why) => return stop(why),
     };
     let mut lines = vec![format!(
         "Worker:       takes the tasks of {remote}/{base} one at a time: it claims one on {remote}, works on it in its own git worktree on its own branch (pushed to {remote} after every commit), and when the task's loop completes merges the branch into {base} on {remote} (the task marked [x] there)"
@@ -258,10 +248,11 @@ fn worker_lines(
         worktree.strip_prefix(cwd).unwrap_or(&worktree).display(),
         tasks::branch_of(id)
     ));
+    // The tasks other workers hold run beside it.
     let task_loop = TaskLoop {
         id,
         base: &base,
-        alongside: &[],
+        alongside: &claimed,
     };
     lines.extend(task_loop_lines(
         config,
@@ -270,6 +261,24 @@ fn worker_lines(
         &within(&worktree, repo.prefix()),
     ));
     lines
+}
+
+/// The branch a worker would take tasks from: `base`, else the remote's default; why not, when
+/// the worker would stop there.
+fn worker_base(repo: &Repo, remote: &str, base: Option<&str>) -> Result<String, String> {
+    if !repo.has_remote(remote) {
+        return Err(format!(
+            "this clone has no git remote named '{remote}' (git remote add {remote} URL, or --remote NAME)"
+        ));
+    }
+    match base {
+        Some(base) => Ok(base.to_owned()),
+        None => (repo.remote_heads(remote))
+            .and_then(|heads| {
+                (heads.default).ok_or_else(|| format!("{remote} names no default branch"))
+            })
+            .map_err(|why| format!("cannot use the git remote '{remote}': {why}")),
+    }
 }
 
 /// Where a loop runs in a worktree: the directory at `prefix` (where ralph runs, relative to

@@ -141,41 +141,28 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             let style = log_style(json, raw, &settings, &cli_layer);
             commands::show_log(&ralph_dir, &which, style, follow)
         }
-        Mode::AddContext { text, task } => {
-            commands::add_context(&ralph_dir, &text, task.as_deref())
-        }
-        Mode::ClearContext => commands::clear_context(&ralph_dir),
-        Mode::ListTasks => commands::list_tasks(&ralph_dir, json),
-        Mode::AddTask {
-            description,
-            id,
-            blocked_by,
-            properties,
-        } => commands::add_task(
-            &ralph_dir,
-            &description,
-            (id.as_deref(), blocked_by.as_deref()),
-            &properties,
-        ),
-        Mode::RemoveTask(number) => commands::remove_task(&ralph_dir, number),
-        Mode::Import(files) => commands::import(&ralph_dir, &files),
-        Mode::Export => commands::list_tasks(&ralph_dir, true),
         Mode::Reset => commands::reset(&ralph_dir, &knobs),
+        list @ (Mode::AddContext { .. }
+        | Mode::ClearContext
+        | Mode::ListTasks
+        | Mode::AddTask { .. }
+        | Mode::RemoveTask(_)
+        | Mode::Import(_)
+        | Mode::Export) => task_list_command(list, &ralph_dir, json),
         Mode::DryRun(config) => Ok(dry_run::dry_run(&config, &ralph_dir, &cwd)),
         Mode::Serve {
             addr,
             allow_remote,
             remote,
         } => {
-            let stop = signal::StopFlag::install()?;
             let site = serve::Site {
-                dir: ralph_dir.clone(),
-                cwd: cwd.clone(),
+                dir: ralph_dir,
+                cwd,
                 remote,
                 run: None,
                 claim_ttl: claim_ttl(&settings, &cli_layer)?,
             };
-            serve::serve_beside(&addr, allow_remote, site, &stop)
+            serve::serve_beside(&addr, allow_remote, site, &signal::StopFlag::install()?)
         }
         Mode::Plan(mut config) => {
             config.json = json;
@@ -185,23 +172,46 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             config,
             remote,
             base,
-        } => Ok(dry_run::worker_dry_run(
-            &config,
-            &ralph_dir,
-            &cwd,
-            (&remote, base.as_deref()),
-        )),
-        Mode::Resume | Mode::RunInWorktree { .. } | Mode::Worker { .. } | Mode::Run(_) => {
-            let loops = Loops {
-                cwd: &cwd,
-                ralph_dir: &ralph_dir,
-                cli_layer: &cli_layer,
-                settings: &settings,
-                json,
-                knobs: &knobs,
-            };
-            loops.start(mode)
+        } => {
+            let place = (remote.as_str(), base.as_deref());
+            Ok(dry_run::worker_dry_run(&config, &ralph_dir, &cwd, place))
         }
+        Mode::Resume | Mode::RunInWorktree { .. } | Mode::Worker { .. } | Mode::Run(_) => (Loops {
+            cwd: &cwd,
+            ralph_dir: &ralph_dir,
+            cli_layer: &cli_layer,
+            settings: &settings,
+            json,
+            knobs: &knobs,
+        })
+        .start(mode),
+    }
+}
+
+/// The commands that read or edit the context and the task list.
+fn task_list_command(
+    mode: Mode,
+    ralph_dir: &storage::RalphDir,
+    json: bool,
+) -> anyhow::Result<ExitStatus> {
+    match mode {
+        Mode::AddContext { text, task } => commands::add_context(ralph_dir, &text, task.as_deref()),
+        Mode::ClearContext => commands::clear_context(ralph_dir),
+        Mode::ListTasks => commands::list_tasks(ralph_dir, json),
+        Mode::AddTask {
+            description,
+            id,
+            blocked_by,
+            properties,
+        } => {
+            let place = (id.as_deref(), blocked_by.as_deref());
+            commands::add_task(ralph_dir, &description, place, &properties)
+        }
+        Mode::RemoveTask(number) => commands::remove_task(ralph_dir, number),
+        Mode::Import(files) => commands::import(ralph_dir, &files),
+        Mode::Export => commands::list_tasks(ralph_dir, true),
+        // `dispatch` sends only the commands above here.
+        _ => Ok(ExitStatus::Error),
     }
 }
 

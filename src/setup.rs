@@ -327,6 +327,18 @@ fn check_codex_bwrap(binary: &Path, checks: &mut Vec<Check>) {
     }
 }
 
+/// Each line of the task file ralph reads otherwise than it is written, a failed check.
+fn check_task_lines(dir: &RalphDir, checks: &mut Vec<Check>) {
+    if let Ok(Some(content)) = crate::storage::read_text(&dir.tasks()) {
+        for problem in crate::storage::tasks::problems(&content) {
+            checks.push(Check::fail(format!(
+                "{} {problem}: fix the line",
+                dir.tasks().display()
+            )));
+        }
+    }
+}
+
 fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
     use std::os::unix::fs::PermissionsExt as _;
     let Ok(meta) = std::fs::metadata(dir.root()) else {
@@ -369,14 +381,7 @@ fn check_ralph_dir(dir: &RalphDir, checks: &mut Vec<Check>) {
             path.display()
         ))
     };
-    if let Ok(Some(content)) = crate::storage::read_text(&dir.tasks()) {
-        for problem in crate::storage::tasks::problems(&content) {
-            checks.push(Check::fail(format!(
-                "{} {problem}: fix the line",
-                dir.tasks().display()
-            )));
-        }
-    }
+    check_task_lines(dir, checks);
     let saved = state::load(&dir.state());
     if let Loaded::Corrupt(reason) = &saved {
         checks.push(corrupt(&dir.state(), reason));

@@ -46,6 +46,24 @@ pub(crate) fn add_task_to(
     add_task_with(dir, description, place, &[])
 }
 
+/// An id is taken as it is written: one ralph would know by another name (`bad id!`, known as
+/// `bad-id`) is refused, as `--id` or in `--blocked-by`.
+fn refuse_other_names(id: Option<&str>, blocked_by: Option<&str>) -> anyhow::Result<()> {
+    let blockers = (blocked_by.iter()).flat_map(|ids| ids.split(',').map(str::trim));
+    let given = (id.iter().map(|id| ("--id", *id))).chain(blockers.map(|id| ("--blocked-by", id)));
+    for (flag, given) in given {
+        if !given.is_empty() && !tasks::is_ref_safe(given) {
+            return Err(fail(format!(
+                "{flag}: '{given}' is not a task id; an id is {} (e.g. '{}')",
+                tasks::ID_RULE,
+                tasks::id_from(given)
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn add_task_with(
     dir: &RalphDir,
     description: &str,
@@ -57,19 +75,7 @@ pub(super) fn add_task_with(
         Err(err) => return Err(fail(err.to_string()).into()),
     };
     let id = id.map(str::trim);
-    // An id is taken as it is written: one ralph would know by another name is refused.
-    for (flag, given) in (id.iter().map(|id| ("--id", *id))).chain(
-        (blocked_by.iter()).flat_map(|ids| ids.split(',').map(|id| ("--blocked-by", id.trim()))),
-    ) {
-        if !given.is_empty() && !tasks::is_ref_safe(given) {
-            return Err(fail(format!(
-                "{flag}: '{given}' is not a task id; an id is {} (e.g. '{}')",
-                tasks::ID_RULE,
-                tasks::id_from(given)
-            ))
-            .into());
-        }
-    }
+    refuse_other_names(id, blocked_by)?;
     let blockers: Vec<&str> = blocked_by
         .map(|ids| {
             ids.split(',')

@@ -32,6 +32,50 @@ pub(super) fn base_branch(
     Ok((repo, base))
 }
 
+/// Refuses, before anything is planned or committed, a base that cannot host task loops: no git
+/// repository, a detached HEAD, no commit yet, or changes of the user's not committed (a merge a
+/// killed ralph left half done in it is `parallel::prepare`'s to undo).
+pub(super) fn check_base(found: Option<Repo>, dir: &RalphDir, flag: &str) -> anyhow::Result<()> {
+    let (repo, _) = base_branch(found, dir, flag)?;
+    if repo.resolve("HEAD").is_none() {
+        return Err(fail(format!(
+            "{flag} starts from the last commit and merges into it, and this repository has no commit yet; commit your files first (git add -A && git commit -m \"First commit\"), then run again"
+        ))
+        .into());
+    }
+    if repo.merging() {
+        return Ok(());
+    }
+    let own = own_files(
+        &repo,
+        &[
+            storage::TASKS_FILE,
+            storage::GITIGNORE_FILE,
+            storage::progress::PROGRESS_FILE,
+        ],
+    );
+    refuse_dirty(
+        &repo,
+        &own.iter().map(String::as_str).collect::<Vec<_>>(),
+        flag,
+    )
+}
+
+/// Refuses (exit 1) a work tree with changes other than ralph's `own` files.
+pub(super) fn refuse_dirty(repo: &Repo, own: &[&str], flag: &str) -> anyhow::Result<()> {
+    let dirty = repo.dirty_paths(own).map_err(fail)?;
+    if dirty.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = dirty.iter().take(3).map(String::as_str).collect();
+    Err(fail(format!(
+        "the work tree has uncommitted changes ({}{}); commit or stash them first: {flag} starts from the last commit and merges into it",
+        shown.join(", "),
+        if dirty.len() > 3 { ", …" } else { "" }
+    ))
+    .into())
+}
+
 /// ralph's files `names` under `.ralph/`, repository-relative.
 pub(super) fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
     names

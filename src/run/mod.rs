@@ -25,6 +25,7 @@ pub(crate) mod pool;
 mod preflight;
 mod record;
 mod remote;
+mod resume;
 mod sandboxed;
 mod sink;
 mod start;
@@ -50,7 +51,8 @@ pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
 pub(crate) use planner::{plan_only, preview as planning_preview};
 pub(crate) use remote::{remote_status, worker};
-pub(crate) use start::{resume, run};
+pub(crate) use resume::resume;
+pub(crate) use start::run;
 pub(crate) use worktree::in_worktree;
 
 use decision::{Counters, Next, Rules, Spent};

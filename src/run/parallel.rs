@@ -64,15 +64,7 @@ pub(crate) fn run(
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
-    // Everything that can refuse the run is checked before the planning call (a paid one that
-    // commits its plan): the agents, the repository, the tree, the sandbox.
-    let steps = super::plan::steps(config, cwd).map_err(fail)?;
-    super::tell_codex_bwrap(steps.all(), &sink);
-    super::planner::check_planner(config, cwd, dir)?;
-    if resumed.is_none() && super::planner::needed(config, dir) {
-        // (Without a plan to make, `prepare` checks the base after mending a killed run's merge.)
-        check_base(found.clone(), dir, "--parallel")?;
-    }
+    check_before_planning(config, &place, &sink, resumed.is_some())?;
     let sandbox = super::sandboxed::check_fleet_sandbox(config, cwd, found.as_ref(), dir)?;
     if matches!(sandbox, Err(true)) {
         sink.notice(Notice::Unsandboxed);
@@ -130,6 +122,24 @@ pub(crate) fn run(
     shared.save_into(&mut state);
     record_end(dir, state, status, reason)?;
     Ok(status)
+}
+
+/// Everything that can refuse the run, checked before the planning call (a paid one that commits
+/// its plan): the agents, the planner, and when a plan is to be made the repository and its tree
+/// (without one, `prepare` checks the base after mending a killed run's merge).
+fn check_before_planning(
+    config: &RunConfig,
+    place: &Place<'_>,
+    sink: &Sink,
+    resumed: bool,
+) -> anyhow::Result<()> {
+    let steps = super::plan::steps(config, place.cwd).map_err(fail)?;
+    super::tell_codex_bwrap(steps.all(), sink);
+    super::planner::check_planner(config, place.cwd, place.dir)?;
+    if !resumed && super::planner::needed(config, place.dir) {
+        super::base::check_base(place.repo.cloned(), place.dir, "--parallel")?;
+    }
+    Ok(())
 }
 
 /// The run's own state (so `--status` sees it and `--resume` can continue it) and history
@@ -202,50 +212,6 @@ fn nothing_to_run(dir: &RalphDir) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses, before anything is planned or committed, a base that cannot host task loops: no git
-/// repository, a detached HEAD, no commit yet, or changes of the user's not committed (a merge a
-/// killed ralph left half done in it is [`prepare`]'s to undo).
-pub(super) fn check_base(found: Option<Repo>, dir: &RalphDir, flag: &str) -> anyhow::Result<()> {
-    let (repo, _) = base_branch(found, dir, flag)?;
-    if repo.resolve("HEAD").is_none() {
-        return Err(fail(format!(
-            "{flag} starts from the last commit and merges into it, and this repository has no commit yet; commit your files first (git add -A && git commit -m \"First commit\"), then run again"
-        ))
-        .into());
-    }
-    if repo.merging() {
-        return Ok(());
-    }
-    let own = own_files(
-        &repo,
-        &[
-            storage::TASKS_FILE,
-            storage::GITIGNORE_FILE,
-            progress::PROGRESS_FILE,
-        ],
-    );
-    refuse_dirty(
-        &repo,
-        &own.iter().map(String::as_str).collect::<Vec<_>>(),
-        flag,
-    )
-}
-
-/// Refuses (exit 1) a work tree with changes other than ralph's `own` files.
-fn refuse_dirty(repo: &Repo, own: &[&str], flag: &str) -> anyhow::Result<()> {
-    let dirty = repo.dirty_paths(own).map_err(fail)?;
-    if dirty.is_empty() {
-        return Ok(());
-    }
-    let shown: Vec<&str> = dirty.iter().take(3).map(String::as_str).collect();
-    Err(fail(format!(
-        "the work tree has uncommitted changes ({}{}); commit or stash them first: {flag} starts from the last commit and merges into it",
-        shown.join(", "),
-        if dirty.len() > 3 { ", …" } else { "" }
-    ))
-    .into())
-}
-
 /// Checks that the base can host task loops: a git repository, a branch checked out, nothing
 /// uncommitted but ralph's own files (which are committed first, so the task loops see them).
 fn prepare(
@@ -276,7 +242,7 @@ fn prepare(
     }
     // Every task gets its id written down, so no change to the list moves an id to another task.
     storage::tasks::edit(dir, |current| (current.and_then(identity::with_ids), ()))?;
-    refuse_dirty(&repo, &own, flag)?;
+    super::base::refuse_dirty(&repo, &own, flag)?;
     repo.commit_paths(&own, "Ralph: task list").map_err(fail)?;
     Ok((repo, base))
 }

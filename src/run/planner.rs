@@ -301,17 +301,10 @@ impl Planner<'_> {
         let (log, log_name) = IterationLog::create(&self.home.logs().join(kind), start, limit)
             .ok()
             .unzip();
-        // The answer is a plan, shown as ralph's own table once it is checked: the agent's
-        // output is left out unless --verbose (the log keeps it: `ralph --log plan`).
-        let voice = if options.verbose {
-            self.sink.voice().clone()
-        } else {
-            self.sink.voice().without_agent_output()
-        };
         let mut transcript = Transcript::new(step.agent.as_ref(), display, Vec::new(), false)?
             .keeping_answer()
             .with_log(log)
-            .with_voice(voice);
+            .with_voice(self.voice());
         let run = RunOptions {
             grace: self.config.options.kill_grace,
             leak_timeout: self.knobs.leak_timeout,
@@ -398,6 +391,16 @@ impl Planner<'_> {
     }
 
     /// The agent that plans: `--plan-agent`'s first, else the run's (the first of a rotation).
+    /// The answer is a plan, shown as ralph's own table once it is checked: the agent's output
+    /// is left out unless `--verbose` (the log keeps it: `ralph --log plan`).
+    fn voice(&self) -> crate::output::Voice {
+        if self.config.options.verbose {
+            self.sink.voice().clone()
+        } else {
+            self.sink.voice().without_agent_output()
+        }
+    }
+
     fn step(&self) -> anyhow::Result<std::rc::Rc<super::plan::Step>> {
         Ok(planner_step(self.config, self.cwd).map_err(fail)?)
     }

@@ -23,9 +23,9 @@ pub(super) fn plan_created() -> LoopEvent {
     }
 }
 
-/// A `--parallel` coordinator's events.
+/// A `--parallel` coordinator's events (its merges' troubles among them).
 pub(super) fn parallel_events() -> Vec<LoopEvent> {
-    vec![
+    let mut events = vec![
         LoopEvent::TaskStarted {
             task: "api".to_owned(),
             description: "Add the /users endpoint".to_owned(),
@@ -59,30 +59,6 @@ pub(super) fn parallel_events() -> Vec<LoopEvent> {
             notes: true,
             tasks: strings(&["Add an index on users.email"]),
             problems: vec![],
-        },
-        LoopEvent::MergeConflicted {
-            task: "api".to_owned(),
-            files: strings(&["src/routes.rs", "Cargo.toml"]),
-        },
-        LoopEvent::MergeRefused {
-            task: "api".to_owned(),
-            base: "main".to_owned(),
-            command: "cargo test".to_owned(),
-            exit_code: Some(101),
-            output_tail: "test routes::list ... FAILED".to_owned(),
-            tries: 1,
-            most: 2,
-            sent_back: true,
-        },
-        LoopEvent::MergeRefused {
-            task: "api".to_owned(),
-            base: "main".to_owned(),
-            command: "cargo test".to_owned(),
-            exit_code: None,
-            output_tail: String::new(),
-            tries: 3,
-            most: 2,
-            sent_back: false,
         },
         LoopEvent::TaskFailed {
             task: "api".to_owned(),
@@ -118,6 +94,38 @@ pub(super) fn parallel_events() -> Vec<LoopEvent> {
             total_duration_ms: 61_000,
             ..ParallelEnd::default()
         }),
+    ];
+    events.splice(5..5, merge_troubles());
+    events
+}
+
+/// A merge that conflicted, and two the gate refused (sent back, then given up).
+fn merge_troubles() -> Vec<LoopEvent> {
+    vec![
+        LoopEvent::MergeConflicted {
+            task: "api".to_owned(),
+            files: strings(&["src/routes.rs", "Cargo.toml"]),
+        },
+        LoopEvent::MergeRefused {
+            task: "api".to_owned(),
+            base: "main".to_owned(),
+            command: "cargo test".to_owned(),
+            exit_code: Some(101),
+            output_tail: "test routes::list ... FAILED".to_owned(),
+            tries: 1,
+            most: 2,
+            sent_back: true,
+        },
+        LoopEvent::MergeRefused {
+            task: "api".to_owned(),
+            base: "main".to_owned(),
+            command: "cargo test".to_owned(),
+            exit_code: None,
+            output_tail: String::new(),
+            tries: 3,
+            most: 2,
+            sent_back: false,
+        },
     ]
 }
 
