@@ -318,6 +318,14 @@ fn the_abort_promise_stops_with_exit_3_and_shows_the_message() {
         env.agent_prompt(1).contains("<promise>BLOCKED</promise>"),
         "the prompt explains it"
     );
+    // The resume hint names the iteration --resume goes on with, and it does.
+    assert!(
+        run.stdout().contains("go on with `ralph --resume` (continues at iteration 3)"),
+        "{}",
+        run.stdout()
+    );
+    let resumed = env.run(&["--resume", "--pause", "0", "--max-iterations", "3"]);
+    assert!(resumed.stdout().contains("Resuming at iteration 3"), "{}", resumed.stdout());
 }
 
 #[test]
