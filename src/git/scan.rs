@@ -703,10 +703,11 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
                 .collect::<Vec<_>>()
         };
         let mut whole_expected = 1;
-        // More rounds with RALPH_WATCH_FUZZ_ROUNDS (`.ci/run` runs the default).
+        // 64 rounds by default (every kind of edit several times); more with
+        // RALPH_WATCH_FUZZ_ROUNDS.
         let rounds: u64 = (std::env::var("RALPH_WATCH_FUZZ_ROUNDS").ok())
             .and_then(|n| n.parse().ok())
-            .unwrap_or(160);
+            .unwrap_or(64);
         for round in 0..rounds {
             let existing = files(root);
             let pick = |n: u64| existing.get(n as usize).cloned();

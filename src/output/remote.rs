@@ -90,7 +90,7 @@ pub(crate) fn pushed_work_set_aside(out: &Voice, task: &str, remote: &str, branc
 /// The worker's claim moved on the remote: the task's branch is not pushed.
 pub(crate) fn claim_lost_no_push(out: &Voice) {
     out.warn(&[
-        "⚠️  Not pushing the task's branch: this worker's claim on it changed on the remote (another worker took it over, or it was being refreshed); if it is still this worker's, the next commit pushes",
+        "⚠️  Not pushing the task's branch: another worker took this worker's claim on the task over on the remote; this worker stops the task, and its unpushed commits stay on the branch in this clone",
     ]);
 }
 

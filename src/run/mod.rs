@@ -243,7 +243,9 @@ pub(crate) struct Publish {
 /// A worker's claim on its task, as its heartbeat last saw it: the claim's commit on the remote,
 /// or `None` once another worker took it over. A push of the task's branch is made only with
 /// the claim unchanged on the remote (one atomic push), so a worker that lost its claim (it
-/// stalled past `--claim-ttl`) never pushes to the task's branch again.
+/// stalled past `--claim-ttl`) never pushes to the task's branch again. The heartbeat's refresh
+/// of the claim and a push of the branch each hold the fence while they push: were they to
+/// cross, the branch's push would find the claim moved by its own heartbeat and be dropped.
 #[derive(Clone, Debug)]
 pub(crate) struct Fence(std::sync::Arc<std::sync::Mutex<Option<String>>>);
 
@@ -254,20 +256,12 @@ impl Fence {
         ))))
     }
 
-    /// Records the claim's commit now held (`None`: lost).
-    pub(crate) fn hold(&self, sha: Option<&str>) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = sha.map(str::to_owned);
-    }
-
-    /// The claim's commit held, if the claim is still this worker's.
-    pub(crate) fn held(&self) -> Option<String> {
+    /// The claim's commit held (`None`: lost), locked until the guard goes: a push made while
+    /// it is held cannot cross another.
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Option<String>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
     }
 }
 

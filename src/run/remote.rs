@@ -288,11 +288,11 @@ impl Session<'_> {
     /// The task's loop, then its merge (resolving conflicts, twice at most).
     fn run_task(&mut self, holder: &mut Holder, task: &Task) -> anyhow::Result<TaskEnd> {
         let id = holder.claim.task.clone();
-        let cwd = self.task_worktree(&id, task)?;
+        let (cwd, laid_clean) = self.task_worktree(&id, task)?;
         let mut conflicts = Vec::new();
         let (mut tries, mut gate_tries) = (0, 0);
         loop {
-            let (result, lost) = self.work(&cwd, task, holder, conflicts)?;
+            let (result, lost) = self.work((&cwd, laid_clean), task, holder, conflicts)?;
             if lost {
                 return Ok(self.let_go(&id));
             }
@@ -366,11 +366,12 @@ impl Session<'_> {
         Ok(None)
     }
 
-    /// Runs the task's loop with the claim kept fresh beside it; `true` when the claim was
-    /// taken over meanwhile (the loop was stopped).
+    /// Runs the task's loop in its worktree (`laid_clean`: laid for it just now) with the claim
+    /// kept fresh beside it; `true` when the claim was taken over meanwhile (the loop was
+    /// stopped).
     fn work(
         &self,
-        cwd: &Path,
+        (cwd, laid_clean): (&Path, bool),
         task: &Task,
         holder: &mut Holder,
         conflicts: Vec<String>,
@@ -394,7 +395,7 @@ impl Session<'_> {
                 fence: fence.clone(),
             }),
             home: self.dir.clone(),
-            laid_clean: false,
+            laid_clean,
         };
         let config = base::task_config(self.config, task);
         let task_stop = StopFlag::default();
@@ -436,18 +437,20 @@ impl Session<'_> {
             last = Instant::now();
             let mut claim = holder.claim.clone();
             claim.heartbeat_at = crate::model::now();
+            // Held while the claim is pushed: the task's branch is pushed before or after.
+            let mut held = fence.lock();
             match self
                 .site
                 .repo
                 .push_claim(&self.site.remote, &claim, &holder.sha)
             {
                 Ok(Some(sha)) => {
-                    fence.hold(Some(&sha));
+                    *held = Some(sha.clone());
                     holder.sha = sha;
                 }
                 Ok(None) => {
                     // Taken over: from now on the task's loop pushes nothing.
-                    fence.hold(None);
+                    *held = None;
                     task_stop.request();
                     return true;
                 }

@@ -464,7 +464,9 @@ impl<'a> Runner<'a> {
         let Some(publish) = &task.publish else {
             return;
         };
-        let Some(claim) = publish.fence.held() else {
+        // Held while the branch is pushed: the heartbeat refreshes the claim before or after.
+        let held = publish.fence.lock();
+        let Some(claim) = held.as_deref() else {
             self.env.sink.notice(Notice::ClaimLostNoPush);
             return;
         };
@@ -472,10 +474,10 @@ impl<'a> Runner<'a> {
         match repo.push_branch_fenced(
             &publish.remote,
             &task.branch(),
-            (&crate::git::claim_ref(id), &claim),
+            (&crate::git::claim_ref(id), claim),
         ) {
             Ok(crate::git::Pushed::Done) => {}
-            // The claim moved: taken over (the heartbeat will stop the loop), or refreshed just now.
+            // The claim moved: taken over (the heartbeat will stop the loop).
             Ok(crate::git::Pushed::Moved) => self.env.sink.notice(Notice::ClaimLostNoPush),
             Err(reason) => self.env.sink.notice(Notice::PushFailed(&reason)),
         }

@@ -320,12 +320,17 @@ fn the_abort_promise_stops_with_exit_3_and_shows_the_message() {
     );
     // The resume hint names the iteration --resume goes on with, and it does.
     assert!(
-        run.stdout().contains("go on with `ralph --resume` (continues at iteration 3)"),
+        run.stdout()
+            .contains("go on with `ralph --resume` (continues at iteration 3)"),
         "{}",
         run.stdout()
     );
     let resumed = env.run(&["--resume", "--pause", "0", "--max-iterations", "3"]);
-    assert!(resumed.stdout().contains("Resuming at iteration 3"), "{}", resumed.stdout());
+    assert!(
+        resumed.stdout().contains("Resuming at iteration 3"),
+        "{}",
+        resumed.stdout()
+    );
 }
 
 #[test]

@@ -70,7 +70,7 @@ fn time_of(events: &[(usize, bool, String)], started: bool, task: &str) -> usize
 
 /// Waits (10 s at most) until `n` agents have started: on a loaded machine a 0.3 s agent could
 /// otherwise end before the next one starts, and the test would see no overlap.
-fn barrier(n: u32) -> String {
+pub(crate) fn barrier(n: u32) -> String {
     format!(
         "i=0; while [ \"$(grep -c start \"$dir/events\")\" -lt {n} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done"
     )

@@ -290,21 +290,27 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Runs a command to completion (stdin: `input`, then closed), failing the test if it takes
-/// longer than `limit`.
+/// Runs a command to completion (stdin: `/dev/null`), failing the test if it takes longer than
+/// `limit`.
 pub(crate) fn run_with_deadline(command: &mut Command, limit: Duration) -> Output {
     run_with_input(command, b"", limit)
 }
 
-/// [`run_with_deadline`] with `input` written to the command's stdin.
+/// [`run_with_deadline`] with `input` written to the command's stdin, then closed (no input:
+/// `/dev/null`, as a run started from a script has — never a pipe that a loaded machine might
+/// close late).
 pub(crate) fn run_with_input(command: &mut Command, input: &[u8], limit: Duration) -> Output {
     let mut command = std::mem::replace(command, Command::new("true"));
-    command.stdin(Stdio::piped());
-    let output = assert_cmd::Command::from_std(command)
-        .write_stdin(input.to_vec())
-        .timeout(limit)
-        .output()
-        .unwrap();
+    let mut command = if input.is_empty() {
+        command.stdin(Stdio::null());
+        assert_cmd::Command::from_std(command)
+    } else {
+        command.stdin(Stdio::piped());
+        let mut command = assert_cmd::Command::from_std(command);
+        command.write_stdin(input.to_vec());
+        command
+    };
+    let output = command.timeout(limit).output().unwrap();
     {
         use std::os::unix::process::ExitStatusExt as _;
         assert!(

@@ -265,6 +265,8 @@ fn make_remote(env: &TestEnv) {
     let bare = remote(env);
     env.git(&["clone", "-q", "--bare", ".", &bare]);
     env.git(&["-C", &bare, "config", "receive.autoGc", "false"]);
+    // A reflog of the remote's base, to check that no push rewrote it.
+    env.git(&["-C", &bare, "config", "core.logAllRefUpdates", "always"]);
     for name in ["m1", "m2"] {
         env.git(&[
             "clone",
@@ -377,6 +379,26 @@ fn check_base(env: &TestEnv, cell: Cell, context: &str) {
                 .filter(|subject| subject.starts_with(&format!("Ralph: merge task {id} ")))
                 .count();
             assert_eq!(merges, 1, "{context}: {id} merged once:\n{subjects}");
+        }
+    }
+    if cell.start == Start::Planned {
+        let plans = (subjects.lines())
+            .filter(|s| s.starts_with("Ralph: plan — "))
+            .count();
+        assert_eq!(plans, 1, "{context}: the plan committed once:\n{subjects}");
+    }
+    if cell.shape == Shape::Workers {
+        // Every value the remote's base ever had is an ancestor of its last: nothing was
+        // force-pushed over another worker's merge.
+        let reflog = git_raw(&base, &["reflog", "show", "--format=%H", "refs/heads/main"]);
+        let shas = String::from_utf8_lossy(&reflog.stdout).into_owned();
+        assert!(
+            shas.lines().count() > 1,
+            "{context}: the base moved: {shas}"
+        );
+        for sha in shas.lines() {
+            let kept = git_raw(&base, &["merge-base", "--is-ancestor", sha, "main"]);
+            assert!(kept.status.success(), "{context}: {sha} was rewritten");
         }
     }
     if cell.shape == Shape::Worktree {
@@ -610,6 +632,10 @@ fn cell(shape: Shape, format: Format, sandbox: Sandbox, start: Start) {
     let env = setup(cell);
     let said = run_cell(&env, cell);
     let context = format!("{cell:?}");
+    assert!(
+        !said.contains("interrupted iteration"),
+        "{context}: no iteration was interrupted:\n{said}"
+    );
     check_base(&env, cell, &context);
     // Every task's work was done once; a plan was asked for once when the cell plans.
     let calls = calls(&env);

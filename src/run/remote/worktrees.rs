@@ -54,8 +54,9 @@ impl Session<'_> {
     }
 
     /// The task's worktree on `ralph/<id>`, continuing the remote's branch when it has one
-    /// (work pushed by a worker whose claim went stale).
-    pub(super) fn task_worktree(&self, id: &str, task: &Task) -> anyhow::Result<PathBuf> {
+    /// (work pushed by a worker whose claim went stale), and whether it was laid now (nothing
+    /// uncommitted in it is an agent's: pushed work is all committed).
+    pub(super) fn task_worktree(&self, id: &str, task: &Task) -> anyhow::Result<(PathBuf, bool)> {
         let repo = &self.site.repo;
         // Work this clone saved for another text of the task is set aside, never merged.
         if let Some(aside) = base::set_aside_if_stale(repo, self.dir, id, task)? {
@@ -74,10 +75,11 @@ impl Session<'_> {
             None => self.site.base_ref(),
         };
         let path = self.dir.worktree(id);
+        let laid_now = !path.join(".git").exists();
         repo.add_worktree(&path, &branch, &start).map_err(fail)?;
         let cwd = path.join(repo.prefix());
         base::bind(repo, id, task, &cwd)?;
-        Ok(cwd)
+        Ok((cwd, laid_now))
     }
 
     /// Removes the worktrees (and local branches) this clone kept for tasks that are done on the
