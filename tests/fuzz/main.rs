@@ -12,7 +12,7 @@ mod support;
 use std::fs;
 use std::time::Duration;
 
-use support::{TestEnv, wait_for_file, wait_until};
+use support::{Rng, TestEnv, wait_for_file, wait_until};
 
 /// A task loop's agent: it records its pid, writes its task's file (one line: the task's id),
 /// takes a little while (random), and keeps the task's promise.
@@ -29,18 +29,6 @@ echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
 
 const TASKS: [&str; 5] = ["alpha", "bravo", "charlie", "delta", "echo"];
-
-/// A small random-number generator (xorshift), seeded per round so a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 fn rounds() -> u64 {
     std::env::var("RALPH_FUZZ_ROUNDS")
@@ -183,11 +171,22 @@ fn worker(env: &TestEnv, name: &str) -> std::process::Child {
             "200ms",
             "--claim-ttl",
             "1s",
+            // The claim a killed worker left is waited for and taken over, not left to others.
+            "--wait",
         ])
         .env("RALPH_WORKER_POLL_MS", "200")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(said_to(env, name))
+        .stderr(said_to(env, name))
         .spawn()
+        .unwrap()
+}
+
+/// Where a worker on machine `name` says what it does (appended, for a failing round's message).
+fn said_to(env: &TestEnv, name: &str) -> std::fs::File {
+    fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(env.path().join(format!("{name}.said")))
         .unwrap()
 }
 
@@ -214,7 +213,12 @@ fn worker_round(seed: u64) {
             );
             std::thread::sleep(Duration::from_millis(50));
         };
-        assert_eq!(status.code(), Some(0), "seed {seed}: {name} ended {status}");
+        let said = fs::read_to_string(env.path().join(format!("{name}.said"))).unwrap_or_default();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "seed {seed}: {name} ended {status}:\n{said}"
+        );
     }
     let bare = env.path().join("remote.git").to_string_lossy().into_owned();
     let list = env.git(&["-C", &bare, "show", "main:.ralph/ralph-tasks.md"]);

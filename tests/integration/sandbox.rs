@@ -60,18 +60,7 @@ fn skipped(why: &str) {
 
 /// Whether bwrap can make a sandbox here; says why not when it cannot.
 pub(crate) fn bwrap_works() -> bool {
-    let works = Command::new("bwrap")
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--unshare-all",
-            "--cap-drop",
-            "ALL",
-            "true",
-        ])
-        .output()
-        .is_ok_and(|output| output.status.success());
+    let works = crate::support::bwrap_can_sandbox();
     if !works {
         skipped(
             "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)",

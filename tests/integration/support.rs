@@ -522,3 +522,34 @@ pub(crate) fn served_at(child: &mut std::process::Child) -> (u16, String) {
         }
     }
 }
+
+/// A small random-number generator (xorshift), seeded per round so that a failing round of a
+/// kill test can be replayed (the fuzz and matrix targets).
+#[allow(dead_code, reason = "used by the fuzz and matrix targets only")]
+pub(crate) struct Rng(pub(crate) u64);
+
+#[allow(dead_code, reason = "used by the fuzz and matrix targets only")]
+impl Rng {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Whether bwrap is installed and can make the namespaces a sandbox needs here.
+pub(crate) fn bwrap_can_sandbox() -> bool {
+    Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-all",
+            "--cap-drop",
+            "ALL",
+            "true",
+        ])
+        .output()
+        .is_ok_and(|output| output.status.success())
+}

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use support::{TestEnv, wait_for_file};
+use support::{Rng, TestEnv, wait_for_file};
 
 /// The secret in ralph's environment that no process inside the sandbox may see.
 const SECRET: &str = "matrix-secret-7f3a91";
@@ -152,22 +152,6 @@ struct Cell {
 )]
 fn skipped(cell: Cell, why: &str) {
     eprintln!("skipped {cell:?}: {why}");
-}
-
-/// Whether bwrap can make a sandbox here.
-fn bwrap_works() -> bool {
-    Command::new("bwrap")
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--unshare-all",
-            "--cap-drop",
-            "ALL",
-            "true",
-        ])
-        .output()
-        .is_ok_and(|output| output.status.success())
 }
 
 /// A repository with the agent, and the task list committed unless the cell plans.
@@ -623,7 +607,7 @@ fn cell(shape: Shape, format: Format, sandbox: Sandbox, start: Start) {
             "a loop on one prompt takes no task list, so it plans nothing",
         );
     }
-    if sandbox == Sandbox::Bwrap && !bwrap_works() {
+    if sandbox == Sandbox::Bwrap && !support::bwrap_can_sandbox() {
         return skipped(
             cell,
             "bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)",
@@ -766,18 +750,6 @@ cells! {
 
 // ── The kill variant ────────────────────────────────────────────────────────────────────────
 
-/// A small random-number generator (xorshift), seeded per round so a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Rounds of each kill test: `RALPH_MATRIX_KILL_ROUNDS` in all (half each), 2 of each by default.
 fn kill_rounds() -> u64 {
     std::env::var("RALPH_MATRIX_KILL_ROUNDS")
@@ -824,19 +796,19 @@ fn assert_agents_gone(env: &TestEnv, context: &str) {
     );
 }
 
-/// A `--parallel 2` run whose merges conflict, killed at random moments (once or twice) and then
-/// resumed until it ends.
-fn parallel_kill_round(seed: u64) {
-    let mut rng = Rng(seed);
+/// A kill round's cell of `shape` (a given list or a spec planned first, as `rng` says), set up,
+/// with agents that take 0.1 to 0.3 s.
+fn kill_cell(shape: Shape, rng: &mut Rng) -> (Cell, TestEnv) {
+    let start = if rng.below(2) == 0 {
+        Start::List
+    } else {
+        Start::Planned
+    };
     let cell = Cell {
-        shape: Shape::Parallel,
+        shape,
         format: Format::Json,
         sandbox: Sandbox::None,
-        start: if rng.below(2) == 0 {
-            Start::List
-        } else {
-            Start::Planned
-        },
+        start,
     };
     let env = setup(cell);
     fs::write(
@@ -844,6 +816,14 @@ fn parallel_kill_round(seed: u64) {
         format!("0.{}", 1 + rng.below(3)),
     )
     .unwrap();
+    (cell, env)
+}
+
+/// A `--parallel 2` run whose merges conflict, killed at random moments (once or twice) and then
+/// resumed until it ends.
+fn parallel_kill_round(seed: u64) {
+    let mut rng = Rng(seed);
+    let (cell, env) = kill_cell(Shape::Parallel, &mut rng);
     // Room for the iterations kills cut short and conflicts add: this round is about what the
     // base holds, not a limit.
     let mut args = cell_args(&env, cell);
@@ -901,23 +881,8 @@ fn parallel_kill_round(seed: u64) {
 /// for the claim it left to go stale).
 fn worker_kill_round(seed: u64) {
     let mut rng = Rng(seed);
-    let cell = Cell {
-        shape: Shape::Workers,
-        format: Format::Json,
-        sandbox: Sandbox::None,
-        start: if rng.below(2) == 0 {
-            Start::List
-        } else {
-            Start::Planned
-        },
-    };
-    let env = setup(cell);
+    let (cell, env) = kill_cell(Shape::Workers, &mut rng);
     make_remote(&env);
-    fs::write(
-        env.agent_dir().join("sleep"),
-        format!("0.{}", 1 + rng.below(3)),
-    )
-    .unwrap();
     let mut args = cell_args(&env, cell);
     args.extend(
         [
