@@ -37,17 +37,6 @@ fn rounds() -> u64 {
         .unwrap_or(8)
 }
 
-fn seed() -> u64 {
-    std::env::var("RALPH_FUZZ_SEED")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64 | 1)
-        })
-}
-
 fn setup() -> TestEnv {
     let env = TestEnv::new();
     env.write_executable("opencode", AGENT);
@@ -258,20 +247,15 @@ fn worker_round(seed: u64) {
 
 #[test]
 fn workers_killed_at_random_moments_and_started_again_finish_every_task_once() {
-    let first = seed();
-    let mut seeds = Rng(first ^ 0x9e37_79b9_7f4a_7c15);
-    for _ in 0..rounds().div_ceil(2) {
-        let seed = seeds.below(u64::MAX - 1) | 1;
+    let rounds = rounds().div_ceil(2);
+    for seed in support::round_seeds("RALPH_FUZZ_SEED", rounds, 0x9e37_79b9_7f4a_7c15) {
         worker_round(seed);
     }
 }
 
 #[test]
 fn parallel_runs_killed_at_random_moments_resume_to_a_clean_base() {
-    let first = seed();
-    let mut seeds = Rng(first);
-    for _ in 0..rounds() {
-        let seed = seeds.below(u64::MAX - 1) | 1;
+    for seed in support::round_seeds("RALPH_FUZZ_SEED", rounds(), 0) {
         round(seed);
     }
 }

@@ -538,6 +538,20 @@ impl Rng {
     }
 }
 
+/// The seeds of a kill test's `rounds` rounds: the one in the variable `replay` alone (a failing
+/// round's, to run it again), or new ones (`salt` keeps two tests' apart).
+#[allow(dead_code, reason = "used by the fuzz and matrix targets only")]
+pub(crate) fn round_seeds(replay: &str, rounds: u64, salt: u64) -> Vec<u64> {
+    if let Some(seed) = std::env::var(replay).ok().and_then(|n| n.parse().ok()) {
+        return vec![seed];
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64 | 1);
+    let mut seeds = Rng(now ^ salt);
+    (0..rounds).map(|_| seeds.below(u64::MAX - 1) | 1).collect()
+}
+
 /// Whether bwrap is installed and can make the namespaces a sandbox needs here.
 pub(crate) fn bwrap_can_sandbox() -> bool {
     Command::new("bwrap")

@@ -758,24 +758,6 @@ fn kill_rounds() -> u64 {
         .map_or(2, |n| n.div_ceil(2))
 }
 
-/// The seeds of a kill test's rounds: `RALPH_MATRIX_SEED` alone (a failing round's, to replay
-/// it), or new ones.
-fn round_seeds(salt: u64) -> Vec<u64> {
-    if let Some(seed) = std::env::var("RALPH_MATRIX_SEED")
-        .ok()
-        .and_then(|n| n.parse().ok())
-    {
-        return vec![seed];
-    }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64 | 1);
-    let mut seeds = Rng(now ^ salt);
-    (0..kill_rounds())
-        .map(|_| seeds.below(u64::MAX - 1) | 1)
-        .collect()
-}
-
 /// Kills `child` (SIGKILL) and reaps it.
 fn kill(mut child: Child) {
     let _ = child.kill();
@@ -927,14 +909,14 @@ fn worker_kill_round(seed: u64) {
 
 #[test]
 fn parallel_cells_killed_at_random_moments_resume_to_a_clean_base() {
-    for seed in round_seeds(0) {
+    for seed in support::round_seeds("RALPH_MATRIX_SEED", kill_rounds(), 0) {
         parallel_kill_round(seed);
     }
 }
 
 #[test]
 fn worker_cells_killed_at_random_moments_finish_every_task_once() {
-    for seed in round_seeds(0x9e37_79b9_7f4a_7c15) {
+    for seed in support::round_seeds("RALPH_MATRIX_SEED", kill_rounds(), 0x9e37_79b9_7f4a_7c15) {
         worker_kill_round(seed);
     }
 }
