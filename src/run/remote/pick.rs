@@ -36,12 +36,16 @@ pub(super) fn pick(
     let mut held = Vec::new();
     for (task, id) in list.tasks.iter().zip(tasks::task_ids(list)) {
         let open = matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
-        if !open || skip.contains(&id) {
+        if !open {
             continue;
         }
+        // A task this worker let go of is another worker's now: held, never taken back.
         let claim = claims.iter().find(|seen| seen.id == id);
         if claim.is_some_and(|seen| !is_stale(seen, now, ttl) && !earlier_attempt(seen, slot)) {
             held.push(id);
+            continue;
+        }
+        if skip.contains(&id) {
             continue;
         }
         if list.blockers(task).is_empty() {

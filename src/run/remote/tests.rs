@@ -140,6 +140,18 @@ fn a_task_this_worker_let_go_is_not_taken_again() {
 }
 
 #[test]
+fn a_task_this_worker_let_go_is_held_by_the_worker_that_took_it_over() {
+    // The worker ends (or waits) for it as for any held task, rather than finding nothing left.
+    let skip: BTreeSet<String> = ["a".to_owned()].into();
+    let text = "- [ ] one\n  - id: a\n";
+    let picked = pick(&list(text), &[claim("a", 5)], (at(10), TTL, None), &skip);
+    assert!(
+        matches!(&picked, Pick::Wait { held } if held == &["a".to_owned()]),
+        "{picked:?}"
+    );
+}
+
+#[test]
 fn an_in_progress_task_without_a_claim_is_free() {
     let text = "- [/] one\n  - id: a\n";
     let picked = pick(&list(text), &[], (at(10), TTL, None), &BTreeSet::new());
