@@ -4,8 +4,6 @@
 //! with the tag, so an agent that echoes its prompt or says "I won't print <promise>…</promise>
 //! yet" does not end the loop. `--promise-anywhere` restores the reference's anywhere-match.
 
-use regex::Regex;
-
 /// How the agent writes its promises.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum PromiseFormat {
@@ -16,27 +14,19 @@ pub(crate) enum PromiseFormat {
     Plain,
 }
 
-/// One promise text, with its matchers built once.
+/// One promise text, and how it is written. Matched by hand, case-insensitively, with any white
+/// space inside the tag: no pattern to build each time ralph starts.
 #[derive(Clone, Debug)]
 pub(crate) struct Promise {
     text: String,
-    at_line_end: Regex,
-    anywhere: Regex,
-    /// In plain format: the whole line is the bare text.
-    whole_line: Option<Regex>,
+    format: PromiseFormat,
 }
 
 impl Promise {
     pub(crate) fn new(text: &str, format: PromiseFormat) -> Self {
-        let escaped = regex::escape(text);
-        let tag = format!(r"(?i)<promise>\s*{escaped}\s*</promise>");
         Self {
             text: text.to_owned(),
-            at_line_end: Regex::new(&format!("{tag}$")).expect("escaped promise is a valid regex"),
-            anywhere: Regex::new(&tag).expect("escaped promise is a valid regex"),
-            whole_line: (format == PromiseFormat::Plain).then(|| {
-                Regex::new(&format!(r"(?i)^{escaped}$")).expect("escaped promise is a valid regex")
-            }),
+            format,
         }
     }
 
@@ -52,14 +42,47 @@ impl Promise {
     /// `> `), emphasis or code marks around it (`*`, `_`, `` ` ``, `~`) and trailing `.` or `!`.
     pub(crate) fn ends_line(&self, line: &str) -> bool {
         let line = undecorated(line);
-        self.at_line_end.is_match(line)
-            || self.whole_line.as_ref().is_some_and(|re| re.is_match(line))
+        self.tag_ends(line).any(|end| end == line.len())
+            || (self.format == PromiseFormat::Plain
+                && caseless_prefix(line, &self.text) == Some(line.len()))
     }
 
     /// Whether the tag appears anywhere in `text`.
     pub(crate) fn appears_in(&self, text: &str) -> bool {
-        self.anywhere.is_match(text)
+        self.tag_ends(text).next().is_some()
     }
+
+    /// Where each tag in `text` ends: `<promise>`, white space, the text, white space and
+    /// `</promise>`, in any case.
+    fn tag_ends<'t>(&'t self, text: &'t str) -> impl Iterator<Item = usize> + 't {
+        text.match_indices('<').filter_map(move |(at, _)| {
+            let mut end = at + caseless_prefix(&text[at..], "<promise>")?;
+            end = skip_space(text, end);
+            end += caseless_prefix(&text[end..], &self.text)?;
+            end = skip_space(text, end);
+            Some(end + caseless_prefix(&text[end..], "</promise>")?)
+        })
+    }
+}
+
+/// The length of the start of `text` that is `word` in any case, if it starts so.
+fn caseless_prefix(text: &str, word: &str) -> Option<usize> {
+    let mut chars = text.char_indices();
+    let mut len = 0;
+    for wanted in word.chars() {
+        let (at, found) = chars.next()?;
+        if found != wanted && !found.to_lowercase().eq(wanted.to_lowercase()) {
+            return None;
+        }
+        len = at + found.len_utf8();
+    }
+    Some(len)
+}
+
+/// `at` moved past the white space there.
+fn skip_space(text: &str, at: usize) -> usize {
+    let rest = &text[at..];
+    at + rest.len() - rest.trim_start().len()
 }
 
 /// A line without the markdown an agent puts around a promise: leading list or quote markers,
@@ -132,6 +155,21 @@ mod tests {
         assert!(promise.ends_line("Done. <promise>COMPLETE</promise>"));
         assert!(!promise.ends_line("The task is COMPLETE now"));
         assert!(!Promise::new("COMPLETE", PromiseFormat::Xml).ends_line("COMPLETE"));
+    }
+
+    #[test]
+    fn the_last_of_several_tags_counts_and_any_case_or_space_inside_does() {
+        let promise = Promise::new("FERTIG ÄNDERUNG", PromiseFormat::Xml);
+        assert!(
+            promise.ends_line(
+                "<promise>nope</promise> then <PROMISE>\tfertig änderung\u{a0}</Promise>"
+            )
+        );
+        assert!(!promise.ends_line("<promise>fertig änderung</promise> <promise>x</promise>"));
+        assert!(!promise.appears_in("<promise>fertig</promise> änderung"));
+        assert!(!promise.appears_in("<promise fertig änderung</promise>"));
+        let empty = Promise::new("", PromiseFormat::Xml);
+        assert!(empty.ends_line("<promise></promise>"));
     }
 
     #[test]
