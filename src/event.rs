@@ -578,6 +578,13 @@ mod tests {
 
     /// One of every event, with its fields filled.
     fn every_event() -> Vec<LoopEvent> {
+        let mut events = loop_events();
+        events.extend(fleet_events());
+        events
+    }
+
+    /// One of every event of a loop.
+    fn loop_events() -> Vec<LoopEvent> {
         let text = || "x".to_owned();
         vec![
             LoopEvent::PlanCreated {
@@ -639,6 +646,13 @@ mod tests {
                 cost_usd: None,
                 agents: BTreeMap::new(),
             }),
+        ]
+    }
+
+    /// One of every event of a run of several loops (`--parallel`, a worker).
+    fn fleet_events() -> Vec<LoopEvent> {
+        let text = || "x".to_owned();
+        vec![
             LoopEvent::TaskStarted {
                 task: text(),
                 description: text(),

@@ -705,6 +705,27 @@ mod tests {
         }
     }
 
+    /// The final messages of `events`, streamed pieces joined into one message as the
+    /// transcript joins them.
+    fn final_messages(events: &[AgentEvent]) -> Vec<String> {
+        let mut finals: Vec<String> = Vec::new();
+        let mut pieces = String::new();
+        for event in events {
+            match event {
+                AgentEvent::TextPiece(piece) => pieces.push_str(piece),
+                AgentEvent::Final(text) | AgentEvent::FinalText(text) => {
+                    finals.push(text.clone());
+                }
+                _ if !pieces.is_empty() => finals.push(std::mem::take(&mut pieces)),
+                _ => {}
+            }
+        }
+        if !pieces.is_empty() {
+            finals.push(pieces);
+        }
+        finals
+    }
+
     /// Every line of every recorded stream parses without a panic, and each recording yields
     /// what it was recorded for.
     #[test]
@@ -733,23 +754,7 @@ mod tests {
                 );
                 events.extend(parsed.unwrap());
             }
-            // Final messages, and streamed pieces joined into one message as the transcript
-            // joins them.
-            let mut finals: Vec<String> = Vec::new();
-            let mut pieces = String::new();
-            for event in &events {
-                match event {
-                    AgentEvent::TextPiece(piece) => pieces.push_str(piece),
-                    AgentEvent::Final(text) | AgentEvent::FinalText(text) => {
-                        finals.push(text.clone());
-                    }
-                    _ if !pieces.is_empty() => finals.push(std::mem::take(&mut pieces)),
-                    _ => {}
-                }
-            }
-            if !pieces.is_empty() {
-                finals.push(pieces);
-            }
+            let finals = final_messages(&events);
             let has = |wanted: fn(&AgentEvent) -> bool| events.iter().any(wanted);
             if name.ends_with("-success.jsonl") || name.ends_with("-tool-use.jsonl") {
                 assert!(

@@ -671,6 +671,130 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
             .status();
     }
 
+    /// One random edit of the files under `root` (`existing`: its files, `next(n)`: a number
+    /// below n); whether it is one the watch cannot see, so that a whole scan must follow.
+    fn random_edit(
+        root: &Path,
+        round: u64,
+        existing: &[String],
+        next: &mut impl FnMut(u64) -> u64,
+    ) -> bool {
+        let path = |name: &str| root.join(name);
+        let pick = |n: u64| existing.get(n as usize).cloned();
+        let any = next(existing.len().max(1) as u64);
+        let kind = next(16);
+        if kind >= 8 {
+            return tree_edit(root, round, kind, (existing, any), next);
+        }
+        match kind {
+            0 | 1 => {
+                let folder = format!("n{}/d{}", next(4), next(3));
+                std::fs::create_dir_all(path(&folder)).unwrap();
+                std::fs::write(path(&format!("{folder}/f{round}.txt")), "new\n").unwrap();
+            }
+            2 | 3 => {
+                if let Some(file) = pick(any) {
+                    let _ = std::fs::write(path(&file), format!("edit {round}\n"));
+                }
+            }
+            4 => {
+                if let Some(file) = pick(any) {
+                    let _ = std::fs::remove_file(path(&file));
+                }
+            }
+            5 => {
+                if let Some(file) = pick(any) {
+                    let mode = if next(2) == 0 { 0o755 } else { 0o644 };
+                    let _ = std::fs::set_permissions(
+                        path(&file),
+                        std::fs::Permissions::from_mode(mode),
+                    );
+                }
+            }
+            6 => {
+                // The same content written again.
+                if let Some(file) = pick(any) {
+                    let content = std::fs::read(path(&file)).unwrap_or_default();
+                    let _ = std::fs::write(path(&file), content);
+                }
+            }
+            7 => {
+                let _ = std::fs::remove_dir_all(path(&format!("n{}", next(4))));
+            }
+            _ => {}
+        }
+        false
+    }
+
+    /// [`random_edit`]'s edits of the tree itself: ignored files, moves, commits by someone
+    /// else, memory maps, symlinks, the ignore rules, folders moved.
+    fn tree_edit(
+        root: &Path,
+        round: u64,
+        kind: u64,
+        (existing, any): (&[String], u64),
+        next: &mut impl FnMut(u64) -> u64,
+    ) -> bool {
+        let path = |name: &str| root.join(name);
+        let pick = |n: u64| existing.get(n as usize).cloned();
+        let mut whole = false;
+        match kind {
+            8 => {
+                std::fs::write(path(&format!("target/deep/x{round}.o")), "o").unwrap();
+                std::fs::write(path(&format!("obj{round}.o")), "o").unwrap();
+            }
+            9 => {
+                if let Some(file) = pick(any)
+                    && path(&file).exists()
+                {
+                    let moved = format!("{file}.moved");
+                    std::fs::rename(path(&file), path(&moved)).unwrap();
+                }
+            }
+            10 => {
+                // Staged or committed by someone else (or the agent): HEAD or the index
+                // changes.
+                git_ok(root, &["add", "-A"]);
+                if next(2) == 0 {
+                    git_ok(root, &["commit", "-q", "--allow-empty", "-m", "by hand"]);
+                }
+                whole = true;
+            }
+            11 => {
+                // A write through a memory map, its file closed before the write.
+                if let Some(file) = pick(any)
+                    && path(&file).is_file()
+                {
+                    write_through_a_map(&path(&file), round);
+                }
+            }
+            12 => {
+                let link = path(&format!("link{round}"));
+                let target = pick(any).unwrap_or_else(|| "nowhere".to_owned());
+                let _ = std::os::unix::fs::symlink(target, link);
+            }
+            13 => {
+                // The ignore rules change: what counts as untracked does too.
+                let rules = if next(2) == 0 {
+                    "target/\n*.o\nn1/\n"
+                } else {
+                    "target/\n*.o\n"
+                };
+                std::fs::write(path(".gitignore"), rules).unwrap();
+                whole = true;
+            }
+            _ => {
+                // A folder moved: the watch cannot follow.
+                let from = format!("n{}", next(4));
+                if path(&from).exists() {
+                    std::fs::rename(path(&from), path(&format!("m{round}"))).unwrap();
+                    whole = true;
+                }
+            }
+        }
+        whole
+    }
+
     #[test]
     fn a_scan_of_what_the_watch_saw_touched_says_what_a_whole_scan_says() {
         let Some((dir, repo)) = repo() else { return };
@@ -710,95 +834,8 @@ u UU N... 100644 100644 100644 100644 aa bb cc conflict.txt\0";
             .unwrap_or(64);
         for round in 0..rounds {
             let existing = files(root);
-            let pick = |n: u64| existing.get(n as usize).cloned();
-            let any = next(existing.len().max(1) as u64);
-            match next(16) {
-                0 | 1 => {
-                    let folder = format!("n{}/d{}", next(4), next(3));
-                    std::fs::create_dir_all(path(&folder)).unwrap();
-                    std::fs::write(path(&format!("{folder}/f{round}.txt")), "new\n").unwrap();
-                }
-                2 | 3 => {
-                    if let Some(file) = pick(any) {
-                        let _ = std::fs::write(path(&file), format!("edit {round}\n"));
-                    }
-                }
-                4 => {
-                    if let Some(file) = pick(any) {
-                        let _ = std::fs::remove_file(path(&file));
-                    }
-                }
-                5 => {
-                    if let Some(file) = pick(any) {
-                        let mode = if next(2) == 0 { 0o755 } else { 0o644 };
-                        let _ = std::fs::set_permissions(
-                            path(&file),
-                            std::fs::Permissions::from_mode(mode),
-                        );
-                    }
-                }
-                6 => {
-                    // The same content written again.
-                    if let Some(file) = pick(any) {
-                        let content = std::fs::read(path(&file)).unwrap_or_default();
-                        let _ = std::fs::write(path(&file), content);
-                    }
-                }
-                7 => {
-                    let _ = std::fs::remove_dir_all(path(&format!("n{}", next(4))));
-                }
-                8 => {
-                    std::fs::write(path(&format!("target/deep/x{round}.o")), "o").unwrap();
-                    std::fs::write(path(&format!("obj{round}.o")), "o").unwrap();
-                }
-                9 => {
-                    if let Some(file) = pick(any)
-                        && path(&file).exists()
-                    {
-                        let moved = format!("{file}.moved");
-                        std::fs::rename(path(&file), path(&moved)).unwrap();
-                    }
-                }
-                10 => {
-                    // Staged or committed by someone else (or the agent): HEAD or the index
-                    // changes.
-                    git(&["add", "-A"]);
-                    if next(2) == 0 {
-                        git(&["commit", "-q", "--allow-empty", "-m", "by hand"]);
-                    }
-                    whole_expected += 1;
-                }
-                11 => {
-                    // A write through a memory map, its file closed before the write.
-                    if let Some(file) = pick(any)
-                        && path(&file).is_file()
-                    {
-                        write_through_a_map(&path(&file), round);
-                    }
-                }
-                12 => {
-                    let link = path(&format!("link{round}"));
-                    let target = pick(any).unwrap_or_else(|| "nowhere".to_owned());
-                    let _ = std::os::unix::fs::symlink(target, link);
-                }
-                13 => {
-                    // The ignore rules change: what counts as untracked does too.
-                    let rules = if next(2) == 0 {
-                        "target/\n*.o\nn1/\n"
-                    } else {
-                        "target/\n*.o\n"
-                    };
-                    std::fs::write(path(".gitignore"), rules).unwrap();
-                    whole_expected += 1;
-                }
-                _ => {
-                    // A folder moved: the watch cannot follow.
-                    let from = format!("n{}", next(4));
-                    if path(&from).exists() {
-                        std::fs::rename(path(&from), path(&format!("m{round}"))).unwrap();
-                        whole_expected += 1;
-                    }
-                }
+            if random_edit(root, round, &existing, &mut next) {
+                whole_expected += 1;
             }
             let seen = canonical(repo.scan(&mut tree).unwrap());
             let whole = canonical(repo.snapshot().unwrap());

@@ -228,12 +228,9 @@ echo '{"type":"step_finish","part":{"tokens":{"input":1200,"output":300,"cache":
 echo "<promise>READY_FOR_NEXT_TASK</promise>"
 "#;
 
-#[test]
-fn the_page_follows_a_parallel_run_live_in_a_browser() {
-    let Some(program) = chromium_or_skip("the --serve page's test") else {
-        return;
-    };
-    let env = TestEnv::new();
+/// A `--parallel 2` run of two tasks with `--serve`, once both agents started: the run, the
+/// server's port and its token.
+fn start_two_tasks_served(env: &TestEnv) -> (Child, u16, String) {
     env.write_executable("opencode", AGENT);
     fs::create_dir_all(env.ralph_file("")).unwrap();
     let tasks = "- [ ] Write the schema\n  - id: schema\n- [ ] Write the docs\n  - id: docs\n";
@@ -260,6 +257,45 @@ fn the_page_follows_a_parallel_run_live_in_a_browser() {
             Duration::from_secs(30),
         );
     }
+    (run, port, token)
+}
+
+/// The Output panel shows the loop chosen in the list as the terminal shows it, and a run of
+/// several loops counts its iterations and shows the tasks' costs in one column.
+fn assert_a_loops_output_and_the_run_columns(browser: &mut Browser) {
+    // The output of a loop chosen in the list: the schema's, which said its promise.
+    browser.eval(
+        "const which = document.getElementById('which'); which.value = 'schema'; which.dispatchEvent(new Event('change'))",
+    );
+    browser.until(
+        "the schema loop's output",
+        "document.getElementById('output').innerText.includes('READY_FOR_NEXT_TASK')",
+    );
+    // As the terminal shows it: never the agent's raw events.
+    assert_eq!(
+        browser.eval("document.getElementById('output').innerText.includes('\"type\"')"),
+        json!(false),
+        "{}",
+        browser.eval("document.getElementById('output').innerText")
+    );
+    // A run of several loops counts its iterations; the tasks' costs stand in one column.
+    assert_eq!(
+        browser.eval("document.getElementById('iter-label').innerText"),
+        json!("iterations")
+    );
+    assert_eq!(
+        browser.eval("new Set([...document.querySelectorAll('#tasks .cost')].map(c => c.getBoundingClientRect().right)).size"),
+        json!(1)
+    );
+}
+
+#[test]
+fn the_page_follows_a_parallel_run_live_in_a_browser() {
+    let Some(program) = chromium_or_skip("the --serve page's test") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let (mut run, port, token) = start_two_tasks_served(&env);
     let mut browser = Browser::open(program, &env.path().join("browser"));
     browser.size(1280, 800);
     browser.show(port, &token);
@@ -293,30 +329,7 @@ fn the_page_follows_a_parallel_run_live_in_a_browser() {
         "the cost chart's line",
         "document.querySelector('#chart polyline') !== null",
     );
-    // The output of a loop chosen in the list: the schema's, which said its promise.
-    browser.eval(
-        "const which = document.getElementById('which'); which.value = 'schema'; which.dispatchEvent(new Event('change'))",
-    );
-    browser.until(
-        "the schema loop's output",
-        "document.getElementById('output').innerText.includes('READY_FOR_NEXT_TASK')",
-    );
-    // As the terminal shows it: never the agent's raw events.
-    assert_eq!(
-        browser.eval("document.getElementById('output').innerText.includes('\"type\"')"),
-        json!(false),
-        "{}",
-        browser.eval("document.getElementById('output').innerText")
-    );
-    // A run of several loops counts its iterations; the tasks' costs stand in one column.
-    assert_eq!(
-        browser.eval("document.getElementById('iter-label').innerText"),
-        json!("iterations")
-    );
-    assert_eq!(
-        browser.eval("new Set([...document.querySelectorAll('#tasks .cost')].map(c => c.getBoundingClientRect().right)).size"),
-        json!(1)
-    );
+    assert_a_loops_output_and_the_run_columns(&mut browser);
     browser.size(390, 844);
     browser.until(
         "the phone layout",
@@ -408,6 +421,28 @@ i=0; while [ ! -f "$dir/go-$n" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1));
     assert!(!env.agent_dir().join("started-3").exists());
 }
 
+/// `ralph --serve ADDR --remote` in `dir`: the server, its port and its token.
+fn serve_remote(env: &TestEnv, dir: &Path, addr: &str) -> (std::process::Child, u16, String) {
+    let mut server = env
+        .ralph()
+        .current_dir(dir)
+        .args(["--serve", addr, "--remote"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, token) = served_at(&mut server);
+    (server, port, token)
+}
+
+/// Stops a server as Ctrl+C does, and waits for it.
+fn stop_server(server: &mut std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-INT", &server.id().to_string()])
+        .status();
+    let _ = wait_output(server, Duration::from_secs(30));
+}
+
 #[test]
 fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_server() {
     use crate::fleet::{machine, release_workers, two_workers_holding_their_tasks};
@@ -435,18 +470,7 @@ fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_ser
         "{\"event\":\"run_started\",\"time\":\"2026-01-01T00:00:00Z\"}\n",
     )
     .unwrap();
-    let serve = |addr: &str| {
-        let mut server = env
-            .ralph()
-            .current_dir(&watcher)
-            .args(["--serve", addr, "--remote"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (port, token) = served_at(&mut server);
-        (server, port, token)
-    };
+    let serve = |addr: &str| serve_remote(&env, &watcher, addr);
     let (mut server, port, token) = serve("127.0.0.1:0");
     let mut browser = Browser::open(program, &env.path().join("browser"));
     browser.size(1280, 800);
@@ -470,10 +494,7 @@ fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_ser
     );
     // The server goes: the page says so, and picks up from the new one on the same port with
     // the events it missed, none twice.
-    let _ = Command::new("kill")
-        .args(["-INT", &server.id().to_string()])
-        .status();
-    let _ = wait_output(&mut server, Duration::from_secs(30));
+    stop_server(&mut server);
     browser.until(
         "the page seeing the server gone",
         "document.getElementById('conn').className === 'down'",
@@ -495,8 +516,5 @@ fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_ser
     );
     release_workers(&env, workers);
     drop(browser);
-    let _ = Command::new("kill")
-        .args(["-INT", &again.id().to_string()])
-        .status();
-    let _ = wait_output(&mut again, Duration::from_secs(30));
+    stop_server(&mut again);
 }

@@ -231,18 +231,9 @@ fn claim(env: &TestEnv, task: &str) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null)
 }
 
-#[test]
-fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_claim_back() {
-    let env = fleet::seeded(
-        "- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n- [ ] Crash\n  - id: crash\n- [ ] Delta\n  - id: delta\n",
-    );
-    let dir = env.path().join("slurm");
-    let Some(mut cluster) = Cluster::start(&dir) else {
-        return;
-    };
-    let nodes = env.path().join("nodes");
-    let jobs = env.path().join("jobs");
-    fs::create_dir_all(&jobs).unwrap();
+/// Submits the worker script as an array of two jobs (run in `jobs`, cloning under `nodes`):
+/// the array's id.
+fn submit_array(env: &TestEnv, cluster: &Cluster, (jobs, nodes): (&Path, &Path)) -> String {
     // sbatch passes its environment on to the job (the hermetic one of the tests).
     let mut submit = env.ralph();
     let path = format!(
@@ -256,8 +247,8 @@ fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_cla
         .env("RALPH_AGENT", "opencode")
         .env("RALPH_PAUSE", "0")
         .env("RALPH_WORKER_POLL_MS", "200")
-        .env("RALPH_SANDBOX_MOUNT", fleet::agent_folder(&env))
-        .env("RALPH_SCRATCH", &nodes);
+        .env("RALPH_SANDBOX_MOUNT", fleet::agent_folder(env))
+        .env("RALPH_SCRATCH", nodes);
     let mut sbatch = Command::new("sbatch");
     sbatch.env_clear();
     for (name, value) in submit.get_envs() {
@@ -266,14 +257,14 @@ fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_cla
         }
     }
     // The script's own --mem and --cpus-per-task are a real node's; this one is small.
-    sbatch.current_dir(&jobs).args([
+    sbatch.current_dir(jobs).args([
         "--parsable",
         "--array=1-2",
         "--mem=200M",
         "--cpus-per-task=1",
         "--time=5",
         SCRIPT,
-        &fleet::remote(&env),
+        &fleet::remote(env),
     ]);
     let output = run_with_deadline(&mut sbatch, Duration::from_secs(20));
     let array = String::from_utf8_lossy(&output.stdout).trim().to_owned();
@@ -281,13 +272,15 @@ fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_cla
         output.status.success() && !array.is_empty(),
         "sbatch: {output:?}"
     );
-    cluster.jobs.push(array.clone());
+    array
+}
 
-    // The node that runs `crash` dies mid-task: its worker is killed outright.
+/// Kills (SIGKILL) the worker that claims `crash` once it does: the array task it runs in.
+fn kill_the_worker_holding_crash(env: &TestEnv, array: &str) -> String {
     wait_until(Duration::from_secs(30), "a worker to claim crash", || {
-        claim(&env, "crash")["pid"].is_number()
+        claim(env, "crash")["pid"].is_number()
     });
-    let held = claim(&env, "crash");
+    let held = claim(env, "crash");
     let label = held["job"]["label"].as_str().unwrap_or_default().to_owned();
     let element = label
         .strip_prefix("Slurm job ")
@@ -304,9 +297,12 @@ fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_cla
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    wait_until(Duration::from_secs(30), "the array task to fail", || {
-        cluster.state(&element) == "FAILED"
-    });
+    element
+}
+
+/// Requeues the failed array task `element` until its new run took `crash` back (the claim's
+/// token moved on to 2).
+fn requeue_until_taken_back(env: &TestEnv, cluster: &Cluster, element: &str, jobs: &Path) {
     // Slurm requeues it (as it does after a node failure), once, and starts it soon: a requeued
     // job waits for a begin time of its own otherwise. A requeue that comes too early (the job
     // still completing) is refused, and given again. slurmd refuses to launch a job in the same
@@ -314,27 +310,50 @@ fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_cla
     let ended = unix_seconds();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut requeued = false;
-    while claim(&env, "crash")["token"] != 2 {
+    while claim(env, "crash")["token"] != 2 {
         if !requeued {
             requeued = cluster
-                .try_client("scontrol", &["requeue", &element])
+                .try_client("scontrol", &["requeue", element])
                 .is_some();
-        } else if unix_seconds() > ended + 1 && cluster.state(&element) == "PENDING" {
+        } else if unix_seconds() > ended + 1 && cluster.state(element) == "PENDING" {
             cluster.client(
                 "scontrol",
                 &["update", &format!("jobid={element}"), "StartTime=now"],
             );
         }
         if std::time::Instant::now() > deadline {
-            let shown = cluster.client("scontrol", &["show", "job", &element]);
+            let shown = cluster.client("scontrol", &["show", "job", element]);
             let log = fs::read_to_string(jobs.join(format!("ralph-worker-{element}.out")));
-            let slurmd = fs::read_to_string(dir.join("slurmd.log")).unwrap_or_default();
+            let slurmd = fs::read_to_string(cluster.dir.join("slurmd.log")).unwrap_or_default();
             panic!(
                 "the requeued task did not take crash back in 30 s:\n{shown}\n{log:?}\nslurmd:\n{slurmd}"
             );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn an_array_of_two_workers_does_every_task_once_and_a_requeued_one_takes_its_claim_back() {
+    let env = fleet::seeded(
+        "- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n- [ ] Crash\n  - id: crash\n- [ ] Delta\n  - id: delta\n",
+    );
+    let dir = env.path().join("slurm");
+    let Some(mut cluster) = Cluster::start(&dir) else {
+        return;
+    };
+    let nodes = env.path().join("nodes");
+    let jobs = env.path().join("jobs");
+    fs::create_dir_all(&jobs).unwrap();
+    let array = submit_array(&env, &cluster, (&jobs, &nodes));
+    cluster.jobs.push(array.clone());
+
+    // The node that runs `crash` dies mid-task: its worker is killed outright.
+    let element = kill_the_worker_holding_crash(&env, &array);
+    wait_until(Duration::from_secs(30), "the array task to fail", || {
+        cluster.state(&element) == "FAILED"
+    });
+    requeue_until_taken_back(&env, &cluster, &element, &jobs);
     let clone = nodes.join(format!("ralph-worker-{element}"));
     let tree = clone.join(".ralph/worktrees/crash");
     wait_until(Duration::from_secs(30), "crash's worktree", || {

@@ -600,6 +600,41 @@ const SLURM_41_2: [(&str, &str); 4] = [
     ("SLURMD_NODENAME", "n7"),
 ];
 
+/// `--status --remote` on m3 names the GitHub Actions job holding `solo` and the Slurm job
+/// holding `duo`, in text and in JSON.
+fn assert_remote_status_names_the_jobs(env: &TestEnv) {
+    let status = |json: bool| {
+        let mut command = env.ralph();
+        command
+            .current_dir(machine(env, "m3"))
+            .args(["--status", "--remote"]);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let text = status(false);
+    let lines: Vec<&str> = text.lines().collect();
+    let after = |task: &str| {
+        let at = (lines.iter())
+            .position(|line| line.trim_start().starts_with(&format!("{task} ")))
+            .unwrap_or_else(|| panic!("no claim of {task}: {text}"));
+        lines[at + 1].trim()
+    };
+    assert_eq!(
+        after("solo"),
+        "in GitHub Actions run 9001, job work #1: https://github.example/me/app/actions/runs/9001"
+    );
+    assert_eq!(after("duo"), "in Slurm job 41_2 (job id 42) on node n7");
+    let json: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    assert_eq!(json["left_to_run"], 2, "{json}");
+    assert_eq!(json["claims"][0]["task"], "duo", "{json}");
+    assert_eq!(json["claims"][0]["job"]["slot"], "slurm::41_2", "{json}");
+    assert_eq!(json["claims"][1]["job"]["engine"], "github", "{json}");
+}
+
 #[test]
 fn claims_name_their_engine_job_and_a_requeued_job_takes_its_task_back_at_once() {
     let env = machines(
@@ -631,36 +666,7 @@ esac
     let mut slurm = start_worker_in_job(&env, "m2", &SLURM_41_2);
     crate::support::wait_for_file(&env.agent_dir().join("ready-m2"), Duration::from_secs(30));
 
-    let status = |json: bool| {
-        let mut command = env.ralph();
-        command
-            .current_dir(machine(&env, "m3"))
-            .args(["--status", "--remote"]);
-        if json {
-            command.arg("--json");
-        }
-        let output = command.output().unwrap();
-        assert_eq!(output.status.code(), Some(0), "{output:?}");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
-    let text = status(false);
-    let lines: Vec<&str> = text.lines().collect();
-    let after = |task: &str| {
-        let at = (lines.iter())
-            .position(|line| line.trim_start().starts_with(&format!("{task} ")))
-            .unwrap_or_else(|| panic!("no claim of {task}: {text}"));
-        lines[at + 1].trim()
-    };
-    assert_eq!(
-        after("solo"),
-        "in GitHub Actions run 9001, job work #1: https://github.example/me/app/actions/runs/9001"
-    );
-    assert_eq!(after("duo"), "in Slurm job 41_2 (job id 42) on node n7");
-    let json: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
-    assert_eq!(json["left_to_run"], 2, "{json}");
-    assert_eq!(json["claims"][0]["task"], "duo", "{json}");
-    assert_eq!(json["claims"][0]["job"]["slot"], "slurm::41_2", "{json}");
-    assert_eq!(json["claims"][1]["job"]["engine"], "github", "{json}");
+    assert_remote_status_names_the_jobs(&env);
 
     // The Slurm job's node dies; the job is requeued onto m3 and takes `duo` back without
     // waiting for the claim to go stale (its time to live is the default quarter of an hour).

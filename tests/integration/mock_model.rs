@@ -512,6 +512,53 @@ fn is_conversation(body: &Value) -> bool {
         && !SIDE_MARKERS.iter().any(|marker| text.contains(marker))
 }
 
+/// The answer to a request that is not a model call: a health check, the model list.
+fn not_a_model_call(request: &HttpRequest) -> Response {
+    match request.method.as_str() {
+        "HEAD" => Response {
+            head_only: true,
+            ..Response::json(200, &json!({}))
+        },
+        "GET" => Response::json(
+            200,
+            &json!({"object": "list", "data": [{"id": "mock-model", "object": "model"}]}),
+        ),
+        _ => Response::json(
+            404,
+            &json!({"error": {"message": format!("mock: no route for {}", request.target)}}),
+        ),
+    }
+}
+
+/// The script's next turn for a request of `api` (a side call gets the side text).
+fn next_turn(shared: &Shared, api: Api, conversation: bool) -> Turn {
+    let failing = lock(&shared.failing)
+        .iter()
+        .find(|(failing, _)| *failing == api)
+        .map(|(_, status)| *status);
+    if let Some(status) = failing.filter(|_| conversation) {
+        Turn::HttpError(status)
+    } else if conversation {
+        let mut turns = lock(&shared.turns);
+        if let Some(Turn::HttpErrorUntil { marker, .. }) = turns.front()
+            && marker.exists()
+        {
+            turns.pop_front();
+        }
+        match turns.front() {
+            Some(Turn::HttpErrorForever(status) | Turn::HttpErrorUntil { status, .. }) => {
+                Turn::HttpError(*status)
+            }
+            Some(_) => turns
+                .pop_front()
+                .unwrap_or(Turn::Text(EXHAUSTED_TEXT.into())),
+            None => Turn::Text(EXHAUSTED_TEXT.into()),
+        }
+    } else {
+        Turn::Text(SIDE_TEXT.into())
+    }
+}
+
 fn respond(request: &HttpRequest, shared: &Shared) -> Response {
     let api = api_of(&request.method, &request.target);
     let body: Value = if request.body.is_empty() {
@@ -535,47 +582,10 @@ fn respond(request: &HttpRequest, shared: &Shared) -> Response {
     });
 
     if api == Api::Other {
-        return match request.method.as_str() {
-            "HEAD" => Response {
-                head_only: true,
-                ..Response::json(200, &json!({}))
-            },
-            "GET" => Response::json(
-                200,
-                &json!({"object": "list", "data": [{"id": "mock-model", "object": "model"}]}),
-            ),
-            _ => Response::json(
-                404,
-                &json!({"error": {"message": format!("mock: no route for {}", request.target)}}),
-            ),
-        };
+        return not_a_model_call(request);
     }
 
-    let failing = lock(&shared.failing)
-        .iter()
-        .find(|(failing, _)| *failing == api)
-        .map(|(_, status)| *status);
-    let turn = if let Some(status) = failing.filter(|_| conversation) {
-        Turn::HttpError(status)
-    } else if conversation {
-        let mut turns = lock(&shared.turns);
-        if let Some(Turn::HttpErrorUntil { marker, .. }) = turns.front()
-            && marker.exists()
-        {
-            turns.pop_front();
-        }
-        match turns.front() {
-            Some(Turn::HttpErrorForever(status) | Turn::HttpErrorUntil { status, .. }) => {
-                Turn::HttpError(*status)
-            }
-            Some(_) => turns
-                .pop_front()
-                .unwrap_or(Turn::Text(EXHAUSTED_TEXT.into())),
-            None => Turn::Text(EXHAUSTED_TEXT.into()),
-        }
-    } else {
-        Turn::Text(SIDE_TEXT.into())
-    };
+    let turn = next_turn(shared, api, conversation);
     let model = body
         .get("model")
         .and_then(Value::as_str)

@@ -541,6 +541,14 @@ fn json_mode_args(agent: Agent, prompt: &str, allow_writes: bool) -> Vec<String>
                 prompt,
             ]
         }
+        _ => fixed_json_args(agent, prompt),
+    };
+    args.into_iter().map(str::to_owned).collect()
+}
+
+/// [`json_mode_args`] of the CLIs whose argv does not depend on writes being allowed.
+fn fixed_json_args(agent: Agent, prompt: &str) -> Vec<&str> {
+    match agent {
         Agent::OpenCode => vec![
             "run",
             "--format",
@@ -609,9 +617,8 @@ fn json_mode_args(agent: Agent, prompt: &str, allow_writes: bool) -> Vec<String>
             prompt,
         ],
         Agent::Cline => vec!["--json", prompt],
-        Agent::Aider => Vec::new(),
-    };
-    args.into_iter().map(str::to_owned).collect()
+        Agent::Claude | Agent::Codex | Agent::Aider => Vec::new(),
+    }
 }
 
 /// The most one recorded run may take.

@@ -232,6 +232,155 @@ pub(crate) struct SetupOptions {
     pub(crate) opencode_edit_ask: bool,
 }
 
+/// What an agent's configuration takes from the test: variables, and folders no variable names.
+#[derive(Default)]
+struct Gathered {
+    vars: Vec<(String, OsString)>,
+    folders: Vec<PathBuf>,
+}
+
+impl Gathered {
+    fn set(&mut self, name: &str, value: OsString) {
+        self.vars.push((name.to_owned(), value));
+    }
+}
+
+/// OpenCode and Kilo Code (built on it): the configuration itself in a variable, and variables
+/// that turn off what the tests cannot reach.
+fn configured_by_content(
+    agent: Agent,
+    mock: &MockModel,
+    options: SetupOptions,
+    found: &mut Gathered,
+) {
+    match agent {
+        Agent::OpenCode => {
+            found.set(
+                "OPENCODE_CONFIG_CONTENT",
+                opencode_config(mock, options).to_string().into(),
+            );
+            for name in [
+                "OPENCODE_DISABLE_MODELS_FETCH",
+                "OPENCODE_DISABLE_AUTOUPDATE",
+                "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+                "OPENCODE_DISABLE_SHARE",
+                "OPENCODE_DISABLE_LSP_DOWNLOAD",
+            ] {
+                found.set(name, "1".into());
+            }
+        }
+        Agent::KiloCode => {
+            // Kilo Code is built on OpenCode: the same configuration, its own variables.
+            found.set(
+                "KILO_CONFIG_CONTENT",
+                opencode_config(mock, options).to_string().into(),
+            );
+            for name in [
+                "KILO_DISABLE_MODELS_FETCH",
+                "KILO_DISABLE_AUTOUPDATE",
+                "KILO_DISABLE_DEFAULT_PLUGINS",
+                "KILO_DISABLE_SHARE",
+                "KILO_DISABLE_CODEBASE_INDEXING",
+                "KILO_DISABLE_LSP_DOWNLOAD",
+                "KILO_DISABLE_SESSION_INGEST",
+                "KILO_DISABLE_PRESENCE",
+                "KILO_DISABLE_FFF",
+                "KILO_DISABLE_EMBEDDED_WEB_UI",
+                "KILO_EXPERIMENTAL_DISABLE_FILEWATCHER",
+                "KILO_DISABLE_CLAUDE_CODE",
+                "KILO_DISABLE_EXTERNAL_SKILLS",
+            ] {
+                found.set(name, "1".into());
+            }
+            // No telemetry: its shutdown waits 1.6 s for a host the tests cannot reach.
+            found.set("KILO_TELEMETRY_LEVEL", "off".into());
+        }
+        _ => {}
+    }
+}
+
+/// The agents configured by files in their `HOME` (settings, providers, models), with a few
+/// variables beside.
+fn configured_by_files(
+    agent: Agent,
+    mock: &MockModel,
+    (root, home): (&Path, &Path),
+    found: &mut Gathered,
+) {
+    match agent {
+        Agent::Gemini => {
+            write_json(
+                &home.join(".gemini/settings.json"),
+                &json!({
+                "security": {"auth": {"selectedType": "gemini-api-key"}},
+                "privacy": {"usageStatisticsEnabled": false},
+                "general": {"maxAttempts": 1}}),
+            );
+            found.set("GEMINI_API_KEY", MOCK_KEY.into());
+            found.set("GOOGLE_GEMINI_BASE_URL", mock.url().into());
+            // API errors leave a report in the temporary directory.
+            let tmp = root.join("tmp");
+            fs::create_dir_all(&tmp).expect("create TMPDIR");
+            found.set("TMPDIR", tmp.into_os_string());
+        }
+        Agent::Qwen => {
+            write_json(
+                &home.join(".qwen/settings.json"),
+                &json!({
+                "privacy": {"usageStatisticsEnabled": false},
+                // Through ACP, Qwen Code asks the model for a follow-up suggestion after
+                // each turn: one more model call per iteration.
+                "ui": {"enableFollowupSuggestions": false},
+                "memory": {"enableManagedAutoMemory": false, "enableManagedAutoDream": false},
+                "model": {"generationConfig": {"maxRetries": 0}}}),
+            );
+            found.set("OPENAI_API_KEY", MOCK_KEY.into());
+            found.set("OPENAI_BASE_URL", format!("{}/v1", mock.url()).into());
+        }
+        Agent::Pi => {
+            write_json(
+                &home.join(".pi/agent/models.json"),
+                &json!({"providers": {"mock": {
+                "baseUrl": format!("{}/v1", mock.url()), "api": "openai-completions",
+                "apiKey": MOCK_KEY,
+                "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+                "models": [{"id": "mock-model", "contextWindow": 200_000, "maxTokens": 32_000,
+                    "cost": {"input": 3, "output": 15, "cacheRead": 0, "cacheWrite": 0}}]}}}),
+            );
+            write_json(
+                &home.join(".pi/agent/settings.json"),
+                &json!({"retry": {"enabled": false, "provider": {"maxRetries": 0}}}),
+            );
+            found.set("PI_OFFLINE", "1".into());
+        }
+        Agent::Cline => {
+            write_json(
+                &home.join(".cline/data/settings/providers.json"),
+                &json!({"version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
+                "providers": {"openai-compatible": {"settings": {
+                    "provider": "openai-compatible", "apiKey": MOCK_KEY, "model": "mock-model",
+                    "baseUrl": format!("{}/v1", mock.url())},
+                    // Without it Cline takes the file for broken and writes its own.
+                    "updatedAt": "2026-01-01T00:00:00.000Z", "tokenSource": "manual"}}}),
+            );
+            // As ralph runs it: no hub daemon outliving the run.
+            found.set("CLINE_SESSION_BACKEND_MODE", "local".into());
+            found.folders.push(home.join(".cline"));
+        }
+        Agent::Droid => {
+            write_json(
+                &home.join(".factory/settings.json"),
+                &json!({"customModels": [{
+                "model": "mock-model", "displayName": "Mock",
+                "baseUrl": format!("{}/v1", mock.url()), "apiKey": MOCK_KEY,
+                "provider": "generic-chat-completion-api", "maxOutputTokens": 32_000}]}),
+            );
+            found.set("FACTORY_AIRGAP_ENABLED", "true".into());
+        }
+        _ => {}
+    }
+}
+
 impl AgentSetup {
     /// Writes the agent's configuration under `root` (which must exist) for the `mock` server.
     pub(crate) fn new(agent: Agent, binary: &Path, mock: &MockModel, root: &Path) -> Self {
@@ -247,20 +396,18 @@ impl AgentSetup {
     ) -> Self {
         // The `HOME` of the test environment and of the recorded runs.
         let home = root.join("home");
-        let mut folders = Vec::new();
-        let mut vars: Vec<(String, OsString)> = Vec::new();
-        let mut set = |name: &str, value: OsString| vars.push((name.to_owned(), value));
+        let mut found = Gathered::default();
         match agent {
             Agent::Claude => {
-                set("ANTHROPIC_BASE_URL", mock.url().into());
-                set("ANTHROPIC_API_KEY", MOCK_KEY.into());
+                found.set("ANTHROPIC_BASE_URL", mock.url().into());
+                found.set("ANTHROPIC_API_KEY", MOCK_KEY.into());
                 // `--dangerously-skip-permissions` refuses to run as root without it.
-                set("IS_SANDBOX", "1".into());
-                set("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into());
-                set("CLAUDE_CODE_MAX_RETRIES", "0".into());
-                set("DISABLE_AUTOUPDATER", "1".into());
-                set("DISABLE_TELEMETRY", "1".into());
-                set("DISABLE_ERROR_REPORTING", "1".into());
+                found.set("IS_SANDBOX", "1".into());
+                found.set("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into());
+                found.set("CLAUDE_CODE_MAX_RETRIES", "0".into());
+                found.set("DISABLE_AUTOUPDATER", "1".into());
+                found.set("DISABLE_TELEMETRY", "1".into());
+                found.set("DISABLE_ERROR_REPORTING", "1".into());
             }
             Agent::Codex => {
                 // Codex's workspace-write sandbox runs the first bwrap on PATH, and an older
@@ -273,143 +420,37 @@ impl AgentSetup {
                 fs::create_dir_all(&codex_home).expect("create CODEX_HOME");
                 fs::write(codex_home.join("config.toml"), codex_config(mock))
                     .expect("write codex config.toml");
-                set("CODEX_HOME", codex_home.into_os_string());
-                set(MOCK_KEY_VAR, MOCK_KEY.into());
-            }
-            Agent::OpenCode => {
-                set(
-                    "OPENCODE_CONFIG_CONTENT",
-                    opencode_config(mock, options).to_string().into(),
-                );
-                for name in [
-                    "OPENCODE_DISABLE_MODELS_FETCH",
-                    "OPENCODE_DISABLE_AUTOUPDATE",
-                    "OPENCODE_DISABLE_DEFAULT_PLUGINS",
-                    "OPENCODE_DISABLE_SHARE",
-                    "OPENCODE_DISABLE_LSP_DOWNLOAD",
-                ] {
-                    set(name, "1".into());
-                }
-            }
-            Agent::Gemini => {
-                write_json(
-                    &home.join(".gemini/settings.json"),
-                    &json!({
-                    "security": {"auth": {"selectedType": "gemini-api-key"}},
-                    "privacy": {"usageStatisticsEnabled": false},
-                    "general": {"maxAttempts": 1}}),
-                );
-                set("GEMINI_API_KEY", MOCK_KEY.into());
-                set("GOOGLE_GEMINI_BASE_URL", mock.url().into());
-                // API errors leave a report in the temporary directory.
-                let tmp = root.join("tmp");
-                fs::create_dir_all(&tmp).expect("create TMPDIR");
-                set("TMPDIR", tmp.into_os_string());
-            }
-            Agent::Qwen => {
-                write_json(
-                    &home.join(".qwen/settings.json"),
-                    &json!({
-                    "privacy": {"usageStatisticsEnabled": false},
-                    // Through ACP, Qwen Code asks the model for a follow-up suggestion after
-                    // each turn: one more model call per iteration.
-                    "ui": {"enableFollowupSuggestions": false},
-                    "memory": {"enableManagedAutoMemory": false, "enableManagedAutoDream": false},
-                    "model": {"generationConfig": {"maxRetries": 0}}}),
-                );
-                set("OPENAI_API_KEY", MOCK_KEY.into());
-                set("OPENAI_BASE_URL", format!("{}/v1", mock.url()).into());
-            }
-            Agent::Pi => {
-                write_json(
-                    &home.join(".pi/agent/models.json"),
-                    &json!({"providers": {"mock": {
-                    "baseUrl": format!("{}/v1", mock.url()), "api": "openai-completions",
-                    "apiKey": MOCK_KEY,
-                    "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
-                    "models": [{"id": "mock-model", "contextWindow": 200_000, "maxTokens": 32_000,
-                        "cost": {"input": 3, "output": 15, "cacheRead": 0, "cacheWrite": 0}}]}}}),
-                );
-                write_json(
-                    &home.join(".pi/agent/settings.json"),
-                    &json!({"retry": {"enabled": false, "provider": {"maxRetries": 0}}}),
-                );
-                set("PI_OFFLINE", "1".into());
+                found.set("CODEX_HOME", codex_home.into_os_string());
+                found.set(MOCK_KEY_VAR, MOCK_KEY.into());
             }
             Agent::Copilot => {
-                set(
+                found.set(
                     "COPILOT_PROVIDER_BASE_URL",
                     format!("{}/v1", mock.url()).into(),
                 );
-                set("COPILOT_PROVIDER_API_KEY", MOCK_KEY.into());
-                set("COPILOT_MODEL", "mock-model".into());
-                set("COPILOT_OFFLINE", "true".into());
+                found.set("COPILOT_PROVIDER_API_KEY", MOCK_KEY.into());
+                found.set("COPILOT_MODEL", "mock-model".into());
+                found.set("COPILOT_OFFLINE", "true".into());
                 // The CLI unpacks about 235 MB there on its first run: share it between tests.
-                set(
+                found.set(
                     "XDG_CACHE_HOME",
                     agent_cache().join("xdg-cache").into_os_string(),
                 );
             }
-            Agent::KiloCode => {
-                // Kilo Code is built on OpenCode: the same configuration, its own variables.
-                set(
-                    "KILO_CONFIG_CONTENT",
-                    opencode_config(mock, options).to_string().into(),
-                );
-                for name in [
-                    "KILO_DISABLE_MODELS_FETCH",
-                    "KILO_DISABLE_AUTOUPDATE",
-                    "KILO_DISABLE_DEFAULT_PLUGINS",
-                    "KILO_DISABLE_SHARE",
-                    "KILO_DISABLE_CODEBASE_INDEXING",
-                    "KILO_DISABLE_LSP_DOWNLOAD",
-                    "KILO_DISABLE_SESSION_INGEST",
-                    "KILO_DISABLE_PRESENCE",
-                    "KILO_DISABLE_FFF",
-                    "KILO_DISABLE_EMBEDDED_WEB_UI",
-                    "KILO_EXPERIMENTAL_DISABLE_FILEWATCHER",
-                    "KILO_DISABLE_CLAUDE_CODE",
-                    "KILO_DISABLE_EXTERNAL_SKILLS",
-                ] {
-                    set(name, "1".into());
-                }
-                // No telemetry: its shutdown waits 1.6 s for a host the tests cannot reach.
-                set("KILO_TELEMETRY_LEVEL", "off".into());
-            }
-            Agent::Cline => {
-                write_json(
-                    &home.join(".cline/data/settings/providers.json"),
-                    &json!({"version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
-                    "providers": {"openai-compatible": {"settings": {
-                        "provider": "openai-compatible", "apiKey": MOCK_KEY, "model": "mock-model",
-                        "baseUrl": format!("{}/v1", mock.url())},
-                        // Without it Cline takes the file for broken and writes its own.
-                        "updatedAt": "2026-01-01T00:00:00.000Z", "tokenSource": "manual"}}}),
-                );
-                // As ralph runs it: no hub daemon outliving the run.
-                set("CLINE_SESSION_BACKEND_MODE", "local".into());
-                folders.push(home.join(".cline"));
-            }
             Agent::Aider => {
-                set("OPENAI_API_BASE", format!("{}/v1", mock.url()).into());
-                set("OPENAI_API_KEY", MOCK_KEY.into());
+                found.set("OPENAI_API_BASE", format!("{}/v1", mock.url()).into());
+                found.set("OPENAI_API_KEY", MOCK_KEY.into());
             }
-            Agent::Droid => {
-                write_json(
-                    &home.join(".factory/settings.json"),
-                    &json!({"customModels": [{
-                    "model": "mock-model", "displayName": "Mock",
-                    "baseUrl": format!("{}/v1", mock.url()), "apiKey": MOCK_KEY,
-                    "provider": "generic-chat-completion-api", "maxOutputTokens": 32_000}]}),
-                );
-                set("FACTORY_AIRGAP_ENABLED", "true".into());
+            Agent::OpenCode | Agent::KiloCode => {
+                configured_by_content(agent, mock, options, &mut found)
             }
+            _ => configured_by_files(agent, mock, (root, &home), &mut found),
         }
         Self {
             agent,
             binary: binary.to_owned(),
-            vars,
-            folders,
+            vars: found.vars,
+            folders: found.folders,
         }
     }
 

@@ -591,6 +591,24 @@ fn which_podman() -> bool {
     Command::new("podman").arg("--version").output().is_ok()
 }
 
+/// A command (`name`) that writes into `outside` and fails when any process it can see holds a
+/// secret.
+fn escape_attempt(outside: &Path, name: &str) -> String {
+    format!(
+        "echo x > '{}/{name}' 2>/dev/null; if grep -qs ghp_secret /proc/[0-9]*/environ; then echo 'LEAK in {name}' >&2; exit 1; fi; true",
+        outside.display()
+    )
+}
+
+/// Git hooks of the work tree: each `(name, shell body)`.
+fn install_git_hooks(env: &TestEnv, hooks: &[(&str, String)]) {
+    for (name, body) in hooks {
+        let hook = env.work().join(".git/hooks").join(name);
+        fs::write(&hook, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+}
+
 #[test]
 fn verify_commands_the_merge_gate_and_the_merges_hooks_run_inside_the_sandbox() {
     if !bwrap_works() {
@@ -599,22 +617,15 @@ fn verify_commands_the_merge_gate_and_the_merges_hooks_run_inside_the_sandbox() 
     let env = task_env(&["alpha"]);
     let outside = env.path().join("outside");
     fs::create_dir_all(&outside).unwrap();
-    // Each command writes outside, and fails when any process it can see holds a secret.
-    let escape = |name: &str| {
-        format!(
-            "echo x > '{}/{name}' 2>/dev/null; if grep -qs ghp_secret /proc/[0-9]*/environ; then echo 'LEAK in {name}' >&2; exit 1; fi; true",
-            outside.display()
-        )
-    };
+    let escape = |name: &str| escape_attempt(&outside, name);
     // The user's hooks, run by every commit of the run, the merges' included.
-    for (name, body) in [
-        ("post-commit", escape("hook")),
-        ("pre-commit", escape("pre-hook")),
-    ] {
-        let hook = env.work().join(".git/hooks").join(name);
-        fs::write(&hook, format!("#!/bin/sh\n{body}\n")).unwrap();
-        fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    }
+    install_git_hooks(
+        &env,
+        &[
+            ("post-commit", escape("hook")),
+            ("pre-commit", escape("pre-hook")),
+        ],
+    );
     let bin = env.bin().to_string_lossy().into_owned();
     let gate = escape("gate");
     let run = env.run_loop_with(

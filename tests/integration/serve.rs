@@ -118,6 +118,32 @@ const HOLD: &str = r#"touch "$dir/started-$id"
 i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 "#;
 
+/// The server at `port` serves a finished parallel run's logs (a task's, an iteration's by
+/// number, as the terminal showed them) and its report.
+fn assert_logs_and_report_served(port: u16) {
+    // A task's log, its iteration by number, and the report.
+    for which in ["alpha", "alpha/1", "beta"] {
+        let (status, log) = http(port, "GET", &format!("/api/v1/log/{which}"), &[], "");
+        assert_eq!(status, 200, "{which}: {log}");
+        let first: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+        assert!(first["start"].is_object(), "{which}: {log}");
+    }
+    assert_eq!(http(port, "GET", "/api/v1/log/alpha/9", &[], "").0, 404);
+    // As the terminal shows it (the page's Output), never the agent's raw events.
+    let (status, shown) = http(port, "GET", "/api/v1/log/alpha?view=shown", &[], "");
+    assert_eq!(status, 200, "{shown}");
+    assert!(
+        shown.contains("READY_FOR_NEXT_TASK") && !shown.contains("\"start\""),
+        "{shown}"
+    );
+    let (status, report) = http(port, "GET", "/api/v1/report", &[], "");
+    assert_eq!(status, 200);
+    assert!(
+        report.starts_with("<!doctype html") || report.starts_with("<!DOCTYPE html"),
+        "{report}"
+    );
+}
+
 #[test]
 fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
     let env = setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
@@ -199,28 +225,45 @@ fn a_parallel_run_is_seen_live_from_its_own_server_and_from_one_beside_it() {
         .map(|task| task["status"].as_str().unwrap())
         .collect();
     assert_eq!(done, ["complete", "complete"], "{state}");
-    // A task's log, its iteration by number, and the report.
-    for which in ["alpha", "alpha/1", "beta"] {
-        let (status, log) = http(outside, "GET", &format!("/api/v1/log/{which}"), &[], "");
-        assert_eq!(status, 200, "{which}: {log}");
-        let first: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
-        assert!(first["start"].is_object(), "{which}: {log}");
-    }
-    assert_eq!(http(outside, "GET", "/api/v1/log/alpha/9", &[], "").0, 404);
-    // As the terminal shows it (the page's Output), never the agent's raw events.
-    let (status, shown) = http(outside, "GET", "/api/v1/log/alpha?view=shown", &[], "");
-    assert_eq!(status, 200, "{shown}");
-    assert!(
-        shown.contains("READY_FOR_NEXT_TASK") && !shown.contains("\"start\""),
-        "{shown}"
-    );
-    let (status, report) = http(outside, "GET", "/api/v1/report", &[], "");
-    assert_eq!(status, 200);
-    assert!(
-        report.starts_with("<!doctype html") || report.starts_with("<!DOCTYPE html"),
-        "{report}"
-    );
+    assert_logs_and_report_served(outside);
     stop_server(&mut beside);
+}
+
+/// A body announced as a terabyte is refused unread, and the server goes on.
+fn a_huge_body_is_refused_unread(port: u16) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /api/v1/context HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 1099511627776\r\n\r\nx"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+}
+
+/// A task added through the server is in the list, as `--add-task` would have it; a duplicate
+/// id is refused; a blocker the list does not have is added and said.
+fn tasks_are_added_as_the_command_line_adds_them(port: u16, allowed: &[(&str, &str)]) {
+    let task = r#"{"text": "Write the docs", "id": "docs"}"#;
+    let (status, body) = http(port, "POST", "/api/v1/tasks", allowed, task);
+    assert_eq!(status, 201, "{body}");
+    let tasks = get_json(port, "/api/v1/tasks");
+    assert_eq!(tasks["tasks"][0]["id"], "docs", "{tasks}");
+    let again = http(port, "POST", "/api/v1/tasks", allowed, task);
+    assert_eq!(again.0, 400, "a duplicate id: {}", again.1);
+    assert!(again.1.contains("already exists"), "{}", again.1);
+    // A blocker the list does not have is added, as the command line does, and said.
+    let waits = r#"{"text": "Ship it", "id": "ship", "blocked_by": "nosuch"}"#;
+    let (status, body) = http(port, "POST", "/api/v1/tasks", allowed, waits);
+    assert_eq!(status, 201, "{body}");
+    assert!(
+        body.contains("\"warning\"") && body.contains("nosuch"),
+        "{body}"
+    );
 }
 
 #[test]
@@ -254,19 +297,7 @@ fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
         http(port, "POST", "/api/v1/context", &allowed, &huge).0,
         413
     );
-    // A body announced as a terabyte is refused unread, and the server goes on.
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        stream,
-        "POST /api/v1/context HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 1099511627776\r\n\r\nx"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    a_huge_body_is_refused_unread(port);
     assert_eq!(http(port, "GET", "/api/v1/state", &[], "").0, 200);
     assert_eq!(
         http(port, "GET", "/api/v1/log/..%2F..%2Fetc", &[], "").0,
@@ -274,23 +305,7 @@ fn changes_need_the_token_and_the_servers_own_origin_and_a_stop_is_resumable() {
     );
     let (status, body) = http(port, "POST", "/api/v1/context", &allowed, hint);
     assert_eq!(status, 200, "{body}");
-    // A task added through the server is in the list, as --add-task would have it.
-    let task = r#"{"text": "Write the docs", "id": "docs"}"#;
-    let (status, body) = http(port, "POST", "/api/v1/tasks", &allowed, task);
-    assert_eq!(status, 201, "{body}");
-    let tasks = get_json(port, "/api/v1/tasks");
-    assert_eq!(tasks["tasks"][0]["id"], "docs", "{tasks}");
-    let again = http(port, "POST", "/api/v1/tasks", &allowed, task);
-    assert_eq!(again.0, 400, "a duplicate id: {}", again.1);
-    assert!(again.1.contains("already exists"), "{}", again.1);
-    // A blocker the list does not have is added, as the command line does, and said.
-    let waits = r#"{"text": "Ship it", "id": "ship", "blocked_by": "nosuch"}"#;
-    let (status, body) = http(port, "POST", "/api/v1/tasks", &allowed, waits);
-    assert_eq!(status, 201, "{body}");
-    assert!(
-        body.contains("\"warning\"") && body.contains("nosuch"),
-        "{body}"
-    );
+    tasks_are_added_as_the_command_line_adds_them(port, &allowed);
     // A path that is not the server's is not found; a known one with another method is not
     // allowed.
     assert_eq!(http(port, "GET", "/api/v1/nothing", &[], "").0, 404);

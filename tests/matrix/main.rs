@@ -355,45 +355,7 @@ fn check_base(env: &TestEnv, cell: Cell, context: &str) {
             "{context}: {id}'s line is in shared.txt once:\n{shared}"
         );
     }
-    let subjects =
-        String::from_utf8_lossy(&git_raw(&base, &["log", "--format=%s"]).stdout).into_owned();
-    if matches!(cell.shape, Shape::Parallel | Shape::Workers) {
-        for id in TASKS {
-            let merges = (subjects.lines())
-                .filter(|subject| subject.starts_with(&format!("Ralph: merge task {id} ")))
-                .count();
-            assert_eq!(merges, 1, "{context}: {id} merged once:\n{subjects}");
-        }
-    }
-    if cell.start == Start::Planned {
-        let plans = (subjects.lines())
-            .filter(|s| s.starts_with("Ralph: plan — "))
-            .count();
-        assert_eq!(plans, 1, "{context}: the plan committed once:\n{subjects}");
-    }
-    if cell.shape == Shape::Workers {
-        // Every value the remote's base ever had is an ancestor of its last: nothing was
-        // force-pushed over another worker's merge.
-        let reflog = git_raw(&base, &["reflog", "show", "--format=%H", "refs/heads/main"]);
-        let shas = String::from_utf8_lossy(&reflog.stdout).into_owned();
-        assert!(
-            shas.lines().count() > 1,
-            "{context}: the base moved: {shas}"
-        );
-        for sha in shas.lines() {
-            let kept = git_raw(&base, &["merge-base", "--is-ancestor", sha, "main"]);
-            assert!(kept.status.success(), "{context}: {sha} was rewritten");
-        }
-    }
-    if cell.shape == Shape::Worktree {
-        let merges = (subjects.lines())
-            .filter(|s| s.starts_with("Ralph: merge worktree feat"))
-            .count();
-        assert_eq!(
-            merges, 1,
-            "{context}: the worktree merged once:\n{subjects}"
-        );
-    }
+    check_subjects(&base, cell, context);
     if cell.shape != Shape::Single {
         let list = show(".ralph/ralph-tasks.md");
         for id in TASKS {
@@ -422,6 +384,56 @@ fn check_base(env: &TestEnv, cell: Cell, context: &str) {
         "{context}: no conflict marker in the base: {}",
         String::from_utf8_lossy(&markers.stdout)
     );
+    check_nothing_left(env, &base, cell, context);
+}
+
+/// The base's history: each task merged once, the plan committed once, the worktree merged
+/// once, and (on a remote) no value of the base ever rewritten.
+fn check_subjects(base: &Path, cell: Cell, context: &str) {
+    let subjects =
+        String::from_utf8_lossy(&git_raw(base, &["log", "--format=%s"]).stdout).into_owned();
+    if matches!(cell.shape, Shape::Parallel | Shape::Workers) {
+        for id in TASKS {
+            let merges = (subjects.lines())
+                .filter(|subject| subject.starts_with(&format!("Ralph: merge task {id} ")))
+                .count();
+            assert_eq!(merges, 1, "{context}: {id} merged once:\n{subjects}");
+        }
+    }
+    if cell.start == Start::Planned {
+        let plans = (subjects.lines())
+            .filter(|s| s.starts_with("Ralph: plan — "))
+            .count();
+        assert_eq!(plans, 1, "{context}: the plan committed once:\n{subjects}");
+    }
+    if cell.shape == Shape::Workers {
+        // Every value the remote's base ever had is an ancestor of its last: nothing was
+        // force-pushed over another worker's merge.
+        let reflog = git_raw(base, &["reflog", "show", "--format=%H", "refs/heads/main"]);
+        let shas = String::from_utf8_lossy(&reflog.stdout).into_owned();
+        assert!(
+            shas.lines().count() > 1,
+            "{context}: the base moved: {shas}"
+        );
+        for sha in shas.lines() {
+            let kept = git_raw(base, &["merge-base", "--is-ancestor", sha, "main"]);
+            assert!(kept.status.success(), "{context}: {sha} was rewritten");
+        }
+    }
+    if cell.shape == Shape::Worktree {
+        let merges = (subjects.lines())
+            .filter(|s| s.starts_with("Ralph: merge worktree feat"))
+            .count();
+        assert_eq!(
+            merges, 1,
+            "{context}: the worktree merged once:\n{subjects}"
+        );
+    }
+}
+
+/// Nothing left behind on any machine (worktrees, task branches, held locks) nor on the remote
+/// (task branches, claims).
+fn check_nothing_left(env: &TestEnv, base: &Path, cell: Cell, context: &str) {
     for machine in machines(env, cell) {
         let worktrees =
             String::from_utf8_lossy(&git_raw(&machine, &["worktree", "list"]).stdout).into_owned();
@@ -458,7 +470,7 @@ fn check_base(env: &TestEnv, cell: Cell, context: &str) {
     }
     if cell.shape == Shape::Workers {
         let left = String::from_utf8_lossy(
-            &git_raw(&base, &["for-each-ref", "refs/heads/ralph/", "refs/ralph/"]).stdout,
+            &git_raw(base, &["for-each-ref", "refs/heads/ralph/", "refs/ralph/"]).stdout,
         )
         .into_owned();
         assert_eq!(
@@ -483,50 +495,16 @@ fn cents(cost: Option<f64>) -> Option<i64> {
     cost.map(|usd| (usd * 10_000.0).round() as i64)
 }
 
-/// The records of `machine` agree: the history, `--status --json`, the report and the journal's
-/// end event (when the shape has one) say the same iterations, tokens and cost; the totals.
-fn check_records(env: &TestEnv, machine: &Path, cell: Cell, context: &str) -> Totals {
-    let read =
-        |name: &str| fs::read_to_string(machine.join(".ralph").join(name)).unwrap_or_default();
-    let history: serde_json::Value =
-        serde_json::from_str(&read("ralph-history.json")).unwrap_or_default();
-    let usage = |tokens: &serde_json::Value| {
-        ["input", "output", "cache_read", "cache_write"]
-            .iter()
-            .map(|key| tokens[*key].as_u64().unwrap_or(0))
-            .sum::<u64>()
-    };
-    let numbered: std::collections::BTreeSet<(String, u64)> = (history["iterations"].as_array())
-        .into_iter()
-        .flatten()
-        .map(|record| {
-            (
-                record["task_id"].as_str().unwrap_or("").to_owned(),
-                record["iteration"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    let totals = Totals {
-        iterations: numbered.len() as u64,
-        tokens: usage(&history["total_tokens"]),
-        cost: cents(history["total_cost_usd"].as_f64()),
-    };
-    let status = env
-        .ralph()
-        .current_dir(machine)
-        .args(["--status", "--json"])
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    let from_status = Totals {
-        iterations: status["history"]["iterations"].as_u64().unwrap_or(0),
-        tokens: usage(&status["history"]["total_tokens"]),
-        cost: cents(status["history"]["total_cost_usd"].as_f64()),
-    };
-    assert_eq!(
-        from_status, totals,
-        "{context}: --status --json and the history"
-    );
+/// The tokens of a usage object, every kind counted.
+fn usage(tokens: &serde_json::Value) -> u64 {
+    ["input", "output", "cache_read", "cache_write"]
+        .iter()
+        .map(|key| tokens[*key].as_u64().unwrap_or(0))
+        .sum::<u64>()
+}
+
+/// The report of `machine` says the history's iterations and cost.
+fn check_report(env: &TestEnv, machine: &Path, totals: &Totals, context: &str) {
     let report = env
         .ralph()
         .current_dir(machine)
@@ -559,36 +537,79 @@ fn check_records(env: &TestEnv, machine: &Path, cell: Cell, context: &str) -> To
         ),
         cost => assert_eq!(shown_cost, cost, "{context}: the report's cost {shown}"),
     }
-    let journal = read("events.jsonl");
+}
+
+/// The journal's end event says the history's tokens and cost, and every iteration is in it.
+fn check_journal_end(journal: &str, totals: &Totals, context: &str) {
     let end = (journal.lines().rev())
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .find(|event| event["event"] == "run_ended" || event["event"] == "parallel_ended");
-    let ends_here = matches!(cell.shape, Shape::Single | Shape::Tasks | Shape::Parallel);
-    if ends_here {
-        let end =
-            end.unwrap_or_else(|| panic!("{context}: the journal has the run's end:\n{journal}"));
-        let tokens = if end["tokens"].is_object() {
-            usage(&end["tokens"])
-        } else {
-            end["tokens"].as_u64().unwrap_or(0)
-        };
-        assert_eq!(
-            tokens, totals.tokens,
-            "{context}: the journal's end and the history, tokens"
-        );
-        assert_eq!(
-            cents(end["cost_usd"].as_f64()),
-            totals.cost,
-            "{context}: the journal's end and the history, cost"
-        );
-        let finished = (journal.lines())
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter(|event| event["event"] == "iteration_finished")
-            .count() as u64;
-        assert!(
-            finished >= totals.iterations,
-            "{context}: every iteration is in the journal"
-        );
+    let end = end.unwrap_or_else(|| panic!("{context}: the journal has the run's end:\n{journal}"));
+    let tokens = if end["tokens"].is_object() {
+        usage(&end["tokens"])
+    } else {
+        end["tokens"].as_u64().unwrap_or(0)
+    };
+    assert_eq!(
+        tokens, totals.tokens,
+        "{context}: the journal's end and the history, tokens"
+    );
+    assert_eq!(
+        cents(end["cost_usd"].as_f64()),
+        totals.cost,
+        "{context}: the journal's end and the history, cost"
+    );
+    let finished = (journal.lines())
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["event"] == "iteration_finished")
+        .count() as u64;
+    assert!(
+        finished >= totals.iterations,
+        "{context}: every iteration is in the journal"
+    );
+}
+
+/// The records of `machine` agree: the history, `--status --json`, the report and the journal's
+/// end event (when the shape has one) say the same iterations, tokens and cost; the totals.
+fn check_records(env: &TestEnv, machine: &Path, cell: Cell, context: &str) -> Totals {
+    let read =
+        |name: &str| fs::read_to_string(machine.join(".ralph").join(name)).unwrap_or_default();
+    let history: serde_json::Value =
+        serde_json::from_str(&read("ralph-history.json")).unwrap_or_default();
+    let numbered: std::collections::BTreeSet<(String, u64)> = (history["iterations"].as_array())
+        .into_iter()
+        .flatten()
+        .map(|record| {
+            (
+                record["task_id"].as_str().unwrap_or("").to_owned(),
+                record["iteration"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let totals = Totals {
+        iterations: numbered.len() as u64,
+        tokens: usage(&history["total_tokens"]),
+        cost: cents(history["total_cost_usd"].as_f64()),
+    };
+    let status = env
+        .ralph()
+        .current_dir(machine)
+        .args(["--status", "--json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let from_status = Totals {
+        iterations: status["history"]["iterations"].as_u64().unwrap_or(0),
+        tokens: usage(&status["history"]["total_tokens"]),
+        cost: cents(status["history"]["total_cost_usd"].as_f64()),
+    };
+    assert_eq!(
+        from_status, totals,
+        "{context}: --status --json and the history"
+    );
+    check_report(env, machine, &totals, context);
+    if matches!(cell.shape, Shape::Single | Shape::Tasks | Shape::Parallel) {
+        check_journal_end(&read("events.jsonl"), &totals, context);
     }
     totals
 }
