@@ -209,6 +209,10 @@ impl LoopEvent {
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct RunEnd {
     pub(crate) reason: String,
+    /// Why, as a kind, for ralph's own readers (the `--json` line keeps its pinned fields:
+    /// `reason` and `exit_code` say it there).
+    #[serde(skip)]
+    pub(crate) stop: crate::model::StopKind,
     pub(crate) exit_code: u8,
     pub(crate) iterations: u32,
     /// Wall time over all sessions: agent runs, verification, waits and pauses.
@@ -223,6 +227,10 @@ pub(crate) struct RunEnd {
 #[derive(Clone, Debug, Default, Serialize)]
 pub(crate) struct ParallelEnd {
     pub(crate) reason: String,
+    /// Why, as a kind (`completed`: every task done and merged; `blocked`: tasks failed, or
+    /// wait for failed ones), for ralph's own readers, like [`RunEnd::stop`].
+    #[serde(skip)]
+    pub(crate) stop: Option<crate::model::StopKind>,
     pub(crate) exit_code: u8,
     /// Tasks merged, failed, and never started in this run.
     pub(crate) tasks_done: u32,
@@ -639,6 +647,7 @@ mod tests {
             LoopEvent::Completed { iteration: 1 },
             LoopEvent::RunEnded(RunEnd {
                 reason: text(),
+                stop: crate::model::StopKind::Completed,
                 exit_code: 0,
                 iterations: 1,
                 total_duration_ms: 1,

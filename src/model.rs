@@ -297,6 +297,35 @@ pub(crate) fn reset_time(message: &str, now: DateTime<Utc>) -> Option<DateTime<U
 /// The longest wait for a provider's reset time that ralph believes.
 pub(crate) const MAX_RESET_WAIT_HOURS: i64 = 24;
 
+/// Why a loop or a run ended, as a kind: the `stop` field of `run_ended` and `parallel_ended`,
+/// and of the state a stopped loop leaves, so nothing reads it back from prose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StopKind {
+    /// The promise was kept (a run: every task done).
+    Completed,
+    MaxIterations,
+    MaxRuntime,
+    MaxCost,
+    MaxTokens,
+    /// The agent printed the abort promise.
+    Aborted,
+    /// No file changes in `--max-stalled` iterations in a row.
+    Stalled,
+    AgentFailed,
+    LegacyPlugin,
+    /// ralph itself failed.
+    RalphFailed,
+    /// The agent exited with an error and changed nothing, several iterations in a row.
+    AgentKeptFailing,
+    /// No open task can be started (failed, or waiting for a failed one).
+    Blocked,
+    /// A verify command could not run at all.
+    Unverified,
+    /// Ctrl+C, a stop request, SIGTERM.
+    Interrupted,
+}
+
 /// The outcome of one verification command.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Verification {

@@ -9,6 +9,7 @@ use super::format::{
     boxed, long_duration, long_duration_ms, plural, preview, rule, short_duration, tool_summary,
 };
 use crate::event::{IterationSummary, RunEnd, Summary};
+use crate::model::StopKind;
 
 pub(crate) use super::format::{compact_number, cost_text};
 
@@ -344,8 +345,7 @@ pub(crate) fn run_ended(out: &Voice, end: &RunEnd) {
 /// What follows `Loop ended: `: the reason, iterations, time, tokens and cost.
 pub(crate) fn run_summary(end: &RunEnd) -> String {
     // A reason that counts the iterations itself is not followed by the count again.
-    let counted =
-        end.reason.starts_with("completed in ") || end.reason.starts_with("max iterations (");
+    let counted = matches!(end.stop, StopKind::Completed | StopKind::MaxIterations);
     let mut line = end.reason.clone();
     if !counted {
         line.push_str(&format!(

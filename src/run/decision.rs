@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::model::{Failure, FailureKind, Verification};
+use crate::model::{Failure, FailureKind, StopKind, Verification};
 use crate::options::LoopOptions;
 use crate::output::format::plural;
 use crate::storage::tasks::{TaskList, TaskStatus};
@@ -503,6 +503,26 @@ pub(crate) fn backoff(base: Duration, attempt: u32, cap: Duration, jitter: f64) 
 }
 
 impl Stop {
+    /// The stop's kind, as events and the state name it.
+    pub(crate) fn kind(&self) -> StopKind {
+        match self {
+            Self::Completed { .. } => StopKind::Completed,
+            Self::MaxIterations(_) => StopKind::MaxIterations,
+            Self::MaxRuntime(_) => StopKind::MaxRuntime,
+            Self::MaxCost(_) => StopKind::MaxCost,
+            Self::MaxTokens(_) => StopKind::MaxTokens,
+            Self::Aborted { .. } => StopKind::Aborted,
+            Self::Stalled(_) => StopKind::Stalled,
+            Self::AgentFailed { .. } => StopKind::AgentFailed,
+            Self::LegacyPlugin => StopKind::LegacyPlugin,
+            Self::RalphFailed(_) => StopKind::RalphFailed,
+            Self::AgentKeptFailing { .. } => StopKind::AgentKeptFailing,
+            Self::Blocked(_) => StopKind::Blocked,
+            Self::Unverified(_) => StopKind::Unverified,
+            Self::Interrupted => StopKind::Interrupted,
+        }
+    }
+
     /// The exit status the loop ends with.
     pub(crate) fn status(&self) -> crate::exit::ExitStatus {
         use crate::exit::ExitStatus;

@@ -16,6 +16,7 @@ use crate::error::fail;
 use crate::event::{LoopEvent, NotStarted, Notice, ParallelEnd};
 use crate::exit::ExitStatus;
 use crate::git::Repo;
+use crate::model::StopKind;
 use crate::signal::StopFlag;
 use crate::storage::history::{self, History};
 use crate::storage::identity;
@@ -118,9 +119,9 @@ pub(crate) fn run(
     if stop.is_stopping() {
         run.ended.get_or_insert(Stop::Interrupted);
     }
-    let (status, reason) = run.finish();
+    let (status, reason, kind) = run.finish();
     shared.save_into(&mut state);
-    record_end(dir, state, status, reason)?;
+    record_end(dir, state, status, (reason, kind))?;
     Ok(status)
 }
 
@@ -177,7 +178,7 @@ fn record_end(
     dir: &RalphDir,
     mut state: state::LoopState,
     status: ExitStatus,
-    reason: String,
+    (reason, kind): (String, StopKind),
 ) -> anyhow::Result<()> {
     if status == ExitStatus::Success {
         crate::storage::context::settle(dir)?;
@@ -186,6 +187,7 @@ fn record_end(
     state.active = false;
     state.stopped_at = Some(crate::model::now());
     state.stop_reason = Some(reason);
+    state.stop_kind = Some(kind);
     state::save(&dir.state(), &state)
 }
 
@@ -483,7 +485,7 @@ impl<'a> Coordinator<'a> {
     }
 
     /// The run's end: the exit status and why; the `parallel_ended` event with its totals.
-    fn finish(&self) -> (ExitStatus, String) {
+    fn finish(&self) -> (ExitStatus, String, StopKind) {
         let list = self.base_list().unwrap_or_default();
         let open = list
             .tasks
@@ -494,6 +496,11 @@ impl<'a> Coordinator<'a> {
             Some(stop) => stop.status(),
             None if open == 0 => ExitStatus::Success,
             None => ExitStatus::Stopped,
+        };
+        let stop = match &self.ended {
+            Some(stop) => stop.kind(),
+            None if open == 0 => StopKind::Completed,
+            None => StopKind::Blocked,
         };
         let reason = match &self.ended {
             Some(Stop::Interrupted) => {
@@ -528,6 +535,7 @@ impl<'a> Coordinator<'a> {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         self.sink.emit(LoopEvent::ParallelEnded(ParallelEnd {
             reason: reason.clone(),
+            stop: Some(stop),
             exit_code: status.code(),
             tasks_done: count(self.merged.len()),
             // Failed in this run or an earlier one: each is marked `[!]` in the list.
@@ -545,7 +553,7 @@ impl<'a> Coordinator<'a> {
             not_started,
             not_carried: self.not_carried.clone(),
         }));
-        (status, reason)
+        (status, reason, stop)
     }
 
     /// Marks no task in progress in the base's list, and commits ralph's own files if they

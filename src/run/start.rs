@@ -117,6 +117,7 @@ pub(super) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> Loop
             .map(|saved| saved.task_attempts.clone())
             .unwrap_or_default(),
         stop_reason: None,
+        stop_kind: None,
         prompt_file: config.prompt_file.as_ref().map(|p| p.display().to_string()),
         options: Some(options::saved_options(o)),
         dirty_at_start: resumed
@@ -396,6 +397,7 @@ impl<'a> Runner<'a> {
             self.state.active = false;
             self.state.stopped_at = Some(crate::model::now());
             self.state.stop_reason = Some(reason.clone());
+            self.state.stop_kind = Some(stop.kind());
             self.save_state()?;
             self.env.sink.notice(Notice::ResumeHint {
                 iteration: super::resume::next_iteration(&self.history, self.state.iteration),
@@ -404,6 +406,7 @@ impl<'a> Runner<'a> {
         }
         self.env.sink.emit(LoopEvent::RunEnded(RunEnd {
             reason,
+            stop: stop.kind(),
             exit_code: stop.status().code(),
             iterations: u32::try_from(self.history.iteration_count()).unwrap_or(u32::MAX),
             // Wall time over all sessions: agent runs, verification, waits and pauses.
@@ -513,6 +516,7 @@ impl<'a> Runner<'a> {
         self.state.agent_group = None;
         self.state.stopped_at = Some(crate::model::now());
         self.state.stop_reason = Some(format!("ralph failed: {err:#}"));
+        self.state.stop_kind = Some(crate::model::StopKind::RalphFailed);
         let _ = self.save_state();
     }
 }

@@ -71,6 +71,9 @@ pub(crate) struct LoopState {
     /// Why the loop stopped before completing (max iterations, a budget, an interrupt…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stop_reason: Option<String>,
+    /// The stop's kind (a state written before kinds were kept has only the reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stop_kind: Option<crate::model::StopKind>,
     /// The prompt file the prompt was read from, if any (for messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) prompt_file: Option<String>,
@@ -92,16 +95,23 @@ pub(crate) struct LoopState {
 impl LoopState {
     /// The loop (or run) was interrupted (Ctrl-C, a stop request) and can be resumed.
     pub(crate) fn interrupted(&self) -> bool {
-        !self.active
-            && (self.stop_reason.as_deref()).is_some_and(|reason| reason.starts_with("interrupted"))
+        !self.active && self.stopped() == Some(true)
     }
 
     /// The loop stopped for a reason other than an interrupt (a limit, a failure, the agent
     /// giving up): after an iteration had ended, not in one.
     pub(crate) fn stopped_after_iteration(&self) -> bool {
-        !self.active
-            && (self.stop_reason.as_deref())
-                .is_some_and(|reason| !reason.starts_with("interrupted"))
+        !self.active && self.stopped() == Some(false)
+    }
+
+    /// Whether the loop's stop was an interrupt (`None`: it has not stopped). A state written
+    /// before stops had kinds says so by its reason only.
+    fn stopped(&self) -> Option<bool> {
+        match (self.stop_kind, self.stop_reason.as_deref()) {
+            (Some(kind), _) => Some(kind == crate::model::StopKind::Interrupted),
+            (None, Some(reason)) => Some(reason.starts_with("interrupted")),
+            (None, None) => None,
+        }
     }
 
     /// With `--parallel N`, the state is the run's (its coordinator's): up to N task loops, each
@@ -214,6 +224,28 @@ mod tests {
         assert_eq!(unlimited.shown_iteration(Some(6)), 7);
     }
 
+    #[test]
+    fn a_stop_is_read_by_its_kind_and_an_old_state_by_its_reason() {
+        use crate::model::StopKind;
+        let mut state = state(2, 3);
+        assert!(!state.interrupted() && !state.stopped_after_iteration());
+        state.active = false;
+        // The kind decides, whatever the prose says.
+        state.stop_reason = Some("interrupted by a stop request".into());
+        state.stop_kind = Some(StopKind::MaxCost);
+        assert!(!state.interrupted() && state.stopped_after_iteration());
+        state.stop_kind = Some(StopKind::Interrupted);
+        assert!(state.interrupted() && !state.stopped_after_iteration());
+        // A state written before kinds were kept.
+        state.stop_kind = None;
+        assert!(state.interrupted());
+        state.stop_reason = Some("max cost ($1.00) reached".into());
+        assert!(state.stopped_after_iteration());
+        // A running loop has not stopped, whatever it holds.
+        state.active = true;
+        assert!(!state.interrupted() && !state.stopped_after_iteration());
+    }
+
     fn state(iteration: u32, max_iterations: u32) -> LoopState {
         LoopState {
             iteration,
@@ -255,6 +287,7 @@ mod tests {
             agent_group: None,
             task_attempts: std::collections::BTreeMap::new(),
             stop_reason: None,
+            stop_kind: None,
             prompt_file: None,
             options: None,
             dirty_at_start: std::collections::BTreeSet::new(),

@@ -117,6 +117,7 @@ fn end_events() -> Vec<LoopEvent> {
         LoopEvent::Completed { iteration: 4 },
         LoopEvent::RunEnded(RunEnd {
             reason: "completed in 4 iterations".to_owned(),
+            stop: crate::model::StopKind::Completed,
             exit_code: 0,
             iterations: 4,
             total_duration_ms: 754_000,
@@ -145,6 +146,7 @@ fn end_events() -> Vec<LoopEvent> {
         }),
         LoopEvent::RunEnded(RunEnd {
             reason: "max iterations (1) reached".to_owned(),
+            stop: crate::model::StopKind::MaxIterations,
             exit_code: 2,
             iterations: 1,
             total_duration_ms: 45_000,
