@@ -7,8 +7,6 @@
 //! reporter it built: the terminal, JSON lines, hooks, notifications, the live report.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -17,6 +15,10 @@ use crate::agents::Usage;
 use crate::model::Verification;
 use crate::storage::carry::Carried;
 use crate::storage::history::{AgentShare, IterationRecord};
+
+mod notice;
+
+pub(crate) use notice::{Ending, IterationSummary, Notice, Summary};
 
 /// A task of a plan, as `plan_created` tells it.
 #[derive(Clone, Debug, Serialize)]
@@ -152,11 +154,136 @@ pub(crate) enum LoopEvent {
     ClaimLost { task: String },
     /// `--worker`: the worker stopped.
     WorkerEnded { reason: String, exit_code: u8 },
+    /// An iteration reached a time limit (`why`: which one): the agent and everything it started
+    /// were stopped.
+    IterationTimedOut { iteration: u32, why: String },
+    /// The agent printed its promise but was still running after `--completion-grace`: ralph
+    /// ended it, and the iteration counts as completed.
+    CompletionGraceOver { iteration: u32, grace_ms: u64 },
+    /// The sandbox's proxy refused these hosts (`host:port` → how often) during an iteration.
+    SandboxBlocked { hosts: BTreeMap<String, u32> },
+    /// The sandbox's memory limit (`--sandbox-memory`, as given) ended the agent.
+    OutOfMemory { iteration: u32, limit: String },
+    /// The first stop request arrived (Ctrl+C, SIGTERM, `ralph --stop`, the page's Stop): the
+    /// agent is being stopped.
+    StopRequested,
+    /// The agent seems stuck: iterations in a row without file changes, very short iterations.
+    Struggling { no_progress: u32, short: u32 },
+    /// The promise came before `--min-iterations`: the loop goes on.
+    CompletionDeferred {
+        min_iterations: u32,
+        next_iteration: u32,
+    },
+    /// The agent's claim of completion was refused: tasks of the list are still open
+    /// (`open_tasks`), or checks failed (`failed_checks`: `--verify` commands, or, with
+    /// `task_text`, the verify command of that task of the list, which is reopened).
+    CompletionRefused {
+        iteration: u32,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        open_tasks: Vec<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        failed_checks: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task_text: Option<String>,
+    },
+    /// The iteration's work was committed.
+    Committed { iteration: u32, commit: String },
+    /// The iteration's work could not be committed (`files`: the merge the loop was handed still
+    /// has conflict markers in them); it stays uncommitted in the work tree.
+    CommitFailed {
+        reason: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        files: Vec<String>,
+    },
+    /// `--worker`: the task's branch could not be pushed (the next commit tries again), or was
+    /// not, because another worker took the claim over.
+    PushFailed { reason: String },
+    /// `--parallel`: a done task's merge waits for the user's uncommitted changes to `files`.
+    MergeWaits { task: String, files: Vec<String> },
+    /// Work saved for a task (on `branch`; a `--worker`'s: on `remote`) was made for another text
+    /// of it: kept there, never merged; the task starts afresh.
+    WorkSetAside {
+        task: String,
+        branch: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        made_for: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        remote: Option<String>,
+    },
+    /// A task's new status (`done`, `failed`) could not be written to the task file.
+    TaskNotRecorded {
+        task: String,
+        status: String,
+        why: String,
+    },
+    /// `--worker --wait`: no task is free; `held` are held by other workers.
+    WorkerWaiting { held: usize },
+    /// `--worker` given a spec: another worker (`by`) is planning it; this one waits.
+    WaitingForPlan { by: String },
+    /// `--worktree NAME` without `--merge`: the loop's work is left on `branch`, to merge into
+    /// `base` by hand.
+    WorktreeLeft {
+        name: String,
+        branch: String,
+        base: String,
+    },
+    /// An agent a killed ralph left running (its process group) was stopped.
+    LeftoverAgentStopped { process_group: i32 },
+    /// A file of ralph's could not be read (`reason`): set aside as `copy`, and started afresh.
+    CorruptFile {
+        path: String,
+        reason: String,
+        copy: Option<String>,
+    },
 }
+
+/// Every event's name, as its `event` field says it: what `--on-event` subscribes to.
+pub(crate) const EVENT_NAMES: &[&str] = &[
+    "run_started",
+    "iteration_started",
+    "tools",
+    "iteration_finished",
+    "verified",
+    "retry_wait",
+    "fallback",
+    "completed",
+    "run_ended",
+    "plan_created",
+    "task_started",
+    "task_merged",
+    "worktree_merged",
+    "notes_carried",
+    "merge_conflicted",
+    "merge_refused",
+    "task_failed",
+    "parallel_ended",
+    "worker_started",
+    "task_claimed",
+    "claim_lost",
+    "worker_ended",
+    "iteration_timed_out",
+    "completion_grace_over",
+    "sandbox_blocked",
+    "out_of_memory",
+    "stop_requested",
+    "struggling",
+    "completion_deferred",
+    "completion_refused",
+    "committed",
+    "commit_failed",
+    "push_failed",
+    "merge_waits",
+    "work_set_aside",
+    "task_not_recorded",
+    "worker_waiting",
+    "waiting_for_plan",
+    "worktree_left",
+    "leftover_agent_stopped",
+    "corrupt_file",
+];
 
 impl LoopEvent {
     /// The event's name, as its `event` field says it.
-    #[cfg(test)]
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::RunStarted { .. } => "run_started",
@@ -181,6 +308,25 @@ impl LoopEvent {
             Self::TaskClaimed { .. } => "task_claimed",
             Self::ClaimLost { .. } => "claim_lost",
             Self::WorkerEnded { .. } => "worker_ended",
+            Self::IterationTimedOut { .. } => "iteration_timed_out",
+            Self::CompletionGraceOver { .. } => "completion_grace_over",
+            Self::SandboxBlocked { .. } => "sandbox_blocked",
+            Self::OutOfMemory { .. } => "out_of_memory",
+            Self::StopRequested => "stop_requested",
+            Self::Struggling { .. } => "struggling",
+            Self::CompletionDeferred { .. } => "completion_deferred",
+            Self::CompletionRefused { .. } => "completion_refused",
+            Self::Committed { .. } => "committed",
+            Self::CommitFailed { .. } => "commit_failed",
+            Self::PushFailed { .. } => "push_failed",
+            Self::MergeWaits { .. } => "merge_waits",
+            Self::WorkSetAside { .. } => "work_set_aside",
+            Self::TaskNotRecorded { .. } => "task_not_recorded",
+            Self::WorkerWaiting { .. } => "worker_waiting",
+            Self::WaitingForPlan { .. } => "waiting_for_plan",
+            Self::WorktreeLeft { .. } => "worktree_left",
+            Self::LeftoverAgentStopped { .. } => "leftover_agent_stopped",
+            Self::CorruptFile { .. } => "corrupt_file",
         }
     }
 }
@@ -227,10 +373,6 @@ pub(crate) struct RunEnd {
 #[derive(Clone, Debug, Default, Serialize)]
 pub(crate) struct ParallelEnd {
     pub(crate) reason: String,
-    /// Why, as a kind (`completed`: every task done and merged; `blocked`: tasks failed, or
-    /// wait for failed ones), for ralph's own readers, like [`RunEnd::stop`].
-    #[serde(skip)]
-    pub(crate) stop: Option<crate::model::StopKind>,
     pub(crate) exit_code: u8,
     /// Tasks merged, failed, and never started in this run.
     pub(crate) tasks_done: u32,
@@ -256,294 +398,6 @@ pub(crate) struct ParallelEnd {
 pub(crate) struct NotStarted {
     pub(crate) task: String,
     pub(crate) why: String,
-}
-
-/// What the loop is about to do.
-#[derive(Debug)]
-pub(crate) struct Summary<'a> {
-    pub(crate) prompt: &'a str,
-    pub(crate) prompt_file: Option<&'a Path>,
-    pub(crate) completion_promise: &'a str,
-    pub(crate) task_promise: Option<&'a str>,
-    pub(crate) min_iterations: u32,
-    pub(crate) max_iterations: u32,
-    pub(crate) agent: &'a str,
-    pub(crate) model: Option<&'a str>,
-    /// `--fallback`'s agents, as `Name` or `Name (model)`.
-    pub(crate) fallback: Vec<String>,
-    pub(crate) opencode_plugins_disabled: bool,
-    pub(crate) allow_all: bool,
-    pub(crate) commit: bool,
-    /// Whether the working directory is in a git repository (changes tracked, commits made).
-    pub(crate) git: bool,
-    pub(crate) resumed_at: Option<u32>,
-}
-
-/// What the iteration summary shows.
-#[derive(Debug)]
-pub(crate) struct IterationSummary<'a> {
-    pub(crate) iteration: u32,
-    pub(crate) elapsed: Duration,
-    pub(crate) tools: &'a BTreeMap<String, u64>,
-    pub(crate) exit_code: i32,
-    pub(crate) completion_detected: bool,
-    pub(crate) usage: Option<Usage>,
-    pub(crate) cost: Option<f64>,
-    pub(crate) failure: Option<&'a crate::model::Failure>,
-}
-
-/// What only a person reads: the banner, the summaries, commit lines, warnings, advice. The
-/// terminal reporter renders each (a task loop's voice leaves out what belongs to the run: the
-/// banner, boxes, summaries and `--resume` advice); nothing else hears them.
-#[derive(Debug)]
-pub(crate) enum Notice<'a> {
-    Banner {
-        agent: &'a str,
-    },
-    ConfigSummary(&'a Summary<'a>),
-    /// `--resume` with options given now over the saved ones (`--flag: old → new`).
-    ResumeOverrides(&'a [String]),
-    TasksFileCreated(&'a Path),
-    /// Lines of the task file ralph reads otherwise than they are written (`line N: …`).
-    TaskFileProblems {
-        path: &'a Path,
-        problems: &'a [String],
-    },
-    TasksFileUnreadable {
-        path: &'a Path,
-        reason: &'a str,
-    },
-    /// An agent a killed ralph left running was stopped (its process group).
-    LeftoverAgentStopped(i32),
-    CorruptFile {
-        path: &'a Path,
-        reason: &'a str,
-        copy: Option<&'a Path>,
-    },
-    /// Codex's own sandbox cannot use the `bwrap` on `PATH` (`system`, `version`): Codex runs
-    /// with the one it ships (in `folder`) first on its `PATH`.
-    CodexBwrapShipped {
-        system: &'a Path,
-        version: &'a str,
-        folder: &'a Path,
-    },
-    NoPluginsIgnored {
-        agent: &'a str,
-    },
-    MaxCostUnavailable {
-        agent: &'a str,
-    },
-    MaxStalledUnavailable,
-    /// The loop starts on a detached HEAD (its abbreviated commit): commits go on no branch.
-    DetachedHead(&'a str),
-    /// Paths that had uncommitted changes when the loop started: left out of its commits.
-    DirtyAtStart(&'a [String]),
-    LogUnavailable {
-        dir: &'a Path,
-        error: &'a std::io::Error,
-    },
-    IterationHeader {
-        iteration: u32,
-        min: u32,
-        max: u32,
-    },
-    IterationSummary(&'a IterationSummary<'a>),
-    IterationError {
-        iteration: u32,
-        error: &'a str,
-    },
-    IterationTimedOut {
-        iteration: u32,
-        why: &'a str,
-    },
-    /// The sandbox's proxy refused these hosts (`host:port` → how often) in the iteration.
-    SandboxBlocked {
-        hosts: &'a std::collections::BTreeMap<String, u32>,
-    },
-    /// The agent was killed by the sandbox's memory limit (`--sandbox-memory`, as given).
-    OutOfMemory {
-        iteration: u32,
-        limit: &'a str,
-    },
-    /// A `--parallel` run or a `--worker` lets its agents use every tool, unattended, with no
-    /// sandbox.
-    Unsandboxed,
-    /// The agent said its promise but was still running after `--completion-grace`: ralph ended
-    /// it, and the iteration counts as completed.
-    CompletionGraceOver {
-        iteration: u32,
-        grace: Duration,
-    },
-    /// The first stop request arrived.
-    Stopping,
-    Struggle {
-        no_progress: u32,
-        short: u32,
-    },
-    /// The agent exited with a non-zero code (`goes_on`: the loop continues).
-    NonzeroExit {
-        agent: &'a str,
-        code: i32,
-        goes_on: bool,
-    },
-    TaskCompleted {
-        tag: &'a str,
-        next_iteration: u32,
-    },
-    CompletionDeferred {
-        min: u32,
-        next_iteration: u32,
-    },
-    CompletionRefusedOpenTasks(&'a [String]),
-    /// The completion claim was refused by these failed checks.
-    CompletionRefusedByChecks {
-        iteration: u32,
-        failed: &'a [String],
-    },
-    TaskVerificationFailed {
-        task: &'a str,
-    },
-    TaskFailed {
-        task: &'a str,
-        attempts: u32,
-    },
-    ContextConsumed {
-        newer_kept: bool,
-        edited: bool,
-    },
-    Committed {
-        iteration: u32,
-        hash: &'a str,
-    },
-    /// The work an interrupted iteration left in a task's worktree, committed as its loop
-    /// starts again (`Ralph: work of an interrupted iteration`).
-    InterruptedWorkCommitted(&'a str),
-    CommitFailed(&'a str),
-    /// A task loop's work is not committed: the merge of the base it was handed still has
-    /// conflict markers in these files.
-    ConflictsNotCommitted(&'a [String]),
-    ProgressCommitted(&'a str),
-    PushFailed(&'a str),
-    /// Every agent of the fallback chain is out of quota: the retry waits for the first reset
-    /// an agent gave (`None`: the first limit to end is a guess, the ordinary backoff applies).
-    FallbackAllLimited(Option<DateTime<Utc>>),
-    /// A wait before a retry ended (an in-place countdown line is closed).
-    RetryWaitOver,
-    Ended(Ending<'a>),
-    /// How to go on with a loop that stopped before completing.
-    ResumeHint {
-        iteration: u32,
-        limit_reached: bool,
-    },
-    ParallelStarted {
-        at_once: u32,
-        base: &'a str,
-    },
-    WorktreeLoop {
-        name: &'a str,
-        branch: &'a str,
-    },
-    WorktreeLeft {
-        name: &'a str,
-        branch: &'a str,
-        base: &'a str,
-    },
-    UnfinishedMergeUndone,
-    /// A worker started again found its task held by another worker (`by`), which took it
-    /// over: its stale worktree of the task was removed.
-    TakenOverElsewhere {
-        task: &'a str,
-        by: &'a str,
-    },
-    /// A merge a stopped ralph had begun to land on the base was finished.
-    LandingFinished {
-        task: &'a str,
-    },
-    /// A task's worktree could not get the base's submodules (why).
-    SubmodulesMissing {
-        task: &'a str,
-        why: &'a str,
-    },
-    /// A done task's merge waits: the user has uncommitted changes in the base to `files`, which
-    /// the task changed too.
-    MergeWaits {
-        task: &'a str,
-        files: &'a [String],
-    },
-    /// Work saved for a task was made for another text (`made_for`): it is kept on `branch`,
-    /// never merged, and the task starts afresh.
-    WorkSetAside {
-        task: &'a str,
-        made_for: &'a str,
-        branch: &'a str,
-    },
-    /// Worktrees and branches of merged tasks were removed (`removed`), or kept (`kept`: task
-    /// and why).
-    Swept {
-        removed: &'a [String],
-        kept: &'a [(String, String)],
-    },
-    TaskNotRecorded {
-        task: &'a str,
-        status: &'a str,
-        why: &'a str,
-    },
-    WorktreeKept {
-        task: &'a str,
-        paths: &'a [String],
-    },
-    /// A `--worker` found the task's branch on the remote pushed for another text of the task:
-    /// it is kept on `branch` there, never merged.
-    PushedWorkSetAside {
-        task: &'a str,
-        remote: &'a str,
-        branch: &'a str,
-    },
-    /// A `--worker`'s claim is no longer its own: the task's branch is not pushed.
-    ClaimLostNoPush,
-    ClaimRaceLost {
-        task: &'a str,
-    },
-    /// A task loop's prompt holds this many hints of the run's pending context.
-    ContextGiven {
-        hints: usize,
-    },
-    /// The run's pending context could not be read or recorded for a task loop: why.
-    ContextNotGiven(&'a str),
-    BaseMoved {
-        task: &'a str,
-        base: &'a str,
-    },
-    WorkerWaiting {
-        held: usize,
-    },
-    /// A `--worker` given a spec waits for the plan another worker (`by`) is making.
-    WaitingForPlan {
-        by: &'a str,
-    },
-}
-
-/// How a loop ended, as a person is told (the `run_ended` event follows).
-#[derive(Debug)]
-pub(crate) enum Ending<'a> {
-    /// The promise was kept: `tag` in `iterations` (a task loop's task is done, to be merged).
-    Completed {
-        tag: &'a str,
-        iterations: u32,
-        total_ms: u64,
-    },
-    MaxIterations {
-        max: u32,
-        total_ms: u64,
-    },
-    Aborted {
-        message: &'a str,
-    },
-    AgentFailed(&'a crate::model::Failure),
-    LegacyPlugin,
-    Blocked(&'a [String]),
-    /// Any other stop (an interrupt was told as it came): the end line says it.
-    Other,
 }
 
 /// An event as it leaves the loop: when, and for which task of a run (`None` for the run itself).
@@ -578,6 +432,12 @@ pub(crate) trait Reporter: Send {
 
     /// What only a person reads; only the terminal renders it.
     fn notice(&mut self, _notice: &Notice<'_>) {}
+
+    /// An event a notice just told (see [`Notice::event`]): heard as any event, but by the
+    /// terminal, which rendered the notice.
+    fn told(&mut self, event: &Stamped<'_>) {
+        self.event(event);
+    }
 }
 
 #[cfg(test)]
@@ -588,7 +448,94 @@ mod tests {
     fn every_event() -> Vec<LoopEvent> {
         let mut events = loop_events();
         events.extend(fleet_events());
+        events.extend(told_events());
         events
+    }
+
+    /// One of every event a notice tells as well.
+    fn told_events() -> Vec<LoopEvent> {
+        let text = || "x".to_owned();
+        vec![
+            LoopEvent::IterationTimedOut {
+                iteration: 1,
+                why: text(),
+            },
+            LoopEvent::CompletionGraceOver {
+                iteration: 1,
+                grace_ms: 1,
+            },
+            LoopEvent::SandboxBlocked {
+                hosts: BTreeMap::from([(text(), 1)]),
+            },
+            LoopEvent::OutOfMemory {
+                iteration: 1,
+                limit: text(),
+            },
+            LoopEvent::StopRequested,
+            LoopEvent::Struggling {
+                no_progress: 3,
+                short: 0,
+            },
+            LoopEvent::CompletionDeferred {
+                min_iterations: 2,
+                next_iteration: 2,
+            },
+            LoopEvent::CompletionRefused {
+                iteration: 1,
+                open_tasks: vec![text()],
+                failed_checks: vec![text()],
+                task_text: Some(text()),
+            },
+            LoopEvent::Committed {
+                iteration: 1,
+                commit: text(),
+            },
+            LoopEvent::CommitFailed {
+                reason: text(),
+                files: vec![text()],
+            },
+            LoopEvent::PushFailed { reason: text() },
+            LoopEvent::MergeWaits {
+                task: text(),
+                files: vec![text()],
+            },
+            LoopEvent::WorkSetAside {
+                task: text(),
+                branch: text(),
+                made_for: Some(text()),
+                remote: None,
+            },
+            LoopEvent::TaskNotRecorded {
+                task: text(),
+                status: text(),
+                why: text(),
+            },
+            LoopEvent::WorkerWaiting { held: 1 },
+            LoopEvent::WaitingForPlan { by: text() },
+            LoopEvent::WorktreeLeft {
+                name: text(),
+                branch: text(),
+                base: text(),
+            },
+            LoopEvent::LeftoverAgentStopped { process_group: 7 },
+            LoopEvent::CorruptFile {
+                path: text(),
+                reason: text(),
+                copy: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_list_of_names_is_every_events_name_once() {
+        let names: Vec<&str> = every_event().iter().map(LoopEvent::name).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len(), "one example of each event");
+        let mut listed = EVENT_NAMES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(listed, sorted);
     }
 
     /// One of every event of a loop.
@@ -675,6 +622,21 @@ mod tests {
             LoopEvent::MergeConflicted {
                 task: text(),
                 files: vec![],
+            },
+            LoopEvent::MergeRefused {
+                task: text(),
+                base: text(),
+                command: text(),
+                exit_code: Some(1),
+                output_tail: text(),
+                tries: 1,
+                most: 3,
+                sent_back: true,
+            },
+            LoopEvent::WorktreeMerged {
+                name: text(),
+                into: text(),
+                commit: text(),
             },
             LoopEvent::NotesCarried {
                 task: text(),

@@ -267,6 +267,9 @@ loop_options! {
     on_complete: Option<String> = None, heading "Hooks", value "CMD";
     /// Shell command run when the loop stops without completing (limit, failure, interrupt, abort).
     on_stop: Option<String> = None, heading "Hooks", value "CMD";
+    /// Shell command run on every event of that name, with its JSON on stdin (repeatable; e.g. commit_failed=./alert.sh).
+    on_event: Vec<String> = Vec::new(),
+        heading "Hooks", value "EVENT=CMD", example "[\"commit_failed=./alert.sh\"]";
     /// Time limit of each hook; a hook that runs longer is stopped (a warning).
     hook_timeout: Duration = Duration::from_secs(30), heading "Hooks", value "DURATION";
     /// POST a short message to this URL when the loop ends (repeat for several; Slack, Discord and ntfy URLs get their own shape).
@@ -337,11 +340,19 @@ pub(crate) fn def(key: &str) -> Option<&'static Def> {
 
 /// The known key closest to a misspelt one.
 pub(crate) fn closest(name: &str) -> Option<&'static str> {
-    DEFS.iter()
-        .map(|def| (edit_distance(name, def.key), def.key))
+    closest_in(name, DEFS.iter().map(|def| def.key))
+}
+
+/// The name of `names` closest to a misspelt one (at most three edits away).
+pub(crate) fn closest_in(
+    name: &str,
+    names: impl Iterator<Item = &'static str>,
+) -> Option<&'static str> {
+    names
+        .map(|known| (edit_distance(name, known), known))
         .filter(|(distance, _)| *distance <= 3)
         .min()
-        .map(|(_, key)| key)
+        .map(|(_, known)| known)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {

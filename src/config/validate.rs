@@ -46,6 +46,9 @@ impl RunConfig {
                 "--keep-logs must be at least 1: the log of the iteration that runs is always kept",
             ));
         }
+        for setting in &o.on_event {
+            crate::hooks::parse_on_event(setting).map_err(usage)?;
+        }
         for url in &o.notify {
             crate::notify::check_url(url).map_err(usage)?;
         }

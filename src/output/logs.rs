@@ -14,9 +14,9 @@ pub(crate) fn log_unavailable(out: &Voice, dir: &Path, err: &std::io::Error) {
 }
 
 /// A hook failed or ran out of time; the loop goes on.
-pub(crate) fn hook_failed(out: &Voice, key: &str, why: &str) {
-    // `on_complete` and `on_stop` run once the loop has ended.
-    let after = if key == "on_iteration" {
+pub(crate) fn hook_failed(out: &Voice, (key, goes_on): (&str, bool), why: &str) {
+    // `on_complete`, `on_stop` and the hooks of end events run once the loop has ended.
+    let after = if goes_on {
         "the loop goes on"
     } else {
         "the loop's outcome is unchanged"

@@ -156,12 +156,17 @@ impl Reporter for Human {
             LoopEvent::Fallback { to, reason, .. } => fallback_switch(out, to, reason),
             LoopEvent::RunEnded(end) => run_ended(out, end),
             LoopEvent::PlanCreated { tasks } => plan_created(out, tasks),
+            // Its notice said it.
+            LoopEvent::CompletionRefused { .. } => {}
             LoopEvent::RunStarted { .. }
             | LoopEvent::IterationFinished(_)
             | LoopEvent::Completed { .. } => {}
             fleet => parallel::fleet_event(out, fleet),
         }
     }
+
+    /// The notice said it.
+    fn told(&mut self, _: &Stamped<'_>) {}
 
     fn notice(&mut self, notice: &Notice<'_>) {
         let out = &self.voice;

@@ -144,6 +144,24 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
+    /// The `completion_refused` event of a claim refused in `iteration`.
+    pub(crate) fn event(&self, iteration: u32) -> crate::event::LoopEvent {
+        let commands = |failed: &[Verification]| failed.iter().map(|v| v.command.clone()).collect();
+        let (open_tasks, failed_checks, task_text) = match self {
+            Self::OpenTasks(open) => (open.clone(), Vec::new(), None),
+            Self::Verification(failed) => (Vec::new(), commands(failed), None),
+            Self::TaskVerification { task, failed } => {
+                (Vec::new(), commands(failed), Some(task.clone()))
+            }
+        };
+        crate::event::LoopEvent::CompletionRefused {
+            iteration,
+            open_tasks,
+            failed_checks,
+            task_text,
+        }
+    }
+
     /// The short reason the history and progress log record.
     pub(crate) fn reason(&self) -> String {
         match self {

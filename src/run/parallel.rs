@@ -535,7 +535,6 @@ impl<'a> Coordinator<'a> {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         self.sink.emit(LoopEvent::ParallelEnded(ParallelEnd {
             reason: reason.clone(),
-            stop: Some(stop),
             exit_code: status.code(),
             tasks_done: count(self.merged.len()),
             // Failed in this run or an earlier one: each is marked `[!]` in the list.

@@ -176,6 +176,7 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
     let Some(refusal) = &decision.refusal else {
         return;
     };
+    runner.env.sink.emit(refusal.event(facts.iteration));
     let section = match refusal {
         Refusal::OpenTasks(open) => {
             runner

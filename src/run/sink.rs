@@ -105,23 +105,34 @@ impl Sink {
         &self.voice
     }
 
-    /// Hands `notice` to every reporter in turn (the terminal renders it).
+    /// Hands `notice` to every reporter in turn (the terminal renders it), with its event when
+    /// it tells what happened to the run.
     pub(crate) fn notice(&self, notice: Notice<'_>) {
+        let event = notice.event();
+        let stamped = event.as_ref().map(|event| self.stamp(event));
         for reporter in &self.reporters {
             let mut reporter = reporter
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             reporter.notice(&notice);
+            if let Some(stamped) = &stamped {
+                reporter.told(stamped);
+            }
+        }
+    }
+
+    /// `event`, now, in this sink's loop.
+    fn stamp<'a>(&'a self, event: &'a LoopEvent) -> Stamped<'a> {
+        Stamped {
+            time: crate::model::now(),
+            task: self.task.as_deref(),
+            event,
         }
     }
 
     /// Stamps `event` with the time and the task, and hands it to every reporter in turn.
     pub(crate) fn emit(&self, event: LoopEvent) {
-        let stamped = Stamped {
-            time: crate::model::now(),
-            task: self.task.as_deref(),
-            event: &event,
-        };
+        let stamped = self.stamp(&event);
         for reporter in &self.reporters {
             let mut reporter = reporter
                 .lock()
@@ -175,5 +186,29 @@ mod tests {
         assert_eq!(heard.names(), ["completed", "claim_lost"]);
         let events = heard.0.lock().unwrap();
         assert!(events.iter().all(|event| event["task"] == "t2"));
+    }
+
+    #[test]
+    fn a_notice_of_what_happened_reaches_every_reporter_and_the_terminal_once() {
+        let heard = Collected::default();
+        let (voice, shown) = Voice::capturing(false, None, false);
+        let sink = Sink::with(
+            None,
+            vec![Box::new(Human::new(voice.clone())), Box::new(heard.clone())],
+            voice,
+        );
+        sink.notice(Notice::CommitFailed("the pre-commit hook refused"));
+        // Advice is only the terminal's.
+        sink.notice(Notice::MaxStalledUnavailable);
+        assert_eq!(heard.names(), ["commit_failed"]);
+        assert_eq!(
+            heard.0.lock().unwrap()[0]["reason"],
+            "the pre-commit hook refused"
+        );
+        let shown = shown.lock().unwrap();
+        let failed = shown
+            .iter()
+            .filter(|line| line.contains("Auto-commit failed"));
+        assert_eq!(failed.count(), 1, "{shown:?}");
     }
 }

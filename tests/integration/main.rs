@@ -9,6 +9,7 @@ mod audit;
 mod cli;
 mod columns;
 mod commands;
+mod event_stream;
 mod gates;
 mod git_commit;
 mod git_preconditions;

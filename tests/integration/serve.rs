@@ -12,7 +12,7 @@ use crate::signals::wait_output;
 use crate::support::{TestEnv, served_at, wait_for_file};
 
 /// Stops a server as Ctrl+C does; it ends with exit 0.
-fn stop_server(server: &mut Child) {
+pub(crate) fn stop_server(server: &mut Child) {
     crate::support::interrupt(server);
     let output = wait_output(server, Duration::from_secs(10));
     assert_eq!(output.status.code(), Some(0), "{output:?}");
@@ -63,7 +63,7 @@ fn get_json(port: u16, path: &str) -> serde_json::Value {
 
 /// Reads Server-Sent Events from `/api/v1/events` (after `last`, when given) until `enough`
 /// holds of those read or 60 s pass; each as (id, data).
-fn events_until(
+pub(crate) fn events_until(
     port: u16,
     last: Option<u64>,
     mut enough: impl FnMut(&[(u64, serde_json::Value)]) -> bool,

@@ -24,8 +24,32 @@ pub(super) fn every_event() -> Vec<LoopEvent> {
         vec![plan_created()],
         parallel_events(),
         worker_events(),
+        told_events(),
     ]
     .concat()
+}
+
+/// The events notices tell as well (one of each name), and a claim's refusal.
+fn told_events() -> Vec<LoopEvent> {
+    let data = Data::new();
+    let summary = summary();
+    let iteration = iteration_summary(&data);
+    let mut events = vec![LoopEvent::CompletionRefused {
+        iteration: 3,
+        open_tasks: strings(&["2. Add the login page"]),
+        failed_checks: vec![],
+        task_text: None,
+    }];
+    let mut names = std::collections::BTreeSet::from(["task_failed"]);
+    for event in every_notice(&data, &summary, &iteration)
+        .iter()
+        .filter_map(Notice::event)
+    {
+        if names.insert(event.name()) {
+            events.push(event);
+        }
+    }
+    events
 }
 
 /// A loop's start and what its iterations tell.

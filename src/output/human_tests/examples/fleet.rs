@@ -66,7 +66,6 @@ pub(super) fn parallel_events() -> Vec<LoopEvent> {
         },
         LoopEvent::ParallelEnded(ParallelEnd {
             reason: "not every task is done".to_owned(),
-            stop: Some(crate::model::StopKind::Blocked),
             exit_code: 1,
             tasks_done: 3,
             tasks_failed: 1,
