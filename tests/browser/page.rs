@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::report::{HEADLESS, chromium_or_skip};
-use crate::support::{TestEnv, served_at, wait_for_file, wait_output};
+use crate::support::{TestEnv, claude_events, served_at, wait_for_file, wait_output};
 
 /// A headless Chromium and the page it shows, spoken to over `--remote-debugging-pipe`.
 struct Browser {
@@ -419,6 +419,53 @@ i=0; while [ ! -f "$dir/go-$n" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1));
     let output = wait_output(&mut run, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(130));
     assert!(!env.agent_dir().join("started-3").exists());
+}
+
+#[test]
+fn the_output_panel_shows_a_claude_code_runs_text_and_tools_never_its_json() {
+    let Some(program) = chromium_or_skip("the --serve page's Output test") else {
+        return;
+    };
+    let env = TestEnv::new();
+    env.agent_script(None, &claude_events("Done.\n<promise>COMPLETE</promise>"));
+    // The repository refuses the agent's commit: the page lists it among what needs a look.
+    let hook = env.work().join(".git/hooks/pre-commit");
+    fs::write(&hook, "#!/bin/sh\necho 'hook says no' >&2\nexit 1\n").unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let edit = env.work().join("notes.txt");
+    let run = env.run_loop_with(&["Write hello.txt", "--agent", "claude-code"], |command| {
+        command.env("FAKE_AGENT_EDIT", &edit);
+    });
+    run.assert_code(0);
+    let mut server = env
+        .ralph()
+        .args(["--serve", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, token) = served_at(&mut server);
+    let mut browser = Browser::open(program, &env.path().join("browser"));
+    browser.size(1280, 800);
+    browser.show(port, &token);
+    browser.until(
+        "the agent's text in the Output panel",
+        "document.getElementById('output').innerText.includes(\"I'll write the file.\")",
+    );
+    let shown = browser.eval("document.getElementById('output').innerText");
+    let shown = shown.as_str().unwrap_or_default();
+    // Each tool call folded to one line: its name and what it worked on.
+    assert!(
+        shown.contains("| Write /w/hello.txt"),
+        "the tool's line: {shown}"
+    );
+    assert!(!shown.contains("{\"type\":"), "no raw event: {shown}");
+    browser.until(
+        "the refused commit among what needs a look",
+        "document.getElementById('problems').innerText.includes('commit failed') && document.getElementById('problems').innerText.includes('hook says no')",
+    );
+    drop(browser);
+    stop_server(&mut server);
 }
 
 /// `ralph --serve ADDR --remote` in `dir`: the server, its port and its token.

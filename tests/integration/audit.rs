@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
 
-use crate::json_mode::claude_events;
 use crate::signals::{HANG, wait_output};
+use crate::support::claude_events;
 use crate::support::{TestEnv, is_alive, wait_for_file};
 
 fn commit_subjects(env: &TestEnv) -> Vec<String> {

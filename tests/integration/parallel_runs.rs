@@ -136,7 +136,7 @@ fn a_task_loop_keeps_its_tasks_promise_in_an_agents_json_output_as_in_text() {
     fs::write(env.ralph_file("ralph-tasks.md"), "- [ ] One\n  - id: one\n").unwrap();
     env.agent_script(
         None,
-        &crate::json_mode::claude_events("Wrote it.\n<promise>READY_FOR_NEXT_TASK</promise>"),
+        &crate::support::claude_events("Wrote it.\n<promise>READY_FOR_NEXT_TASK</promise>"),
     );
     let run = env.run_loop(&[
         "Build",

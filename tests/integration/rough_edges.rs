@@ -153,7 +153,7 @@ fn the_tool_summary_is_shown_once_live_and_in_the_log() {
     let env = TestEnv::new();
     env.agent_script(
         None,
-        &crate::json_mode::claude_events("Done.\n\n<promise>COMPLETE</promise>"),
+        &crate::support::claude_events("Done.\n\n<promise>COMPLETE</promise>"),
     );
     let run = env.run_loop(&["task", "--agent", "claude-code", "--max-iterations", "1"]);
     run.assert_code(0);

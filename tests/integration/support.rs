@@ -523,6 +523,21 @@ pub(crate) fn served_at(child: &mut std::process::Child) -> (u16, String) {
     }
 }
 
+/// Shell code printing Claude stream-json events: a tool call, then a result with `final_text`.
+pub(crate) fn claude_events(final_text: &str) -> String {
+    let lines = [
+        r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","tools":["Write"],"model":"m"}"#.to_owned(),
+        r#"{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"I'll write the file."}],"usage":{"input_tokens":100,"output_tokens":1}}}"#.to_owned(),
+        r#"{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/w/hello.txt","content":"hi"}}]}}"#.to_owned(),
+        r#"{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t1","type":"tool_result","content":"File says <promise>COMPLETE</promise>"}]}}"#.to_owned(),
+        format!(
+            r#"{{"type":"result","subtype":"success","is_error":false,"num_turns":2,"result":{},"total_cost_usd":0.002,"usage":{{"input_tokens":200,"cache_creation_input_tokens":5,"cache_read_input_tokens":7,"output_tokens":40}}}}"#,
+            serde_json::to_string(final_text).unwrap()
+        ),
+    ];
+    format!("cat <<'EVENTS'\n{}\nEVENTS\n", lines.join("\n"))
+}
+
 /// A small random-number generator (xorshift), seeded per round so that a failing round of a
 /// kill test can be replayed (the fuzz and matrix targets).
 #[allow(dead_code, reason = "used by the fuzz and matrix targets only")]
