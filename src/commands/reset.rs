@@ -23,7 +23,7 @@ pub(crate) fn reset(dir: &RalphDir, knobs: &Knobs) -> anyhow::Result<ExitStatus>
     for path in [
         dir.state(),
         dir.history(),
-        storage::summary::path_for(&dir.history()),
+        storage::history::summary::path_for(&dir.history()),
         dir.context(),
         dir.file(storage::context::GIVEN_FILE),
         dir.file(OPENCODE_CONFIG_FILE),

@@ -4,8 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
-
 use crate::agents::{AgentCommand, Failure, FailureKind};
 use crate::event::{IterationSummary, LoopEvent, Notice};
 use crate::git::{Repo, Snapshot};
@@ -17,12 +15,12 @@ use crate::storage::logs::{self, IterationLog, LOGS_DIR};
 use crate::storage::state;
 use crate::storage::tasks::TaskList;
 use crate::stream::{self, EndedBy, RunOptions};
-use crate::transcript::{Findings, Transcript};
+use crate::transcript::Transcript;
 
 use super::decision::{self, Decision, Facts, Next, Stop};
 use super::fallback::AfterFailure;
 use super::plan::{self, Focus, Step};
-use super::record;
+use super::record::{self, AgentRun};
 use super::{Env, Runner};
 
 /// What the iteration starts from.
@@ -31,26 +29,6 @@ struct Planned {
     tasks: Option<Result<Option<String>, String>>,
     context: Injected,
     before: Option<Option<Snapshot>>,
-}
-
-/// How the agent's run went.
-pub(super) struct AgentRun {
-    pub(super) findings: Findings,
-    /// The time limit this run had (the task's `timeout`, else `--iteration-timeout`).
-    pub(super) run_timeout: Option<Duration>,
-    pub(super) exit_code: i32,
-    pub(super) ended_by: Option<EndedBy>,
-    /// The signal that ended the agent when ralph stopped it.
-    pub(super) stop_signal: Option<&'static str>,
-    pub(super) started_at: DateTime<Utc>,
-    pub(super) elapsed: Duration,
-    pub(super) files: Vec<String>,
-    /// The iteration's log, relative to `.ralph/`.
-    pub(super) log: Option<String>,
-    /// The hosts the sandbox refused the agent, with how often.
-    pub(super) blocked: std::collections::BTreeMap<String, u32>,
-    /// The agent was killed by the sandbox's memory limit.
-    pub(super) out_of_memory: bool,
 }
 
 /// Runs iteration `iteration` and says what comes next.

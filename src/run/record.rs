@@ -1,17 +1,42 @@
 //! Record: what an iteration did goes into the history, the progress log and the event stream,
 //! and what was refused goes into the next prompt.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
 use crate::config::millis;
 use crate::event::{LoopEvent, Notice};
 use crate::model::Verification;
 use crate::prompt::{self, Feedback};
 use crate::storage::history::{self, IterationRecord, Struggle};
 use crate::storage::progress;
+use crate::stream::EndedBy;
+use crate::transcript::Findings;
 
 use super::Runner;
 use super::decision::{self, Claim, Decision, Facts, Refusal};
-use super::iteration::AgentRun;
 use super::plan::Step;
+
+/// How the agent's run went.
+pub(super) struct AgentRun {
+    pub(super) findings: Findings,
+    /// The time limit this run had (the task's `timeout`, else `--iteration-timeout`).
+    pub(super) run_timeout: Option<Duration>,
+    pub(super) exit_code: i32,
+    pub(super) ended_by: Option<EndedBy>,
+    /// The signal that ended the agent when ralph stopped it.
+    pub(super) stop_signal: Option<&'static str>,
+    pub(super) started_at: DateTime<Utc>,
+    pub(super) elapsed: Duration,
+    pub(super) files: Vec<String>,
+    /// The iteration's log, relative to `.ralph/`.
+    pub(super) log: Option<String>,
+    /// The hosts the sandbox refused the agent, with how often.
+    pub(super) blocked: std::collections::BTreeMap<String, u32>,
+    /// The agent was killed by the sandbox's memory limit.
+    pub(super) out_of_memory: bool,
+}
 
 /// Records a finished iteration: history (saved), progress log, event, warnings.
 pub(super) fn iteration(
@@ -116,7 +141,7 @@ fn record_of(
 /// A progress-log section, owned until it is written.
 struct ProgressEntry {
     iteration: u32,
-    at: chrono::DateTime<chrono::Utc>,
+    at: DateTime<Utc>,
     task: Option<String>,
     outcome: String,
     files: Vec<String>,

@@ -1,46 +1,17 @@
 //! The routes of `--serve`: the page, `/api/v1/…` to read a run, and the POSTs that steer it.
 
 use std::net::TcpStream;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use serde_json::{Value, json};
 
-use super::Site;
-use super::http::{self, Reply, Request, Unreadable};
+use super::Context;
+use super::http::{self, Reply, Request, Unreadable, reply, text};
 use crate::config::LogTarget;
 use crate::storage;
 use crate::storage::tasks::{self, TaskList};
 
 /// The page, its script and styles inlined.
 const PAGE: &str = include_str!("page.html");
-
-/// What every request's thread shares.
-pub(super) struct Context {
-    pub(super) site: Site,
-    pub(super) token: String,
-    pub(super) port: u16,
-    /// `--serve-allow-remote`: `Host` may also name this machine by an address or its name.
-    pub(super) remote_allowed: bool,
-    pub(super) closing: Arc<AtomicBool>,
-    /// Event streams open now: a closing server lets them send their last lines first.
-    pub(super) streams: Arc<std::sync::atomic::AtomicUsize>,
-    pub(super) remote: super::remote::Cache,
-}
-
-/// A reply of `kind` with `body`.
-fn reply(status: u16, kind: &'static str, body: Vec<u8>) -> Reply {
-    Reply { status, kind, body }
-}
-
-/// A plain-text reply (errors say what was wrong and what to do).
-pub(super) fn text(status: u16, message: &str) -> Reply {
-    reply(
-        status,
-        "text/plain; charset=utf-8",
-        format!("{message}\n").into_bytes(),
-    )
-}
 
 fn json_reply(status: u16, value: &Value) -> Reply {
     let body = serde_json::to_vec_pretty(value).unwrap_or_default();

@@ -7,8 +7,8 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::api::{Context, text};
-use super::http;
+use super::Context;
+use super::http::{self, text};
 use crate::journal::Reader;
 
 /// How often the journal is looked at for new lines.

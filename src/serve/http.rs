@@ -42,6 +42,20 @@ pub(super) struct Reply {
     pub(super) body: Vec<u8>,
 }
 
+/// A reply of `kind` with `body`.
+pub(super) fn reply(status: u16, kind: &'static str, body: Vec<u8>) -> Reply {
+    Reply { status, kind, body }
+}
+
+/// A plain-text reply (errors say what was wrong and what to do).
+pub(super) fn text(status: u16, message: &str) -> Reply {
+    reply(
+        status,
+        "text/plain; charset=utf-8",
+        format!("{message}\n").into_bytes(),
+    )
+}
+
 /// Why no request could be read: answered with this status (`None`: the client went).
 pub(super) struct Unreadable(pub(super) Option<(u16, &'static str)>);
 

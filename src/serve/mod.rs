@@ -23,6 +23,19 @@ mod events;
 mod http;
 mod remote;
 
+/// What every request's thread shares.
+struct Context {
+    site: Site,
+    token: String,
+    port: u16,
+    /// `--serve-allow-remote`: `Host` may also name this machine by an address or its name.
+    remote_allowed: bool,
+    closing: Arc<AtomicBool>,
+    /// Event streams open now: a closing server lets them send their last lines first.
+    streams: Arc<std::sync::atomic::AtomicUsize>,
+    remote: remote::Cache,
+}
+
 pub(crate) use crate::storage::SERVE_TOKEN_FILE as TOKEN_FILE;
 
 /// Connections served at once; more get 503.
@@ -86,7 +99,7 @@ impl Server {
         let url = format!("http://{shown_host}:{}/#token={token}", bound.port());
         let closing = Arc::new(AtomicBool::new(false));
         let streams = Arc::new(AtomicUsize::new(0));
-        let context = Arc::new(api::Context {
+        let context = Arc::new(Context {
             streams: Arc::clone(&streams),
             site,
             token,
@@ -148,7 +161,7 @@ impl Drop for Open {
 }
 
 /// Takes connections until the server closes; each on a thread of its own.
-fn accept(listener: &std::net::TcpListener, closing: &AtomicBool, context: &Arc<api::Context>) {
+fn accept(listener: &std::net::TcpListener, closing: &AtomicBool, context: &Arc<Context>) {
     let open = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
         if closing.load(Ordering::SeqCst) {
@@ -156,7 +169,7 @@ fn accept(listener: &std::net::TcpListener, closing: &AtomicBool, context: &Arc<
         }
         let Ok(mut stream) = stream else { continue };
         if open.load(Ordering::SeqCst) >= MOST_CONNECTIONS {
-            let busy = api::text(503, "too many connections; try again later");
+            let busy = http::text(503, "too many connections; try again later");
             let _ = http::write_reply(&mut stream, &busy);
             continue;
         }

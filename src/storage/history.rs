@@ -11,6 +11,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{Loaded, read_json};
+
+pub(crate) mod summary;
 use crate::model::{Failure, Usage, Verification};
 
 /// An iteration shorter than this counts as "very short" for struggle detection.
@@ -378,7 +380,7 @@ pub(crate) fn load_recent(path: &Path, keep: usize) -> Loaded<(History, usize)> 
         #[serde(default)]
         agents: BTreeMap<String, AgentShare>,
     }
-    if let Some(found) = super::summary::read(path, keep) {
+    if let Some(found) = summary::read(path, keep) {
         return Loaded::Found(found);
     }
     let bytes = match super::read_bytes(path) {
@@ -435,7 +437,7 @@ pub(crate) fn save(path: &Path, history: &History) -> anyhow::Result<()> {
     bytes.push(b'\n');
     super::write_atomic(path, &bytes)?;
     // Without a summary (or with a stale one) readers read the history itself.
-    let _ = super::summary::write(path, history, bytes.len() as u64);
+    let _ = summary::write(path, history, bytes.len() as u64);
     Ok(())
 }
 
@@ -459,7 +461,7 @@ mod tests {
             );
         }
         save(&path, &history).unwrap();
-        let summary = super::super::summary::path_for(&path);
+        let summary = super::summary::path_for(&path);
         assert!(summary.exists());
         let Loaded::Found((recent, count)) = load_recent(&path, 5) else {
             panic!("history not read")

@@ -18,7 +18,6 @@ pub(crate) mod lock;
 pub(crate) mod logs;
 pub(crate) mod progress;
 pub(crate) mod state;
-pub(crate) mod summary;
 pub(crate) mod tasks;
 
 use std::fs;
@@ -69,7 +68,7 @@ pub(crate) const MCP_PROMPT_FILE: &str = "mcp-prompt.md";
 pub(crate) const RUNTIME_FILES: [&str; 16] = [
     STATE_FILE,
     HISTORY_FILE,
-    summary::SUMMARY_FILE,
+    history::summary::SUMMARY_FILE,
     CONTEXT_FILE,
     context::GIVEN_FILE,
     OPENCODE_CONFIG_FILE,

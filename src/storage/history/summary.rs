@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::history::{History, IterationRecord, StruggleIndicators};
+use super::{History, IterationRecord, StruggleIndicators};
 use crate::agents::Usage;
 
 /// The summary's name, in `.ralph/`.
@@ -31,7 +31,7 @@ struct Summary {
     total_turns: u32,
     total_cost_usd: Option<f64>,
     #[serde(default)]
-    agents: std::collections::BTreeMap<String, super::history::AgentShare>,
+    agents: std::collections::BTreeMap<String, super::AgentShare>,
     /// The last records, oldest first.
     recent: Vec<IterationRecord>,
 }
@@ -60,7 +60,7 @@ pub(crate) fn write(
         recent: history.iterations[count.saturating_sub(RECENT)..].to_vec(),
     };
     let bytes = serde_json::to_vec(&summary)?;
-    super::write_atomic_unsynced(&path_for(history_path), &bytes)
+    crate::storage::write_atomic_unsynced(&path_for(history_path), &bytes)
 }
 
 /// The history's totals and its last `keep` records (≤ [`RECENT`]) with the record count, from
