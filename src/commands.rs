@@ -304,7 +304,7 @@ pub(crate) fn remote_status(
     ttl: std::time::Duration,
     json: bool,
 ) -> anyhow::Result<ExitStatus> {
-    let seen = crate::run::remote_status(cwd, remote, ttl)?;
+    let seen = crate::fleet::remote_status(cwd, remote, ttl)?;
     if json {
         report::print(&report::RemoteReport {
             schema: report::SCHEMA,

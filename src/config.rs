@@ -91,7 +91,10 @@ pub(crate) enum Mode {
         remote: String,
         base: Option<String>,
     },
+    /// A loop of its own: `ralph "…"`, with or without `--tasks`.
     Run(Box<RunConfig>),
+    /// `--parallel N`: the task list's tasks, up to N at once, each in its own worktree.
+    Parallel(Box<RunConfig>),
     /// `--serve [ADDR]` without a prompt: serve the runs of this repository until Ctrl-C
     /// (`remote`: with `--remote NAME`, that remote's fleet too).
     Serve {
@@ -580,6 +583,20 @@ fn read_prompt_file(path: &Path, cwd: &Path) -> Result<String, Error> {
     }
     refuse_nul(&text, &source)?;
     Ok(text)
+}
+
+impl RunConfig {
+    /// A task loop's settings (of a `--parallel` run, a `--worker`, and as `--dry-run` shows
+    /// them): the run's, for one task of the list, with the task's own iteration limit.
+    pub(crate) fn for_task(&self, task: &crate::storage::tasks::Task) -> Self {
+        let mut config = self.clone();
+        config.options.tasks = true;
+        config.options.parallel = 0;
+        if let Some(limit) = task.attempt_limit() {
+            config.options.max_iterations = limit;
+        }
+        config
+    }
 }
 
 #[cfg(test)]

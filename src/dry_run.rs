@@ -300,12 +300,7 @@ fn task_loop_lines(
     cwd: &Path,
     run_in: &Path,
 ) -> Vec<String> {
-    let mut config = config.clone();
-    config.options.tasks = true;
-    config.options.parallel = 0;
-    if let Some(limit) = task.attempt_limit() {
-        config.options.max_iterations = limit;
-    }
+    let config = config.for_task(task);
     // A task loop has the worktree's own `.ralph/`: the base's pending context is not its own.
     let prompt = crate::run::iteration_prompt(
         &config,

@@ -10,6 +10,7 @@ mod dry_run;
 mod error;
 mod event;
 mod exit;
+mod fleet;
 mod git;
 mod guard;
 mod hooks;
@@ -98,14 +99,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitStatus> {
     let settings = settings::Settings::load(&cwd, &|name| std::env::var(name).ok())?;
     let config = Config::from_cli(cli, cwd, &mut Stdin, settings)?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let running = matches!(
-        config.mode,
-        Mode::Run(_)
-            | Mode::Resume
-            | Mode::RunInWorktree { .. }
-            | Mode::Worker { .. }
-            | Mode::Plan(_)
-    );
+    let running = config.mode.is_loop() || matches!(config.mode, Mode::Plan(_));
     output::configure(config.color, no_color, config.json && running);
     dispatch(config)
 }
@@ -176,7 +170,7 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             let place = (remote.as_str(), base.as_deref());
             Ok(dry_run::worker_dry_run(&config, &ralph_dir, &cwd, place))
         }
-        Mode::Resume | Mode::RunInWorktree { .. } | Mode::Worker { .. } | Mode::Run(_) => (Loops {
+        loops if loops.is_loop() => (Loops {
             cwd: &cwd,
             ralph_dir: &ralph_dir,
             cli_layer: &cli_layer,
@@ -184,7 +178,9 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             json,
             knobs: &knobs,
         })
-        .start(mode),
+        .start(loops),
+        // Every mode is one of those above.
+        _ => Ok(ExitStatus::Success),
     }
 }
 
@@ -229,6 +225,45 @@ impl Loops<'_> {
     /// Runs a loop, a parallel run, a `--worktree` loop, a `--worker` or `--resume`, with the
     /// signal handling a loop needs.
     fn start(&self, mode: Mode) -> anyhow::Result<ExitStatus> {
+        let stop = signal::StopFlag::install()?;
+        let _server = self.server(&mode, &stop);
+        self.launch(mode, &stop)
+    }
+
+    /// `serve = "…"` (or `--serve`) with a run: the server, which lives as long as the run (one
+    /// that cannot start never keeps the run from starting).
+    fn server(&self, mode: &Mode, stop: &signal::StopFlag) -> Option<serve::Server> {
+        let options =
+            options::LoopOptions::resolve(&self.settings.stack(&[self.cli_layer])).ok()?;
+        let addr = options.serve.as_ref()?;
+        // A worker's server shows its remote's fleet too.
+        let remote = match mode {
+            Mode::Worker { remote, .. } => Some(remote.clone()),
+            _ => None,
+        };
+        let site = serve::Site {
+            dir: self.ralph_dir.clone(),
+            cwd: self.cwd.to_owned(),
+            remote,
+            run: Some(stop.clone()),
+            claim_ttl: options.claim_ttl,
+        };
+        match serve::Server::start(addr, options.serve_allow_remote, site) {
+            Ok(server) => {
+                let token = self.ralph_dir.root().join(serve::TOKEN_FILE);
+                output::serving(&server.url, &token, false);
+                Some(server)
+            }
+            Err(err) => {
+                output::serve_failed(&format!("{err:#}"));
+                None
+            }
+        }
+    }
+
+    /// The run `mode` asks for: a loop of its own, a `--parallel` run (either one started, or
+    /// resumed as its saved settings shape it), a `--worktree` loop or a `--worker`.
+    fn launch(&self, mode: Mode, stop: &signal::StopFlag) -> anyhow::Result<ExitStatus> {
         let Self {
             cwd,
             ralph_dir,
@@ -236,55 +271,21 @@ impl Loops<'_> {
             json,
             ..
         } = *self;
-        let stop = signal::StopFlag::install()?;
-        // `serve = "…"` (or `--serve`) with a run: the server lives as long as the run.
-        let options = options::LoopOptions::resolve(&self.settings.stack(&[self.cli_layer]));
-        let _server = match &options {
-            Ok(options) if let Some(addr) = &options.serve => {
-                // A worker's server shows its remote's fleet too.
-                let remote = match &mode {
-                    Mode::Worker { remote, .. } => Some(remote.clone()),
-                    _ => None,
-                };
-                let site = serve::Site {
-                    dir: ralph_dir.clone(),
-                    cwd: cwd.to_owned(),
-                    remote,
-                    run: Some(stop.clone()),
-                    claim_ttl: options.claim_ttl,
-                };
-                // A server that cannot start never keeps the run from starting.
-                match serve::Server::start(addr, options.serve_allow_remote, site) {
-                    Ok(server) => {
-                        let token = ralph_dir.root().join(serve::TOKEN_FILE);
-                        output::serving(&server.url, &token, false);
-                        Some(server)
-                    }
-                    Err(err) => {
-                        output::serve_failed(&format!("{err:#}"));
-                        None
-                    }
-                }
+        let (mode, start) = match mode {
+            Mode::Resume => {
+                let (config, start) = run::resume(self.cli_layer, self.settings, ralph_dir, json)?;
+                (Mode::of_loop(Box::new(config)), start)
             }
-            _ => None,
+            mode => (mode, run::Start::Fresh),
         };
         match mode {
-            Mode::Resume => run::resume(
-                self.cli_layer,
-                self.settings,
-                cwd,
-                ralph_dir,
-                &stop,
-                knobs,
-                json,
-            ),
             Mode::RunInWorktree {
                 mut config,
                 name,
                 merge,
             } => {
                 config.json = json;
-                run::in_worktree(&config, cwd, ralph_dir, (&name, merge), &stop, knobs)
+                fleet::in_worktree(&config, cwd, ralph_dir, (&name, merge), stop, knobs)
             }
             Mode::Worker {
                 mut config,
@@ -293,11 +294,15 @@ impl Loops<'_> {
             } => {
                 config.json = json;
                 let place = (remote.as_str(), base.as_deref());
-                run::worker(&config, cwd, ralph_dir, place, &stop, knobs)
+                fleet::worker(&config, cwd, ralph_dir, place, stop, knobs)
             }
             Mode::Run(mut config) => {
                 config.json = json;
-                run::run(&config, cwd, ralph_dir, run::Start::Fresh, &stop, knobs)
+                run::run(&config, cwd, ralph_dir, start, stop, knobs)
+            }
+            Mode::Parallel(mut config) => {
+                config.json = json;
+                fleet::run_parallel(&config, cwd, ralph_dir, start, stop, knobs)
             }
             // Every other mode is a command, dispatched before a loop is ever started.
             _ => Ok(ExitStatus::Success),

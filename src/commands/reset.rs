@@ -2,8 +2,9 @@
 //! agent a killed ralph left running stopped.
 
 use crate::exit::ExitStatus;
+use crate::fleet::clear_task_worktrees;
 use crate::output::{self, Voice};
-use crate::run::{Knobs, clear_task_worktrees, stop_leftover_agent, take_lock};
+use crate::run::{Knobs, stop_leftover_agent, take_lock};
 use crate::storage::state;
 use crate::storage::{self, OPENCODE_CONFIG_FILE, RalphDir, progress};
 

@@ -102,8 +102,33 @@ pub(super) fn loop_mode(
                 merge,
             }
         }
-        None => Mode::Run(run),
+        None => Mode::of_loop(run),
     })
+}
+
+impl Mode {
+    /// Whether this runs loops (a loop, a `--parallel` run, a `--worktree` loop, a `--worker`,
+    /// `--resume`), rather than a command.
+    pub(crate) fn is_loop(&self) -> bool {
+        matches!(
+            self,
+            Self::Run(_)
+                | Self::Parallel(_)
+                | Self::Resume
+                | Self::RunInWorktree { .. }
+                | Self::Worker { .. }
+        )
+    }
+
+    /// A loop here, as its settings (given now, or saved by the run `--resume` goes on with)
+    /// shape it: a loop of its own, or a `--parallel` run of the task list.
+    pub(crate) fn of_loop(run: Box<RunConfig>) -> Self {
+        if run.options.parallel > 0 {
+            Self::Parallel(run)
+        } else {
+            Self::Run(run)
+        }
+    }
 }
 
 /// `--resume`: the saved loop goes on (refused with a new prompt).

@@ -1,4 +1,6 @@
-//! The loop: run the agent, judge what it did, record it, commit, repeat.
+//! The loop: run the agent, judge what it did, record it, commit, repeat. One loop, whatever
+//! runs it: a run of its own, or one task's loop in a run of several (the fleet, `src/fleet/`), which it
+//! knows only as a [`TaskLoop`] it is given.
 //!
 //! - `mod.rs`: the entry points and the loop itself (the [`Runner`] keeps only the loop's state).
 //! - `decision.rs`: every rule, as pure functions (what follows an iteration, limits, retries).
@@ -8,31 +10,24 @@
 //! - `record.rs`: the history, the progress log and the events.
 //! - `start.rs`: the lock, the saved state, resume, reset, and the end of the loop.
 //! - `wait.rs`: the pause between iterations and the wait before a retry.
-//! - `carry.rs`: at a task's merge, the notes and tasks its agent added join the base.
 //! - `preflight.rs`: what a loop checks of its repository before it starts (an operation under
 //!   way, a detached HEAD), and the user's changes its commits leave out.
 
-mod base;
-mod carry;
-mod claim;
-mod decision;
+pub(crate) mod claim;
+pub(crate) mod decision;
 mod fallback;
 mod iteration;
-mod parallel;
-mod plan;
-mod planner;
-pub(crate) mod pool;
-mod preflight;
+pub(crate) mod plan;
+pub(crate) mod planner;
+pub(crate) mod preflight;
 mod record;
-mod remote;
 mod resume;
-mod sandboxed;
-mod sink;
-mod start;
+pub(crate) mod sandboxed;
+pub(crate) mod sink;
+pub(crate) mod start;
 #[cfg(test)]
 mod tests;
-mod wait;
-mod worktree;
+pub(crate) mod wait;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -46,19 +41,19 @@ use crate::storage::history::{self, History, IterationRecord};
 use crate::storage::state::{self, LoopState};
 use crate::storage::{Loaded, RalphDir};
 
-pub(crate) use base::clear as clear_task_worktrees;
 pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
 pub(crate) use planner::{plan_only, preview as planning_preview};
-pub(crate) use remote::{remote_status, worker};
 pub(crate) use resume::resume;
 pub(crate) use start::run;
-pub(crate) use worktree::in_worktree;
 
 use decision::{Counters, Next, Rules, Spent};
 
 /// At a run's start: a Codex step that runs with the `bwrap` Codex ships, said once.
-fn tell_codex_bwrap<'s>(steps: impl IntoIterator<Item = &'s plan::Step>, sink: &sink::Sink) {
+pub(crate) fn tell_codex_bwrap<'s>(
+    steps: impl IntoIterator<Item = &'s plan::Step>,
+    sink: &sink::Sink,
+) {
     let shipped = steps.into_iter().find_map(|step| match &step.codex_bwrap {
         Some(crate::agents::CodexBwrap::Shipped {
             system,
@@ -78,7 +73,7 @@ fn tell_codex_bwrap<'s>(steps: impl IntoIterator<Item = &'s plan::Step>, sink: &
 
 /// At a run's start: the lines of its task file ralph reads otherwise than they are written,
 /// one warning naming each (a task silently skipped would be a task silently not run).
-fn tell_task_file_problems(dir: &RalphDir, sink: &sink::Sink) {
+pub(crate) fn tell_task_file_problems(dir: &RalphDir, sink: &sink::Sink) {
     let Ok(Some(content)) = crate::storage::read_text(&dir.tasks()) else {
         return;
     };
@@ -199,7 +194,7 @@ impl TaskLoop {
 
     /// The task's branch.
     pub(crate) fn branch(&self) -> String {
-        base::branch(&self.task_id)
+        crate::storage::tasks::branch_of(&self.task_id)
     }
 
     /// Adds an iteration of this task's loop to the base's history (the run's record of every
@@ -313,7 +308,7 @@ impl Shared {
     }
 
     /// Adds what was spent.
-    fn add(&self, cost: Option<f64>, tokens: u64) {
+    pub(crate) fn add(&self, cost: Option<f64>, tokens: u64) {
         use std::sync::atomic::Ordering;
         if let Some(cost) = cost.filter(|c| c.is_finite() && *c > 0.0) {
             #[expect(
@@ -339,12 +334,12 @@ impl Shared {
     }
 
     /// Iterations run so far in this session, by every task loop.
-    fn iterations(&self) -> u32 {
+    pub(crate) fn iterations(&self) -> u32 {
         self.iterations.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Everything spent so far, by every task loop.
-    fn spent(&self) -> Spent {
+    pub(crate) fn spent(&self) -> Spent {
         use std::sync::atomic::Ordering;
         #[expect(clippy::cast_precision_loss, reason = "display and budget only")]
         let cost = self

@@ -18,7 +18,7 @@ pub(crate) struct Step {
     pub(crate) spec: AgentSpec,
     pub(crate) agent: Box<dyn Agent>,
     pub(crate) binary: PathBuf,
-    pub(crate) model: Option<String>,
+    pub(super) model: Option<String>,
     /// Codex run with its own sandbox, where the `bwrap` on `PATH` is too old for it: the one
     /// Codex ships goes first on its `PATH` (see [`agents::CodexBwrap`]).
     pub(crate) codex_bwrap: Option<agents::CodexBwrap>,
@@ -47,14 +47,14 @@ fn with_model(step: &RotationStep, model: &Option<String>) -> (AgentSpec, Option
 }
 
 /// The agents of a loop: its steps (the rotation, or the one agent) and its `--fallback` agents.
-pub(super) struct Steps {
+pub(crate) struct Steps {
     pub(super) rotation: Vec<Rc<Step>>,
     pub(super) fallback: Vec<Rc<Step>>,
 }
 
 impl Steps {
     /// Every step, the rotation's then the fallbacks'.
-    pub(super) fn all(&self) -> impl Iterator<Item = &Step> {
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Step> {
         self.rotation
             .iter()
             .chain(&self.fallback)
@@ -147,7 +147,7 @@ pub(super) fn step(
 }
 
 /// The steps of a loop; every executable is found first, so a missing one stops nothing midway.
-pub(super) fn steps(config: &RunConfig, cwd: &Path) -> Result<Steps, String> {
+pub(crate) fn steps(config: &RunConfig, cwd: &Path) -> Result<Steps, String> {
     let resolve = |(spec, model): (AgentSpec, Option<String>)| step(config, spec, model, cwd);
     let fallback = (config.fallback.iter()).map(|step| with_model(step, &config.options.model));
     Ok(Steps {

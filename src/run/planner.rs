@@ -93,7 +93,7 @@ fn interactive() -> bool {
 
 /// Plans first when a run must (see [`needed`]; not on `--resume`): the planning calls, for the
 /// run's history and budgets.
-pub(super) fn plan_first(
+pub(crate) fn plan_first(
     config: &RunConfig,
     place: &Place<'_>,
     sink: &Sink,
@@ -142,7 +142,7 @@ pub(crate) fn preview(
 
 /// Before a run that plans first: the planner must be there (one line, exit 1), or the run is
 /// refused before anything is asked of an agent.
-pub(super) fn check_planner(config: &RunConfig, cwd: &Path, dir: &RalphDir) -> anyhow::Result<()> {
+pub(crate) fn check_planner(config: &RunConfig, cwd: &Path, dir: &RalphDir) -> anyhow::Result<()> {
     if needed(config, dir) {
         planner_step(config, cwd).map_err(fail)?;
     }
@@ -162,7 +162,7 @@ fn planner_step(config: &RunConfig, cwd: &Path) -> Result<std::rc::Rc<super::pla
 }
 
 /// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.
-pub(super) fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
+pub(crate) fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
     let options = &config.options;
     let runs_tasks = options.parallel > 0 || options.tasks;
     runs_tasks
@@ -189,19 +189,19 @@ fn done_tasks(dir: &RalphDir) -> (Vec<String>, Vec<String>) {
 }
 
 /// Where a run plans: its configuration and folders, what it reports to, and how it is stopped.
-pub(super) struct Planner<'a> {
-    pub(super) config: &'a RunConfig,
-    pub(super) cwd: &'a Path,
+pub(crate) struct Planner<'a> {
+    pub(crate) config: &'a RunConfig,
+    pub(crate) cwd: &'a Path,
     /// The repository around `cwd`, where the plan is committed (none: not committed).
-    pub(super) repo: Option<&'a Repo>,
+    pub(crate) repo: Option<&'a Repo>,
     /// Where the plan is written (the task list) and the prompt kept.
-    pub(super) dir: &'a RalphDir,
+    pub(crate) dir: &'a RalphDir,
     /// Where the calls are logged and recorded: the run's `.ralph/` (a worker plans in its
     /// integration worktree, whose `.ralph/` goes with it).
-    pub(super) home: &'a RalphDir,
-    pub(super) sink: &'a Sink,
-    pub(super) stop: &'a StopFlag,
-    pub(super) knobs: &'a Knobs,
+    pub(crate) home: &'a RalphDir,
+    pub(crate) sink: &'a Sink,
+    pub(crate) stop: &'a StopFlag,
+    pub(crate) knobs: &'a Knobs,
 }
 
 impl Planner<'_> {
@@ -219,7 +219,7 @@ impl Planner<'_> {
     }
 
     /// Plans the spec into the task file and commits it (see the module's doc).
-    pub(super) fn plan(&self) -> anyhow::Result<Vec<AgentCall>> {
+    pub(crate) fn plan(&self) -> anyhow::Result<Vec<AgentCall>> {
         let custom = &self.config.custom_agents;
         let known = |name: &str| AgentSpec::resolve(name, custom).is_ok();
         let mut answers = Vec::new();
@@ -430,7 +430,7 @@ impl Planner<'_> {
             && let Some(repo) = self.repo
         {
             self.dir.ignore_own_dirs()?;
-            let own = super::base::own_files(
+            let own = super::preflight::own_files(
                 repo,
                 &[
                     storage::TASKS_FILE,

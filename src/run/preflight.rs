@@ -21,7 +21,7 @@ const OWN_BRANCHES: &str = "ralph/";
 
 /// What to do with a merge of one of ralph's own branches that a killed ralph left half done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum OwnMerge {
+pub(crate) enum OwnMerge {
     /// Refused like any other: a loop here would commit into it.
     Refused,
     /// Let through: the caller undoes it (a `--parallel` run) or it is ralph's to go on with.
@@ -30,7 +30,7 @@ pub(super) enum OwnMerge {
 
 /// Refuses (exit 1) to start in a work tree with an operation under way or unmerged paths, with
 /// the one line that says how to end it.
-pub(super) fn refuse_operation_underway(repo: &Repo, own_merge: OwnMerge) -> anyhow::Result<()> {
+pub(crate) fn refuse_operation_underway(repo: &Repo, own_merge: OwnMerge) -> anyhow::Result<()> {
     // A git merge or commit that a killed ralph started may still be finishing: it is waited for
     // (30 s at most), or it would look like an operation of the user's.
     repo.wait_for_index(std::time::Duration::from_secs(30));
@@ -86,6 +86,14 @@ impl Runner<'_> {
         };
         Some(repo.commit_all(message, &mut self.tree, left_out))
     }
+}
+
+/// ralph's files `names` under `.ralph/`, repository-relative.
+pub(crate) fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|name| format!("{}{}/{name}", repo.prefix(), crate::storage::RALPH_DIR))
+        .collect()
 }
 
 #[cfg(test)]

@@ -261,3 +261,8 @@ pub(super) fn own_failure(
     );
     history::save(&runner.env.dir.history(), &runner.history)
 }
+
+/// The message of an iteration's auto-commit.
+pub(super) fn iteration_commit_message(iteration: u32) -> String {
+    format!("Ralph iteration {iteration}: work in progress")
+}

@@ -3,34 +3,30 @@
 //! killed in (a log and no record), the work an interrupted iteration left in a task's worktree —
 //! and the iteration it runs first.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::RunConfig;
 use crate::error::fail;
 use crate::event::Notice;
-use crate::exit::ExitStatus;
 use crate::options::{self, Layer};
 use crate::settings::Settings;
-use crate::signal::StopFlag;
 use crate::storage::history::{self, History};
 use crate::storage::state;
 use crate::storage::{self, Loaded, RalphDir};
 
+use super::Runner;
 use super::claim::Start;
-use super::start::{iteration_commit_message, run};
-use super::{Knobs, Runner};
+use super::record::iteration_commit_message;
 
-/// Runs `--resume`: the saved loop, with options given now over its saved ones.
+/// `--resume`: the saved loop's settings, with options given now over its saved ones, and how
+/// it starts again.
 pub(crate) fn resume(
     cli_layer: &Layer,
     settings: &Settings,
-    cwd: &Path,
     dir: &RalphDir,
-    stop: &StopFlag,
-    knobs: &Knobs,
     json: bool,
-) -> anyhow::Result<ExitStatus> {
+) -> anyhow::Result<(RunConfig, Start)> {
     let saved = match state::load(&dir.state()) {
         Loaded::Found(saved) => saved,
         Loaded::Missing => {
@@ -73,7 +69,7 @@ pub(crate) fn resume(
         saved: Box::new(saved),
         overrides,
     };
-    run(&config, cwd, dir, start, stop, knobs)
+    Ok((config, start))
 }
 
 impl Runner<'_> {

@@ -12,7 +12,7 @@ use super::plan;
 
 /// The loop's sandbox (`--sandbox`), its agents checked to start inside it: a backend, a mount
 /// or an agent that cannot work is one line, exit 1, before any iteration.
-pub(super) fn sandbox_for<'s>(
+pub(crate) fn sandbox_for<'s>(
     config: &RunConfig,
     (cwd, agent): (&Path, bool),
     repo: Option<&Repo>,
@@ -50,7 +50,7 @@ pub(super) fn sandbox_for<'s>(
 /// line, exit 1, before any task starts. The run's sandbox (whose hooks its own commits run), or
 /// `Err(true)` when there is none while the agents have every permission (worth a warning once
 /// the work begins).
-pub(super) fn check_fleet_sandbox(
+pub(crate) fn check_fleet_sandbox(
     config: &RunConfig,
     cwd: &Path,
     repo: Option<&Repo>,
@@ -65,7 +65,7 @@ pub(super) fn check_fleet_sandbox(
 }
 
 /// `repo`, its git commands running the repository's hooks inside `sandbox` (when there is one).
-pub(super) fn with_hooks(
+pub(crate) fn with_hooks(
     repo: Option<Repo>,
     sandbox: Option<&crate::sandbox::Sandbox>,
 ) -> Option<Repo> {
@@ -76,7 +76,7 @@ pub(super) fn with_hooks(
 
 /// The integration worktree `tree` of a merge, its git commands running the repository's hooks
 /// inside a sandbox of its own (when the run has one), and that sandbox, to keep while it merges.
-pub(super) fn merging_in(
+pub(crate) fn merging_in(
     config: &RunConfig,
     tree: Repo,
     home: &RalphDir,

@@ -32,9 +32,6 @@ pub(crate) fn run(
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
-    if config.options.parallel > 0 {
-        return super::parallel::run(config, cwd, dir, start, stop, knobs);
-    }
     let steps = plan::steps(config, cwd).map_err(fail)?;
     let repo = Repo::discover(cwd);
     let place = Place {
@@ -84,7 +81,7 @@ pub(crate) fn run(
 }
 
 /// The state a loop saves as it starts (or resumes).
-pub(super) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> LoopState {
+pub(crate) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> LoopState {
     let (iteration, started_at, runtime_ms) = resumed
         .map_or((1, crate::model::now(), 0), |saved| {
             (saved.iteration.max(1), saved.started_at, saved.runtime_ms)
@@ -423,7 +420,7 @@ impl<'a> Runner<'a> {
         if !self.env.config.options.commit || self.conflicts_unresolved() {
             return;
         }
-        match self.commit_work(&iteration_commit_message(iteration)) {
+        match self.commit_work(&super::record::iteration_commit_message(iteration)) {
             Some(Ok(Some(hash))) => {
                 self.env.sink.notice(Notice::Committed {
                     iteration,
@@ -534,11 +531,6 @@ fn ending(stop: &Stop, total_ms: u64) -> Ending<'_> {
         Stop::Blocked(tasks) => Ending::Blocked(tasks),
         _ => Ending::Other,
     }
-}
-
-/// The message of an iteration's auto-commit.
-pub(super) fn iteration_commit_message(iteration: u32) -> String {
-    format!("Ralph iteration {iteration}: work in progress")
 }
 
 /// The message of the commit of ralph's own files at the end of a loop.

@@ -10,7 +10,7 @@ use super::Runner;
 use super::decision::{self, Stop};
 
 /// Sleeps between iterations, waking early on a stop request.
-pub(super) fn pause(stop: &StopFlag, duration: Duration) {
+pub(crate) fn pause(stop: &StopFlag, duration: Duration) {
     let deadline = Instant::now() + duration;
     while !stop.is_stopping() {
         let now = Instant::now();

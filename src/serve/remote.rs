@@ -27,7 +27,7 @@ impl Cache {
         {
             return value.clone();
         }
-        let value = match crate::run::remote_status(cwd, remote, ttl) {
+        let value = match crate::fleet::remote_status(cwd, remote, ttl) {
             Ok(board) => json!({
                 "remote": board.remote,
                 "base": board.base,

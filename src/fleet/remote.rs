@@ -27,11 +27,12 @@ use crate::storage::tasks::{Task, TaskStatus};
 use crate::storage::{self, RalphDir, progress, state};
 
 use super::base;
-use super::decision::Stop;
+use super::base::Outcome;
+use super::parallel::MERGE_TRIES;
 use super::parallel::gate::{GATE_TRIES, feedback, given_up};
-use super::parallel::{MERGE_TRIES, Outcome};
-use super::sink::{Place, Scope, Sink};
-use super::{Knobs, Shared, TaskLoop, start};
+use crate::run::decision::Stop;
+use crate::run::sink::{Place, Scope, Sink};
+use crate::run::{Knobs, Shared, TaskLoop, plan, planner, preflight, sandboxed, start, wait};
 use pick::{Pick, is_stale, pick};
 
 /// Merges tried before a base that keeps moving is given up on.
@@ -83,10 +84,10 @@ pub(crate) fn worker(
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
     let site = Site::connect(cwd, remote, base)?;
-    super::preflight::refuse_operation_underway(&site.repo, super::preflight::OwnMerge::Refused)?;
+    preflight::refuse_operation_underway(&site.repo, preflight::OwnMerge::Refused)?;
     // An agent that is not there is refused before the planning call a spec may need.
-    super::plan::steps(config, cwd).map_err(fail)?;
-    super::planner::check_planner(config, cwd, dir)?;
+    plan::steps(config, cwd).map_err(fail)?;
+    planner::check_planner(config, cwd, dir)?;
     dir.ensure()?;
     // One worker per clone: its worktrees and branches are its own.
     let _lock = storage::lock::loop_lock(dir, knobs.lock_wait)?.ok_or_else(|| {
@@ -107,7 +108,7 @@ pub(crate) fn worker(
     };
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let unsandboxed = matches!(
-        super::sandboxed::check_fleet_sandbox(config, cwd, Some(&site.repo), dir)?,
+        sandboxed::check_fleet_sandbox(config, cwd, Some(&site.repo), dir)?,
         Err(true)
     );
     // The worker's own state in its clone, so `--status` there shows it while it runs.
@@ -196,7 +197,7 @@ impl Session<'_> {
                         self.sink.notice(Notice::WorkerWaiting { held: held.len() });
                         told_waiting = true;
                     }
-                    super::wait::pause(self.stop, self.knobs.worker_poll);
+                    wait::pause(self.stop, self.knobs.worker_poll);
                 }
                 Pick::Finished => {
                     self.sweep_finished(&list, &claims);
@@ -376,7 +377,7 @@ impl Session<'_> {
         holder: &mut Holder,
         conflicts: Vec<String>,
     ) -> anyhow::Result<(anyhow::Result<Stop>, bool)> {
-        let fence = super::Fence::holding(&holder.sha);
+        let fence = crate::run::Fence::holding(&holder.sha);
         // The tasks other workers hold now, by their live claims.
         let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);
         let alongside = (self.site.repo.seen_claims(&self.site.remote).into_iter())
@@ -390,14 +391,14 @@ impl Session<'_> {
             shared: Arc::clone(&self.shared),
             base: self.site.base_name(),
             conflicts,
-            publish: Some(super::Publish {
+            publish: Some(crate::run::Publish {
                 remote: self.site.remote.clone(),
                 fence: fence.clone(),
             }),
             home: self.dir.clone(),
             laid_clean,
         };
-        let config = base::task_config(self.config, task);
+        let config = self.config.for_task(task);
         let task_stop = StopFlag::default();
         task_stop.follow(self.stop);
         let done = AtomicBool::new(false);
@@ -423,7 +424,7 @@ impl Session<'_> {
     fn heartbeat(
         &self,
         holder: &mut Holder,
-        (task_stop, fence): (&StopFlag, &super::Fence),
+        (task_stop, fence): (&StopFlag, &crate::run::Fence),
         done: &AtomicBool,
     ) -> bool {
         let every = self.config.options.claim_heartbeat;

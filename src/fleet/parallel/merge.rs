@@ -6,6 +6,7 @@ use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
 use crate::git::{Landed, Landing, Merge, Repo};
 use crate::model::Verification;
+use crate::run::sandboxed;
 use crate::storage::carry::Carried;
 use crate::storage::progress::PROGRESS_FILE;
 use crate::storage::tasks::{Task, TaskStatus};
@@ -142,7 +143,7 @@ impl<'a> Coordinator<'a> {
             None => self.repo.detached_worktree(&path, &from).map_err(fail)?,
         };
         // The merge commit runs the repository's hooks: inside the run's sandbox.
-        let (tree, _sandbox) = super::super::sandboxed::merging_in(self.config, tree, self.dir)?;
+        let (tree, _sandbox) = sandboxed::merging_in(self.config, tree, self.dir)?;
         let tree_dir = RalphDir::new(&path.join(self.repo.prefix()));
         let mut carried = Carried::default();
         let base_dir = self.dir;

@@ -5,6 +5,7 @@
 use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
 use crate::git::{Merge, Pushed, Repo, Update, claim_ref};
+use crate::run::{sandboxed, wait};
 use crate::storage::RalphDir;
 use crate::storage::tasks::{Task, TaskStatus};
 
@@ -47,8 +48,7 @@ impl Session<'_> {
                 return Ok(Integrated::LetGo);
             };
             // The merge commit runs the repository's hooks: inside the run's sandbox.
-            let (tree, _sandbox) =
-                super::super::sandboxed::merging_in(self.config, tree, self.dir)?;
+            let (tree, _sandbox) = sandboxed::merging_in(self.config, tree, self.dir)?;
             let own = self.own_files(&tree);
             let own: Vec<&str> = own.iter().map(String::as_str).collect();
             // What the agent added to the progress log and the task list joins the base's.
@@ -87,7 +87,7 @@ impl Session<'_> {
             }
             // Another worker's merge got there first: workers that lost the race wait apart,
             // so their next tries do not all meet again.
-            super::super::wait::pause(self.stop, backoff(attempt));
+            wait::pause(self.stop, backoff(attempt));
             if !self.site.still_ours(id, claim)? {
                 return Ok(Integrated::LetGo);
             }

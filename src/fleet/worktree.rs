@@ -14,8 +14,8 @@ use crate::signal::StopFlag;
 use crate::storage::{self, RalphDir, progress};
 
 use super::base::{base_branch, branch, own_files};
-use super::sink::{Place, Scope, Sink};
-use super::{Knobs, Start, start};
+use crate::run::sink::{Place, Scope, Sink};
+use crate::run::{Knobs, Start, start};
 
 /// Runs `--worktree NAME` (`merge`: `--merge`).
 pub(crate) fn in_worktree(

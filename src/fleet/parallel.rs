@@ -24,11 +24,11 @@ use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
 use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
 
-use super::base::{base_branch, branch, mark, outcome, own_files, task_config};
-use super::claim::claim;
-use super::decision::Stop;
-use super::sink::{Place, Scope, Sink};
-use super::{Knobs, Shared, TaskLoop, start};
+use super::base::{Outcome, base_branch, branch, mark, outcome, own_files};
+use crate::run::claim::claim;
+use crate::run::decision::Stop;
+use crate::run::sink::{Place, Scope, Sink};
+use crate::run::{Knobs, Shared, TaskLoop, plan, planner, sandboxed, start};
 
 pub(super) mod gate;
 mod merge;
@@ -37,22 +37,12 @@ mod worktrees;
 /// Tries at resolving a merge conflict before a task is given up.
 pub(super) const MERGE_TRIES: u32 = 2;
 
-/// How a task loop ended.
-pub(super) enum Outcome {
-    /// The task is done in its branch: merge it.
-    Done,
-    /// The task could not be done (its iterations ran out, its agent kept failing).
-    Failed(String),
-    /// A global limit or a stop request: the whole run ends.
-    Ended(Stop),
-}
-
 /// Runs the task list in parallel.
 pub(crate) fn run(
     config: &RunConfig,
     cwd: &Path,
     dir: &RalphDir,
-    start: super::Start,
+    start: crate::run::Start,
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
@@ -66,18 +56,18 @@ pub(crate) fn run(
     let sink = Sink::for_run(config, &place, None, Scope::Run);
     let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
     check_before_planning(config, &place, &sink, resumed.is_some())?;
-    let sandbox = super::sandboxed::check_fleet_sandbox(config, cwd, found.as_ref(), dir)?;
+    let sandbox = sandboxed::check_fleet_sandbox(config, cwd, found.as_ref(), dir)?;
     if matches!(sandbox, Err(true)) {
         sink.notice(Notice::Unsandboxed);
     }
     // The run's own commits (the task list, the progress log) run the repository's hooks inside.
-    let hooked = super::sandboxed::with_hooks(found.clone(), sandbox.as_ref().ok());
+    let hooked = sandboxed::with_hooks(found.clone(), sandbox.as_ref().ok());
     let (planning, refined) =
-        super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
+        planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
     nothing_to_run(dir)?;
-    super::tell_task_file_problems(dir, &sink);
+    crate::run::tell_task_file_problems(dir, &sink);
     let (repo, base) = prepare(hooked, dir, "--parallel", &sink)?;
     let pool = super::pool::Pool::new(&repo, dir, config.options.keep_build_cache);
     // What a killed run left of tasks merged since: their worktrees and branches.
@@ -134,10 +124,10 @@ fn check_before_planning(
     sink: &Sink,
     resumed: bool,
 ) -> anyhow::Result<()> {
-    let steps = super::plan::steps(config, place.cwd).map_err(fail)?;
-    super::tell_codex_bwrap(steps.all(), sink);
-    super::planner::check_planner(config, place.cwd, place.dir)?;
-    if !resumed && super::planner::needed(config, place.dir) {
+    let steps = plan::steps(config, place.cwd).map_err(fail)?;
+    crate::run::tell_codex_bwrap(steps.all(), sink);
+    planner::check_planner(config, place.cwd, place.dir)?;
+    if !resumed && planner::needed(config, place.dir) {
         super::base::check_base(place.repo.cloned(), place.dir, "--parallel")?;
     }
     Ok(())
@@ -404,7 +394,7 @@ impl<'a> Coordinator<'a> {
         let cwd = path.join(self.repo.prefix());
         // The work made in this worktree and branch is for this task, and only for it.
         super::base::bind(&self.repo, id, task, &cwd)?;
-        let config = task_config(self.config, task);
+        let config = self.config.for_task(task);
         let task_loop = TaskLoop {
             alongside: (self.running.iter())
                 .filter(|other| *other != id)

@@ -1,7 +1,6 @@
 //! The base a run of task loops merges into: its repository and checked-out branch, ralph's own
 //! files there, each task's branch, and the boxes of its task list.
 
-use crate::config::RunConfig;
 use crate::error::fail;
 use crate::storage::identity::{self, Owner};
 use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
@@ -9,9 +8,8 @@ use crate::storage::{self, Loaded, RalphDir};
 
 use crate::git::{Landed, Landing, Repo};
 
-use super::decision::Stop;
-use super::parallel::Outcome;
-use super::preflight::{OwnMerge, refuse_operation_underway};
+use crate::run::decision::Stop;
+use crate::run::preflight::{OwnMerge, refuse_operation_underway};
 
 /// The repository found around the working directory and its checked-out branch, the base of
 /// worktrees; `.ralph/worktrees/` is kept out of git.
@@ -76,13 +74,7 @@ pub(super) fn refuse_dirty(repo: &Repo, own: &[&str], flag: &str) -> anyhow::Res
     .into())
 }
 
-/// ralph's files `names` under `.ralph/`, repository-relative.
-pub(super) fn own_files(repo: &Repo, names: &[&str]) -> Vec<String> {
-    names
-        .iter()
-        .map(|name| format!("{}{}/{name}", repo.prefix(), storage::RALPH_DIR))
-        .collect()
-}
+pub(super) use crate::run::preflight::own_files;
 
 pub(super) use crate::storage::tasks::branch_of as branch;
 
@@ -298,6 +290,16 @@ pub(crate) fn bind(
     Ok(())
 }
 
+/// How a task loop ended.
+pub(super) enum Outcome {
+    /// The task is done in its branch: merge it.
+    Done,
+    /// The task could not be done (its iterations ran out, its agent kept failing).
+    Failed(String),
+    /// A global limit or a stop request: the whole run ends.
+    Ended(Stop),
+}
+
 /// How a task's loop ended, for the run that started it.
 pub(super) fn outcome(result: anyhow::Result<Stop>) -> Outcome {
     match result {
@@ -310,15 +312,4 @@ pub(super) fn outcome(result: anyhow::Result<Stop>) -> Outcome {
         Ok(stop) => Outcome::Failed(stop.reason(0)),
         Err(err) => Outcome::Failed(format!("ralph failed: {err:#}")),
     }
-}
-
-/// A task loop's settings: the run's, with the task's own `max_iterations` (and `ralph: false`).
-pub(super) fn task_config(config: &RunConfig, task: &Task) -> RunConfig {
-    let mut config = config.clone();
-    config.options.tasks = true;
-    config.options.parallel = 0;
-    if let Some(limit) = task.attempt_limit() {
-        config.options.max_iterations = limit;
-    }
-    config
 }

@@ -9,10 +9,11 @@ use crate::event::Notice;
 use crate::git::{Pushed, Update, claim_ref};
 use crate::storage::RalphDir;
 
-use super::super::planner::Planner;
 use super::Session;
 use super::pick::is_stale;
 use super::site::unreachable_remote;
+use crate::run::planner::Planner;
+use crate::run::wait;
 
 /// The claim that says who plans.
 pub(super) const PLAN_CLAIM: &str = "ralph-plan";
@@ -36,7 +37,7 @@ impl Session<'_> {
                     .map_or("another worker", |c| c.worker.as_str());
                 self.sink.notice(Notice::WaitingForPlan { by });
             }
-            super::super::wait::pause(self.stop, self.knobs.worker_poll);
+            wait::pause(self.stop, self.knobs.worker_poll);
             return Ok(true);
         }
         let claim = self.new_claim(PLAN_CLAIM, None, held);

@@ -11,25 +11,26 @@ use crate::storage::history::GateCheck;
 use crate::storage::tasks::{Task, TaskStatus};
 
 use super::super::base::branch;
-use super::super::decision::Stop;
 use super::{Coordinator, Spawner};
+use crate::run::decision::Stop;
+use crate::run::{sandboxed, sink};
 
 /// How often a task whose merge fails the gate goes back to its agent before it is failed.
-pub(in crate::run) const GATE_TRIES: u32 = 2;
+pub(in crate::fleet) const GATE_TRIES: u32 = 2;
 
 /// What the gate needs of a run (a `--parallel` coordinator or a `--worker`): its options, its
 /// `.ralph/` (whose history records the checks), the history's writer, and its reporters.
-pub(in crate::run) struct Gate<'g> {
-    pub(in crate::run) config: &'g crate::config::RunConfig,
-    pub(in crate::run) home: &'g crate::storage::RalphDir,
-    pub(in crate::run) shared: &'g super::super::Shared,
-    pub(in crate::run) sink: &'g super::super::sink::Sink,
+pub(in crate::fleet) struct Gate<'g> {
+    pub(in crate::fleet) config: &'g crate::config::RunConfig,
+    pub(in crate::fleet) home: &'g crate::storage::RalphDir,
+    pub(in crate::fleet) shared: &'g crate::run::Shared,
+    pub(in crate::fleet) sink: &'g sink::Sink,
 }
 
 impl Gate<'_> {
     /// Runs the run's `--verify` commands in `tree` (task `id`'s work merged with the base),
     /// records each check in the history (`gates`): the check that failed, if one did.
-    pub(in crate::run) fn check(
+    pub(in crate::fleet) fn check(
         &self,
         id: &str,
         tree: &Repo,
@@ -49,7 +50,7 @@ impl Gate<'_> {
         let hash = tree.work_tree_hash();
         // The commands run the agents' code: in the run's sandbox (around the integration
         // worktree) when it has one. One that cannot be made fails the check.
-        let sandbox = match super::super::sandboxed::sandbox_for(
+        let sandbox = match sandboxed::sandbox_for(
             self.config,
             (tree.root(), false),
             Some(tree),
@@ -104,7 +105,7 @@ impl Gate<'_> {
     /// Task `id`'s work merged with `base` failed `check` (the `tries`-th time): the
     /// `merge_refused` event, and the refusal written on the task's last iteration in the run's
     /// history, where `--status` and the report show it.
-    pub(in crate::run) fn refused(&self, id: &str, base: &str, check: &Verification, tries: u32) {
+    pub(in crate::fleet) fn refused(&self, id: &str, base: &str, check: &Verification, tries: u32) {
         self.sink.emit(LoopEvent::MergeRefused {
             task: id.to_owned(),
             base: base.to_owned(),
@@ -135,7 +136,7 @@ impl Gate<'_> {
 
 /// Why a merge was refused, in a few words: `` `sh check.sh` failed on the work merged with
 /// master (exit 1)``.
-pub(in crate::run) fn refusal(base: &str, check: &Verification) -> String {
+pub(in crate::fleet) fn refusal(base: &str, check: &Verification) -> String {
     let how = check
         .exit_code
         .map_or_else(|| "timed out".to_owned(), |code| format!("exit {code}"));
@@ -146,7 +147,7 @@ pub(in crate::run) fn refusal(base: &str, check: &Verification) -> String {
 }
 
 /// Why task `id` is failed after its merge failed the gate [`GATE_TRIES`] times.
-pub(in crate::run) fn given_up(base: &str, check: &Verification, id: &str) -> String {
+pub(in crate::fleet) fn given_up(base: &str, check: &Verification, id: &str) -> String {
     format!(
         "its work merged with {base} failed the run's check `{}` {GATE_TRIES} times; branch {} is kept",
         check.command,
@@ -156,7 +157,7 @@ pub(in crate::run) fn given_up(base: &str, check: &Verification, id: &str) -> St
 
 /// What a task's agent is told when its merge failed the gate: the command, how it ended, and
 /// the end of its output.
-pub(in crate::run) fn feedback(base: &str, check: &Verification) -> String {
+pub(in crate::fleet) fn feedback(base: &str, check: &Verification) -> String {
     let code = check.exit_code.map_or_else(
         || " (it timed out)".to_owned(),
         |code| format!(" (exit {code})"),
