@@ -18,6 +18,8 @@
 //!   memory either.
 //! - After the agent exits, a grandchild that keeps the pipes open does not hang the loop: after a
 //!   short wait the group is killed and the readers are abandoned.
+//! - When to wait, signal, reap or end is decided by one pure state machine of the agent
+//!   process's phases (`phase.rs`); the main thread carries its actions out.
 
 use std::io::{Read, Write as _};
 use std::os::unix::process::CommandExt as _;
@@ -36,9 +38,11 @@ use crate::signal::{StopFlag, set_agent_group};
 
 mod conversation;
 mod lines;
+mod phase;
 
 use lines::LineSplitter;
 pub(crate) use lines::{LineParser, ParsedLines, each_line, lines_of, parse_run};
+use phase::{Action, Machine, Seen};
 
 /// Longest piece of a line delivered at once.
 pub(crate) const MAX_SEGMENT: usize = 64 * 1024;
@@ -309,63 +313,42 @@ fn stream_output(
         parser,
     )?;
     spawn_reader("ralph-agent-stderr", stderr, Source::Stderr, sender, None)?;
-    let mut watch = Watch::new();
-    let status = watch.run(child, group, options, stop, &receiver, handler)?;
-    for splitter in &mut watch.splitters {
+    let mut pipes = Pipes::new();
+    let (status, machine) = pipes.run(child, group, options, stop, &receiver, handler)?;
+    for splitter in &mut pipes.splitters {
         splitter.finish(handler);
     }
     // Whatever the agent left running in its group (a server, a watcher) ends with the iteration.
     signal_group(group, Signal::SIGTERM);
     Ok(RunOutcome {
         exit_code: crate::model::exit_code(status),
-        ended_by: watch.ended_by,
-        stop_signal: watch.stop_signal,
+        ended_by: machine.ended_by,
+        stop_signal: machine.stop_signal,
     })
 }
 
-/// What the main thread tracks while the agent runs.
-struct Watch {
-    started: Instant,
+/// The agent's output as the main thread takes it in: the lines of each pipe, whether any is
+/// still open, and when anything last arrived.
+struct Pipes {
     last_output: Instant,
     splitters: [LineSplitter; 2],
-    open_pipes: u8,
-    exit: Option<std::process::ExitStatus>,
-    exited_at: Option<Instant>,
-    ended_by: Option<EndedBy>,
-    killed_leftovers: bool,
-    /// When the agent was first seen to have said its promise.
-    promise_said_at: Option<Instant>,
-    /// When the agent's turn was first seen over (ACP).
-    turn_over_at: Option<Instant>,
-    /// The last signal sent to stop the agent.
-    stop_signal: Option<&'static str>,
-    /// Stop requests already acted on (one that arrived before the agent started counts too).
-    seen_requests: usize,
+    open: u8,
 }
 
-impl Watch {
+impl Pipes {
     fn new() -> Self {
-        let now = Instant::now();
         Self {
-            started: now,
-            last_output: now,
+            last_output: Instant::now(),
             splitters: [
                 LineSplitter::new(Source::Stdout),
                 LineSplitter::new(Source::Stderr),
             ],
-            open_pipes: 2,
-            exit: None,
-            exited_at: None,
-            ended_by: None,
-            killed_leftovers: false,
-            promise_said_at: None,
-            turn_over_at: None,
-            stop_signal: None,
-            seen_requests: 0,
+            open: 2,
         }
     }
 
-    /// Streams output until the agent has exited and its pipes are closed (or abandoned).
+    /// Carries out what the agent process's state machine says (`phase.rs`) until the agent
+    /// has exited and its pipes are closed (or given up on): its exit status, and the machine.
     fn run(
         &mut self,
         child: &mut Child,
@@ -374,163 +357,63 @@ impl Watch {
         stop: &StopFlag,
         receiver: &Receiver<Event>,
         handler: &mut dyn OutputHandler,
-    ) -> anyhow::Result<std::process::ExitStatus> {
-        let mut closed_at = None;
+    ) -> anyhow::Result<(std::process::ExitStatus, Machine)> {
+        let mut machine = Machine::new(options, self.last_output);
+        let mut exit = None;
         loop {
-            if self.open_pipes > 0 {
-                self.absorb(receive(receiver, options.tick), handler);
-            } else {
-                // Both pipes are closed: only the exit is awaited, usually a moment away (the
-                // agent is exiting), so look often at first, then less (one that closed its
-                // output and runs on).
-                let closed: Instant = *closed_at.get_or_insert_with(Instant::now);
-                thread::sleep((closed.elapsed() / 2).clamp(Duration::from_millis(1), options.tick));
-            }
             let now = Instant::now();
             handler.on_tick(now, self.last_output);
-            if self.exit.is_none() {
-                self.exit = child.try_wait().context("failed to wait for the agent")?;
-                if self.exit.is_some() {
-                    self.exited_at = Some(now);
-                }
+            if exit.is_none() {
+                exit = child.try_wait().context("failed to wait for the agent")?;
             }
-            if self.exit.is_some() && self.open_pipes == 0 {
-                break;
-            }
-            if let Some(at) = self.exited_at {
-                // The agent is gone but something it started still holds our pipes.
-                if now.duration_since(at) >= options.leak_timeout {
-                    if self.killed_leftovers {
-                        break;
+            let seen = Seen {
+                now,
+                exited: exit.is_some(),
+                pipes_open: self.open > 0,
+                last_output: self.last_output,
+                requests: stop.requested(),
+                user_signal: stop.signal(),
+                promise_said: handler.promise_said(),
+                turn_over: handler.turn_over(),
+            };
+            let mut actions: std::collections::VecDeque<Action> = machine.step(&seen).into();
+            while let Some(action) = actions.pop_front() {
+                match action {
+                    Action::Stopping(reason) => handler.on_stopping(reason),
+                    Action::CancelTurn => {
+                        if !handler.cancel_turn() {
+                            actions.extend(machine.not_cancelled(&seen));
+                        }
                     }
-                    signal_group(group, Signal::SIGKILL);
-                    self.killed_leftovers = true;
-                    self.exited_at = Some(now);
+                    Action::Signal(signal) => signal_group(group, signal),
+                    Action::Wait(limit) if self.open > 0 => {
+                        self.absorb(receive(receiver, limit), handler);
+                    }
+                    Action::Wait(limit) => thread::sleep(limit),
+                    Action::Reap => exit = Some(child.wait()?),
+                    Action::End => {
+                        let status = exit.context("the agent's exit status is unknown")?;
+                        return Ok((status, machine));
+                    }
                 }
-                continue;
-            }
-            // The grace runs while the answer so far ends with a promise (it may go on talking).
-            if handler.promise_said() {
-                self.promise_said_at.get_or_insert(now);
-            } else {
-                self.promise_said_at = None;
-            }
-            if handler.turn_over() {
-                self.turn_over_at.get_or_insert(now);
-            }
-            if let Some(reason) = self.stop_reason(now, options, stop) {
-                self.ended_by.get_or_insert(reason);
-                handler.on_stopping(reason);
-                let status = self.terminate(child, group, options, stop, receiver, handler)?;
-                self.exit = Some(status);
-                self.exited_at = Some(Instant::now());
             }
         }
-        self.exit.context("the agent's exit status is unknown")
     }
 
-    /// Takes in what the readers sent: output to show, or a pipe closed.
+    /// Takes in what the readers sent: output to show, or a pipe closed (for good: the loop
+    /// never waits for it again).
     fn absorb(&mut self, received: Received, handler: &mut dyn OutputHandler) {
         match received {
             Received::Data(source, bytes, parsed) => {
                 self.last_output = Instant::now();
-                if self.exited_at.is_some() {
-                    // Still draining: the leak timer measures silence, not time since exit.
-                    self.exited_at = Some(self.last_output);
-                }
                 let index = usize::from(source == Source::Stderr);
                 handler.on_chunk(source, &bytes);
                 self.splitters[index].push(&bytes, parsed, self.last_output, handler);
                 handler.on_chunk_end();
             }
-            Received::Closed => self.open_pipes -= 1,
+            Received::Closed => self.open -= 1,
             Received::Nothing => {}
         }
-    }
-
-    /// Why the agent must be ended now, if it must: a stop request, a timeout.
-    fn stop_reason(
-        &mut self,
-        now: Instant,
-        options: &RunOptions,
-        stop: &StopFlag,
-    ) -> Option<EndedBy> {
-        if stop.requested() > self.seen_requests {
-            self.seen_requests = stop.requested();
-            Some(EndedBy::User)
-        } else if options
-            .run_timeout
-            .is_some_and(|limit| now.duration_since(self.started) >= limit)
-        {
-            Some(EndedBy::RunTimeout)
-        } else if options
-            .idle_timeout
-            .is_some_and(|limit| now.duration_since(self.last_output) >= limit)
-        {
-            Some(EndedBy::IdleTimeout)
-        } else if let (Some(said), Some(grace)) = (self.promise_said_at, options.completion_grace)
-            && now.duration_since(said) >= grace
-        {
-            Some(EndedBy::CompletionGrace)
-        } else if self
-            .turn_over_at
-            .is_some_and(|over| now.duration_since(over) >= TURN_GRACE.min(options.grace))
-        {
-            Some(EndedBy::TurnOver)
-        } else {
-            None
-        }
-    }
-
-    /// Ask an ACP agent to cancel its turn and wait a moment for it, then SIGTERM the group
-    /// (SIGINT after Ctrl-C), keep draining output for the grace period (cut short by another
-    /// stop request), then SIGKILL.
-    fn terminate(
-        &mut self,
-        child: &mut Child,
-        group: i32,
-        options: &RunOptions,
-        stop: &StopFlag,
-        receiver: &Receiver<Event>,
-        handler: &mut dyn OutputHandler,
-    ) -> anyhow::Result<std::process::ExitStatus> {
-        let requests = stop.requested();
-        // Draining output meanwhile, waits until `deadline` for the agent to exit (its status),
-        // for `done`, or for another stop request.
-        let mut drain = |watch: &mut Self,
-                         handler: &mut dyn OutputHandler,
-                         deadline: Instant,
-                         done: fn(&dyn OutputHandler) -> bool|
-         -> anyhow::Result<Option<std::process::ExitStatus>> {
-            while Instant::now() < deadline && stop.requested() <= requests && !done(handler) {
-                if let Some(status) = child.try_wait()? {
-                    return Ok(Some(status));
-                }
-                // A pipe closed now is closed for good: the loop must not wait for it.
-                watch.absorb(receive(receiver, Duration::from_millis(20)), handler);
-            }
-            Ok(None)
-        };
-        if handler.cancel_turn() {
-            let deadline = Instant::now() + TURN_GRACE.min(options.grace);
-            if let Some(status) = drain(self, handler, deadline, |handler| handler.turn_over())? {
-                return Ok(status);
-            }
-        }
-        // Ctrl-C reaches the agent as Ctrl-C; every other stop as SIGTERM.
-        let first = match self.ended_by {
-            Some(EndedBy::User) => stop.signal(),
-            _ => Signal::SIGTERM,
-        };
-        signal_group(group, first);
-        self.stop_signal = Some(first.as_str());
-        let deadline = Instant::now() + options.grace;
-        if let Some(status) = drain(self, handler, deadline, |_| false)? {
-            return Ok(status);
-        }
-        signal_group(group, Signal::SIGKILL);
-        self.stop_signal = Some("SIGKILL");
-        Ok(child.wait()?)
     }
 }
 
