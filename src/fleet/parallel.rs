@@ -25,9 +25,8 @@ use crate::storage::{self, RalphDir};
 use crate::storage::{progress, state};
 
 use super::base::{Outcome, base_branch, branch, mark, outcome, own_files};
-use crate::run::claim::claim;
 use crate::run::decision::Stop;
-use crate::run::sink::{Place, Scope, Sink};
+use crate::run::sink::{Place, Sink};
 use crate::run::{Knobs, Shared, TaskLoop, plan, planner, sandboxed, start};
 
 pub(super) mod gate;
@@ -46,24 +45,25 @@ pub(crate) fn run(
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
-    let found = Repo::discover(cwd);
-    let place = Place {
-        cwd,
-        dir,
-        repo: found.as_ref(),
-        home: dir,
+    let checks = |place: &Place<'_>, sink: &Sink, resumed: bool| {
+        check_before_planning(config, place, sink, resumed)?;
+        let sandbox = sandboxed::check_fleet_sandbox(config, cwd, place.repo, dir)?;
+        if matches!(sandbox, Err(true)) {
+            sink.notice(Notice::Unsandboxed);
+        }
+        Ok(sandbox)
     };
-    let sink = Sink::for_run(config, &place, None, Scope::Run);
-    let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
-    check_before_planning(config, &place, &sink, resumed.is_some())?;
-    let sandbox = sandboxed::check_fleet_sandbox(config, cwd, found.as_ref(), dir)?;
-    if matches!(sandbox, Err(true)) {
-        sink.notice(Notice::Unsandboxed);
-    }
+    let crate::run::Opened {
+        repo: found,
+        sink,
+        lock: _lock,
+        resumed,
+        sandbox,
+        planning,
+        refined,
+    } = crate::run::open(config, (cwd, dir), start, (stop, knobs), &checks)?;
     // The run's own commits (the task list, the progress log) run the repository's hooks inside.
-    let hooked = sandboxed::with_hooks(found.clone(), sandbox.as_ref().ok());
-    let (planning, refined) =
-        planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
+    let hooked = sandboxed::with_hooks(found, sandbox.as_ref().ok());
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
     nothing_to_run(dir)?;

@@ -25,7 +25,7 @@ pub(crate) enum Start {
 /// Takes the directory's loop lock and decides where the loop starts: a fresh loop is refused
 /// when the saved state says one crashed or was interrupted here (it is for `--resume`, which
 /// keeps its history and budgets, or `--reset`).
-pub(crate) fn claim(
+pub(super) fn claim(
     dir: &RalphDir,
     start: Start,
     knobs: &Knobs,

@@ -17,6 +17,7 @@ pub(crate) mod claim;
 pub(crate) mod decision;
 mod fallback;
 mod iteration;
+mod open;
 pub(crate) mod plan;
 pub(crate) mod planner;
 pub(crate) mod preflight;
@@ -42,6 +43,7 @@ use crate::storage::state::{self, LoopState};
 use crate::storage::{Loaded, RalphDir};
 
 pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
+pub(crate) use open::{Opened, open};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
 pub(crate) use planner::{plan_only, preview as planning_preview};
 pub(crate) use resume::resume;

@@ -93,7 +93,7 @@ fn interactive() -> bool {
 
 /// Plans first when a run must (see [`needed`]; not on `--resume`): the planning calls, for the
 /// run's history and budgets.
-pub(crate) fn plan_first(
+pub(super) fn plan_first(
     config: &RunConfig,
     place: &Place<'_>,
     sink: &Sink,

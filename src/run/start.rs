@@ -33,24 +33,23 @@ pub(crate) fn run(
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
     let steps = plan::steps(config, cwd).map_err(fail)?;
-    let repo = Repo::discover(cwd);
-    let place = Place {
-        cwd,
-        dir,
-        repo: repo.as_ref(),
-        home: dir,
-    };
-    let sink = Sink::for_run(config, &place, None, Scope::Run);
-    let (_lock, resumed) = claim(dir, start, knobs, &sink)?;
-    if let Some(repo) = &repo {
-        refuse_operation_underway(repo, OwnMerge::Refused)?;
-    }
     // The planner and the sandbox are checked before the planning call (a paid one).
-    super::planner::check_planner(config, cwd, dir)?;
-    let sandbox =
-        super::sandboxed::sandbox_for(config, (cwd, true), repo.as_ref(), dir, steps.all())?;
-    let (planning, refined) =
-        super::planner::plan_first(config, &place, &sink, (stop, knobs), resumed.is_some())?;
+    let checks = |place: &Place<'_>, _: &Sink, _: bool| {
+        if let Some(repo) = place.repo {
+            refuse_operation_underway(repo, OwnMerge::Refused)?;
+        }
+        super::planner::check_planner(config, cwd, dir)?;
+        super::sandboxed::sandbox_for(config, (cwd, true), place.repo, dir, steps.all())
+    };
+    let super::Opened {
+        repo,
+        sink,
+        lock: _lock,
+        resumed,
+        sandbox,
+        planning,
+        refined,
+    } = super::open(config, (cwd, dir), start, (stop, knobs), &checks)?;
     // With --refine, the prompt the user took is the run's.
     let config = refined.as_ref().unwrap_or(config);
     let repo = super::sandboxed::with_hooks(repo, sandbox.as_ref());
