@@ -46,8 +46,10 @@ pub(crate) const INPUT_TOKENS: u64 = 100;
 /// Output tokens reported for every model response.
 pub(crate) const OUTPUT_TOKENS: u64 = 20;
 
-/// How long a server lives unless dropped earlier.
-const DEFAULT_LIFETIME: Duration = Duration::from_secs(120);
+/// How long a server lives unless dropped earlier (its test drops it): a safety net only. It
+/// counts from the server's start, before its test waits for one of the real CLIs' slots (which
+/// is not part of the run's deadline), so it outlasts that wait and the deadline together.
+const DEFAULT_LIFETIME: Duration = Duration::from_secs(600);
 /// The answer to conversation requests once the script is exhausted.
 const EXHAUSTED_TEXT: &str = "nothing more to do";
 /// The answer to side requests (title generation and the like).
