@@ -229,6 +229,9 @@ pub(crate) enum LoopEvent {
     },
     /// An agent a killed ralph left running (its process group) was stopped.
     LeftoverAgentStopped { process_group: i32 },
+    /// The agent changed protected paths (`--protect`): they were put back as the iteration found
+    /// them, and are never committed.
+    ProtectedChangeRestored { iteration: u32, files: Vec<String> },
     /// A file of ralph's could not be read (`reason`): set aside as `copy`, and started afresh.
     CorruptFile {
         path: String,
@@ -280,6 +283,7 @@ pub(crate) const EVENT_NAMES: &[&str] = &[
     "worktree_left",
     "leftover_agent_stopped",
     "corrupt_file",
+    "protected_change_restored",
 ];
 
 impl LoopEvent {
@@ -327,6 +331,7 @@ impl LoopEvent {
             Self::WorktreeLeft { .. } => "worktree_left",
             Self::LeftoverAgentStopped { .. } => "leftover_agent_stopped",
             Self::CorruptFile { .. } => "corrupt_file",
+            Self::ProtectedChangeRestored { .. } => "protected_change_restored",
         }
     }
 }
@@ -518,6 +523,10 @@ mod tests {
                 base: text(),
             },
             LoopEvent::LeftoverAgentStopped { process_group: 7 },
+            LoopEvent::ProtectedChangeRestored {
+                iteration: 1,
+                files: vec![text()],
+            },
             LoopEvent::CorruptFile {
                 path: text(),
                 reason: text(),

@@ -23,6 +23,7 @@ mod output;
 mod planning;
 mod promise;
 mod prompt;
+mod protect;
 mod report;
 mod run;
 mod sandbox;

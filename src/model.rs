@@ -322,6 +322,8 @@ pub(crate) enum StopKind {
     Blocked,
     /// A verify command could not run at all.
     Unverified,
+    /// `--protect-mode fail`: the agent changed protected paths.
+    Tampered,
     /// Ctrl+C, a stop request, SIGTERM.
     Interrupted,
 }

@@ -185,6 +185,11 @@ loop_options! {
     verify: Vec<String> = Vec::new(),
         heading "Loop", value "CMD", example "[\"cargo test\"]",
         note "must pass before completion is accepted";
+    /// A path (glob) the agent may read but not change (repeatable; e.g. 'tests/**'): a change is put back after the iteration and never committed; under --sandbox bwrap the path is read-only.
+    protect: Vec<String> = Vec::new(),
+        heading "Loop", value "GLOB", example "[\"tests/**\"]";
+    /// What a change to a protected path does: restore (put it back and tell the agent) or fail (put it back and end the loop; a run's task fails).
+    protect_mode: String = "restore".to_owned(), heading "Loop", value "MODE", note "restore or fail";
     /// Time limit for each --verify command and each task's verify command.
     verify_timeout: Duration = Duration::from_secs(600), heading "Loop", value "DURATION";
     /// Stop the agent if one iteration runs longer than this (e.g. 30m); the loop goes on.
@@ -324,6 +329,7 @@ impl LoopOptions {
             allow: self.sandbox_allow.clone(),
             env: self.sandbox_env.clone(),
             mount: self.sandbox_mount.clone(),
+            protect: self.protect.clone(),
             memory: self.sandbox_memory,
             cpus: self.sandbox_cpus,
             pids: self.sandbox_pids,

@@ -413,6 +413,8 @@ pub(crate) enum Feedback<'a> {
         task_tag: &'a str,
         failed: &'a [Verification],
     },
+    /// The agent changed protected paths (`--protect`): they were put back.
+    ProtectedRestored { files: &'a [String] },
 }
 
 /// The prompt section (with its heading) explaining a refused claim.
@@ -442,6 +444,16 @@ pub(crate) fn feedback(feedback: Feedback<'_>) -> String {
              failed, so it is marked [/] again:\n\n{}\n\nFix it before you print {task_tag} again.",
             verification_text(failed)
         ),
+        Feedback::ProtectedRestored { files } => {
+            let list: Vec<String> = files.iter().map(|file| format!("- {file}")).collect();
+            format!(
+                "## Your changes to protected files were undone\n\nThese files are protected: you \
+                 may read them but not change them, and the checks that judge your work use them \
+                 as they were. Your changes to them were put back and are not committed:\n\n{}\n\n\
+                 Make the code meet them as they are; do not edit them again.",
+                list.join("\n")
+            )
+        }
     }
 }
 

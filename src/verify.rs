@@ -196,6 +196,29 @@ pub(crate) fn no_conflict_blocks(root: &Path, files: &[String]) -> Option<Verifi
     })
 }
 
+/// The check a landing makes of the files a merge changed: failed when any is protected
+/// (`--protect`) and not one its task may change, naming them.
+pub(crate) fn no_protected_changes(
+    protection: &crate::protect::Protection,
+    files: &[String],
+) -> Option<Verification> {
+    let touched: Vec<&str> = (files.iter())
+        .filter(|file| protection.guards(file))
+        .map(String::as_str)
+        .collect();
+    (!touched.is_empty()).then(|| Verification {
+        command: "no change to protected paths".to_owned(),
+        passed: false,
+        exit_code: Some(1),
+        timed_out: false,
+        output_tail: format!(
+            "the work changes protected paths its task may not change: {}. Put them back as the base has them (git checkout <base> -- PATH), and change the code instead.",
+            touched.join(", ")
+        ),
+        ..Verification::default()
+    })
+}
+
 /// One failed check per file in `files` (relative to `root`) that still has a line of a
 /// conflict marker (`<<<<<<< `, `=======`, `>>>>>>> `).
 pub(crate) fn conflict_markers(root: &Path, files: &[String]) -> Vec<Verification> {

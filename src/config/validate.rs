@@ -46,6 +46,13 @@ impl RunConfig {
                 "--keep-logs must be at least 1: the log of the iteration that runs is always kept",
             ));
         }
+        crate::protect::check(&o.protect, "--protect").map_err(usage)?;
+        if !matches!(o.protect_mode.as_str(), "restore" | "fail") {
+            return Err(usage(format!(
+                "--protect-mode must be restore or fail, not '{}'",
+                o.protect_mode
+            )));
+        }
         for setting in &o.on_event {
             crate::hooks::parse_on_event(setting).map_err(usage)?;
         }

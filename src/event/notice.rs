@@ -121,6 +121,15 @@ pub(crate) enum Notice<'a> {
     /// A `--parallel` run or a `--worker` lets its agents use every tool, unattended, with no
     /// sandbox.
     Unsandboxed,
+    /// The agent changed protected paths (`--protect`): put back, not committed (`fails`:
+    /// `--protect-mode fail` ends the loop).
+    ProtectedRestored {
+        iteration: u32,
+        files: &'a [String],
+        fails: bool,
+    },
+    /// A `--protect` pattern matches no file (yet).
+    ProtectMatchesNothing(&'a str),
     /// The agent said its promise but was still running after `--completion-grace`: ralph ended
     /// it, and the iteration counts as completed.
     CompletionGraceOver {
@@ -327,6 +336,12 @@ impl Notice<'_> {
                 limit: text(limit),
             },
             Self::Stopping => LoopEvent::StopRequested,
+            Self::ProtectedRestored {
+                iteration, files, ..
+            } => LoopEvent::ProtectedChangeRestored {
+                iteration: *iteration,
+                files: files.to_vec(),
+            },
             Self::Struggle { no_progress, short } => LoopEvent::Struggling {
                 no_progress: *no_progress,
                 short: *short,

@@ -18,6 +18,7 @@ mod land;
 mod operation;
 mod refs;
 mod remote;
+mod restore;
 mod scan;
 mod watch;
 mod worktree;

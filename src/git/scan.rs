@@ -59,6 +59,13 @@ pub(crate) struct Snapshot {
     pub(super) submodules: bool,
 }
 
+impl Snapshot {
+    /// HEAD's commit when the snapshot was taken (none before the first commit).
+    pub(crate) fn head(&self) -> Option<&str> {
+        self.head.as_deref()
+    }
+}
+
 /// One path `git status` named.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Entry {

@@ -640,3 +640,16 @@ pub(crate) fn unsandboxed(out: &Voice) {
         "⚠️  The agents run unattended with every permission and no sandbox: they can read your secrets and reach any host; --sandbox keeps each in its own work tree (see the README's Sandbox section)",
     ]);
 }
+
+/// The agent changed protected paths: put back, never committed.
+pub(crate) fn protected_restored(out: &Voice, iteration: u32, files: &[String], fails: bool) {
+    let after = if fails {
+        "--protect-mode fail ends the loop"
+    } else {
+        "the next prompt tells the agent why"
+    };
+    out.warn(&[&format!(
+        "🛡️  Iteration {iteration} changed protected files ({}); they were put back and are not committed: {after}.",
+        files.join(", ")
+    )]);
+}

@@ -267,6 +267,14 @@ fn start_notice(out: &Voice, notice: &crate::event::Notice<'_>) -> bool {
         Notice::SandboxBlocked { hosts } => sandbox_blocked(out, hosts),
         Notice::OutOfMemory { iteration, limit } => out_of_memory(out, *iteration, limit),
         Notice::Unsandboxed => unsandboxed(out),
+        Notice::ProtectedRestored {
+            iteration,
+            files,
+            fails,
+        } => protected_restored(out, *iteration, files, *fails),
+        Notice::ProtectMatchesNothing(pattern) => out.warn(&[&format!(
+            "⚠️  --protect '{pattern}' matches no file here; globs are relative to the repository's top (e.g. 'tests/**'). Check the pattern."
+        )]),
         Notice::LogUnavailable { dir, error } => log_unavailable(out, dir, error),
         _ => return false,
     }

@@ -32,6 +32,8 @@ pub(crate) struct Rules {
     /// A task loop of a run: its one task's promise (or the completion promise) completes its
     /// loop; the rest of the task list is others' work.
     pub(crate) task_loop: bool,
+    /// `--protect-mode fail`: a change to a protected path ends the loop.
+    pub(crate) protect_fails: bool,
 }
 
 impl Rules {
@@ -50,6 +52,7 @@ impl Rules {
             error_pause,
             files_tracked,
             task_loop: false,
+            protect_fails: options.protect_mode == "fail",
         }
     }
 }
@@ -84,6 +87,8 @@ pub(crate) struct Facts {
     pub(crate) verification: Option<Vec<Verification>>,
     /// The task's own `verify` results, when they ran.
     pub(crate) task_verification: Option<Vec<Verification>>,
+    /// Protected paths the agent changed (put back before anything was judged or committed).
+    pub(crate) protected_changes: Vec<String>,
 }
 
 /// Counts the rules keep from one iteration to the next.
@@ -216,6 +221,8 @@ pub(crate) enum Stop {
     /// A verify command could not run at all (not found, not executable): the claim cannot be
     /// checked, and asking the agent again would not change that.
     Unverified(Verification),
+    /// `--protect-mode fail`: the agent changed these protected paths (put back).
+    Tampered(Vec<String>),
     Interrupted,
 }
 
@@ -273,6 +280,15 @@ pub(crate) fn decide(rules: &Rules, facts: &Facts, counters: Counters) -> Decisi
         decision.outcome = "interrupted".to_owned();
         decision.agent_side = false;
         decision.commit = false;
+        return decision;
+    }
+    if rules.protect_fails && !facts.protected_changes.is_empty() {
+        // Its changes to them are undone; what else it did is committed, and the loop ends.
+        decision.outcome = format!(
+            "changed protected paths: {}",
+            facts.protected_changes.join(", ")
+        );
+        decision.next = Next::Stop(Stop::Tampered(facts.protected_changes.clone()));
         return decision;
     }
     let completed = judge_claims(rules, facts, &mut decision);
@@ -537,6 +553,7 @@ impl Stop {
             Self::AgentKeptFailing { .. } => StopKind::AgentKeptFailing,
             Self::Blocked(_) => StopKind::Blocked,
             Self::Unverified(_) => StopKind::Unverified,
+            Self::Tampered(_) => StopKind::Tampered,
             Self::Interrupted => StopKind::Interrupted,
         }
     }
@@ -555,6 +572,7 @@ impl Stop {
             | Self::AgentKeptFailing { .. }
             | Self::LegacyPlugin
             | Self::Unverified(_)
+            | Self::Tampered(_)
             | Self::RalphFailed(_) => ExitStatus::Error,
             Self::Interrupted => ExitStatus::Interrupted,
         }
@@ -604,6 +622,10 @@ impl Stop {
                 "unverified: `{}` could not run ({}); fix the command and run ralph --resume",
                 result.command,
                 result.outcome()
+            ),
+            Self::Tampered(paths) => format!(
+                "the agent changed protected paths ({}) at iteration {iteration}; they were put back (--protect-mode fail)",
+                paths.join(", ")
             ),
             Self::Interrupted => format!("interrupted at iteration {iteration}"),
         }

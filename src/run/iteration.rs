@@ -78,13 +78,17 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         .as_ref()
         .and_then(|focus| focus.promise.as_deref())
         .map(|text| Promise::new(text, runner.env.config.options.promise_format));
-    let run = agent_run(
+    let head = (planned.before.as_ref().and_then(Option::as_ref))
+        .and_then(Snapshot::head)
+        .map(str::to_owned);
+    let mut run = agent_run(
         runner,
         &step,
         &command,
         planned.before.flatten(),
         (planned.focus.as_ref(), task_promise.as_ref()),
     )?;
+    super::protected::put_back(runner, &mut run, planned.focus.as_ref(), head.as_deref())?;
     let mut facts = outcome(runner, iteration, &run, planned.focus.as_ref());
     fallback(runner, (&chain, &keys, ran), &mut facts);
     if facts.verification.is_some()
@@ -270,6 +274,7 @@ fn agent_run(
         log: log_name,
         blocked,
         out_of_memory,
+        protected: Vec::new(),
     })
 }
 
@@ -375,6 +380,7 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         final_text: run.findings.final_text.clone(),
         verification: None,
         task_verification: None,
+        protected_changes: run.protected.clone(),
     };
     if facts.interrupted {
         return facts;

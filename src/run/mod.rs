@@ -21,6 +21,7 @@ mod open;
 pub(crate) mod plan;
 pub(crate) mod planner;
 pub(crate) mod preflight;
+mod protected;
 mod record;
 mod resume;
 pub(crate) mod sandboxed;
@@ -380,6 +381,8 @@ struct Runner<'a> {
     tree: Tree,
     /// Which agents are out of quota, for `--fallback`.
     limits: fallback::Limits,
+    /// What each task may change and must leave alone, as its list said when the loop started.
+    sealed: protected::Sealed,
 }
 
 impl Runner<'_> {
@@ -408,6 +411,9 @@ impl Runner<'_> {
     /// Iterations until a stop.
     fn run_loop(&mut self) -> anyhow::Result<decision::Stop> {
         self.start()?;
+        if self.env.shape.task_loop().is_none() {
+            protected::tell_unmatched(self);
+        }
         let stop = loop {
             let iteration = self.state.iteration;
             let spent = match self.env.shape.task_loop() {

@@ -197,6 +197,9 @@ pub(super) struct Focus {
     pub(super) model: Option<String>,
     pub(super) promise: Option<String>,
     pub(super) timeout: Option<std::time::Duration>,
+    /// The task's own protected paths (`protect:`) as the list says now (what it may change is
+    /// read once, at the loop's start: `protected::Sealed`).
+    pub(super) protect: Vec<String>,
 }
 
 impl Focus {
@@ -210,6 +213,7 @@ impl Focus {
             model: owned(task.model()),
             promise: owned(task.promise()),
             timeout: task.timeout(),
+            protect: crate::protect::list(task.property(tasks::PROTECT)),
         }
     }
 }

@@ -36,6 +36,8 @@ pub(super) struct AgentRun {
     pub(super) blocked: std::collections::BTreeMap<String, u32>,
     /// The agent was killed by the sandbox's memory limit.
     pub(super) out_of_memory: bool,
+    /// Protected paths the agent changed: put back, left out of `files`.
+    pub(super) protected: Vec<String>,
 }
 
 /// Records a finished iteration: history (saved), progress log, event, warnings.
@@ -134,6 +136,7 @@ fn record_of(
         sandbox_blocked: run.blocked.clone(),
         out_of_memory: run.out_of_memory,
         merge_refused: None,
+        protected_changes: run.protected.clone(),
         interrupted: facts.interrupted,
     }
 }

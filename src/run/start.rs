@@ -259,6 +259,10 @@ impl<'a> Runner<'a> {
             .map(|task| crate::prompt::merge_conflicts(&task.base, &task.conflicts))
             .into_iter()
             .collect();
+        // A task loop's task is read from the run's list (its worktree's is the agent's to edit).
+        let sealed = super::protected::Sealed::read(
+            env.shape.task_loop().map_or(env.dir, |task| &task.home),
+        );
         Ok(Self {
             counters: Counters {
                 stalled: state.stalled,
@@ -274,6 +278,7 @@ impl<'a> Runner<'a> {
             earlier_runtime_ms,
             tree: Tree::default(),
             limits: super::fallback::Limits::default(),
+            sealed,
         })
     }
 

@@ -93,6 +93,15 @@ impl Mounts {
             list.push(bind(hooks.clone(), false));
         }
         list.extend(ralph_mounts(&place.ralph, place.agent)?);
+        // What the agent may read but not change: read-only within its writable tree.
+        if let Ok(Some(protection)) = crate::protect::Protection::new(&options.protect, &[]) {
+            list.extend(
+                protection
+                    .roots(place.work)
+                    .into_iter()
+                    .map(|root| bind(root, false)),
+            );
+        }
         for (path, mode) in mounts::parse_all(&options.mount)? {
             list.push(bind(path, mode == Mode::Rw));
         }

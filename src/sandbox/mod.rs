@@ -64,6 +64,8 @@ pub(crate) struct Settings {
     pub(crate) allow: Vec<String>,
     pub(crate) env: Vec<String>,
     pub(crate) mount: Vec<String>,
+    /// `--protect`: read-only in the work tree.
+    pub(crate) protect: Vec<String>,
     pub(crate) memory: Option<Bytes>,
     pub(crate) cpus: Option<Cpus>,
     pub(crate) pids: Option<u32>,
@@ -79,6 +81,7 @@ impl Default for Settings {
             allow: Vec::new(),
             env: Vec::new(),
             mount: Vec::new(),
+            protect: Vec::new(),
             memory: None,
             cpus: None,
             pids: None,

@@ -207,6 +207,10 @@ pub(crate) struct IterationRecord {
     /// (the check, where, how it ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) merge_refused: Option<String>,
+    /// Protected paths (`--protect`) the agent changed in this iteration: put back, never
+    /// committed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) protected_changes: Vec<String>,
     /// The iteration was cut short (Ctrl-C, a stop, ralph killed): its number is used, and a
     /// resumed loop goes on with the next.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -71,6 +71,11 @@ pub(crate) const TIMEOUT: &str = "timeout";
 pub(crate) const SUCCESS: &str = "success";
 /// `ralph: false`: one attempt, no loop.
 pub(crate) const RALPH: &str = "ralph";
+/// Paths (globs, comma-separated) the agent may read but not change in this task, besides the
+/// run's `--protect`.
+pub(crate) const PROTECT: &str = "protect";
+/// Protected paths (globs, comma-separated) this task's work may change.
+pub(crate) const MAY_CHANGE: &str = "may_change";
 
 /// A top-level task with its subtasks and properties.
 #[derive(Clone, Debug, PartialEq, Eq)]

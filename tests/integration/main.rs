@@ -24,6 +24,7 @@ mod observe;
 mod parallel;
 mod parallel_runs;
 mod planning;
+mod protect;
 mod real_agents;
 mod real_agents_support;
 mod report;

@@ -43,6 +43,11 @@ impl Gate<'_> {
             self.record(id, std::slice::from_ref(&left));
             return Some(left);
         }
+        // Nor one that changes a protected path its task may not change.
+        if let Some(touched) = self.protected_changes(id, tree, &merged) {
+            self.record(id, std::slice::from_ref(&touched));
+            return Some(touched);
+        }
         let commands = &self.config.options.verify;
         if commands.is_empty() {
             return None;
@@ -79,6 +84,26 @@ impl Gate<'_> {
         );
         self.record(id, &results);
         results.into_iter().find(|result| !result.passed)
+    }
+
+    /// The failed check of a merge of task `id` that changes (`merged`) protected paths the task
+    /// may not change: the run's `--protect` and the task's own `protect:`, less its
+    /// `may_change:` (read from the merged task list).
+    fn protected_changes(&self, id: &str, tree: &Repo, merged: &[String]) -> Option<Verification> {
+        let dir = crate::storage::RalphDir::new(&tree.root().join(tree.prefix()));
+        let list = crate::storage::read_text(&dir.tasks())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let task = super::super::base::find(&crate::storage::tasks::TaskList::parse(&list), id);
+        let property = |key| task.as_ref().and_then(|task| task.property(key));
+        let mut protect = self.config.options.protect.clone();
+        protect.extend(crate::protect::list(property(
+            crate::storage::tasks::PROTECT,
+        )));
+        let may_change = crate::protect::list(property(crate::storage::tasks::MAY_CHANGE));
+        let protection = crate::protect::Protection::new(&protect, &may_change).ok()??;
+        crate::verify::no_protected_changes(&protection, merged)
     }
 
     /// Records the checks of task `id`'s merge in the history (`gates`).

@@ -316,6 +316,17 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
             limit: "64M",
         },
         Notice::Unsandboxed,
+        Notice::ProtectedRestored {
+            iteration: 3,
+            files: &data.two,
+            fails: false,
+        },
+        Notice::ProtectedRestored {
+            iteration: 4,
+            files: &data.one,
+            fails: true,
+        },
+        Notice::ProtectMatchesNothing("tests/**"),
     ]
 }
 

@@ -74,6 +74,7 @@ variants!(
         WorktreeLeft,
         LeftoverAgentStopped,
         CorruptFile,
+        ProtectedChangeRestored,
     ]
 );
 
@@ -105,6 +106,8 @@ variants!(
         SandboxBlocked,
         OutOfMemory,
         Unsandboxed,
+        ProtectedRestored,
+        ProtectMatchesNothing,
         CompletionGraceOver,
         Stopping,
         Struggle,

@@ -480,3 +480,39 @@ fn ordinary_work_resets_the_retry_count() {
 }
 
 mod limits;
+
+#[test]
+fn changed_protected_paths_end_the_loop_only_with_protect_mode_fail() {
+    let facts = Facts {
+        completion: true,
+        protected_changes: vec!["tests/a.rs".to_owned()],
+        ..facts(2)
+    };
+    // Put back before anything was judged: the claim is judged as any other.
+    let decision = decide(&rules(), &facts, Counters::default());
+    assert_eq!(decision.next, Next::Stop(Stop::Completed { iteration: 2 }));
+    let fails = Rules {
+        protect_fails: true,
+        ..rules()
+    };
+    let decision = decide(&fails, &facts, Counters::default());
+    let tampered = Stop::Tampered(vec!["tests/a.rs".to_owned()]);
+    assert_eq!(decision.next, Next::Stop(tampered.clone()));
+    assert!(decision.commit, "what else the agent did is committed");
+    assert_eq!(tampered.status(), crate::exit::ExitStatus::Error);
+    assert_eq!(tampered.kind(), StopKind::Tampered);
+    assert!(
+        tampered.reason(2).contains("tests/a.rs"),
+        "{}",
+        tampered.reason(2)
+    );
+    // An interrupt is still an interrupt.
+    let interrupted = Facts {
+        interrupted: true,
+        ..facts.clone()
+    };
+    assert_eq!(
+        decide(&fails, &interrupted, Counters::default()).next,
+        Next::Stop(Stop::Interrupted)
+    );
+}

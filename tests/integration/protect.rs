@@ -1,0 +1,357 @@
+//! Checks the agent cannot change: `--protect GLOB`. An agent that makes its failing test pass
+//! by editing the test gets the test put back, never committed, and is told why.
+
+use std::fs;
+
+use crate::support::TestEnv;
+
+/// A repository whose test (`tests/run.sh`) wants `answer.txt` to hold what
+/// `tests/expected.txt` says (42).
+fn with_a_test() -> TestEnv {
+    let env = TestEnv::new();
+    let tests = env.work().join("tests");
+    fs::create_dir_all(&tests).unwrap();
+    fs::write(tests.join("expected.txt"), "42\n").unwrap();
+    fs::write(
+        tests.join("run.sh"),
+        "[ \"$(cat answer.txt 2>/dev/null)\" = \"$(cat tests/expected.txt)\" ] || { echo 'answer.txt is not what tests/expected.txt says'; exit 1; }\n",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "the test"]);
+    env
+}
+
+/// The agent's first call cheats: it changes the expected value to its own wrong answer. Its
+/// second does the work.
+fn cheat_then_work(env: &TestEnv) {
+    env.agent_script(
+        Some(1),
+        "echo 7 > answer.txt; echo 7 > tests/expected.txt; echo new > tests/mine.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+    env.agent_script(
+        Some(2),
+        "echo 42 > answer.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+}
+
+/// Every path any commit touched.
+fn committed_paths(env: &TestEnv) -> String {
+    env.git(&["log", "--name-only", "--format="])
+}
+
+#[test]
+fn an_agent_that_edits_its_test_to_pass_gets_it_put_back_and_never_committed() {
+    let env = with_a_test();
+    cheat_then_work(&env);
+    let run = env.run_loop(&[
+        "Make the test pass",
+        "--protect",
+        "tests/**",
+        "--verify",
+        "sh tests/run.sh",
+        "--max-iterations",
+        "4",
+    ]);
+    run.assert_code(0);
+    // The first claim was judged on the test as it was: refused; the second completed.
+    assert_eq!(env.agent_calls(), 2);
+    assert_eq!(
+        fs::read_to_string(env.work().join("tests/expected.txt")).unwrap(),
+        "42\n"
+    );
+    assert!(!env.work().join("tests/mine.txt").exists());
+    let touched = committed_paths(&env);
+    assert_eq!(
+        touched.matches("tests/expected.txt").count(),
+        1,
+        "only the commit that made it: {touched}"
+    );
+    assert!(!touched.contains("tests/mine.txt"), "{touched}");
+    assert_eq!(env.git(&["status", "--porcelain"]).trim(), "");
+    // The agent is told which files were put back, and why.
+    let prompt = env.agent_prompt(2);
+    assert!(
+        prompt.contains("Your changes to protected files were undone")
+            && prompt.contains("- tests/expected.txt")
+            && prompt.contains("- tests/mine.txt"),
+        "{prompt}"
+    );
+    // The history, the journal and the terminal keep it.
+    let first = &env.history()["iterations"][0];
+    assert_eq!(
+        first["protected_changes"],
+        serde_json::json!(["tests/expected.txt", "tests/mine.txt"])
+    );
+    assert_eq!(first["files_modified"], serde_json::json!(["answer.txt"]));
+    let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""event":"protected_change_restored""#),
+        "{journal}"
+    );
+    assert!(
+        run.stderr().contains(
+            "🛡️  Iteration 1 changed protected files (tests/expected.txt, tests/mine.txt); they were put back and are not committed"
+        ),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn with_protect_mode_fail_the_loop_ends_and_the_change_is_still_put_back() {
+    let env = with_a_test();
+    cheat_then_work(&env);
+    let run = env.run_loop(&[
+        "Make the test pass",
+        "--protect",
+        "tests/**",
+        "--protect-mode",
+        "fail",
+        "--max-iterations",
+        "4",
+    ]);
+    run.assert_code(1);
+    assert_eq!(env.agent_calls(), 1);
+    assert_eq!(
+        fs::read_to_string(env.work().join("tests/expected.txt")).unwrap(),
+        "42\n"
+    );
+    assert!(
+        run.stdout().contains(
+            "the agent changed protected paths (tests/expected.txt, tests/mine.txt) at iteration 1"
+        ),
+        "{}",
+        run.stdout()
+    );
+    // What else it did is its work, committed.
+    assert!(committed_paths(&env).contains("answer.txt"));
+    assert!(!committed_paths(&env).contains("tests/mine.txt"));
+}
+
+#[test]
+fn what_a_task_may_change_is_committed() {
+    let env = with_a_test();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Change the expected answer to 7\n  - may_change: tests/expected.txt\n",
+    )
+    .unwrap();
+    env.agent_script(
+        None,
+        "echo 7 > tests/expected.txt; echo x > tests/other.txt\nsed -i 's/^- \\[ \\]/- [x]/' .ralph/ralph-tasks.md\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let run = env.run_loop(&["Do the tasks", "--tasks", "--protect", "tests"]);
+    run.assert_code(0);
+    assert_eq!(
+        env.git(&["show", "HEAD:tests/expected.txt"]).trim(),
+        "7",
+        "{}",
+        committed_paths(&env)
+    );
+    assert!(!env.work().join("tests/other.txt").exists());
+}
+
+#[test]
+fn a_pattern_that_matches_nothing_is_said_and_a_bad_one_refused() {
+    let env = with_a_test();
+    env.agent_script(None, "echo '<promise>COMPLETE</promise>'\n");
+    let run = env.run_loop(&["Work", "--protect", "test/**"]);
+    run.assert_code(0);
+    assert!(
+        run.stderr()
+            .contains("⚠️  --protect 'test/**' matches no file here"),
+        "{}",
+        run.stderr()
+    );
+    let refused = env.run_loop(&["Work", "--protect", "tests/[a"]);
+    refused.assert_code(1);
+    assert!(
+        refused
+            .stderr()
+            .contains("--protect 'tests/[a' is not a glob"),
+        "{}",
+        refused.stderr()
+    );
+    let mode = env.run_loop(&["Work", "--protect-mode", "warn"]);
+    mode.assert_code(1);
+    assert!(
+        mode.stderr()
+            .contains("--protect-mode must be restore or fail, not 'warn'"),
+        "{}",
+        mode.stderr()
+    );
+}
+
+#[test]
+fn a_sandboxed_agents_write_to_a_protected_path_fails_read_only() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let env = with_a_test();
+    env.write_executable(
+        "opencode",
+        "#!/bin/sh\n{ echo 7 > tests/expected.txt && echo wrote; } 2> attempt.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let bin = env.bin().to_string_lossy().into_owned();
+    let run = env.run_loop(&[
+        "Work",
+        "--protect",
+        "tests/**",
+        "--sandbox",
+        "bwrap",
+        "--sandbox-mount",
+        &bin,
+        "--max-iterations",
+        "1",
+    ]);
+    run.assert_code(0);
+    let attempt = fs::read_to_string(env.work().join("attempt.txt"))
+        .unwrap_or_else(|err| panic!("{err}: {}{}", run.stdout(), run.stderr()));
+    assert!(attempt.contains("Read-only file system"), "{attempt}");
+    assert_eq!(
+        fs::read_to_string(env.work().join("tests/expected.txt")).unwrap(),
+        "42\n"
+    );
+}
+
+#[test]
+fn an_agent_cannot_grant_itself_what_its_task_may_change() {
+    let env = with_a_test();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Make the test pass\n",
+    )
+    .unwrap();
+    // It gives its task leave to change the test, then changes it.
+    env.agent_script(
+        Some(1),
+        "printf '  - may_change: tests/**\\n' >> .ralph/ralph-tasks.md\n",
+    );
+    env.agent_script(
+        Some(2),
+        "echo 7 > answer.txt; echo 7 > tests/expected.txt\nsed -i 's/^- \\[ \\]/- [x]/' .ralph/ralph-tasks.md\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let run = env.run_loop(&[
+        "Do the tasks",
+        "--tasks",
+        "--protect",
+        "tests/**",
+        "--verify",
+        "sh tests/run.sh",
+        "--max-iterations",
+        "2",
+    ]);
+    run.assert_code(2);
+    assert_eq!(env.git(&["show", "HEAD:tests/expected.txt"]).trim(), "42");
+    assert_eq!(
+        env.history()["iterations"][1]["protected_changes"],
+        serde_json::json!(["tests/expected.txt"])
+    );
+}
+
+/// Work a branch brought from before `--protect` (an earlier run's) is refused at the landing,
+/// sent back, and lands once the agent's change to the protected file is put back.
+#[test]
+fn a_parallel_landing_refuses_a_branch_that_changes_a_protected_path() {
+    let env = with_a_test();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Answer\n  - id: answer\n",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    // An earlier run, without --protect: its agent changed the test, and gave up.
+    env.agent_script(
+        Some(1),
+        "echo 7 > answer.txt; echo 7 > tests/expected.txt\n",
+    );
+    let earlier = env.run_loop(&["Answer", "--parallel", "1", "--max-iterations", "1"]);
+    earlier.assert_code(3);
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        list.replace("- [!]", "- [ ]"),
+    )
+    .unwrap();
+    env.git(&["commit", "-qam", "try the task again"]);
+    // Now with --protect: the branch's change is refused at the landing, whatever the agent
+    // says; once the agent touches the file again, it goes back to the base's, and lands.
+    env.agent_script(Some(2), "echo '<promise>READY_FOR_NEXT_TASK</promise>'\n");
+    env.agent_script(
+        Some(3),
+        "echo 42 > answer.txt; echo 8 > tests/expected.txt\necho '<promise>READY_FOR_NEXT_TASK</promise>'\n",
+    );
+    let run = env.run_loop(&["Answer", "--parallel", "1", "--protect", "tests/**"]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""command":"no change to protected paths""#)
+            && journal
+                .contains("changes protected paths its task may not change: tests/expected.txt"),
+        "{journal}"
+    );
+    assert_eq!(env.git(&["show", "HEAD:tests/expected.txt"]).trim(), "42");
+    assert_eq!(env.git(&["show", "HEAD:answer.txt"]).trim(), "42");
+    // The base never held the change.
+    let base_history = env.git(&["log", "--first-parent", "--name-only", "--format=", "main"]);
+    assert_eq!(
+        base_history.matches("tests/expected.txt").count(),
+        1,
+        "{base_history}"
+    );
+}
+
+/// A `--worker`'s agent that edits its test gets it put back: the remote's base never holds the
+/// edit, and the task lands once the work meets the test.
+#[test]
+fn a_workers_agent_cannot_change_the_test_that_judges_it() {
+    let env = crate::fleet::machines("- [ ] Answer\n  - id: answer\n", &["m1"]);
+    env.write_executable("opencode", crate::support::FAKE_AGENT);
+    let clone = crate::fleet::machine(&env, "m1");
+    let at = |args: &[&str]| {
+        let mut all = vec!["-C", clone.to_str().unwrap()];
+        all.extend_from_slice(args);
+        env.git(&all)
+    };
+    fs::create_dir_all(clone.join("tests")).unwrap();
+    fs::write(clone.join("tests/expected.txt"), "42\n").unwrap();
+    fs::write(
+        clone.join("tests/run.sh"),
+        "[ \"$(cat answer.txt 2>/dev/null)\" = \"$(cat tests/expected.txt)\" ]\n",
+    )
+    .unwrap();
+    at(&["add", "-A"]);
+    at(&["commit", "-q", "-m", "the test"]);
+    at(&["push", "-q", "origin", "main"]);
+    env.agent_script(
+        Some(1),
+        "echo 7 > answer.txt; echo 7 > tests/expected.txt\necho '<promise>READY_FOR_NEXT_TASK</promise>'\n",
+    );
+    env.agent_script(
+        Some(2),
+        "echo 42 > answer.txt\necho '<promise>READY_FOR_NEXT_TASK</promise>'\n",
+    );
+    let worker = crate::fleet::start_worker(
+        &env,
+        "m1",
+        &["--protect", "tests/**", "--verify", "sh tests/run.sh"],
+    );
+    let (code, stdout, stderr) = crate::fleet::finish(worker);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let remote = crate::fleet::remote(&env);
+    let shown = |path: &str| env.git(&["-C", &remote, "show", &format!("main:{path}")]);
+    assert_eq!(shown("tests/expected.txt").trim(), "42");
+    assert_eq!(shown("answer.txt").trim(), "42");
+    let touched = env.git(&["-C", &remote, "log", "--name-only", "--format=", "--all"]);
+    assert_eq!(
+        touched.matches("tests/expected.txt").count(),
+        1,
+        "{touched}"
+    );
+    assert!(env.agent_prompt(2).contains("- tests/expected.txt"));
+}
