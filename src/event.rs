@@ -232,6 +232,13 @@ pub(crate) enum LoopEvent {
     /// The agent changed protected paths (`--protect`): they were put back as the iteration found
     /// them, and are never committed.
     ProtectedChangeRestored { iteration: u32, files: Vec<String> },
+    /// `--holdout` checks failed on a claim of completion: how many of how many (their commands
+    /// and output are in the history, for the user).
+    HoldoutFailed {
+        iteration: u32,
+        failed: usize,
+        total: usize,
+    },
     /// A file of ralph's could not be read (`reason`): set aside as `copy`, and started afresh.
     CorruptFile {
         path: String,
@@ -284,6 +291,7 @@ pub(crate) const EVENT_NAMES: &[&str] = &[
     "leftover_agent_stopped",
     "corrupt_file",
     "protected_change_restored",
+    "holdout_failed",
 ];
 
 impl LoopEvent {
@@ -332,6 +340,7 @@ impl LoopEvent {
             Self::LeftoverAgentStopped { .. } => "leftover_agent_stopped",
             Self::CorruptFile { .. } => "corrupt_file",
             Self::ProtectedChangeRestored { .. } => "protected_change_restored",
+            Self::HoldoutFailed { .. } => "holdout_failed",
         }
     }
 }
@@ -526,6 +535,11 @@ mod tests {
             LoopEvent::ProtectedChangeRestored {
                 iteration: 1,
                 files: vec![text()],
+            },
+            LoopEvent::HoldoutFailed {
+                iteration: 1,
+                failed: 1,
+                total: 2,
             },
             LoopEvent::CorruptFile {
                 path: text(),

@@ -190,6 +190,12 @@ loop_options! {
         heading "Loop", value "GLOB", example "[\"tests/**\"]";
     /// What a change to a protected path does: restore (put it back and tell the agent) or fail (put it back and end the loop; a run's task fails).
     protect_mode: String = "restore".to_owned(), heading "Loop", value "MODE", note "restore or fail";
+    /// A check the agent never sees (repeatable): it runs when the agent claims completion, after --verify passes; the agent learns only how many failed. Secret only under --sandbox.
+    holdout: Vec<String> = Vec::new(),
+        heading "Loop", value "CMD", example "[\"sh ~/checks/hidden.sh\"]";
+    /// What the agent is told of failed holdout checks: count (N of M failed), names (their commands) or full (commands and output).
+    holdout_feedback: String = "count".to_owned(),
+        heading "Loop", value "WHAT", note "count, names or full";
     /// Time limit for each --verify command and each task's verify command.
     verify_timeout: Duration = Duration::from_secs(600), heading "Loop", value "DURATION";
     /// Stop the agent if one iteration runs longer than this (e.g. 30m); the loop goes on.
@@ -330,6 +336,7 @@ impl LoopOptions {
             env: self.sandbox_env.clone(),
             mount: self.sandbox_mount.clone(),
             protect: self.protect.clone(),
+            holdout: self.holdout.clone(),
             memory: self.sandbox_memory,
             cpus: self.sandbox_cpus,
             pids: self.sandbox_pids,

@@ -415,6 +415,14 @@ pub(crate) enum Feedback<'a> {
     },
     /// The agent changed protected paths (`--protect`): they were put back.
     ProtectedRestored { files: &'a [String] },
+    /// `--holdout` checks failed (of `total`): the agent is told what `tell` lets it (`count`,
+    /// `names`, `full`).
+    Holdout {
+        printed: &'a str,
+        failed: &'a [Verification],
+        total: usize,
+        tell: &'a str,
+    },
 }
 
 /// The prompt section (with its heading) explaining a refused claim.
@@ -444,6 +452,33 @@ pub(crate) fn feedback(feedback: Feedback<'_>) -> String {
              failed, so it is marked [/] again:\n\n{}\n\nFix it before you print {task_tag} again.",
             verification_text(failed)
         ),
+        Feedback::Holdout {
+            printed,
+            failed,
+            total,
+            tell,
+        } => {
+            let detail = match tell {
+                "full" => format!(":\n\n{}\n\n", verification_text(failed)),
+                "names" => {
+                    let names: Vec<String> = failed
+                        .iter()
+                        .map(|v| format!("- `{}`", v.command))
+                        .collect();
+                    format!(":\n\n{}\n\n", names.join("\n"))
+                }
+                _ => ". You cannot see them: they check the task as it is asked, not as the \
+                      visible checks test it.\n\n"
+                    .to_owned(),
+            };
+            format!(
+                "## Completion was refused\n\nIn the previous iteration you printed {printed}; the \
+                 visible checks passed, but {} of {total} holdout checks failed{detail}Look again at \
+                 what the task asks and make the work do all of it, then end your message with \
+                 {printed} again.",
+                failed.len()
+            )
+        }
         Feedback::ProtectedRestored { files } => {
             let list: Vec<String> = files.iter().map(|file| format!("- {file}")).collect();
             format!(

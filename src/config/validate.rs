@@ -24,6 +24,17 @@ impl RunConfig {
                 "--commit-dirty commits your uncommitted changes with the agent's, and --no-commit commits nothing: drop one of them",
             ));
         }
+        if o.holdout.iter().any(|command| command.trim().is_empty()) {
+            return Err(usage(
+                "--holdout needs a command, e.g. --holdout \"sh ~/checks/hidden.sh\"",
+            ));
+        }
+        if !matches!(o.holdout_feedback.as_str(), "count" | "names" | "full") {
+            return Err(usage(format!(
+                "--holdout-feedback must be count, names or full, not '{}'",
+                o.holdout_feedback
+            )));
+        }
         if o.verify.iter().any(|command| command.trim().is_empty()) {
             return Err(usage(
                 "--verify needs a command, e.g. --verify \"cargo test\"",

@@ -130,6 +130,8 @@ pub(crate) enum Notice<'a> {
     },
     /// A `--protect` pattern matches no file (yet).
     ProtectMatchesNothing(&'a str),
+    /// `--holdout` without a sandbox: the agent can read the checks' files and results.
+    HoldoutNotSecret,
     /// The agent said its promise but was still running after `--completion-grace`: ralph ended
     /// it, and the iteration counts as completed.
     CompletionGraceOver {

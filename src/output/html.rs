@@ -315,14 +315,16 @@ fn iteration_row(html: &mut String, record: &IterationRecord, log_prefix: &str) 
     );
 }
 
-/// Every check: those of an iteration (in the task's tree), then those of the merge gate (on a
-/// task's work merged with the base), each with its task.
+/// Every check: those of an iteration (in the task's tree; the `--holdout` ones, which the agent
+/// never saw, as `holdout`), then those of the merge gate (on a task's work merged with the
+/// base), each with its task.
 fn verification(html: &mut String, history: &crate::storage::history::History) {
     let of_iterations = (history.iterations.iter()).flat_map(|record| {
-        (record.verification.iter()).map(move |check| {
-            let task = record.task_id.as_deref().or(record.task.as_deref());
-            (record.iteration.to_string(), task, "iteration", check)
-        })
+        let task = record.task_id.as_deref().or(record.task.as_deref());
+        let seen = (record.verification.iter()).map(move |check| (check, "iteration"));
+        let hidden = (record.holdout.iter()).map(move |check| (check, "holdout"));
+        seen.chain(hidden)
+            .map(move |(check, place)| (record.iteration.to_string(), task, place, check))
     });
     let of_gate = (history.gates.iter()).map(|gate| {
         (

@@ -272,6 +272,9 @@ fn start_notice(out: &Voice, notice: &crate::event::Notice<'_>) -> bool {
             files,
             fails,
         } => protected_restored(out, *iteration, files, *fails),
+        Notice::HoldoutNotSecret => out.warn(&[
+            "⚠️  --holdout checks are hidden from the agent only under --sandbox: without one it can read their files and their results in .ralph/. Add --sandbox to keep them secret.",
+        ]),
         Notice::ProtectMatchesNothing(pattern) => out.warn(&[&format!(
             "⚠️  --protect '{pattern}' matches no file here; globs are relative to the repository's top (e.g. 'tests/**'). Check the pattern."
         )]),

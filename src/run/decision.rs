@@ -89,6 +89,8 @@ pub(crate) struct Facts {
     pub(crate) task_verification: Option<Vec<Verification>>,
     /// Protected paths the agent changed (put back before anything was judged or committed).
     pub(crate) protected_changes: Vec<String>,
+    /// The `--holdout` results, when they ran (a claim whose `--verify` passed).
+    pub(crate) holdout: Option<Vec<Verification>>,
 }
 
 /// Counts the rules keep from one iteration to the next.
@@ -146,6 +148,12 @@ pub(crate) enum Refusal {
         task: String,
         failed: Vec<Verification>,
     },
+    /// `--holdout` checks failed (`total` ran): the agent learns only what
+    /// `--holdout-feedback` lets it.
+    Holdout {
+        failed: Vec<Verification>,
+        total: usize,
+    },
 }
 
 impl Refusal {
@@ -157,6 +165,14 @@ impl Refusal {
             Self::Verification(failed) => (Vec::new(), commands(failed), None),
             Self::TaskVerification { task, failed } => {
                 (Vec::new(), commands(failed), Some(task.clone()))
+            }
+            // Its commands stay out of the journal, which an agent can read.
+            Self::Holdout { failed, total } => {
+                return crate::event::LoopEvent::HoldoutFailed {
+                    iteration,
+                    failed: failed.len(),
+                    total: *total,
+                };
             }
         };
         crate::event::LoopEvent::CompletionRefused {
@@ -185,6 +201,10 @@ impl Refusal {
                 || "the task's verify command failed".to_owned(),
                 |first| format!("`{}` failed", first.command),
             ),
+            // The progress log, which the agent reads, has this reason: no command.
+            Self::Holdout { failed, total } => {
+                format!("{} of {total} holdout checks failed", failed.len())
+            }
         }
     }
 }
@@ -348,11 +368,21 @@ fn judge_claims(rules: &Rules, facts: &Facts, decision: &mut Decision) -> bool {
         Claim::OpenTasks(open) => refuse(decision, Refusal::OpenTasks(open)),
         Claim::Acceptable => {
             let failed = failures(facts.verification.as_deref());
-            if failed.is_empty() {
+            let hidden = failures(facts.holdout.as_deref());
+            if !failed.is_empty() {
+                refuse(decision, Refusal::Verification(failed));
+            } else if !hidden.is_empty() {
+                let total = facts.holdout.as_ref().map_or(0, Vec::len);
+                refuse(
+                    decision,
+                    Refusal::Holdout {
+                        failed: hidden,
+                        total,
+                    },
+                );
+            } else {
                 completed = true;
                 decision.outcome = "completed".to_owned();
-            } else {
-                refuse(decision, Refusal::Verification(failed));
             }
         }
     }

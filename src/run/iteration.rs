@@ -381,6 +381,7 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         verification: None,
         task_verification: None,
         protected_changes: run.protected.clone(),
+        holdout: None,
     };
     if facts.interrupted {
         return facts;
@@ -409,6 +410,11 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
     let acceptable = decision::claim(&env.rules, &facts) == decision::Claim::Acceptable;
     if acceptable && !verify.is_empty() {
         facts.verification = Some(verify_all(runner, &verify));
+    }
+    let verified = (facts.verification.iter().flatten()).all(|result| result.passed);
+    let holdout = &env.config.options.holdout;
+    if acceptable && verified && !holdout.is_empty() {
+        facts.holdout = Some(holdout_all(runner, holdout));
     }
     if acceptable && let Some(task) = env.shape.task_loop() {
         // A merge conflict counts as resolved only when no conflict marker is left.
@@ -538,6 +544,48 @@ fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
         env.stop,
         env.sink.voice(),
         &|result| env.sink.emit(LoopEvent::Verified(result.clone())),
+    )
+}
+
+/// Runs the `--holdout` checks as verification commands, but quietly: no `verified` event (the
+/// journal is readable by an agent), their results kept for the history.
+fn holdout_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
+    let env = &runner.env;
+    let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
+    let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
+    // They run the agent's code: in a sandbox of checks when the loop has one (the agent's hides
+    // their files from it); one that cannot be made fails them, as it fails a gate's.
+    let sandbox = match &env.sandbox {
+        Some(_) => match super::sandboxed::sandbox_for(
+            env.config,
+            (env.cwd, false),
+            env.repo.as_ref(),
+            env.dir,
+            [],
+        ) {
+            Ok(sandbox) => sandbox,
+            Err(err) => {
+                return (commands.iter())
+                    .map(|command| Verification {
+                        command: command.clone(),
+                        output_tail: format!("{err:#}"),
+                        ..Verification::default()
+                    })
+                    .collect();
+            }
+        },
+        None => None,
+    };
+    crate::verify::run_all(
+        commands,
+        (dir, tree.as_deref(), sandbox.as_ref()),
+        (
+            env.config.options.verify_timeout,
+            env.config.options.kill_grace,
+        ),
+        env.stop,
+        env.sink.voice(),
+        &|_| {},
     )
 }
 

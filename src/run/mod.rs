@@ -412,7 +412,7 @@ impl Runner<'_> {
     fn run_loop(&mut self) -> anyhow::Result<decision::Stop> {
         self.start()?;
         if self.env.shape.task_loop().is_none() {
-            protected::tell_unmatched(self);
+            protected::tell_at_start(self);
         }
         let stop = loop {
             let iteration = self.state.iteration;

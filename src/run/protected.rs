@@ -107,9 +107,16 @@ pub(super) fn put_back(
     Ok(())
 }
 
-/// At a loop's start: a `--protect` pattern that matches no file of the repository is said
-/// (a typo protects nothing).
-pub(super) fn tell_unmatched(runner: &Runner<'_>) {
+/// At a loop's start: `--holdout` without a sandbox is not secret, and a `--protect` pattern that
+/// matches no file of the repository (a typo protects nothing) is said.
+pub(super) fn tell_at_start(runner: &Runner<'_>) {
+    if !runner.env.config.options.holdout.is_empty() && runner.env.sandbox.is_none() {
+        runner.env.sink.notice(Notice::HoldoutNotSecret);
+    }
+    tell_unmatched(runner);
+}
+
+fn tell_unmatched(runner: &Runner<'_>) {
     let Some(repo) = &runner.env.repo else {
         return;
     };

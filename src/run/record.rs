@@ -62,7 +62,12 @@ pub(super) fn iteration(
         task.shared.add_iteration(record.cost_usd, tokens);
         task.record_in_base(&record)?;
     }
-    let event = LoopEvent::IterationFinished(Box::new(record.clone()));
+    // The event reaches the journal, which an agent can read: the holdout checks (their commands
+    // and output) stay in the history; `holdout_failed` says how many failed.
+    let event = LoopEvent::IterationFinished(Box::new(IterationRecord {
+        holdout: Vec::new(),
+        ..record.clone()
+    }));
     runner.history.record(record, struggle);
     history::save(&runner.env.dir.history(), &runner.history)?;
     progress::append(runner.env.dir, &entry.borrowed())?;
@@ -137,6 +142,7 @@ fn record_of(
         out_of_memory: run.out_of_memory,
         merge_refused: None,
         protected_changes: run.protected.clone(),
+        holdout: facts.holdout.clone().unwrap_or_default(),
         interrupted: facts.interrupted,
     }
 }
@@ -205,6 +211,12 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
         return;
     };
     runner.env.sink.emit(refusal.event(facts.iteration));
+    // A task loop's claim is its task's promise, unless the agent printed completion.
+    let printed = if rules.task_loop && !facts.completion {
+        task_tag.to_owned()
+    } else {
+        format!("<promise>{}</promise>", options.completion_promise)
+    };
     let section = match refusal {
         Refusal::OpenTasks(open) => {
             runner
@@ -222,15 +234,25 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
                 iteration: facts.iteration,
                 failed: &checks,
             });
-            // A task loop's claim is its task's promise, unless the agent printed completion.
-            let printed = if rules.task_loop && !facts.completion {
-                task_tag.to_owned()
-            } else {
-                format!("<promise>{}</promise>", options.completion_promise)
-            };
             prompt::feedback(Feedback::Verification {
                 printed: &printed,
                 failed,
+            })
+        }
+        Refusal::Holdout { failed, total } => {
+            // The user sees which; the agent only what --holdout-feedback lets it.
+            let checks: Vec<String> = (failed.iter())
+                .map(|v| format!("`{}` (holdout)", v.command))
+                .collect();
+            runner.env.sink.notice(Notice::CompletionRefusedByChecks {
+                iteration: facts.iteration,
+                failed: &checks,
+            });
+            prompt::feedback(Feedback::Holdout {
+                printed: &printed,
+                failed,
+                total: *total,
+                tell: &options.holdout_feedback,
             })
         }
         Refusal::TaskVerification { task, failed } => {

@@ -105,6 +105,13 @@ impl Mounts {
         for (path, mode) in mounts::parse_all(&options.mount)? {
             list.push(bind(path, mode == Mode::Rw));
         }
+        if place.agent && !options.holdout.is_empty() {
+            list.extend(holdout_masks(&options.holdout, place, &home));
+        } else {
+            // The checks' own sandbox has their files, wherever they are.
+            let named = holdout_paths(&options.holdout, &home);
+            list.extend(named.into_iter().map(|path| bind(path, false)));
+        }
         Ok(Self {
             list,
             work: place.work.to_owned(),
@@ -133,9 +140,11 @@ impl Mounts {
                     let how = if *writable { "--bind" } else { "--ro-bind" };
                     push(&[how.as_ref(), path.as_os_str(), path.as_os_str()]);
                 }
-                Mount::Mask(path) => {
-                    push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()])
+                // A file masked only when there (ralph's records are made as the loop goes).
+                Mount::Mask(path) if path.exists() => {
+                    push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]);
                 }
+                Mount::Mask(_) => {}
                 Mount::Tmpfs(path) => push(&["--tmpfs".as_ref(), path.as_os_str()]),
                 Mount::BindAt { from, to } => {
                     push(&["--bind".as_ref(), from.as_os_str(), to.as_os_str()])
@@ -210,6 +219,46 @@ fn home_mounts(place: &Place<'_>, home: &Path, root: bool) -> Result<Vec<Mount>,
         to: home.join(".cache"),
     });
     Ok(list)
+}
+
+/// What an agent must not read when there are holdout checks: the files and folders their
+/// commands name (absolute, or under `~/`), and ralph's records of their results (the history,
+/// its summary, the event journal) in the loop's `.ralph/` and the run's.
+fn holdout_masks(commands: &[String], place: &Place<'_>, home: &Path) -> Vec<Mount> {
+    let mut list = Vec::new();
+    for dir in [place.ralph.as_path(), place.home] {
+        for name in [
+            crate::storage::HISTORY_FILE,
+            crate::storage::history::summary::SUMMARY_FILE,
+            crate::storage::JOURNAL_FILE,
+            crate::storage::OLD_JOURNAL_FILE,
+        ] {
+            list.push(Mount::Mask(dir.join(name)));
+        }
+    }
+    for path in holdout_paths(commands, home) {
+        if path.is_dir() {
+            list.push(Mount::Tmpfs(path));
+        } else {
+            list.push(Mount::Mask(path));
+        }
+    }
+    list
+}
+
+/// The existing files and folders holdout commands name: absolute, or under `~/`.
+fn holdout_paths(commands: &[String], home: &Path) -> Vec<PathBuf> {
+    let words = commands
+        .iter()
+        .flat_map(|command| command.split_whitespace());
+    words
+        .map(|word| word.trim_matches(['\'', '"']))
+        .map(|word| match word.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => PathBuf::from(word),
+        })
+        .filter(|path| path.is_absolute() && path != Path::new("/") && path.exists())
+        .collect()
 }
 
 /// The loop's `.ralph/`, read-only but, for an `agent`, the two files it writes (made when

@@ -66,6 +66,9 @@ pub(crate) struct Settings {
     pub(crate) mount: Vec<String>,
     /// `--protect`: read-only in the work tree.
     pub(crate) protect: Vec<String>,
+    /// `--holdout`: the files their commands name, and ralph's records of their results, are
+    /// hidden from an agent.
+    pub(crate) holdout: Vec<String>,
     pub(crate) memory: Option<Bytes>,
     pub(crate) cpus: Option<Cpus>,
     pub(crate) pids: Option<u32>,
@@ -82,6 +85,7 @@ impl Default for Settings {
             env: Vec::new(),
             mount: Vec::new(),
             protect: Vec::new(),
+            holdout: Vec::new(),
             memory: None,
             cpus: None,
             pids: None,

@@ -211,6 +211,9 @@ pub(crate) struct IterationRecord {
     /// committed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) protected_changes: Vec<String>,
+    /// The `--holdout` checks run on this iteration's claim, with their output (for the user).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) holdout: Vec<Verification>,
     /// The iteration was cut short (Ctrl-C, a stop, ralph killed): its number is used, and a
     /// resumed loop goes on with the next.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -355,3 +355,110 @@ fn a_workers_agent_cannot_change_the_test_that_judges_it() {
     );
     assert!(env.agent_prompt(2).contains("- tests/expected.txt"));
 }
+
+/// A holdout check kept outside the repository, which the work fails: its command.
+fn hidden_check(env: &TestEnv) -> String {
+    let dir = env.path().join("hidden");
+    fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("edge-cases.sh");
+    fs::write(
+        &script,
+        "grep -q 'handles zero' answer.txt || { echo 'SECRET-DETAIL: zero is not handled'; exit 1; }\n",
+    )
+    .unwrap();
+    format!("sh {}", script.display())
+}
+
+#[test]
+fn a_holdout_check_refuses_completion_and_the_agent_learns_only_the_count() {
+    let env = with_a_test();
+    let holdout = hidden_check(&env);
+    env.agent_script(
+        None,
+        "echo 42 > answer.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let run = env.run_loop(&[
+        "Make the test pass",
+        "--verify",
+        "sh tests/run.sh",
+        "--holdout",
+        &holdout,
+        "--max-iterations",
+        "2",
+    ]);
+    run.assert_code(2);
+    assert!(
+        run.stderr()
+            .contains("--holdout checks are hidden from the agent only under --sandbox"),
+        "{}",
+        run.stderr()
+    );
+    let prompt = env.agent_prompt(2);
+    assert!(
+        prompt.contains("the visible checks passed, but 1 of 1 holdout checks failed"),
+        "{prompt}"
+    );
+    for secret in ["edge-cases.sh", "SECRET-DETAIL", "hidden"] {
+        for n in [1, 2] {
+            assert!(
+                !env.agent_prompt(n).contains(secret),
+                "prompt {n} holds {secret}"
+            );
+        }
+    }
+    // The user has it all: the history and the report.
+    let check = &env.history()["iterations"][0]["holdout"][0];
+    assert_eq!(check["command"], holdout.as_str());
+    assert!(
+        check["output_tail"]
+            .as_str()
+            .unwrap()
+            .contains("SECRET-DETAIL: zero is not handled")
+    );
+    let report = env.run(&["--report", "-"]).stdout();
+    assert!(
+        report.contains("<td>holdout</td>") && report.contains("SECRET-DETAIL"),
+        "{report}"
+    );
+    let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""event":"holdout_failed""#) && !journal.contains("SECRET-DETAIL"),
+        "{journal}"
+    );
+}
+
+#[test]
+fn a_sandboxed_agent_cannot_read_a_holdout_check_or_its_results() {
+    if !crate::sandbox::bwrap_works() {
+        return;
+    }
+    let env = with_a_test();
+    let holdout = hidden_check(&env);
+    let script = holdout.trim_start_matches("sh ");
+    // The agent looks for the check and for ralph's records of it, then does the work.
+    env.write_executable(
+        "opencode",
+        &format!(
+            "#!/bin/sh\n{{ cat '{script}'; cat .ralph/ralph-history.json .ralph/events.jsonl; }} > looked.txt 2>&1\necho 42 > answer.txt\necho handles zero >> answer.txt\necho '<promise>COMPLETE</promise>'\n"
+        ),
+    );
+    let bin = env.bin().to_string_lossy().into_owned();
+    let run = env.run_loop(&[
+        "Work",
+        "--holdout",
+        &holdout,
+        "--sandbox",
+        "bwrap",
+        "--sandbox-mount",
+        &bin,
+        "--max-iterations",
+        "3",
+    ]);
+    // The holdout check itself runs, in a sandbox of checks that has its file.
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let looked = fs::read_to_string(env.work().join("looked.txt")).unwrap();
+    assert!(
+        !looked.contains("SECRET-DETAIL") && !looked.contains("grep -q"),
+        "{looked}"
+    );
+}

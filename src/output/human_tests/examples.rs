@@ -34,12 +34,19 @@ fn told_events() -> Vec<LoopEvent> {
     let data = Data::new();
     let summary = summary();
     let iteration = iteration_summary(&data);
-    let mut events = vec![LoopEvent::CompletionRefused {
-        iteration: 3,
-        open_tasks: strings(&["2. Add the login page"]),
-        failed_checks: vec![],
-        task_text: None,
-    }];
+    let mut events = vec![
+        LoopEvent::CompletionRefused {
+            iteration: 3,
+            open_tasks: strings(&["2. Add the login page"]),
+            failed_checks: vec![],
+            task_text: None,
+        },
+        LoopEvent::HoldoutFailed {
+            iteration: 4,
+            failed: 1,
+            total: 3,
+        },
+    ];
     let mut names = std::collections::BTreeSet::from(["task_failed"]);
     for event in every_notice(&data, &summary, &iteration)
         .iter()
@@ -327,6 +334,7 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
             fails: true,
         },
         Notice::ProtectMatchesNothing("tests/**"),
+        Notice::HoldoutNotSecret,
     ]
 }
 

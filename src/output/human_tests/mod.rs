@@ -75,6 +75,7 @@ variants!(
         LeftoverAgentStopped,
         CorruptFile,
         ProtectedChangeRestored,
+        HoldoutFailed,
     ]
 );
 
@@ -108,6 +109,7 @@ variants!(
         Unsandboxed,
         ProtectedRestored,
         ProtectMatchesNothing,
+        HoldoutNotSecret,
         CompletionGraceOver,
         Stopping,
         Struggle,

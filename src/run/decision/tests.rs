@@ -516,3 +516,48 @@ fn changed_protected_paths_end_the_loop_only_with_protect_mode_fail() {
         Next::Stop(Stop::Interrupted)
     );
 }
+
+#[test]
+fn holdout_checks_judge_a_claim_after_the_visible_ones_and_say_only_how_many_failed() {
+    let claim = Facts {
+        completion: true,
+        verification: Some(vec![verification("cargo test", true)]),
+        holdout: Some(vec![
+            verification("sh ~/hidden/a.sh", false),
+            verification("sh ~/hidden/b.sh", true),
+        ]),
+        ..facts(3)
+    };
+    let decision = decide(&rules(), &claim, Counters::default());
+    assert_eq!(
+        decision.next,
+        Next::Continue {
+            pause: rules().pause
+        }
+    );
+    let Some(refusal) = &decision.refusal else {
+        panic!("refused");
+    };
+    assert_eq!(refusal.reason(), "1 of 2 holdout checks failed");
+    assert!(!decision.outcome.contains("hidden"), "{}", decision.outcome);
+    let event = serde_json::to_value(refusal.event(3)).unwrap();
+    assert_eq!(
+        event,
+        serde_json::json!({"event": "holdout_failed", "iteration": 3, "failed": 1, "total": 2})
+    );
+    // A visible check that fails is told first; all passing completes.
+    let visible = Facts {
+        verification: Some(vec![verification("cargo test", false)]),
+        ..claim.clone()
+    };
+    let decision = decide(&rules(), &visible, Counters::default());
+    assert!(matches!(decision.refusal, Some(Refusal::Verification(_))));
+    let passing = Facts {
+        holdout: Some(vec![verification("sh ~/hidden/a.sh", true)]),
+        ..claim
+    };
+    assert_eq!(
+        decide(&rules(), &passing, Counters::default()).next,
+        Next::Stop(Stop::Completed { iteration: 3 })
+    );
+}
