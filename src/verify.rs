@@ -196,6 +196,39 @@ pub(crate) fn no_conflict_blocks(root: &Path, files: &[String]) -> Option<Verifi
     })
 }
 
+/// The one failed check that stands for failed `--holdout` checks (of `results`) where the agent
+/// and the event stream see it: how many failed, and with `tell` (`--holdout-feedback`) `names`
+/// their commands or `full` their output too; none when all passed.
+pub(crate) fn holdout_refusal(results: &[Verification], tell: &str) -> Option<Verification> {
+    let failed: Vec<&Verification> = results.iter().filter(|result| !result.passed).collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let mut output = format!(
+        "{} of {} holdout checks failed",
+        failed.len(),
+        results.len()
+    );
+    for check in failed.iter().filter(|_| tell != "count") {
+        output.push_str(&format!(
+            "\n`{}` failed ({})",
+            check.command,
+            check.outcome()
+        ));
+        if tell == "full" && !check.output_tail.is_empty() {
+            output.push_str(&format!(":\n{}", check.output_tail));
+        }
+    }
+    Some(Verification {
+        command: "holdout checks".to_owned(),
+        passed: false,
+        exit_code: Some(1),
+        timed_out: false,
+        output_tail: output,
+        ..Verification::default()
+    })
+}
+
 /// The check a landing makes of the files a merge changed: failed when any is protected
 /// (`--protect`) and not one its task may change, naming them.
 pub(crate) fn no_protected_changes(
@@ -238,6 +271,28 @@ pub(crate) fn conflict_markers(root: &Path, files: &[String]) -> Vec<Verificatio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_holdout_checks_stand_as_one_that_says_only_what_it_may() {
+        let check = |command: &str, passed: bool| Verification {
+            command: command.to_owned(),
+            passed,
+            exit_code: Some(i32::from(!passed)),
+            output_tail: "SECRET".to_owned(),
+            ..Verification::default()
+        };
+        let results = [check("sh /h/a.sh", false), check("sh /h/b.sh", true)];
+        assert!(holdout_refusal(&results[1..], "count").is_none());
+        let count = holdout_refusal(&results, "count").unwrap();
+        assert_eq!(
+            (count.command.as_str(), count.output_tail.as_str()),
+            ("holdout checks", "1 of 2 holdout checks failed")
+        );
+        let names = holdout_refusal(&results, "names").unwrap().output_tail;
+        assert!(names.contains("`sh /h/a.sh` failed (exit code 1)") && !names.contains("SECRET"));
+        let full = holdout_refusal(&results, "full").unwrap().output_tail;
+        assert!(full.contains("SECRET") && !full.contains("b.sh"), "{full}");
+    }
 
     fn verify(command: &str, timeout: Duration) -> Verification {
         let results = run_all(

@@ -130,6 +130,8 @@ pub(crate) enum Notice<'a> {
     },
     /// A `--protect` pattern matches no file (yet).
     ProtectMatchesNothing(&'a str),
+    /// `--protect` outside a git repository: nothing tells what the agent changed.
+    ProtectWithoutGit,
     /// `--holdout` without a sandbox: the agent can read the checks' files and results.
     HoldoutNotSecret,
     /// The agent said its promise but was still running after `--completion-grace`: ralph ended

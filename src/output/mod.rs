@@ -272,6 +272,9 @@ fn start_notice(out: &Voice, notice: &crate::event::Notice<'_>) -> bool {
             files,
             fails,
         } => protected_restored(out, *iteration, files, *fails),
+        Notice::ProtectWithoutGit => out.warn(&[
+            "⚠️  --protect needs a git repository to see what the agent changed; nothing is protected here. Run ralph in a repository (git init) to protect paths.",
+        ]),
         Notice::HoldoutNotSecret => out.warn(&[
             "⚠️  --holdout checks are hidden from the agent only under --sandbox: without one it can read their files and their results in .ralph/. Add --sandbox to keep them secret.",
         ]),

@@ -343,7 +343,9 @@ fn history_block(history: &History, count: usize, lines: &mut Vec<String>) {
 }
 
 /// One recent iteration: `🔄 #3: 1m 2s | Edit:2 Bash:1 | $0.02 | rate limit`; a completion
-/// refused (by its checks, or by the merge gate) is `⛔ … | refused: …`, an interrupted one `⏹️`.
+/// refused (by its checks — holdout ones by their count —, or by the merge gate) is
+/// `⛔ … | refused: …`, an interrupted one `⏹️`; protected files the agent changed end it with
+/// `| protected files put back: …`.
 fn record_line(record: &crate::storage::history::IterationRecord) -> String {
     let refused = (record.merge_refused.as_ref())
         .map(|why| format!("merge refused: {why}"))
@@ -389,6 +391,12 @@ fn record_line(record: &crate::storage::history::IterationRecord) -> String {
     }
     if let Some(refused) = refused {
         line.push_str(&format!(" | {refused}"));
+    }
+    if !record.protected_changes.is_empty() {
+        line.push_str(&format!(
+            " | protected files put back: {}",
+            record.protected_changes.join(", ")
+        ));
     }
     line
 }

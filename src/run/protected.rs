@@ -117,13 +117,14 @@ pub(super) fn tell_at_start(runner: &Runner<'_>) {
 }
 
 fn tell_unmatched(runner: &Runner<'_>) {
-    let Some(repo) = &runner.env.repo else {
-        return;
-    };
     let patterns = &runner.env.config.options.protect;
     if patterns.is_empty() {
         return;
     }
+    let Some(repo) = &runner.env.repo else {
+        runner.env.sink.notice(Notice::ProtectWithoutGit);
+        return;
+    };
     let files = repo.files();
     for pattern in patterns {
         let Ok(Some(one)) = Protection::new(std::slice::from_ref(pattern), &[]) else {

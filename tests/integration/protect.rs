@@ -89,6 +89,11 @@ fn an_agent_that_edits_its_test_to_pass_gets_it_put_back_and_never_committed() {
         journal.contains(r#""event":"protected_change_restored""#),
         "{journal}"
     );
+    let status = env.run(&["--status"]).stdout();
+    assert!(
+        status.contains("| protected files put back: tests/expected.txt, tests/mine.txt"),
+        "{status}"
+    );
     assert!(
         run.stderr().contains(
             "🛡️  Iteration 1 changed protected files (tests/expected.txt, tests/mine.txt); they were put back and are not committed"
@@ -461,4 +466,55 @@ fn a_sandboxed_agent_cannot_read_a_holdout_check_or_its_results() {
         !looked.contains("SECRET-DETAIL") && !looked.contains("grep -q"),
         "{looked}"
     );
+}
+
+/// At a `--parallel` landing, a holdout check that fails on the work merged with the base sends
+/// the task back saying how many failed, never which or why.
+#[test]
+fn a_parallel_landing_runs_the_holdout_checks_and_tells_only_the_count() {
+    let env = with_a_test();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Answer\n  - id: answer\n",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    // It passes in the task's worktree (its 1st run) and fails at the landing (its 2nd).
+    let dir = env.path().join("hidden");
+    fs::create_dir_all(&dir).unwrap();
+    let count = dir.join("count");
+    let script = dir.join("landing.sh");
+    fs::write(
+        &script,
+        format!(
+            "n=0; [ -f '{c}' ] && read -r n < '{c}'; n=$((n + 1)); echo $n > '{c}'\n[ $n -ne 2 ] || {{ echo 'SECRET-DETAIL'; exit 1; }}\n",
+            c = count.display()
+        ),
+    )
+    .unwrap();
+    env.agent_script(
+        None,
+        "echo 42 > answer.txt\necho '<promise>READY_FOR_NEXT_TASK</promise>'\n",
+    );
+    let holdout = format!("sh {}", script.display());
+    let run = env.run_loop(&["Answer", "--parallel", "1", "--holdout", &holdout]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
+    let refused = journal
+        .lines()
+        .find(|line| line.contains(r#""event":"merge_refused""#))
+        .unwrap_or_else(|| panic!("{journal}"));
+    assert!(
+        refused.contains(r#""command":"holdout checks""#)
+            && refused.contains("1 of 1 holdout checks failed"),
+        "{refused}"
+    );
+    assert!(!journal.contains("SECRET-DETAIL") && !journal.contains("landing.sh"));
+    for n in 1..=env.agent_calls() {
+        let prompt = env.agent_prompt(n);
+        assert!(!prompt.contains("SECRET-DETAIL") && !prompt.contains("landing.sh"));
+    }
+    assert!(env.agent_prompt(2).contains("1 of 1 holdout checks failed"));
 }

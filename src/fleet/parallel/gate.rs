@@ -49,7 +49,8 @@ impl Gate<'_> {
             return Some(touched);
         }
         let commands = &self.config.options.verify;
-        if commands.is_empty() {
+        let holdout = &self.config.options.holdout;
+        if commands.is_empty() && holdout.is_empty() {
             return None;
         }
         let hash = tree.work_tree_hash();
@@ -71,19 +72,31 @@ impl Gate<'_> {
                 });
             }
         };
-        let results = crate::verify::run_all(
-            commands,
-            (tree.root(), hash.as_deref(), sandbox.as_ref()),
-            (
-                self.config.options.verify_timeout,
-                self.config.options.kill_grace,
-            ),
-            stop,
-            self.sink.voice(),
-            &|result| self.sink.emit(LoopEvent::Verified(result.clone())),
-        );
+        let run = |commands: &[String], told: &dyn Fn(&Verification)| {
+            crate::verify::run_all(
+                commands,
+                (tree.root(), hash.as_deref(), sandbox.as_ref()),
+                (
+                    self.config.options.verify_timeout,
+                    self.config.options.kill_grace,
+                ),
+                stop,
+                self.sink.voice(),
+                told,
+            )
+        };
+        let results = run(commands, &|result| {
+            self.sink.emit(LoopEvent::Verified(result.clone()));
+        });
         self.record(id, &results);
-        results.into_iter().find(|result| !result.passed)
+        if let Some(failed) = results.into_iter().find(|result| !result.passed) {
+            return Some(failed);
+        }
+        // The holdout checks, quietly: the user's history has them whole; the refusal, which
+        // goes to the agent and the event stream, says what --holdout-feedback lets it.
+        let hidden = run(holdout, &|_| {});
+        self.record(id, &hidden);
+        crate::verify::holdout_refusal(&hidden, &self.config.options.holdout_feedback)
     }
 
     /// The failed check of a merge of task `id` that changes (`merged`) protected paths the task

@@ -335,6 +335,7 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
         },
         Notice::ProtectMatchesNothing("tests/**"),
         Notice::HoldoutNotSecret,
+        Notice::ProtectWithoutGit,
     ]
 }
 

@@ -110,6 +110,7 @@ variants!(
         ProtectedRestored,
         ProtectMatchesNothing,
         HoldoutNotSecret,
+        ProtectWithoutGit,
         CompletionGraceOver,
         Stopping,
         Struggle,
