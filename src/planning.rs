@@ -3,7 +3,8 @@
 //!
 //! A plan is a JSON array of TodoItems (`id`, `content`, `status`, `activeForm`, `blockedBy`),
 //! each optionally with the task properties ralph reads (`agent`, `model`, `promise`,
-//! `max_iterations`, `timeout`, `verify`, `success`). It becomes task blocks the way
+//! `max_iterations`, `timeout`, `verify`, `success`, `protect`, `may_change`: lists become
+//! comma-separated). It becomes task blocks the way
 //! `--import` turns a `tasks.json` into them.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,7 +51,11 @@ pub(crate) fn prompt(spec: &str, done: &[String], problems: Option<&[String]>) -
          - `blockedBy`: the ids of the tasks that must be done first (none: `[]`); no cycles.\n\
          - Optional, per task: `agent`, `model`, `promise`, `max_iterations`, `timeout` (`30m`), \
          `verify` (a shell command that passes when the task is done), `success` (what done \
-         means).\n\n",
+         means).\n\
+         - `protect`: globs of the files that judge this task's work (its tests, the scripts that \
+         check it), which its agent may read but not change, e.g. `[\"tests/**\"]`; \
+         `may_change`: globs of protected files this task's work must change (a task that writes \
+         new tests names them), e.g. `[\"tests/api/**\"]`. Leave both out when nothing applies.\n\n",
     );
     text.push_str(&format!(
         "Print the array as your answer, or write it to `{PLAN_FILE}`.\n"
@@ -314,6 +319,22 @@ mod tests {
             "{}",
             plan.blocks
         );
+    }
+
+    #[test]
+    fn a_plan_names_what_a_task_protects_and_may_change() {
+        let value = find(
+            r#"[{"id": "api", "content": "Build the API", "protect": ["tests/**", "scripts/check.sh"], "may_change": "tests/api/**"}]"#,
+        )
+        .unwrap();
+        let plan = check(&value, &known, &[]).unwrap();
+        let api = plan.list.by_id("api").unwrap();
+        assert_eq!(
+            api.property(tasks::PROTECT),
+            Some("tests/**, scripts/check.sh")
+        );
+        assert_eq!(api.property(tasks::MAY_CHANGE), Some("tests/api/**"));
+        assert!(prompt("Build it", &[], None).contains("`may_change`"));
     }
 
     #[test]

@@ -335,6 +335,11 @@ fn other_fields(map: &Map<String, Value>, known: &[&str], also: &str) -> Vec<(St
             let text = match value {
                 Value::Null => return None,
                 Value::String(text) => text.clone(),
+                // A list of words (`["tests/**", "docs/"]`) as a property reads it: comma-separated.
+                Value::Array(items) if items.iter().all(Value::is_string) => {
+                    let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                    words.join(", ")
+                }
                 other => other.to_string(),
             };
             Some((snake(key), one_line(&text))).filter(|(_, text)| !text.is_empty())
