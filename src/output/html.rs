@@ -280,6 +280,12 @@ fn iteration_row(html: &mut String, record: &IterationRecord, log_prefix: &str) 
     if record.interrupted {
         outcome.push("interrupted".to_owned());
     }
+    if !record.protected_changes.is_empty() {
+        outcome.push(format!(
+            "<span class=\"bad\">protected files put back: {}</span>",
+            escape(&record.protected_changes.join(", "))
+        ));
+    }
     if let Some(failure) = &record.failure {
         outcome.push(format!(
             "<span class=\"bad\">{}</span>",

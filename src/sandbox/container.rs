@@ -49,7 +49,12 @@ pub(super) fn argv(
         match mount {
             Mount::Bind { path, writable } => volume(path, path, *writable),
             Mount::BindAt { from, to } => volume(from, to, true),
-            // A container has its own /etc and home: nothing of the host's to mask.
+            // What the container has of the host is the tree: a mask there (ralph's records, when
+            // there are holdout checks) is an empty file over it; the container has its own /etc
+            // and home, nothing else of the host's to mask.
+            Mount::Mask(path) if path.starts_with(&mounts.work) && path.exists() => {
+                volume(std::path::Path::new("/dev/null"), path, false);
+            }
             Mount::Mask(_) | Mount::Tmpfs(_) => {}
         }
     }
@@ -83,6 +88,36 @@ pub(super) fn argv(
 mod tests {
     use super::*;
     use crate::sandbox::{Bytes, Cpus};
+
+    #[test]
+    fn a_mask_in_the_tree_is_an_empty_file_over_it_and_one_elsewhere_nothing() {
+        let dir = crate::testing::tempdir().unwrap();
+        let work = dir.path().to_owned();
+        let history = work.join(".ralph/ralph-history.json");
+        std::fs::create_dir_all(history.parent().unwrap()).unwrap();
+        std::fs::write(&history, "{}").unwrap();
+        let mounts = Mounts {
+            list: vec![
+                Mount::Mask(history.clone()),
+                Mount::Mask("/etc/shadow".into()),
+            ],
+            work: work.clone(),
+            home: PathBuf::from("/root"),
+        };
+        let argv: Vec<String> = argv(
+            Kind::Docker,
+            &Settings::default(),
+            &mounts,
+            &BTreeMap::new(),
+            &[],
+        )
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+        let masked = format!("/dev/null:{}:ro", history.display());
+        assert!(argv.contains(&masked), "{argv:?}");
+        assert!(!argv.iter().any(|w| w.contains("shadow")), "{argv:?}");
+    }
 
     #[test]
     fn a_container_gets_the_same_mounts_no_network_no_capabilities_and_the_limits() {
