@@ -348,6 +348,11 @@ pub(crate) struct Verification {
     /// repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) tree: Option<String>,
+    /// With `--protect`: one hash of the protected files as the check found them (each file's
+    /// blob and path) — the evidence that it judged them as the task found them, not as the
+    /// agent would have them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) protected_tree: Option<String>,
 }
 
 impl Verification {

@@ -49,6 +49,29 @@ impl Repo {
         Ok(())
     }
 
+    /// One hash of `files` (repository-relative) as the work tree has them: each one's blob id
+    /// and path, a line each, hashed as one object; none when git cannot say.
+    pub(crate) fn files_hash(&self, files: &[String]) -> Option<String> {
+        let mut paths = Vec::new();
+        for file in files {
+            paths.extend_from_slice(file.as_bytes());
+            paths.push(b'\n');
+        }
+        let blobs = self
+            .run_with_input(&["hash-object", "--stdin-paths"], &paths)
+            .ok()
+            .filter(|output| output.status.success())?;
+        let blobs = String::from_utf8_lossy(&blobs.stdout);
+        let listing: String = (blobs.lines().zip(files))
+            .map(|(blob, file)| format!("{blob} {file}\n"))
+            .collect();
+        let hashed = self
+            .run_with_input(&["hash-object", "--stdin"], listing.as_bytes())
+            .ok()
+            .filter(|output| output.status.success())?;
+        Some(String::from_utf8_lossy(&hashed.stdout).trim().to_owned())
+    }
+
     /// Every file of the work tree git knows or would add: tracked, and untracked but not
     /// ignored (repository-relative).
     pub(crate) fn files(&self) -> Vec<String> {

@@ -409,12 +409,16 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
     }
     let acceptable = decision::claim(&env.rules, &facts) == decision::Claim::Acceptable;
     if acceptable && !verify.is_empty() {
-        facts.verification = Some(verify_all(runner, &verify));
+        let mut results = verify_all(runner, &verify);
+        super::protected::seal(runner, &mut results);
+        facts.verification = Some(results);
     }
     let verified = (facts.verification.iter().flatten()).all(|result| result.passed);
     let holdout = &env.config.options.holdout;
     if acceptable && verified && !holdout.is_empty() {
-        facts.holdout = Some(holdout_all(runner, holdout));
+        let mut results = holdout_all(runner, holdout);
+        super::protected::seal(runner, &mut results);
+        facts.holdout = Some(results);
     }
     if acceptable && let Some(task) = env.shape.task_loop() {
         // A merge conflict counts as resolved only when no conflict marker is left.

@@ -138,3 +138,21 @@ fn tell_unmatched(runner: &Runner<'_>) {
         }
     }
 }
+
+/// Stamps `results` (checks that just ran) with the hash of the protected files as they found
+/// them (`--protect`), when there are any.
+pub(super) fn seal(runner: &Runner<'_>, results: &mut [crate::model::Verification]) {
+    let (Some(repo), false) = (&runner.env.repo, results.is_empty()) else {
+        return;
+    };
+    let Ok(Some(protection)) = Protection::new(&runner.env.config.options.protect, &[]) else {
+        return;
+    };
+    let files: Vec<String> = (repo.files().into_iter())
+        .filter(|file| protection.guards(file))
+        .collect();
+    let hash = repo.files_hash(&files);
+    for result in results {
+        result.protected_tree.clone_from(&hash);
+    }
+}

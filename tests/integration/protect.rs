@@ -84,6 +84,15 @@ fn an_agent_that_edits_its_test_to_pass_gets_it_put_back_and_never_committed() {
         serde_json::json!(["tests/expected.txt", "tests/mine.txt"])
     );
     assert_eq!(first["files_modified"], serde_json::json!(["answer.txt"]));
+    // Both checks judged the same sealed tests, and say so.
+    let sealed =
+        |n: usize| env.history()["iterations"][n]["verification"][0]["protected_tree"].clone();
+    assert!(
+        sealed(0).as_str().is_some_and(|hash| hash.len() == 40),
+        "{}",
+        sealed(0)
+    );
+    assert_eq!(sealed(0), sealed(1));
     let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
     assert!(
         journal.contains(r#""event":"protected_change_restored""#),
