@@ -320,11 +320,14 @@ fn a_parallel_landing_refuses_a_branch_that_changes_a_protected_path() {
     );
 }
 
-/// A `--worker`'s agent that edits its test gets it put back: the remote's base never holds the
-/// edit, and the task lands once the work meets the test.
+/// Two `--worker`s on two tasks: the agent of one edits its test to pass, and gets it put back;
+/// the remote's base never holds the edit, and both tasks land once the work meets the test.
 #[test]
-fn a_workers_agent_cannot_change_the_test_that_judges_it() {
-    let env = crate::fleet::machines("- [ ] Answer\n  - id: answer\n", &["m1"]);
+fn workers_agents_cannot_change_the_test_that_judges_them() {
+    let env = crate::fleet::machines(
+        "- [ ] Answer\n  - id: answer\n- [ ] Other\n  - id: other\n",
+        &["m1", "m2"],
+    );
     env.write_executable("opencode", crate::support::FAKE_AGENT);
     let clone = crate::fleet::machine(&env, "m1");
     let at = |args: &[&str]| {
@@ -336,38 +339,57 @@ fn a_workers_agent_cannot_change_the_test_that_judges_it() {
     fs::write(clone.join("tests/expected.txt"), "42\n").unwrap();
     fs::write(
         clone.join("tests/run.sh"),
-        "[ \"$(cat answer.txt 2>/dev/null)\" = \"$(cat tests/expected.txt)\" ]\n",
+        "[ \"$(cat answer.txt 2>/dev/null)\" = \"$(cat tests/expected.txt)\" ] || [ -f other.txt ]\n",
     )
     .unwrap();
     at(&["add", "-A"]);
     at(&["commit", "-q", "-m", "the test"]);
     at(&["push", "-q", "origin", "main"]);
+    at(&[
+        "-C",
+        crate::fleet::machine(&env, "m2").to_str().unwrap(),
+        "pull",
+        "-q",
+    ]);
+    // The Answer task's agent cheats once, then does the work; the Other task's just works (each
+    // knows its task by its worktree: two agents may run at once).
     env.agent_script(
-        Some(1),
-        "echo 7 > answer.txt; echo 7 > tests/expected.txt\necho '<promise>READY_FOR_NEXT_TASK</promise>'\n",
+        None,
+        r#"case "$PWD" in
+  */worktrees/answer*)
+    if [ -f "$dir/cheated" ]; then echo 42 > answer.txt
+    else touch "$dir/cheated"; echo 7 > answer.txt; echo 7 > tests/expected.txt; fi ;;
+  *) echo other > other.txt ;;
+esac
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#,
     );
-    env.agent_script(
-        Some(2),
-        "echo 42 > answer.txt\necho '<promise>READY_FOR_NEXT_TASK</promise>'\n",
-    );
-    let worker = crate::fleet::start_worker(
-        &env,
-        "m1",
-        &["--protect", "tests/**", "--verify", "sh tests/run.sh"],
-    );
-    let (code, stdout, stderr) = crate::fleet::finish(worker);
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let args = [
+        "--protect",
+        "tests/**",
+        "--verify",
+        "sh tests/run.sh",
+        "--wait",
+    ];
+    let workers: Vec<_> = ["m1", "m2"]
+        .iter()
+        .map(|name| crate::fleet::start_worker(&env, name, &args))
+        .collect();
+    for worker in workers {
+        let (code, stdout, stderr) = crate::fleet::finish(worker);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    }
     let remote = crate::fleet::remote(&env);
     let shown = |path: &str| env.git(&["-C", &remote, "show", &format!("main:{path}")]);
     assert_eq!(shown("tests/expected.txt").trim(), "42");
     assert_eq!(shown("answer.txt").trim(), "42");
+    assert_eq!(shown("other.txt").trim(), "other");
     let touched = env.git(&["-C", &remote, "log", "--name-only", "--format=", "--all"]);
     assert_eq!(
         touched.matches("tests/expected.txt").count(),
         1,
         "{touched}"
     );
-    assert!(env.agent_prompt(2).contains("- tests/expected.txt"));
 }
 
 /// A holdout check kept outside the repository, which the work fails: its command.
