@@ -390,6 +390,7 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
         1,
         "{touched}"
     );
+    assert!(env.agent_dir().join("cheated").exists(), "the agent did cheat");
 }
 
 /// A holdout check kept outside the repository, which the work fails: its command.
