@@ -76,6 +76,7 @@ pub(crate) fn page(page: &Page<'_>) -> String {
     }
     iterations(&mut html, page);
     verification(&mut html, page.history);
+    tamper_evidence(&mut html, page.history);
     commits(&mut html, page.commits);
     let _ = write!(
         html,
@@ -357,6 +358,59 @@ fn verification(html: &mut String, history: &crate::storage::history::History) {
             escape(task.unwrap_or("")),
             escape(&check.command),
             escape(&check.output_tail)
+        );
+    }
+    html.push_str("</tbody></table></div>\n");
+}
+
+/// Per task (or the loop), what the checks the agent could not change came to: the protected
+/// files put back, the holdout checks that failed of those run, and whether the completion was
+/// judged on the sealed protected files (its checks carry their hash). Shown when any of it
+/// happened.
+fn tamper_evidence(html: &mut String, history: &crate::storage::history::History) {
+    #[derive(Default)]
+    struct Evidence {
+        put_back: std::collections::BTreeSet<String>,
+        holdout_failed: usize,
+        holdout_run: usize,
+        sealed: Option<String>,
+    }
+    let mut tasks: std::collections::BTreeMap<String, Evidence> = Default::default();
+    for record in &history.iterations {
+        let key = (record.task_id.clone().or_else(|| record.task.clone()))
+            .unwrap_or_else(|| "the loop".to_owned());
+        let evidence = tasks.entry(key).or_default();
+        evidence
+            .put_back
+            .extend(record.protected_changes.iter().cloned());
+        evidence.holdout_run += record.holdout.len();
+        evidence.holdout_failed += record.holdout.iter().filter(|h| !h.passed).count();
+        let accepted = record.completion_detected && record.completion_refused.is_none();
+        if accepted
+            && let Some(hash) = (record.verification.iter().chain(&record.holdout))
+                .find_map(|check| check.protected_tree.clone())
+        {
+            evidence.sealed = Some(hash);
+        }
+    }
+    tasks.retain(|_, e| !e.put_back.is_empty() || e.holdout_run > 0 || e.sealed.is_some());
+    if tasks.is_empty() {
+        return;
+    }
+    html.push_str("<h2>Checks the agent could not change</h2>\n<div class=\"table\"><table>\n<thead><tr><th>Task</th><th>Protected files put back</th><th>Holdout checks failed</th><th>Completion judged on sealed files</th></tr></thead>\n<tbody>\n");
+    for (task, evidence) in tasks {
+        let put_back: Vec<&str> = evidence.put_back.iter().map(String::as_str).collect();
+        let sealed = evidence.sealed.map_or_else(
+            || "—".to_owned(),
+            |hash| format!("yes (<code>{}</code>)", escape(&hash[..hash.len().min(12)])),
+        );
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{} of {}</td><td>{sealed}</td></tr>",
+            escape(&task),
+            escape(&put_back.join(", ")),
+            evidence.holdout_failed,
+            evidence.holdout_run,
         );
     }
     html.push_str("</tbody></table></div>\n");

@@ -9,6 +9,10 @@ use crate::options::LoopOptions;
 use crate::output::format::plural;
 use crate::storage::tasks::{TaskList, TaskStatus};
 
+mod refusal;
+
+pub(crate) use refusal::Refusal;
+
 /// Iterations in a row in which ralph itself fails before the loop gives up.
 pub(crate) const MAX_OWN_FAILURES: u32 = 3;
 
@@ -137,76 +141,6 @@ pub(crate) fn claim(rules: &Rules, facts: &Facts) -> Claim {
         }
     }
     Claim::Acceptable
-}
-
-/// Why a claim was refused, for the record and the next prompt.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Refusal {
-    OpenTasks(Vec<String>),
-    Verification(Vec<Verification>),
-    TaskVerification {
-        task: String,
-        failed: Vec<Verification>,
-    },
-    /// `--holdout` checks failed (`total` ran): the agent learns only what
-    /// `--holdout-feedback` lets it.
-    Holdout {
-        failed: Vec<Verification>,
-        total: usize,
-    },
-}
-
-impl Refusal {
-    /// The `completion_refused` event of a claim refused in `iteration`.
-    pub(crate) fn event(&self, iteration: u32) -> crate::event::LoopEvent {
-        let commands = |failed: &[Verification]| failed.iter().map(|v| v.command.clone()).collect();
-        let (open_tasks, failed_checks, task_text) = match self {
-            Self::OpenTasks(open) => (open.clone(), Vec::new(), None),
-            Self::Verification(failed) => (Vec::new(), commands(failed), None),
-            Self::TaskVerification { task, failed } => {
-                (Vec::new(), commands(failed), Some(task.clone()))
-            }
-            // Its commands stay out of the journal, which an agent can read.
-            Self::Holdout { failed, total } => {
-                return crate::event::LoopEvent::HoldoutFailed {
-                    iteration,
-                    failed: failed.len(),
-                    total: *total,
-                };
-            }
-        };
-        crate::event::LoopEvent::CompletionRefused {
-            iteration,
-            open_tasks,
-            failed_checks,
-            task_text,
-        }
-    }
-
-    /// The short reason the history and progress log record.
-    pub(crate) fn reason(&self) -> String {
-        match self {
-            Self::OpenTasks(open) => format!("{} still open", plural(open.len() as u64, "task")),
-            Self::Verification(failed) => failed.first().map_or_else(
-                || "verification failed".to_owned(),
-                |first| {
-                    format!(
-                        "verification failed: `{}` ({})",
-                        first.command,
-                        first.outcome()
-                    )
-                },
-            ),
-            Self::TaskVerification { failed, .. } => failed.first().map_or_else(
-                || "the task's verify command failed".to_owned(),
-                |first| format!("`{}` failed", first.command),
-            ),
-            // The progress log, which the agent reads, has this reason: no command.
-            Self::Holdout { failed, total } => {
-                format!("{} of {total} holdout checks failed", failed.len())
-            }
-        }
-    }
 }
 
 /// Why a loop ended.

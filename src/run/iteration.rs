@@ -7,13 +7,11 @@ use std::time::{Duration, Instant};
 use crate::agents::{AgentCommand, Failure, FailureKind};
 use crate::event::{IterationSummary, LoopEvent, Notice};
 use crate::git::{Repo, Snapshot};
-use crate::model::Verification;
 use crate::output::format;
 use crate::promise::Promise;
 use crate::storage::context::{self, Injected};
 use crate::storage::logs::{self, IterationLog, LOGS_DIR};
 use crate::storage::state;
-use crate::storage::tasks::TaskList;
 use crate::stream::{self, EndedBy, RunOptions};
 use crate::transcript::Transcript;
 
@@ -78,9 +76,6 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         .as_ref()
         .and_then(|focus| focus.promise.as_deref())
         .map(|text| Promise::new(text, runner.env.config.options.promise_format));
-    let head = (planned.before.as_ref().and_then(Option::as_ref))
-        .and_then(Snapshot::head)
-        .map(str::to_owned);
     let mut run = agent_run(
         runner,
         &step,
@@ -88,7 +83,7 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         planned.before.flatten(),
         (planned.focus.as_ref(), task_promise.as_ref()),
     )?;
-    super::protected::put_back(runner, &mut run, planned.focus.as_ref(), head.as_deref())?;
+    super::protected::put_back(runner, &mut run, planned.focus.as_ref())?;
     let mut facts = outcome(runner, iteration, &run, planned.focus.as_ref());
     fallback(runner, (&chain, &keys, ran), &mut facts);
     if facts.verification.is_some()
@@ -253,13 +248,7 @@ fn agent_run(
             grace: options.completion_grace,
         });
     }
-    let files = match (&env.repo, before) {
-        (Some(repo), Some(before)) => repo
-            .scan(&mut runner.tree)
-            .map(|after| repo.changed_files(&before, &after))
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
+    let (head, files) = changed(env.repo.as_ref(), &mut runner.tree, before);
     runner.announced_stop |= findings.stop_announced;
     let (blocked, out_of_memory) = sandbox_findings(env, runner.state.iteration, outcome.exit_code);
     Ok(AgentRun {
@@ -274,8 +263,24 @@ fn agent_run(
         log: log_name,
         blocked,
         out_of_memory,
+        head,
         protected: Vec::new(),
     })
+}
+
+/// HEAD when the iteration started (its scan `before`), and the paths changed since.
+fn changed(
+    repo: Option<&Repo>,
+    tree: &mut crate::git::Tree,
+    before: Option<Snapshot>,
+) -> (Option<String>, Vec<String>) {
+    let (Some(repo), Some(before)) = (repo, before) else {
+        return (None, Vec::new());
+    };
+    let files = (repo.scan(tree))
+        .map(|after| repo.changed_files(&before, &after))
+        .unwrap_or_default();
+    (before.head().map(str::to_owned), files)
 }
 
 /// What the sandbox saw of the iteration's agent (exited with `exit_code`), said as it is found:
@@ -396,41 +401,7 @@ fn outcome(runner: &Runner<'_>, iteration: u32, run: &AgentRun, focus: Option<&F
         cost: run.findings.cost,
         failure: facts.failure.as_ref(),
     }));
-    if facts.completion && env.rules.tasks {
-        match open_tasks(env.dir) {
-            Ok(open) => facts.open_tasks = open,
-            Err(why) => facts.tasks_unreadable = Some(why),
-        }
-    }
-    let mut verify = env.config.options.verify.clone();
-    if env.rules.task_loop {
-        // A task loop's task is done only when its own verify passes too.
-        verify.extend(focus.and_then(|task| task.verify.clone()));
-    }
-    let acceptable = decision::claim(&env.rules, &facts) == decision::Claim::Acceptable;
-    if acceptable && !verify.is_empty() {
-        let mut results = verify_all(runner, &verify);
-        super::protected::seal(runner, &mut results);
-        facts.verification = Some(results);
-    }
-    let verified = (facts.verification.iter().flatten()).all(|result| result.passed);
-    let holdout = &env.config.options.holdout;
-    if acceptable && verified && !holdout.is_empty() {
-        let mut results = holdout_all(runner, holdout);
-        super::protected::seal(runner, &mut results);
-        facts.holdout = Some(results);
-    }
-    if acceptable && let Some(task) = env.shape.task_loop() {
-        // A merge conflict counts as resolved only when no conflict marker is left.
-        let root = env.repo.as_ref().map_or(env.cwd, Repo::root);
-        let left = crate::verify::conflict_markers(root, &task.conflicts);
-        if !left.is_empty() {
-            facts.verification.get_or_insert_with(Vec::new).extend(left);
-        }
-    } else if facts.task_done && !facts.completion && !env.rules.task_loop {
-        let command = focus.and_then(|task| task.verify.clone());
-        facts.task_verification = command.map(|command| verify_all(runner, &[command]));
-    }
+    super::checks::judge(runner, &mut facts, focus);
     facts
 }
 
@@ -516,81 +487,6 @@ fn timeout_failure(runner: &Runner<'_>, iteration: u32, run: &AgentRun) -> Optio
         message,
         retry_at: None,
     })
-}
-
-/// The top-level tasks not `[x]` once the agent is done (`Err`: the file cannot be read).
-fn open_tasks(dir: &crate::storage::RalphDir) -> Result<Vec<String>, String> {
-    let content = crate::storage::read_text(&dir.tasks())
-        .map_err(|err| err.to_string())?
-        .unwrap_or_default();
-    let list = TaskList::parse(&content);
-    if list.all_complete() {
-        return Ok(Vec::new());
-    }
-    Ok(list
-        .open()
-        .map(|task| format!("{}. {}", task.number, task.text))
-        .collect())
-}
-
-/// Runs verification commands from the repository's top directory.
-fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
-    let env = &runner.env;
-    let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
-    let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
-    crate::verify::run_all(
-        commands,
-        (dir, tree.as_deref(), env.sandbox.as_ref()),
-        (
-            env.config.options.verify_timeout,
-            env.config.options.kill_grace,
-        ),
-        env.stop,
-        env.sink.voice(),
-        &|result| env.sink.emit(LoopEvent::Verified(result.clone())),
-    )
-}
-
-/// Runs the `--holdout` checks as verification commands, but quietly: no `verified` event (the
-/// journal is readable by an agent), their results kept for the history.
-fn holdout_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
-    let env = &runner.env;
-    let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
-    let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
-    // They run the agent's code: in a sandbox of checks when the loop has one (the agent's hides
-    // their files from it); one that cannot be made fails them, as it fails a gate's.
-    let sandbox = match &env.sandbox {
-        Some(_) => match super::sandboxed::sandbox_for(
-            env.config,
-            (env.cwd, false),
-            env.repo.as_ref(),
-            env.dir,
-            [],
-        ) {
-            Ok(sandbox) => sandbox,
-            Err(err) => {
-                return (commands.iter())
-                    .map(|command| Verification {
-                        command: command.clone(),
-                        output_tail: format!("{err:#}"),
-                        ..Verification::default()
-                    })
-                    .collect();
-            }
-        },
-        None => None,
-    };
-    crate::verify::run_all(
-        commands,
-        (dir, tree.as_deref(), sandbox.as_ref()),
-        (
-            env.config.options.verify_timeout,
-            env.config.options.kill_grace,
-        ),
-        env.stop,
-        env.sink.voice(),
-        &|_| {},
-    )
 }
 
 /// Commit and the rest of the decision's effects: messages, the task reopened, the context used

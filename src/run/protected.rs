@@ -52,18 +52,18 @@ impl Sealed {
     }
 }
 
-/// Puts back what `run` changed of the protected paths (HEAD was `head` when the iteration
+/// Puts back what `run` changed of the protected paths (as HEAD had them when the iteration
 /// started); the paths put back leave `run.files` for `run.protected`. A task loop's go back to
 /// where its branch forked from the base.
 pub(super) fn put_back(
     runner: &mut Runner<'_>,
     run: &mut AgentRun,
     focus: Option<&Focus>,
-    head: Option<&str>,
 ) -> anyhow::Result<()> {
-    let (Some(repo), Some(head)) = (&runner.env.repo, head) else {
+    let (Some(repo), Some(head)) = (&runner.env.repo, run.head.clone()) else {
         return Ok(());
     };
+    let head = head.as_str();
     let options = &runner.env.config.options;
     let mut protect = options.protect.clone();
     let mut may_change = Vec::new();

@@ -36,6 +36,8 @@ pub(super) struct AgentRun {
     pub(super) blocked: std::collections::BTreeMap<String, u32>,
     /// The agent was killed by the sandbox's memory limit.
     pub(super) out_of_memory: bool,
+    /// HEAD when the iteration started.
+    pub(super) head: Option<String>,
     /// Protected paths the agent changed: put back, left out of `files`.
     pub(super) protected: Vec<String>,
 }

@@ -98,6 +98,13 @@ fn an_agent_that_edits_its_test_to_pass_gets_it_put_back_and_never_committed() {
         journal.contains(r#""event":"protected_change_restored""#),
         "{journal}"
     );
+    let report = env.run(&["--report", "-"]).stdout();
+    assert!(
+        report.contains("<h2>Checks the agent could not change</h2>")
+            && report.contains("<td>tests/expected.txt, tests/mine.txt</td>")
+            && report.contains("<td>yes (<code>"),
+        "{report}"
+    );
     let status = env.run(&["--status"]).stdout();
     assert!(
         status.contains("| protected files put back: tests/expected.txt, tests/mine.txt"),
@@ -390,7 +397,10 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
         1,
         "{touched}"
     );
-    assert!(env.agent_dir().join("cheated").exists(), "the agent did cheat");
+    assert!(
+        env.agent_dir().join("cheated").exists(),
+        "the agent did cheat"
+    );
 }
 
 /// A holdout check kept outside the repository, which the work fails: its command.
