@@ -560,3 +560,64 @@ fn a_parallel_landing_runs_the_holdout_checks_and_tells_only_the_count() {
     }
     assert!(env.agent_prompt(2).contains("1 of 1 holdout checks failed"));
 }
+
+/// `--parallel 2` on two tasks: the agent of one edits its test to pass, and gets it put back;
+/// the base never holds the edit, and both tasks are merged once the work meets the test.
+#[test]
+fn parallel_agents_cannot_change_the_test_that_judges_them() {
+    let env = with_a_test();
+    fs::write(
+        env.work().join("tests/run.sh"),
+        "[ \"$(cat answer.txt 2>/dev/null)\" = \"$(cat tests/expected.txt)\" ] || [ -f other.txt ]\n",
+    )
+    .unwrap();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Answer\n  - id: answer\n- [ ] Other\n  - id: other\n",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    // Each agent knows its task by its worktree: the two run at once.
+    env.agent_script(
+        None,
+        r#"case "$PWD" in
+  */worktrees/answer*)
+    if [ -f "$dir/cheated" ]; then echo 42 > answer.txt
+    else touch "$dir/cheated"; echo 7 > answer.txt; echo 7 > tests/expected.txt; fi ;;
+  *) echo other > other.txt ;;
+esac
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#,
+    );
+    let run = env.run_loop(&[
+        "Do the tasks",
+        "--parallel",
+        "2",
+        "--protect",
+        "tests/**",
+        "--verify",
+        "sh tests/run.sh",
+    ]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    assert!(
+        env.agent_dir().join("cheated").exists(),
+        "the agent did cheat"
+    );
+    assert_eq!(env.git(&["show", "HEAD:tests/expected.txt"]).trim(), "42");
+    assert_eq!(env.git(&["show", "HEAD:answer.txt"]).trim(), "42");
+    assert_eq!(env.git(&["show", "HEAD:other.txt"]).trim(), "other");
+    let touched = env.git(&["log", "--all", "--name-only", "--format="]);
+    assert_eq!(
+        touched.matches("tests/expected.txt").count(),
+        1,
+        "{touched}"
+    );
+    let journal = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""event":"protected_change_restored""#)
+            && journal.contains(r#""task":"answer""#),
+        "{journal}"
+    );
+}
