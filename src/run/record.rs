@@ -231,11 +231,7 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
             })
         }
         Refusal::Verification(failed) => {
-            let checks: Vec<String> = failed.iter().map(|v| format!("`{}`", v.command)).collect();
-            runner.env.sink.notice(Notice::CompletionRefusedByChecks {
-                iteration: facts.iteration,
-                failed: &checks,
-            });
+            tell_failed_checks(runner, facts.iteration, failed, "");
             prompt::feedback(Feedback::Verification {
                 printed: &printed,
                 failed,
@@ -243,13 +239,7 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
         }
         Refusal::Holdout { failed, total } => {
             // The user sees which; the agent only what --holdout-feedback lets it.
-            let checks: Vec<String> = (failed.iter())
-                .map(|v| format!("`{}` (holdout)", v.command))
-                .collect();
-            runner.env.sink.notice(Notice::CompletionRefusedByChecks {
-                iteration: facts.iteration,
-                failed: &checks,
-            });
+            tell_failed_checks(runner, facts.iteration, failed, " (holdout)");
             prompt::feedback(Feedback::Holdout {
                 printed: &printed,
                 failed,
@@ -266,6 +256,18 @@ fn claim_messages(runner: &mut Runner<'_>, facts: &Facts, decision: &Decision, t
         }
     };
     runner.feedback.push(section);
+}
+
+/// Tells the user which checks refused the claim of `iteration` (each named `` `CMD` `` and
+/// `suffix`).
+fn tell_failed_checks(runner: &Runner<'_>, iteration: u32, failed: &[Verification], suffix: &str) {
+    let checks: Vec<String> = (failed.iter())
+        .map(|v| format!("`{}`{suffix}", v.command))
+        .collect();
+    runner.env.sink.notice(Notice::CompletionRefusedByChecks {
+        iteration,
+        failed: &checks,
+    });
 }
 
 /// Records an iteration in which ralph itself failed.

@@ -22,6 +22,27 @@ fn with_a_test() -> TestEnv {
     env
 }
 
+/// The task list `list` in the repository's `.ralph/` (`committed`: in a commit of its own).
+fn with_tasks(env: &TestEnv, list: &str, committed: bool) {
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(env.ralph_file("ralph-tasks.md"), list).unwrap();
+    if committed {
+        env.git(&["add", "-A"]);
+        env.git(&["commit", "-q", "-m", "tasks"]);
+    }
+}
+
+/// For two tasks run at once, `answer` and `other` (each agent knows its task by its worktree):
+/// the `answer` agent edits its test to pass once, then does the work; the `other` one works.
+const CHEATS_ONCE: &str = r#"case "$PWD" in
+  */worktrees/answer*)
+    if [ -f "$dir/cheated" ]; then echo 42 > answer.txt
+    else touch "$dir/cheated"; echo 7 > answer.txt; echo 7 > tests/expected.txt; fi ;;
+  *) echo other > other.txt ;;
+esac
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#;
+
 /// The agent's first call cheats: it changes the expected value to its own wrong answer. Its
 /// second does the work.
 fn cheat_then_work(env: &TestEnv) {
@@ -33,6 +54,12 @@ fn cheat_then_work(env: &TestEnv) {
         Some(2),
         "echo 42 > answer.txt\necho '<promise>COMPLETE</promise>'\n",
     );
+}
+
+/// The test's expected value is the one it was given, in the work tree.
+fn assert_test_intact(env: &TestEnv) {
+    let expected = fs::read_to_string(env.work().join("tests/expected.txt")).unwrap();
+    assert_eq!(expected, "42\n");
 }
 
 /// Every path any commit touched.
@@ -56,10 +83,7 @@ fn an_agent_that_edits_its_test_to_pass_gets_it_put_back_and_never_committed() {
     run.assert_code(0);
     // The first claim was judged on the test as it was: refused; the second completed.
     assert_eq!(env.agent_calls(), 2);
-    assert_eq!(
-        fs::read_to_string(env.work().join("tests/expected.txt")).unwrap(),
-        "42\n"
-    );
+    assert_test_intact(&env);
     assert!(!env.work().join("tests/mine.txt").exists());
     let touched = committed_paths(&env);
     assert_eq!(
@@ -134,10 +158,7 @@ fn with_protect_mode_fail_the_loop_ends_and_the_change_is_still_put_back() {
     ]);
     run.assert_code(1);
     assert_eq!(env.agent_calls(), 1);
-    assert_eq!(
-        fs::read_to_string(env.work().join("tests/expected.txt")).unwrap(),
-        "42\n"
-    );
+    assert_test_intact(&env);
     assert!(
         run.stdout().contains(
             "the agent changed protected paths (tests/expected.txt, tests/mine.txt) at iteration 1"
@@ -153,12 +174,11 @@ fn with_protect_mode_fail_the_loop_ends_and_the_change_is_still_put_back() {
 #[test]
 fn what_a_task_may_change_is_committed() {
     let env = with_a_test();
-    fs::create_dir_all(env.work().join(".ralph")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
+    with_tasks(
+        &env,
         "- [ ] Change the expected answer to 7\n  - may_change: tests/expected.txt\n",
-    )
-    .unwrap();
+        false,
+    );
     env.agent_script(
         None,
         "echo 7 > tests/expected.txt; echo x > tests/other.txt\nsed -i 's/^- \\[ \\]/- [x]/' .ralph/ralph-tasks.md\necho '<promise>COMPLETE</promise>'\n",
@@ -231,21 +251,13 @@ fn a_sandboxed_agents_write_to_a_protected_path_fails_read_only() {
     let attempt = fs::read_to_string(env.work().join("attempt.txt"))
         .unwrap_or_else(|err| panic!("{err}: {}{}", run.stdout(), run.stderr()));
     assert!(attempt.contains("Read-only file system"), "{attempt}");
-    assert_eq!(
-        fs::read_to_string(env.work().join("tests/expected.txt")).unwrap(),
-        "42\n"
-    );
+    assert_test_intact(&env);
 }
 
 #[test]
 fn an_agent_cannot_grant_itself_what_its_task_may_change() {
     let env = with_a_test();
-    fs::create_dir_all(env.work().join(".ralph")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] Make the test pass\n",
-    )
-    .unwrap();
+    with_tasks(&env, "- [ ] Make the test pass\n", false);
     // It gives its task leave to change the test, then changes it.
     env.agent_script(
         Some(1),
@@ -278,14 +290,7 @@ fn an_agent_cannot_grant_itself_what_its_task_may_change() {
 #[test]
 fn a_parallel_landing_refuses_a_branch_that_changes_a_protected_path() {
     let env = with_a_test();
-    fs::create_dir_all(env.work().join(".ralph")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] Answer\n  - id: answer\n",
-    )
-    .unwrap();
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-q", "-m", "tasks"]);
+    with_tasks(&env, "- [ ] Answer\n  - id: answer\n", true);
     // An earlier run, without --protect: its agent changed the test, and gave up.
     env.agent_script(
         Some(1),
@@ -358,19 +363,7 @@ fn workers_agents_cannot_change_the_test_that_judges_them() {
         "pull",
         "-q",
     ]);
-    // The Answer task's agent cheats once, then does the work; the Other task's just works (each
-    // knows its task by its worktree: two agents may run at once).
-    env.agent_script(
-        None,
-        r#"case "$PWD" in
-  */worktrees/answer*)
-    if [ -f "$dir/cheated" ]; then echo 42 > answer.txt
-    else touch "$dir/cheated"; echo 7 > answer.txt; echo 7 > tests/expected.txt; fi ;;
-  *) echo other > other.txt ;;
-esac
-echo '<promise>READY_FOR_NEXT_TASK</promise>'
-"#,
-    );
+    env.agent_script(None, CHEATS_ONCE);
     let args = [
         "--protect",
         "tests/**",
@@ -515,14 +508,7 @@ fn a_sandboxed_agent_cannot_read_a_holdout_check_or_its_results() {
 #[test]
 fn a_parallel_landing_runs_the_holdout_checks_and_tells_only_the_count() {
     let env = with_a_test();
-    fs::create_dir_all(env.work().join(".ralph")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] Answer\n  - id: answer\n",
-    )
-    .unwrap();
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-q", "-m", "tasks"]);
+    with_tasks(&env, "- [ ] Answer\n  - id: answer\n", true);
     // It passes in the task's worktree (its 1st run) and fails at the landing (its 2nd).
     let dir = env.path().join("hidden");
     fs::create_dir_all(&dir).unwrap();
@@ -571,26 +557,12 @@ fn parallel_agents_cannot_change_the_test_that_judges_them() {
         "[ \"$(cat answer.txt 2>/dev/null)\" = \"$(cat tests/expected.txt)\" ] || [ -f other.txt ]\n",
     )
     .unwrap();
-    fs::create_dir_all(env.work().join(".ralph")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
+    with_tasks(
+        &env,
         "- [ ] Answer\n  - id: answer\n- [ ] Other\n  - id: other\n",
-    )
-    .unwrap();
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-q", "-m", "tasks"]);
-    // Each agent knows its task by its worktree: the two run at once.
-    env.agent_script(
-        None,
-        r#"case "$PWD" in
-  */worktrees/answer*)
-    if [ -f "$dir/cheated" ]; then echo 42 > answer.txt
-    else touch "$dir/cheated"; echo 7 > answer.txt; echo 7 > tests/expected.txt; fi ;;
-  *) echo other > other.txt ;;
-esac
-echo '<promise>READY_FOR_NEXT_TASK</promise>'
-"#,
+        true,
     );
+    env.agent_script(None, CHEATS_ONCE);
     let run = env.run_loop(&[
         "Do the tasks",
         "--parallel",
