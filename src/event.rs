@@ -216,6 +216,9 @@ pub(crate) enum LoopEvent {
         status: String,
         why: String,
     },
+    /// A ready task waits: what it touches (`touches:`) overlaps what the running task `behind`
+    /// touches.
+    TaskWaits { task: String, behind: String },
     /// `--worker --wait`: no task is free; `held` are held by other workers.
     WorkerWaiting { held: usize },
     /// `--worker` given a spec: another worker (`by`) is planning it; this one waits.
@@ -285,6 +288,7 @@ pub(crate) const EVENT_NAMES: &[&str] = &[
     "merge_waits",
     "work_set_aside",
     "task_not_recorded",
+    "task_waits",
     "worker_waiting",
     "waiting_for_plan",
     "worktree_left",
@@ -334,6 +338,7 @@ impl LoopEvent {
             Self::MergeWaits { .. } => "merge_waits",
             Self::WorkSetAside { .. } => "work_set_aside",
             Self::TaskNotRecorded { .. } => "task_not_recorded",
+            Self::TaskWaits { .. } => "task_waits",
             Self::WorkerWaiting { .. } => "worker_waiting",
             Self::WaitingForPlan { .. } => "waiting_for_plan",
             Self::WorktreeLeft { .. } => "worktree_left",
@@ -463,7 +468,41 @@ mod tests {
         let mut events = loop_events();
         events.extend(fleet_events());
         events.extend(told_events());
+        events.extend(told_fleet_events());
         events
+    }
+
+    /// One of every event a notice of a run of several loops tells as well.
+    fn told_fleet_events() -> Vec<LoopEvent> {
+        let text = || "x".to_owned();
+        vec![
+            LoopEvent::MergeWaits {
+                task: text(),
+                files: vec![text()],
+            },
+            LoopEvent::WorkSetAside {
+                task: text(),
+                branch: text(),
+                made_for: Some(text()),
+                remote: None,
+            },
+            LoopEvent::TaskNotRecorded {
+                task: text(),
+                status: text(),
+                why: text(),
+            },
+            LoopEvent::TaskWaits {
+                task: text(),
+                behind: text(),
+            },
+            LoopEvent::WorkerWaiting { held: 1 },
+            LoopEvent::WaitingForPlan { by: text() },
+            LoopEvent::WorktreeLeft {
+                name: text(),
+                branch: text(),
+                base: text(),
+            },
+        ]
     }
 
     /// One of every event a notice tells as well.
@@ -509,28 +548,6 @@ mod tests {
                 files: vec![text()],
             },
             LoopEvent::PushFailed { reason: text() },
-            LoopEvent::MergeWaits {
-                task: text(),
-                files: vec![text()],
-            },
-            LoopEvent::WorkSetAside {
-                task: text(),
-                branch: text(),
-                made_for: Some(text()),
-                remote: None,
-            },
-            LoopEvent::TaskNotRecorded {
-                task: text(),
-                status: text(),
-                why: text(),
-            },
-            LoopEvent::WorkerWaiting { held: 1 },
-            LoopEvent::WaitingForPlan { by: text() },
-            LoopEvent::WorktreeLeft {
-                name: text(),
-                branch: text(),
-                base: text(),
-            },
             LoopEvent::LeftoverAgentStopped { process_group: 7 },
             LoopEvent::ProtectedChangeRestored {
                 iteration: 1,

@@ -55,7 +55,9 @@ pub(crate) fn prompt(spec: &str, done: &[String], problems: Option<&[String]>) -
          - `protect`: globs of the files that judge this task's work (its tests, the scripts that \
          check it), which its agent may read but not change, e.g. `[\"tests/**\"]`; \
          `may_change`: globs of protected files this task's work must change (a task that writes \
-         new tests names them), e.g. `[\"tests/api/**\"]`. Leave both out when nothing applies.\n\n",
+         new tests names them), e.g. `[\"tests/api/**\"]`. Leave both out when nothing applies.\n\
+         - `touches`: globs of the files this task's work changes, e.g. `[\"src/api/**\", \
+         \"migrations/\"]`: tasks whose `touches` overlap never run at the same time.\n\n",
     );
     text.push_str(&format!(
         "Print the array as your answer, or write it to `{PLAN_FILE}`.\n"
@@ -335,6 +337,7 @@ mod tests {
         );
         assert_eq!(api.property(tasks::MAY_CHANGE), Some("tests/api/**"));
         assert!(prompt("Build it", &[], None).contains("`may_change`"));
+        assert!(prompt("Build it", &[], None).contains("`touches`"));
     }
 
     #[test]

@@ -98,6 +98,27 @@ fn glob(pattern: &str) -> Result<Glob, String> {
         .map_err(|err| err.kind().to_string())
 }
 
+/// Whether two lists of path globs (`touches:`) may name a path in common: a pattern that
+/// starts with a wildcard may name anything; otherwise the folders (or files) the two name
+/// before their wildcards overlap when one is the other or holds it. Erring toward "they do".
+pub(crate) fn overlap(a: &[String], b: &[String]) -> bool {
+    a.iter().any(|one| {
+        b.iter()
+            .any(|other| match (literal_root(one), literal_root(other)) {
+                (Some(one), Some(other)) => within(&one, &other) || within(&other, &one),
+                _ => true,
+            })
+    })
+}
+
+/// Whether `path` is `folder` or inside it (whole components).
+fn within(path: &str, folder: &str) -> bool {
+    path == folder
+        || path
+            .strip_prefix(folder)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// The part of `pattern` before its first wildcard, cut back to a whole path component.
 fn literal_root(pattern: &str) -> Option<String> {
     let pattern = pattern
@@ -165,6 +186,23 @@ mod tests {
             error.starts_with("--protect 'tests/[a' is not a glob"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn globs_overlap_when_one_names_what_the_other_holds() {
+        let of = |items: &[&str]| strings(items);
+        assert!(overlap(&of(&["src/api/**"]), &of(&["src/api/users.rs"])));
+        assert!(overlap(
+            &of(&["migrations/"]),
+            &of(&["docs", "migrations/001.sql"])
+        ));
+        assert!(
+            overlap(&of(&["*.lock"]), &of(&["docs/**"])),
+            "a leading wildcard names anything"
+        );
+        assert!(!overlap(&of(&["src/api/**"]), &of(&["src/web/**", "docs"])));
+        assert!(!overlap(&of(&["src/api"]), &of(&["src/apiary/x"])));
+        assert!(!overlap(&[], &of(&["src/**"])));
     }
 
     #[test]

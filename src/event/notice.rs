@@ -128,6 +128,12 @@ pub(crate) enum Notice<'a> {
         files: &'a [String],
         fails: bool,
     },
+    /// A task waits: what it touches (`touches:`) overlaps what the running task `behind`
+    /// touches.
+    TouchesWait {
+        task: &'a str,
+        behind: &'a str,
+    },
     /// A `--protect` pattern matches no file (yet).
     ProtectMatchesNothing(&'a str),
     /// `--protect` outside a git repository: nothing tells what the agent changed.
@@ -431,6 +437,10 @@ impl Notice<'_> {
                 why: text(why),
             },
             Self::WorkerWaiting { held } => LoopEvent::WorkerWaiting { held: *held },
+            Self::TouchesWait { task, behind } => LoopEvent::TaskWaits {
+                task: text(task),
+                behind: text(behind),
+            },
             Self::WaitingForPlan { by } => LoopEvent::WaitingForPlan { by: text(by) },
             Self::WorktreeLeft { name, branch, base } => LoopEvent::WorktreeLeft {
                 name: text(name),

@@ -31,6 +31,7 @@ use crate::run::{Knobs, Shared, TaskLoop, plan, planner, sandboxed, start};
 
 pub(super) mod gate;
 mod merge;
+mod ready;
 mod worktrees;
 
 /// Tries at resolving a merge conflict before a task is given up.
@@ -88,6 +89,7 @@ pub(crate) fn run(
         failed: Vec::new(),
         blocked: BTreeSet::new(),
         gate_tries: BTreeMap::new(),
+        told_touch_waits: BTreeSet::new(),
         integration_clean_at: None,
         ended: None,
         pool,
@@ -263,6 +265,8 @@ struct Coordinator<'a> {
     /// files the task changed.
     blocked: BTreeSet<String>,
     /// How often each task's merge failed the run's `--verify` gate.
+    /// Tasks that said they wait for a running task whose `touches` overlap theirs.
+    told_touch_waits: BTreeSet<String>,
     gate_tries: BTreeMap<String, u32>,
     /// The commit the integration worktree was left at by the last merge landed, when nothing
     /// ran in it since (no gate): the next merge from there needs no checkout and no clean.
@@ -303,6 +307,9 @@ impl<'a> Coordinator<'a> {
                 for (id, task) in ready {
                     if self.running.len() >= self.config.options.parallel as usize {
                         break;
+                    }
+                    if self.waits_for_touches(&id, &task)? {
+                        continue;
                     }
                     let conflicts = pending_conflicts(&self.dir.worktree(&id));
                     if let Err(err) = self.start(spawner, (&id, &task), conflicts) {
@@ -347,26 +354,6 @@ impl<'a> Coordinator<'a> {
                 }
             }
         }
-    }
-
-    /// The tasks that can start now: to do, blockers done in the base, not running.
-    fn ready(&self) -> anyhow::Result<Vec<(String, Task)>> {
-        let list = self.base_list()?;
-        let ids = tasks::task_ids(&list);
-        Ok(list
-            .tasks
-            .iter()
-            .zip(ids)
-            .filter(|(task, id)| {
-                matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
-                    && list.blockers(task).is_empty()
-                    && !self.running.contains(id)
-                    && !self.failed.contains(id)
-                    // Done, its merge waiting for the user: not started again.
-                    && !self.blocked.contains(id)
-            })
-            .map(|(task, id)| (id, task.clone()))
-            .collect())
     }
 
     fn base_list(&self) -> anyhow::Result<TaskList> {

@@ -278,6 +278,9 @@ fn start_notice(out: &Voice, notice: &crate::event::Notice<'_>) -> bool {
         Notice::HoldoutNotSecret => out.warn(&[
             "⚠️  --holdout checks are hidden from the agent only under --sandbox: without one it can read their files and their results in .ralph/. Add --sandbox to keep them secret.",
         ]),
+        Notice::TouchesWait { task, behind } => out.say(&[&format!(
+            "[{task}] ⏳ Waits for {behind}: the two touch the same files (touches:), so they do not run at the same time."
+        )]),
         Notice::ProtectMatchesNothing(pattern) => out.warn(&[&format!(
             "⚠️  --protect '{pattern}' matches no file here; globs are relative to the repository's top (e.g. 'tests/**'). Check the pattern."
         )]),

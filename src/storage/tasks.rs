@@ -76,6 +76,9 @@ pub(crate) const RALPH: &str = "ralph";
 pub(crate) const PROTECT: &str = "protect";
 /// Protected paths (globs, comma-separated) this task's work may change.
 pub(crate) const MAY_CHANGE: &str = "may_change";
+/// What this task's work touches (globs, comma-separated): two tasks whose `touches` overlap
+/// never run at the same time.
+pub(crate) const TOUCHES: &str = "touches";
 
 /// A top-level task with its subtasks and properties.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -469,3 +469,48 @@ fn a_kept_branch_of_a_failed_task_is_not_taken_up_by_the_task_reworded() {
             .contains("ralph-kept/login-")
     );
 }
+
+/// Two tasks whose `touches` overlap never run at the same time; a third runs beside them.
+#[test]
+fn tasks_that_touch_the_same_files_never_run_at_once_and_a_third_runs_beside() {
+    let env = crate::support::TestEnv::new();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] The API\n  - id: api\n  - touches: src/api/**\n- [ ] The users endpoint\n  - id: users\n  - touches: src/api/users.rs\n- [ ] The docs\n  - id: docs\n  - touches: docs/\n",
+    )
+    .unwrap();
+    env.agent_script(
+        None,
+        r#"id=${PWD##*/worktrees/}; id=${id%%/*}
+echo "start $id" >> "$dir/events"; sleep 0.4; echo "$id" > "$id.txt"; echo "end $id" >> "$dir/events"
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#,
+    );
+    let run = env.run_loop(&["Build", "--parallel", "3"]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let events = fs::read_to_string(env.agent_dir().join("events")).unwrap();
+    let at = |what: &str| {
+        events
+            .lines()
+            .position(|line| line == what)
+            .unwrap_or_else(|| panic!("{what}: {events}"))
+    };
+    let (api, users, docs) = (
+        (at("start api"), at("end api")),
+        (at("start users"), at("end users")),
+        (at("start docs"), at("end docs")),
+    );
+    let apart = |a: (usize, usize), b: (usize, usize)| a.1 < b.0 || b.1 < a.0;
+    assert!(apart(api, users), "{events}");
+    assert!(
+        !apart(docs, api) || !apart(docs, users),
+        "docs ran beside: {events}"
+    );
+    assert!(
+        run.stdout()
+            .contains("[users] ⏳ Waits for api: the two touch the same files (touches:)"),
+        "{}",
+        run.stdout()
+    );
+}

@@ -26,26 +26,43 @@ pub(super) enum Pick {
 
 /// The first ready task (open, blockers done in the base) that nobody holds, whose claim is
 /// stale, or whose claim an earlier attempt of this worker's engine job made (`slot`: the job's
-/// slot); else whether to wait for held tasks. `skip`: tasks this worker let go of.
+/// slot), and whose `touches` overlap no held task's; else whether to wait for held tasks.
+/// `skip`: tasks this worker let go of.
 pub(super) fn pick(
     list: &TaskList,
     claims: &[SeenClaim],
     (now, ttl, slot): (DateTime<Utc>, Duration, Option<&str>),
     skip: &BTreeSet<String>,
 ) -> Pick {
+    let live = |id: &str| {
+        let claim = claims.iter().find(|seen| seen.id == id);
+        claim.is_some_and(|seen| !is_stale(seen, now, ttl) && !earlier_attempt(seen, slot))
+    };
+    let ids = tasks::task_ids(list);
+    // What the tasks other workers hold touch: a task that touches the same waits.
+    let held_touches: Vec<Vec<String>> = (list.tasks.iter().zip(&ids))
+        .filter(|(task, id)| is_open(task) && live(id))
+        .map(|(task, _)| crate::protect::list(task.property(tasks::TOUCHES)))
+        .collect();
     let mut held = Vec::new();
-    for (task, id) in list.tasks.iter().zip(tasks::task_ids(list)) {
-        let open = matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
-        if !open {
+    for (task, id) in list.tasks.iter().zip(ids) {
+        if !is_open(task) {
             continue;
         }
         // A task this worker let go of is another worker's now: held, never taken back.
         let claim = claims.iter().find(|seen| seen.id == id);
-        if claim.is_some_and(|seen| !is_stale(seen, now, ttl) && !earlier_attempt(seen, slot)) {
+        if live(&id) {
             held.push(id);
             continue;
         }
         if skip.contains(&id) {
+            continue;
+        }
+        let touches = crate::protect::list(task.property(tasks::TOUCHES));
+        if held_touches
+            .iter()
+            .any(|held| crate::protect::overlap(&touches, held))
+        {
             continue;
         }
         if list.blockers(task).is_empty() {
@@ -61,6 +78,10 @@ pub(super) fn pick(
     } else {
         Pick::Wait { held }
     }
+}
+
+fn is_open(task: &Task) -> bool {
+    matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
 }
 
 /// Whether a claim's holder has not refreshed it for `ttl` (or it cannot be read, or its holder

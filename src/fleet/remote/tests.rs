@@ -241,3 +241,22 @@ fn a_retried_engine_job_takes_back_its_earlier_attempts_live_claim_at_once() {
         "{unslotted:?}"
     );
 }
+
+#[test]
+fn a_task_that_touches_what_a_held_one_touches_waits_and_a_third_is_taken() {
+    let tasks = list(
+        "- [ ] api\n  - id: api\n  - touches: src/api/**\n- [ ] users\n  - id: users\n  - touches: src/api/users.rs\n- [ ] docs\n  - id: docs\n  - touches: docs/\n",
+    );
+    let held = [claim("api", 5)];
+    let picked = pick(&tasks, &held, (at(10), TTL, None), &BTreeSet::new());
+    assert_eq!(taken(&picked), Some(("docs", false)));
+    // With the third held too, the second waits rather than finishes.
+    let both = [claim("api", 5), claim("docs", 5)];
+    let picked = pick(&tasks, &both, (at(10), TTL, None), &BTreeSet::new());
+    assert!(matches!(picked, Pick::Wait { .. }), "{picked:?}");
+    // Once the claim is stale, the overlap no longer holds it back.
+    let stale = [claim("api", 5)];
+    let later = at(10 + 2 * 900);
+    let picked = pick(&tasks, &stale, (later, TTL, None), &BTreeSet::new());
+    assert_eq!(taken(&picked), Some(("api", true)));
+}

@@ -334,6 +334,10 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
             fails: true,
         },
         Notice::ProtectMatchesNothing("tests/**"),
+        Notice::TouchesWait {
+            task: "ui",
+            behind: "api",
+        },
         Notice::HoldoutNotSecret,
         Notice::ProtectWithoutGit,
     ]
