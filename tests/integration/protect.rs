@@ -593,3 +593,57 @@ fn parallel_agents_cannot_change_the_test_that_judges_them() {
         "{journal}"
     );
 }
+
+/// At a `--worker`'s landing: a task branch pushed by an earlier worker without `--protect`
+/// carries a change to the test; it is refused and sent back, and lands once put back.
+#[test]
+fn a_workers_landing_refuses_a_branch_that_changes_a_protected_path() {
+    let env = crate::fleet::machines("- [ ] Answer\n  - id: answer\n", &["m1"]);
+    env.write_executable("opencode", crate::support::FAKE_AGENT);
+    let clone = crate::fleet::machine(&env, "m1");
+    let at = |args: &[&str]| {
+        let mut all = vec!["-C", clone.to_str().unwrap()];
+        all.extend_from_slice(args);
+        env.git(&all)
+    };
+    fs::create_dir_all(clone.join("tests")).unwrap();
+    fs::write(clone.join("tests/expected.txt"), "42\n").unwrap();
+    at(&["add", "-A"]);
+    at(&["commit", "-q", "-m", "the test"]);
+    at(&["push", "-q", "origin", "main"]);
+    // An earlier worker, without --protect: its agent changed the test, and gave up.
+    env.agent_script(
+        Some(1),
+        "echo 7 > answer.txt; echo 7 > tests/expected.txt\n",
+    );
+    let earlier = crate::fleet::start_worker(&env, "m1", &["--max-iterations", "1"]);
+    let (code, stdout, stderr) = crate::fleet::finish(earlier);
+    assert_ne!(code, Some(0), "{stdout}\n{stderr}");
+    // The task is given another try on the remote.
+    at(&["pull", "-q", "--rebase"]);
+    let list = fs::read_to_string(clone.join(".ralph/ralph-tasks.md")).unwrap();
+    fs::write(
+        clone.join(".ralph/ralph-tasks.md"),
+        list.replace("- [!]", "- [ ]"),
+    )
+    .unwrap();
+    at(&["commit", "-qam", "try the task again"]);
+    at(&["push", "-q", "origin", "main"]);
+    env.agent_script(Some(2), "echo '<promise>READY_FOR_NEXT_TASK</promise>'\n");
+    env.agent_script(
+        Some(3),
+        "echo 42 > answer.txt; echo 8 > tests/expected.txt\necho '<promise>READY_FOR_NEXT_TASK</promise>'\n",
+    );
+    let worker = crate::fleet::start_worker(&env, "m1", &["--protect", "tests/**"]);
+    let (code, stdout, stderr) = crate::fleet::finish(worker);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let journal = fs::read_to_string(clone.join(".ralph/events.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""command":"no change to protected paths""#),
+        "{journal}"
+    );
+    let remote = crate::fleet::remote(&env);
+    let shown = |path: &str| env.git(&["-C", &remote, "show", &format!("main:{path}")]);
+    assert_eq!(shown("tests/expected.txt").trim(), "42");
+    assert_eq!(shown("answer.txt").trim(), "42");
+}
