@@ -65,6 +65,16 @@ pub(crate) fn check(patterns: &[String], flag: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What a task protects besides the run's (`protect:`) and what its work may change
+/// (`may_change:`), as patterns.
+pub(crate) fn of_task(task: &crate::storage::tasks::Task) -> (Vec<String>, Vec<String>) {
+    use crate::storage::tasks::{MAY_CHANGE, PROTECT};
+    (
+        list(task.property(PROTECT)),
+        list(task.property(MAY_CHANGE)),
+    )
+}
+
 /// A task's list property (`may_change: tests/api/**, docs/`), as patterns.
 pub(crate) fn list(property: Option<&str>) -> Vec<String> {
     property

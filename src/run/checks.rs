@@ -67,30 +67,19 @@ fn open_tasks(dir: &crate::storage::RalphDir) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// Runs verification commands from the repository's top directory.
+/// Runs verification commands from the repository's top directory, in the loop's sandbox, each
+/// result a `verified` event.
 fn verify_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
     let env = &runner.env;
-    let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
-    let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
-    crate::verify::run_all(
-        commands,
-        (dir, tree.as_deref(), env.sandbox.as_ref()),
-        (
-            env.config.options.verify_timeout,
-            env.config.options.kill_grace,
-        ),
-        env.stop,
-        env.sink.voice(),
-        &|result| env.sink.emit(LoopEvent::Verified(result.clone())),
-    )
+    run_checks(runner, commands, env.sandbox.as_ref(), &|result| {
+        env.sink.emit(LoopEvent::Verified(result.clone()));
+    })
 }
 
 /// Runs the `--holdout` checks as verification commands, but quietly: no `verified` event (the
 /// journal is readable by an agent), their results kept for the history.
 fn holdout_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
     let env = &runner.env;
-    let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
-    let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
     // They run the agent's code: in a sandbox of checks when the loop has one (the agent's hides
     // their files from it); one that cannot be made fails them, as it fails a gate's.
     let sandbox = match &env.sandbox {
@@ -114,15 +103,28 @@ fn holdout_all(runner: &Runner<'_>, commands: &[String]) -> Vec<Verification> {
         },
         None => None,
     };
+    run_checks(runner, commands, sandbox.as_ref(), &|_| {})
+}
+
+/// Runs `commands` from the repository's top directory in `sandbox`, `told` of each result.
+fn run_checks(
+    runner: &Runner<'_>,
+    commands: &[String],
+    sandbox: Option<&crate::sandbox::Sandbox>,
+    told: &dyn Fn(&Verification),
+) -> Vec<Verification> {
+    let env = &runner.env;
+    let dir = env.repo.as_ref().map_or(env.cwd, Repo::root);
+    let tree = env.repo.as_ref().and_then(Repo::work_tree_hash);
     crate::verify::run_all(
         commands,
-        (dir, tree.as_deref(), sandbox.as_ref()),
+        (dir, tree.as_deref(), sandbox),
         (
             env.config.options.verify_timeout,
             env.config.options.kill_grace,
         ),
         env.stop,
         env.sink.voice(),
-        &|_| {},
+        told,
     )
 }

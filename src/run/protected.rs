@@ -12,7 +12,7 @@ use crate::event::Notice;
 use crate::prompt::{self, Feedback};
 use crate::protect::{self, Protection};
 use crate::storage::RalphDir;
-use crate::storage::tasks::{self, TaskList};
+use crate::storage::tasks::TaskList;
 
 use super::Runner;
 use super::plan::Focus;
@@ -35,11 +35,7 @@ impl Sealed {
         let list = TaskList::parse(&content);
         Self(
             (list.tasks.iter())
-                .map(|task| {
-                    let protect = protect::list(task.property(tasks::PROTECT));
-                    let may_change = protect::list(task.property(tasks::MAY_CHANGE));
-                    (task.key().to_owned(), (protect, may_change))
-                })
+                .map(|task| (task.key().to_owned(), protect::of_task(task)))
                 .collect(),
         )
     }

@@ -109,12 +109,12 @@ impl Gate<'_> {
             .flatten()
             .unwrap_or_default();
         let task = super::super::base::find(&crate::storage::tasks::TaskList::parse(&list), id);
-        let property = |key| task.as_ref().and_then(|task| task.property(key));
+        let (own, may_change) = task
+            .as_ref()
+            .map(crate::protect::of_task)
+            .unwrap_or_default();
         let mut protect = self.config.options.protect.clone();
-        protect.extend(crate::protect::list(property(
-            crate::storage::tasks::PROTECT,
-        )));
-        let may_change = crate::protect::list(property(crate::storage::tasks::MAY_CHANGE));
+        protect.extend(own);
         let protection = crate::protect::Protection::new(&protect, &may_change).ok()??;
         crate::verify::no_protected_changes(&protection, merged)
     }
