@@ -56,7 +56,7 @@ pub(super) fn put_back(
     run: &mut AgentRun,
     focus: Option<&Focus>,
 ) -> anyhow::Result<()> {
-    let (Some(repo), Some(head)) = (&runner.env.repo, run.head.clone()) else {
+    let (Some(_), Some(head)) = (&runner.env.repo, run.head.clone()) else {
         return Ok(());
     };
     let head = head.as_str();
@@ -82,24 +82,61 @@ pub(super) fn put_back(
     if changed.is_empty() {
         return Ok(());
     }
-    // As the task found them: a task loop's, as its branch forked from the base (work its
-    // branch brought that the landing refused included); a loop's own, as its iteration did.
+    restore(runner, head, &changed)?;
+    run.files.retain(|path| !changed.contains(path));
+    run.protected = changed;
+    Ok(())
+}
+
+/// When a loop starts again after ralph was killed (`--resume`, a task loop in a worktree a
+/// killed run left): what the protected paths hold of the iteration that was cut short, which
+/// ralph could not put back, is put back now, before anything of it is committed.
+pub(super) fn put_back_left(runner: &mut Runner<'_>) -> anyhow::Result<()> {
+    let Some(repo) = &runner.env.repo else {
+        return Ok(());
+    };
+    let Some(protection) =
+        Protection::new(&runner.env.config.options.protect, &[]).map_err(fail)?
+    else {
+        return Ok(());
+    };
+    let Some(snapshot) = repo.scan(&mut runner.tree) else {
+        return Ok(());
+    };
+    let Some(head) = snapshot.head().map(str::to_owned) else {
+        return Ok(());
+    };
+    let dirty = &runner.state.dirty_at_start;
+    let left: Vec<String> = (repo.uncommitted(&snapshot).into_iter())
+        .filter(|path| protection.guards(path) && !dirty.contains(path))
+        .collect();
+    if left.is_empty() {
+        return Ok(());
+    }
+    restore(runner, &head, &left)
+}
+
+/// Puts `changed` back as the task found them — a task loop's, as its branch forked from the
+/// base (work its branch brought that the landing refused included); a loop's own, as `head`
+/// has them — and says so, to the user and in the next prompt.
+fn restore(runner: &mut Runner<'_>, head: &str, changed: &[String]) -> anyhow::Result<()> {
+    let Some(repo) = &runner.env.repo else {
+        return Ok(());
+    };
     let start = (runner.env.shape.task_loop())
         .and_then(|task| repo.merge_base(head, &task.base))
         .unwrap_or_else(|| head.to_owned());
-    repo.restore(&start, &changed).map_err(fail)?;
+    repo.restore(&start, changed).map_err(fail)?;
     // The commit and the next iteration look at the tree again.
     runner.tree.forget();
-    run.files.retain(|path| !changed.contains(path));
     runner.env.sink.notice(Notice::ProtectedRestored {
         iteration: runner.state.iteration,
-        files: &changed,
+        files: changed,
         fails: runner.env.rules.protect_fails,
     });
     (runner.feedback).push(prompt::feedback(Feedback::ProtectedRestored {
-        files: &changed,
+        files: changed,
     }));
-    run.protected = changed;
     Ok(())
 }
 

@@ -318,6 +318,12 @@ impl<'a> Runner<'a> {
         if self.resumed {
             self.settle_recorded_iteration()?;
         }
+        // What a killed ralph left of the agent's changes to protected paths is never committed.
+        let left_by_a_kill =
+            self.resumed || (self.env.shape.task_loop()).is_some_and(|task| !task.laid_clean);
+        if left_by_a_kill {
+            super::protected::put_back_left(self)?;
+        }
         self.commit_interrupted_work();
         self.save_state()?;
         if o.tasks {

@@ -647,3 +647,48 @@ fn a_workers_landing_refuses_a_branch_that_changes_a_protected_path() {
     assert_eq!(shown("tests/expected.txt").trim(), "42");
     assert_eq!(shown("answer.txt").trim(), "42");
 }
+
+/// ralph killed (-9) while its agent's change to a protected file is in the tree: `--resume`
+/// puts it back before anything is committed, and the loop goes on protected.
+#[test]
+fn a_protected_change_left_by_a_killed_ralph_is_put_back_on_resume() {
+    let env = with_a_test();
+    env.agent_script(
+        Some(1),
+        "echo 7 > tests/expected.txt; echo 7 > answer.txt\necho ready > \"$dir/ready\"; sleep 600\n",
+    );
+    env.agent_script(
+        Some(2),
+        "echo 42 > answer.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let mut child = env.spawn_quiet(&[
+        "--pause",
+        "0",
+        "Make the test pass",
+        "--protect",
+        "tests/**",
+        "--verify",
+        "sh tests/run.sh",
+        "--max-iterations",
+        "4",
+    ]);
+    env.wait_for_agent();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let resumed = env.run(&["--resume", "--pause", "0"]);
+    resumed.assert_code(0);
+    assert_test_intact(&env);
+    let touched = committed_paths(&env);
+    assert_eq!(
+        touched.matches("tests/expected.txt").count(),
+        1,
+        "only the commit that made it: {touched}"
+    );
+    assert!(
+        resumed
+            .stderr()
+            .contains("changed protected files (tests/expected.txt)"),
+        "{}",
+        resumed.stderr()
+    );
+}
