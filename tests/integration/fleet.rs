@@ -125,3 +125,30 @@ pub(crate) fn release_workers(env: &TestEnv, workers: Vec<Child>) {
         assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     }
 }
+
+/// Each agent appends a note to its copy of the progress log and a follow-up task to its copy of
+/// the task list (the follow-ups, run in turn, add nothing).
+pub(crate) const NOTES_AND_FOLLOW_UPS: &str = r#"
+case "$task" in
+  Follow-up*) ;;
+  *) printf '\nLEARNED: the API needs header X-Key (%s)\n' "$task" >> .ralph/progress.md
+     printf -- '- [ ] Follow-up found by %s\n' "$task" >> .ralph/ralph-tasks.md ;;
+esac
+"#;
+
+/// For the parallel agents: each task's first call records its prompt, leaves `waiting.<id>` and
+/// waits (30 s at most) for the test's `go` before it ends without the promise; its second call
+/// records its prompt and goes on to the promise. Calls are counted per task in `calls.<id>`.
+pub(crate) const STEERED: &str = r#"
+n=0
+[ -f "$dir/calls.$id" ] && read -r n < "$dir/calls.$id"
+n=$((n + 1))
+echo "$n" > "$dir/calls.$id"
+printf '%s' "$last" > "$dir/prompt.$id.$n"
+if [ "$n" -eq 1 ]; then
+  touch "$dir/waiting.$id"
+  i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+  echo "more to do"
+  exit 0
+fi
+"#;

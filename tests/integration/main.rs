@@ -17,7 +17,6 @@ mod import;
 mod json_mode;
 mod kills;
 mod limits;
-mod machines;
 mod mcp;
 mod mock_model;
 mod observe;

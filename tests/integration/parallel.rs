@@ -2,6 +2,7 @@
 
 use std::fs;
 
+use crate::fleet::{NOTES_AND_FOLLOW_UPS, STEERED};
 use crate::support::TestEnv;
 
 /// A fake agent for parallel runs: it finds its task in the prompt (the `CURRENT TASK` line),
@@ -539,16 +540,6 @@ fn json_events_of_a_parallel_run_name_their_task() {
     assert_eq!(kinds.last(), Some(&"parallel_ended"));
 }
 
-/// Each agent appends a note to its copy of the progress log and a follow-up task to its copy of
-/// the task list (the follow-ups, run in turn, add nothing).
-pub(crate) const NOTES_AND_FOLLOW_UPS: &str = r#"
-case "$task" in
-  Follow-up*) ;;
-  *) printf '\nLEARNED: the API needs header X-Key (%s)\n' "$task" >> .ralph/progress.md
-     printf -- '- [ ] Follow-up found by %s\n' "$task" >> .ralph/ralph-tasks.md ;;
-esac
-"#;
-
 #[test]
 fn the_agents_notes_and_follow_up_tasks_join_the_base_at_merge() {
     let env = setup("- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n");
@@ -583,23 +574,6 @@ fn the_agents_notes_and_follow_up_tasks_join_the_base_at_merge() {
     assert_eq!(env.git(&["status", "--porcelain"]), "");
     assert_eq!(env.git(&["branch", "--list", "ralph/*"]), "");
 }
-
-/// For the parallel agents: each task's first call records its prompt, leaves `waiting.<id>` and
-/// waits (30 s at most) for the test's `go` before it ends without the promise; its second call
-/// records its prompt and goes on to the promise. Calls are counted per task in `calls.<id>`.
-pub(crate) const STEERED: &str = r#"
-n=0
-[ -f "$dir/calls.$id" ] && read -r n < "$dir/calls.$id"
-n=$((n + 1))
-echo "$n" > "$dir/calls.$id"
-printf '%s' "$last" > "$dir/prompt.$id.$n"
-if [ "$n" -eq 1 ]; then
-  touch "$dir/waiting.$id"
-  i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-  echo "more to do"
-  exit 0
-fi
-"#;
 
 /// Starts `ralph x --parallel 2` on tasks alpha and beta (agent: [`STEERED`]) and waits until
 /// both agents wait in their first iteration.

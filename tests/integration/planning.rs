@@ -465,42 +465,6 @@ fn a_list_with_every_task_done_runs_as_before_and_points_to_replan() {
 }
 
 #[test]
-fn the_gate_holds_for_workers_too() {
-    use crate::fleet::{finish, machines, remote, start_worker};
-    use crate::machines::remote_tasks;
-    let env = machines("- [ ] A\n  - id: a\n- [ ] B\n  - id: b\n", &["m1", "m2"]);
-    // Both tasks run at once, so the second merge meets the first.
-    fs::write(env.agent_dir().join("script"), "sleep 0.3\n").unwrap();
-    let check = "test ! -f A.txt || test ! -f B.txt";
-    let args = ["--verify", check, "--max-iterations", "2"];
-    let workers: Vec<_> = ["m1", "m2"]
-        .iter()
-        .map(|name| start_worker(&env, name, &args))
-        .collect();
-    let mut said = String::new();
-    for worker in workers {
-        let (_, stdout, stderr) = finish(worker);
-        said.push_str(&stdout);
-        said.push_str(&stderr);
-    }
-    assert!(said.contains("🚧 Not merged: `"), "{said}");
-    let list = remote_tasks(&env);
-    assert_eq!(list.matches("- [x]").count(), 1, "{list}");
-    assert_eq!(list.matches("- [!]").count(), 1, "{list}");
-    let bare = remote(&env);
-    for commit in env
-        .git(&["-C", &bare, "log", "--format=%H", "main"])
-        .lines()
-    {
-        let files = env.git(&["-C", &bare, "ls-tree", "--name-only", commit]);
-        assert!(
-            !(files.contains("A.txt") && files.contains("B.txt")),
-            "{commit} fails the gate: {files}"
-        );
-    }
-}
-
-#[test]
 fn refine_yes_plans_from_the_restated_prompt_and_keeps_it() {
     let env = planning_env(&[PLAN]);
     let run = env.run(&["--plan", "--refine", "--yes", SPEC]);

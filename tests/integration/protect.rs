@@ -32,17 +32,6 @@ fn with_tasks(env: &TestEnv, list: &str, committed: bool) {
     }
 }
 
-/// For two tasks run at once, `answer` and `other` (each agent knows its task by its worktree):
-/// the `answer` agent edits its test to pass once, then does the work; the `other` one works.
-const CHEATS_ONCE: &str = r#"case "$PWD" in
-  */worktrees/answer*)
-    if [ -f "$dir/cheated" ]; then echo 42 > answer.txt
-    else touch "$dir/cheated"; echo 7 > answer.txt; echo 7 > tests/expected.txt; fi ;;
-  *) echo other > other.txt ;;
-esac
-echo '<promise>READY_FOR_NEXT_TASK</promise>'
-"#;
-
 /// The agent's first call cheats: it changes the expected value to its own wrong answer. Its
 /// second does the work.
 fn cheat_then_work(env: &TestEnv) {
@@ -332,70 +321,6 @@ fn a_parallel_landing_refuses_a_branch_that_changes_a_protected_path() {
     );
 }
 
-/// Two `--worker`s on two tasks: the agent of one edits its test to pass, and gets it put back;
-/// the remote's base never holds the edit, and both tasks land once the work meets the test.
-#[test]
-fn workers_agents_cannot_change_the_test_that_judges_them() {
-    let env = crate::fleet::machines(
-        "- [ ] Answer\n  - id: answer\n- [ ] Other\n  - id: other\n",
-        &["m1", "m2"],
-    );
-    env.write_executable("opencode", crate::support::FAKE_AGENT);
-    let clone = crate::fleet::machine(&env, "m1");
-    let at = |args: &[&str]| {
-        let mut all = vec!["-C", clone.to_str().unwrap()];
-        all.extend_from_slice(args);
-        env.git(&all)
-    };
-    fs::create_dir_all(clone.join("tests")).unwrap();
-    fs::write(clone.join("tests/expected.txt"), "42\n").unwrap();
-    fs::write(
-        clone.join("tests/run.sh"),
-        "[ \"$(cat answer.txt 2>/dev/null)\" = \"$(cat tests/expected.txt)\" ] || [ -f other.txt ]\n",
-    )
-    .unwrap();
-    at(&["add", "-A"]);
-    at(&["commit", "-q", "-m", "the test"]);
-    at(&["push", "-q", "origin", "main"]);
-    at(&[
-        "-C",
-        crate::fleet::machine(&env, "m2").to_str().unwrap(),
-        "pull",
-        "-q",
-    ]);
-    env.agent_script(None, CHEATS_ONCE);
-    let args = [
-        "--protect",
-        "tests/**",
-        "--verify",
-        "sh tests/run.sh",
-        "--wait",
-    ];
-    let workers: Vec<_> = ["m1", "m2"]
-        .iter()
-        .map(|name| crate::fleet::start_worker(&env, name, &args))
-        .collect();
-    for worker in workers {
-        let (code, stdout, stderr) = crate::fleet::finish(worker);
-        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    }
-    let remote = crate::fleet::remote(&env);
-    let shown = |path: &str| env.git(&["-C", &remote, "show", &format!("main:{path}")]);
-    assert_eq!(shown("tests/expected.txt").trim(), "42");
-    assert_eq!(shown("answer.txt").trim(), "42");
-    assert_eq!(shown("other.txt").trim(), "other");
-    let touched = env.git(&["-C", &remote, "log", "--name-only", "--format=", "--all"]);
-    assert_eq!(
-        touched.matches("tests/expected.txt").count(),
-        1,
-        "{touched}"
-    );
-    assert!(
-        env.agent_dir().join("cheated").exists(),
-        "the agent did cheat"
-    );
-}
-
 /// A holdout check kept outside the repository, which the work fails: its command.
 fn hidden_check(env: &TestEnv) -> String {
     let dir = env.path().join("hidden");
@@ -562,7 +487,7 @@ fn parallel_agents_cannot_change_the_test_that_judges_them() {
         "- [ ] Answer\n  - id: answer\n- [ ] Other\n  - id: other\n",
         true,
     );
-    env.agent_script(None, CHEATS_ONCE);
+    env.agent_script(None, crate::support::CHEATS_ONCE);
     let run = env.run_loop(&[
         "Do the tasks",
         "--parallel",
@@ -592,60 +517,6 @@ fn parallel_agents_cannot_change_the_test_that_judges_them() {
             && journal.contains(r#""task":"answer""#),
         "{journal}"
     );
-}
-
-/// At a `--worker`'s landing: a task branch pushed by an earlier worker without `--protect`
-/// carries a change to the test; it is refused and sent back, and lands once put back.
-#[test]
-fn a_workers_landing_refuses_a_branch_that_changes_a_protected_path() {
-    let env = crate::fleet::machines("- [ ] Answer\n  - id: answer\n", &["m1"]);
-    env.write_executable("opencode", crate::support::FAKE_AGENT);
-    let clone = crate::fleet::machine(&env, "m1");
-    let at = |args: &[&str]| {
-        let mut all = vec!["-C", clone.to_str().unwrap()];
-        all.extend_from_slice(args);
-        env.git(&all)
-    };
-    fs::create_dir_all(clone.join("tests")).unwrap();
-    fs::write(clone.join("tests/expected.txt"), "42\n").unwrap();
-    at(&["add", "-A"]);
-    at(&["commit", "-q", "-m", "the test"]);
-    at(&["push", "-q", "origin", "main"]);
-    // An earlier worker, without --protect: its agent changed the test, and gave up.
-    env.agent_script(
-        Some(1),
-        "echo 7 > answer.txt; echo 7 > tests/expected.txt\n",
-    );
-    let earlier = crate::fleet::start_worker(&env, "m1", &["--max-iterations", "1"]);
-    let (code, stdout, stderr) = crate::fleet::finish(earlier);
-    assert_ne!(code, Some(0), "{stdout}\n{stderr}");
-    // The task is given another try on the remote.
-    at(&["pull", "-q", "--rebase"]);
-    let list = fs::read_to_string(clone.join(".ralph/ralph-tasks.md")).unwrap();
-    fs::write(
-        clone.join(".ralph/ralph-tasks.md"),
-        list.replace("- [!]", "- [ ]"),
-    )
-    .unwrap();
-    at(&["commit", "-qam", "try the task again"]);
-    at(&["push", "-q", "origin", "main"]);
-    env.agent_script(Some(2), "echo '<promise>READY_FOR_NEXT_TASK</promise>'\n");
-    env.agent_script(
-        Some(3),
-        "echo 42 > answer.txt; echo 8 > tests/expected.txt\necho '<promise>READY_FOR_NEXT_TASK</promise>'\n",
-    );
-    let worker = crate::fleet::start_worker(&env, "m1", &["--protect", "tests/**"]);
-    let (code, stdout, stderr) = crate::fleet::finish(worker);
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    let journal = fs::read_to_string(clone.join(".ralph/events.jsonl")).unwrap();
-    assert!(
-        journal.contains(r#""command":"no change to protected paths""#),
-        "{journal}"
-    );
-    let remote = crate::fleet::remote(&env);
-    let shown = |path: &str| env.git(&["-C", &remote, "show", &format!("main:{path}")]);
-    assert_eq!(shown("tests/expected.txt").trim(), "42");
-    assert_eq!(shown("answer.txt").trim(), "42");
 }
 
 /// ralph killed (-9) while its agent's change to a protected file is in the tree: `--resume`

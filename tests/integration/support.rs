@@ -582,3 +582,14 @@ pub(crate) fn bwrap_can_sandbox() -> bool {
         .output()
         .is_ok_and(|output| output.status.success())
 }
+
+/// For two tasks run at once, `answer` and `other` (each agent knows its task by its worktree):
+/// the `answer` agent edits its test to pass once, then does the work; the `other` one works.
+pub(crate) const CHEATS_ONCE: &str = r#"case "$PWD" in
+  */worktrees/answer*)
+    if [ -f "$dir/cheated" ]; then echo 42 > answer.txt
+    else touch "$dir/cheated"; echo 7 > answer.txt; echo 7 > tests/expected.txt; fi ;;
+  *) echo other > other.txt ;;
+esac
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#;

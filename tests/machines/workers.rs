@@ -414,7 +414,7 @@ fn the_agents_notes_and_follow_up_tasks_join_the_remote_base() {
     );
     fs::write(
         env.agent_dir().join("script"),
-        crate::parallel::NOTES_AND_FOLLOW_UPS,
+        crate::fleet::NOTES_AND_FOLLOW_UPS,
     )
     .unwrap();
     all_succeed(&env, &["m1"]);
@@ -439,7 +439,7 @@ fn context_added_in_a_workers_clone_reaches_every_task_once_and_one_task_as_targ
         "- [ ] Write alpha\n  - id: alpha\n- [ ] Write beta\n  - id: beta\n  - blocked_by: alpha\n",
         &["m1"],
     );
-    fs::write(env.agent_dir().join("script"), crate::parallel::STEERED).unwrap();
+    fs::write(env.agent_dir().join("script"), crate::fleet::STEERED).unwrap();
     let worker = start_worker(&env, "m1", &[]);
     let waiting = env.agent_dir().join("waiting.Write_alpha");
     crate::support::wait_for_file(&waiting, Duration::from_secs(30));
