@@ -311,6 +311,7 @@ pub(crate) fn remote_status(
             remote: &seen.remote,
             base: &seen.base,
             claims: &seen.claims,
+            budget: seen.budget.as_ref(),
             tasks: report::tasks_report("found", &seen.list),
             left_to_run: seen.list.left_to_run(),
         });
@@ -325,7 +326,8 @@ pub(crate) fn remote_status(
             text: task.text.clone(),
         })
         .collect();
-    output::remote_status(&seen.remote, &seen.base, &seen.claims, seen.now, &board);
+    let shown = (&seen.claims[..], seen.budget.as_ref());
+    output::remote_status(&seen.remote, &seen.base, shown, seen.now, &board);
     Ok(ExitStatus::Success)
 }
 

@@ -215,6 +215,8 @@ loop_options! {
     max_cost: Option<f64> = None, heading "Limits", value "USD", example "20.0", note "USD";
     /// Stop the loop once the agent has used this many tokens (input, output and cache).
     max_tokens: Option<u64> = None, heading "Limits", value "N", example "\"5M\"";
+    /// What an iteration of a --parallel task or a --worker reserves of --max-cost before it starts (default: the average of its agent's last iterations); an iteration starts only while the budget can pay for it.
+    reserve: Option<f64> = None, heading "Limits", value "USD", example "0.5", note "USD";
     /// Stop after N iterations in a row that changed no files.
     max_stalled: Option<u32> = None, heading "Limits", value "N", example "5";
     /// Stop after N iterations in a row in which the agent exits with an error and changes nothing.
@@ -242,6 +244,8 @@ loop_options! {
     claim_heartbeat: Duration = Duration::from_secs(60), heading "Tasks", value "DURATION";
     /// A --worker's claim not refreshed for this long is stale: another worker may take the task over.
     claim_ttl: Duration = Duration::from_secs(900), heading "Tasks", value "DURATION";
+    /// --worker: --max-cost and --max-tokens hold for every worker sharing the remote together, kept in a ledger on it (refs/ralph/fleet/budget); each iteration reserves its expected cost there before it starts.
+    fleet_budget: bool = false, heading "Tasks", value "";
     /// A --worker with no task free waits for those other workers hold (to take over a stale one, or one they unblock) instead of ending.
     wait: bool = false, heading "Tasks", value "";
     /// Read the agent's JSON event stream (default) or its plain text.

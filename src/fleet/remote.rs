@@ -122,7 +122,7 @@ pub(crate) fn worker(
         job: job.as_ref().map(|job| job.label.clone()),
     });
     let mut session = Session {
-        shared: Arc::new(Shared::resumed(&start::new_state(config, None))),
+        shared: Arc::new(budget::shared(config, (&site.repo, &site.remote), &me)),
         sink,
         site,
         config,
@@ -535,6 +535,13 @@ impl Session<'_> {
         if let Some(stop) = ended {
             let reason = match stop {
                 Stop::Interrupted => "interrupted; the claim is released and what was committed is pushed, so any worker (this one again: ralph --worker) goes on with the task".to_owned(),
+                stop @ (Stop::MaxCost(_) | Stop::MaxTokens(_) | Stop::MaxRuntime(_))
+                    if self.config.options.fleet_budget =>
+                {
+                    let (repo, remote) = (&self.site.repo, &self.site.remote);
+                    let spent = budget::spent_by(repo, remote, self.config.options.claim_ttl);
+                    format!("{} for the fleet{spent}", stop.reason(0))
+                }
                 stop => stop.reason(0),
             };
             return (stop.status(), reason);
@@ -587,6 +594,7 @@ enum Integrated {
     LetGo,
 }
 
+mod budget;
 mod integrate;
 mod job;
 mod pick;

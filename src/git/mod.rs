@@ -24,7 +24,7 @@ mod watch;
 mod worktree;
 
 pub(crate) use land::{Landed, Landing};
-pub(crate) use remote::{Claim, Job, Pushed, RemoteHeads, SeenClaim, Update, claim_ref};
+pub(crate) use remote::{Claim, Job, LEDGER, Pushed, RemoteHeads, SeenClaim, Update, claim_ref};
 pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;
 

@@ -12,6 +12,12 @@ use super::{Repo, check, git_command, refs};
 /// Where claims live on the remote.
 pub(crate) const CLAIMS: &str = "refs/ralph/claims";
 
+/// Where the fleet's shared records live on the remote: its budget ledger (`budget`).
+const FLEET: &str = "refs/ralph/fleet";
+
+/// The fleet's budget ledger on the remote (`--fleet-budget`).
+pub(crate) const LEDGER: &str = "refs/ralph/fleet/budget";
+
 /// The tree every claim commit points to (git knows the empty tree without storing it).
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
@@ -145,6 +151,7 @@ impl Repo {
         let base_spec = format!("+refs/heads/{base}:refs/remotes/{remote}/{base}");
         let tasks_spec = format!("+refs/heads/ralph/*:refs/remotes/{remote}/ralph/*");
         let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
+        let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
         check(
             self.remote_run(&[
                 "fetch",
@@ -155,10 +162,77 @@ impl Repo {
                 &base_spec,
                 &tasks_spec,
                 &claims_spec,
+                &fleet_spec,
             ]),
             &format!("git fetch {remote}"),
         )
         .map(drop)
+    }
+
+    /// Fetches every claim and the fleet's records (its budget ledger), nothing else.
+    pub(crate) fn fetch_fleet(&self, remote: &str) -> Result<(), String> {
+        let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
+        let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
+        check(
+            self.remote_run(&[
+                "fetch",
+                "-q",
+                "--prune",
+                "--no-tags",
+                remote,
+                &claims_spec,
+                &fleet_spec,
+            ]),
+            &format!("git fetch {remote}"),
+        )
+        .map(drop)
+    }
+
+    /// The fleet's budget ledger last fetched from `remote`: its commit and its text (`None`
+    /// when the remote has none).
+    pub(crate) fn seen_ledger(&self, remote: &str) -> Option<(String, String)> {
+        let name = format!("{}/budget", fleet_seen(remote));
+        let output = self
+            .run(&[
+                "for-each-ref",
+                "--format=%(objectname)%00%(contents)",
+                &name,
+            ])
+            .ok()?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        let (sha, message) = text.split_once('\0')?;
+        Some((sha.to_owned(), message.trim().to_owned()))
+    }
+
+    /// Writes `message` as the commit of ref `dst` on the remote if the ref there is still
+    /// `expect` (empty: it must not exist). `Ok(Some(commit))` when it took; `Ok(None)` when
+    /// another worker was first.
+    pub(crate) fn push_record(
+        &self,
+        remote: &str,
+        dst: &str,
+        message: &str,
+        expect: &str,
+    ) -> Result<Option<String>, String> {
+        let output = check(
+            git_command(self.root(), &["commit-tree", EMPTY_TREE, "-m", message])
+                .env("GIT_AUTHOR_NAME", "ralph")
+                .env("GIT_AUTHOR_EMAIL", "ralph@localhost")
+                .env("GIT_COMMITTER_NAME", "ralph")
+                .env("GIT_COMMITTER_EMAIL", "ralph@localhost")
+                .output(),
+            "git commit-tree",
+        )?;
+        let commit = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        let update = Update {
+            dst: dst.to_owned(),
+            new: Some(&commit),
+            expect: Some(expect),
+        };
+        Ok(match self.push(remote, &[update])? {
+            Pushed::Done => Some(commit),
+            Pushed::Moved => None,
+        })
     }
 
     /// The commit `rev` names, if it exists.
@@ -230,25 +304,7 @@ impl Repo {
         expect: &str,
     ) -> Result<Option<String>, String> {
         let message = serde_json::to_string(claim).map_err(|err| err.to_string())?;
-        let output = check(
-            git_command(self.root(), &["commit-tree", EMPTY_TREE, "-m", &message])
-                .env("GIT_AUTHOR_NAME", "ralph")
-                .env("GIT_AUTHOR_EMAIL", "ralph@localhost")
-                .env("GIT_COMMITTER_NAME", "ralph")
-                .env("GIT_COMMITTER_EMAIL", "ralph@localhost")
-                .output(),
-            "git commit-tree",
-        )?;
-        let commit = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        let update = Update {
-            dst: claim_ref(&claim.task),
-            new: Some(&commit),
-            expect: Some(expect),
-        };
-        Ok(match self.push(remote, &[update])? {
-            Pushed::Done => Some(commit),
-            Pushed::Moved => None,
-        })
+        self.push_record(remote, &claim_ref(&claim.task), &message, expect)
     }
 
     /// A worktree at `path` with `rev` checked out on a detached HEAD (created, or reset there
@@ -341,6 +397,11 @@ impl Repo {
 /// Where the claims of `remote` are kept locally once fetched.
 fn seen_prefix(remote: &str) -> String {
     format!("refs/ralph/seen/{remote}/*")
+}
+
+/// Where the fleet's records of `remote` are kept locally once fetched.
+fn fleet_seen(remote: &str) -> String {
+    format!("refs/ralph/fleet-seen/{remote}")
 }
 
 /// The remote ref of task `id`'s claim.

@@ -1,6 +1,6 @@
 //! Messages of a `--worker` and of `--status --remote`.
 
-use super::format::{display_width, long_duration, pad};
+use super::format::{cost_text, display_width, long_duration, pad};
 use super::{Voice, say};
 use chrono::{DateTime, Utc};
 
@@ -126,6 +126,28 @@ pub(crate) struct ClaimLine {
     pub(crate) job: Option<crate::git::Job>,
 }
 
+/// The fleet's budget ledger (`--fleet-budget`), as `--status --remote` shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct FleetBudget {
+    pub(crate) spent_usd: f64,
+    pub(crate) spent_tokens: u64,
+    /// What the iterations running now reserved (their workers' claims alive).
+    pub(crate) reserved_usd: f64,
+    /// The smallest `--max-cost` any worker gave, and what is left of it.
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) left_usd: Option<f64>,
+    pub(crate) workers: Vec<FleetAccount>,
+}
+
+/// One worker's account in the fleet's ledger.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct FleetAccount {
+    pub(crate) worker: String,
+    pub(crate) spent_usd: f64,
+    pub(crate) spent_tokens: u64,
+    pub(crate) reserved_usd: f64,
+}
+
 /// One task of the base's board, as `--status --remote` shows it.
 pub(crate) struct BoardLine {
     pub(crate) icon: &'static str,
@@ -138,7 +160,7 @@ pub(crate) struct BoardLine {
 pub(crate) fn remote_status(
     remote: &str,
     base: &str,
-    claims: &[ClaimLine],
+    (claims, budget): (&[ClaimLine], Option<&FleetBudget>),
     now: DateTime<Utc>,
     board: &[BoardLine],
 ) {
@@ -170,6 +192,10 @@ pub(crate) fn remote_status(
             lines.push(format!("   {}  in {}{log}", pad("", column), job.label));
         }
     }
+    if let Some(budget) = budget {
+        lines.push(String::new());
+        lines.extend(budget_lines(remote, budget));
+    }
     lines.push(String::new());
     lines.push(format!("📋 TASKS on {remote}/{base}"));
     let column = board.iter().map(|line| display_width(&line.id)).max();
@@ -179,4 +205,35 @@ pub(crate) fn remote_status(
     }));
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
     say(&refs);
+}
+
+/// The fleet's ledger: its totals, then one line per worker.
+fn budget_lines(remote: &str, budget: &FleetBudget) -> Vec<String> {
+    let of = match (budget.max_cost_usd, budget.left_usd) {
+        (Some(limit), Some(left)) => format!(" · {} left of {}", cost_text(left), cost_text(limit)),
+        _ => String::new(),
+    };
+    let mut lines = vec![format!(
+        "💰 FLEET BUDGET on {remote}: {} spent · {} reserved{of}",
+        cost_text(budget.spent_usd),
+        cost_text(budget.reserved_usd),
+    )];
+    let column = (budget.workers.iter())
+        .map(|account| display_width(&account.worker))
+        .max()
+        .unwrap_or(0);
+    lines.extend(budget.workers.iter().map(|account| {
+        let reserved = if account.reserved_usd > 0.0 {
+            format!(" · {} reserved", cost_text(account.reserved_usd))
+        } else {
+            String::new()
+        };
+        format!(
+            "   {}  {} spent · {} tokens{reserved}",
+            pad(&account.worker, column),
+            cost_text(account.spent_usd),
+            account.spent_tokens
+        )
+    }));
+    lines
 }

@@ -95,6 +95,9 @@ pub(crate) struct RemoteReport<'a> {
     pub(crate) remote: &'a str,
     pub(crate) base: &'a str,
     pub(crate) claims: &'a [super::ClaimLine],
+    /// The fleet's budget ledger (`--fleet-budget`), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) budget: Option<&'a super::FleetBudget>,
     pub(crate) tasks: TasksReport,
     /// Open tasks none of whose blockers (at any depth) failed: what more workers could still
     /// do. 0 means the list is finished, or what is left waits on a failed task.

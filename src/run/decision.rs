@@ -9,8 +9,10 @@ use crate::options::LoopOptions;
 use crate::output::format::plural;
 use crate::storage::tasks::{TaskList, TaskStatus};
 
+mod budget;
 mod refusal;
 
+pub(crate) use budget::{Amount, EXPECTED_OVER, Spent, admit, before_iteration, expected};
 pub(crate) use refusal::Refusal;
 
 /// Iterations in a row in which ralph itself fails before the loop gives up.
@@ -28,6 +30,8 @@ pub(crate) struct Rules {
     pub(crate) max_runtime: Option<Duration>,
     pub(crate) max_cost: Option<f64>,
     pub(crate) max_tokens: Option<u64>,
+    /// `--reserve`: what an iteration of a run's task reserves of `--max-cost`.
+    pub(crate) reserve: Option<f64>,
     pub(crate) pause: Duration,
     /// The least pause after an iteration that failed.
     pub(crate) error_pause: Duration,
@@ -52,6 +56,7 @@ impl Rules {
             max_runtime: options.max_runtime,
             max_cost: options.max_cost,
             max_tokens: options.max_tokens,
+            reserve: options.reserve,
             pause: options.pause,
             error_pause,
             files_tracked,
@@ -394,46 +399,6 @@ fn after_work(rules: &Rules, facts: &Facts, decision: &mut Decision) -> Next {
         rules.error_pause.max(rules.pause)
     };
     Next::Continue { pause }
-}
-
-/// What the loop has used so far, checked before each iteration.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Spent {
-    pub(crate) runtime: Duration,
-    pub(crate) cost: Option<f64>,
-    pub(crate) tokens: u64,
-}
-
-/// The stop due before iteration `iteration` starts, if any: a stop request, the iteration
-/// limit, a budget used up.
-pub(crate) fn before_iteration(
-    rules: &Rules,
-    iteration: u32,
-    spent: Spent,
-    stop_requested: bool,
-) -> Option<Stop> {
-    if stop_requested {
-        return Some(Stop::Interrupted);
-    }
-    if rules.max_iterations > 0 && iteration > rules.max_iterations {
-        return Some(Stop::MaxIterations(rules.max_iterations));
-    }
-    if let Some(limit) = rules.max_runtime
-        && spent.runtime >= limit
-    {
-        return Some(Stop::MaxRuntime(limit));
-    }
-    if let (Some(limit), Some(cost)) = (rules.max_cost, spent.cost)
-        && cost >= limit
-    {
-        return Some(Stop::MaxCost(limit));
-    }
-    if let Some(limit) = rules.max_tokens
-        && spent.tokens >= limit
-    {
-        return Some(Stop::MaxTokens(limit));
-    }
-    None
 }
 
 /// In tasks mode, the stop when open tasks remain but none can be started (each failed, or

@@ -26,6 +26,7 @@ mod protected;
 mod record;
 mod resume;
 pub(crate) mod sandboxed;
+mod shared;
 pub(crate) mod sink;
 pub(crate) mod start;
 #[cfg(test)]
@@ -40,15 +41,16 @@ use crate::exit::ExitStatus;
 use crate::git::{Repo, Tree};
 use crate::promise::Promise;
 use crate::signal::StopFlag;
+use crate::storage::RalphDir;
 use crate::storage::history::{self, History, IterationRecord};
 use crate::storage::state::{self, LoopState};
-use crate::storage::{Loaded, RalphDir};
 
 pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
 pub(crate) use open::{Opened, open};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
 pub(crate) use planner::{plan_only, preview as planning_preview};
 pub(crate) use resume::resume;
+pub(crate) use shared::{Ledger, Shared};
 pub(crate) use start::run;
 
 use decision::{Counters, Next, Rules, Spent};
@@ -210,29 +212,6 @@ impl TaskLoop {
     }
 }
 
-impl Shared {
-    /// Changes the run's history in the base's `.ralph/` (`home`), one writer at a time: the
-    /// task loops and the coordinator of a run all record there.
-    pub(crate) fn edit_history(
-        &self,
-        home: &RalphDir,
-        change: impl FnOnce(&mut History),
-    ) -> anyhow::Result<()> {
-        let _turn = (self.history.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
-        let path = home.history();
-        let mut history = match history::load(&path) {
-            Loaded::Found(history) => history,
-            Loaded::Missing => History::default(),
-            Loaded::Corrupt(_) => {
-                crate::storage::keep_corrupt_copy(&path)?;
-                History::default()
-            }
-        };
-        change(&mut history);
-        history::save(&path, &history)
-    }
-}
-
 /// Where a `--worker`'s task loop pushes its branch, and the claim that lets it.
 pub(crate) struct Publish {
     pub(crate) remote: String,
@@ -261,100 +240,6 @@ impl Fence {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// What every task loop of a parallel run spends, counted together for the global budgets.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    started: Instant,
-    /// Cost in billionths of a USD; `cost_seen` says whether any agent reported one.
-    cost_nanos: std::sync::atomic::AtomicU64,
-    cost_seen: std::sync::atomic::AtomicBool,
-    tokens: std::sync::atomic::AtomicU64,
-    /// Iterations of this session's task loops.
-    iterations: std::sync::atomic::AtomicU32,
-    /// Held while a task loop writes the base's history.
-    history: std::sync::Mutex<()>,
-}
-
-impl Shared {
-    /// The totals of a run so far (a resumed run's saved ones, or nothing).
-    pub(crate) fn resumed(state: &LoopState) -> Self {
-        let now = Instant::now();
-        let shared = Self {
-            started: now
-                .checked_sub(Duration::from_millis(state.runtime_ms))
-                .unwrap_or(now),
-            cost_nanos: 0.into(),
-            cost_seen: false.into(),
-            tokens: 0.into(),
-            iterations: 0.into(),
-            history: std::sync::Mutex::new(()),
-        };
-        shared.add(state.spent_cost_usd, state.spent_tokens);
-        shared
-    }
-
-    /// Writes the totals into the run's state, for `--resume`.
-    pub(crate) fn save_into(&self, state: &mut LoopState) {
-        let spent = self.spent();
-        state.runtime_ms = millis(spent.runtime);
-        state.spent_cost_usd = spent.cost;
-        state.spent_tokens = spent.tokens;
-    }
-
-    /// Counts one iteration of a task loop, and what it spent.
-    fn add_iteration(&self, cost: Option<f64>, tokens: u64) {
-        self.iterations
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.add(cost, tokens);
-    }
-
-    /// Adds what was spent.
-    pub(crate) fn add(&self, cost: Option<f64>, tokens: u64) {
-        use std::sync::atomic::Ordering;
-        if let Some(cost) = cost.filter(|c| c.is_finite() && *c > 0.0) {
-            #[expect(
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                reason = "a positive cost, saturating"
-            )]
-            let nanos = (cost * 1e9).min(u64::MAX as f64) as u64;
-            let _ = self
-                .cost_nanos
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
-                    Some(old.saturating_add(nanos))
-                });
-        }
-        if cost.is_some() {
-            self.cost_seen.store(true, Ordering::SeqCst);
-        }
-        let _ = self
-            .tokens
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
-                Some(old.saturating_add(tokens))
-            });
-    }
-
-    /// Iterations run so far in this session, by every task loop.
-    pub(crate) fn iterations(&self) -> u32 {
-        self.iterations.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Everything spent so far, by every task loop.
-    pub(crate) fn spent(&self) -> Spent {
-        use std::sync::atomic::Ordering;
-        #[expect(clippy::cast_precision_loss, reason = "display and budget only")]
-        let cost = self
-            .cost_seen
-            .load(Ordering::SeqCst)
-            .then(|| self.cost_nanos.load(Ordering::SeqCst) as f64 / 1e9);
-        Spent {
-            runtime: self.started.elapsed(),
-            cost,
-            tokens: self.tokens.load(Ordering::SeqCst),
-        }
     }
 }
 
@@ -423,6 +308,7 @@ impl Runner<'_> {
                     runtime: self.runtime(),
                     cost: self.history.total_cost_usd,
                     tokens: self.history.total_tokens.billable(),
+                    reserved: decision::Amount::default(),
                 },
             };
             let due = decision::before_iteration(
@@ -434,7 +320,25 @@ impl Runner<'_> {
             if let Some(stop) = due {
                 break stop;
             }
-            let next = match iteration::run(self, iteration) {
+            // A run's task reserves what its iteration is expected to spend, beside the others.
+            let reserved = match self.env.shape.task_loop() {
+                Some(task) => {
+                    let step = plan::step_for(&self.env.steps.rotation, iteration);
+                    match task
+                        .shared
+                        .reserve(&self.env.rules, step.spec.id(), &task.task_id)
+                    {
+                        Ok(reservation) => Some((std::sync::Arc::clone(&task.shared), reservation)),
+                        Err(stop) => break stop,
+                    }
+                }
+                None => None,
+            };
+            let next = iteration::run(self, iteration);
+            if let Some((shared, reservation)) = reserved {
+                shared.settle(reservation);
+            }
+            let next = match next {
                 Ok(next) => {
                     self.counters.own_failures = 0;
                     next

@@ -61,7 +61,8 @@ pub(super) fn iteration(
     let entry = progress_entry(&record, decision);
     if let Some(task) = runner.env.shape.task_loop() {
         let tokens = record.tokens.map_or(0, |usage| usage.billable());
-        task.shared.add_iteration(record.cost_usd, tokens);
+        let agent = record.agent.as_deref().unwrap_or_default();
+        task.shared.add_iteration(agent, record.cost_usd, tokens);
         task.record_in_base(&record)?;
     }
     // The event reaches the journal, which an agent can read: the holdout checks (their commands

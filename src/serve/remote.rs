@@ -32,6 +32,7 @@ impl Cache {
                 "remote": board.remote,
                 "base": board.base,
                 "claims": board.claims,
+                "budget": board.budget,
                 "tasks": crate::output::report::tasks_report("found", &board.list),
                 "left_to_run": board.list.left_to_run(),
             }),

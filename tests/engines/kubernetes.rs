@@ -118,7 +118,10 @@ fn the_job_maps_ralphs_exit_codes_and_keeps_the_git_credential_from_the_agent() 
     let worker = &pod["containers"][0];
     assert_eq!(worker["name"].as_str(), Some("worker"));
     let script = worker["args"][0].as_str().unwrap();
-    assert!(script.contains("exec ralph --worker $sandbox"), "{script}");
+    assert!(
+        script.contains("exec ralph --worker --fleet-budget $sandbox"),
+        "{script}"
+    );
     let env = worker["env"].as_vec().unwrap();
     let var = |name: &str| env.iter().find(|var| var["name"].as_str() == Some(name));
     // What a claim shows of its pod (src/run/remote/job.rs reads these).

@@ -304,26 +304,32 @@ fn a_parallel_dry_run_shows_the_worktrees_the_merges_and_a_task_loops_prompt() {
 #[test]
 fn max_cost_counts_every_worker_together() {
     let env = setup("- [ ] One\n- [ ] Two\n- [ ] Three\n");
-    // Claude's result events report 0.3 USD per iteration; no task ever finishes.
+    // Claude's result events report 0.02 USD per iteration; no task ever finishes.
     env.write_executable(
         "claude",
-        "#!/bin/sh\nsleep 0.2\necho '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":1,\"result\":\"working\",\"total_cost_usd\":0.3,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}'\necho x >> \"$FAKE_AGENT_DIR/calls\"\n",
+        "#!/bin/sh\nsleep 0.2\necho '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":1,\"result\":\"working\",\"total_cost_usd\":0.02,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}'\necho x >> \"$FAKE_AGENT_DIR/calls\"\n",
     );
     let run = env.run_loop(&[
         "Build",
         "--tasks",
         "--parallel",
-        "2",
+        "3",
         "--agent",
         "claude-code",
         "--max-cost",
-        "1",
+        "0.10",
     ]);
     run.assert_code(2);
     let calls = fs::read_to_string(env.agent_dir().join("calls")).unwrap();
     let calls = calls.lines().count();
+    // The three first iterations start together (nothing to expect yet: 0.06); after them, each
+    // iteration reserves what the last ones cost and starts only if the budget can pay for it,
+    // so the run never passes 0.10 (unreserved, the three loops would have reached 0.14).
     assert!((4..=5).contains(&calls), "{calls} calls");
     assert!(run.stdout().contains("max cost"), "{}", run.stdout());
+    let history = env.history();
+    let total = history["total_cost_usd"].as_f64().unwrap();
+    assert!(total <= 0.10 + 1e-9, "{total}");
     // The budget is the run's, not the session's: a resumed run has none left.
     env.run(&["--resume"]).assert_code(2);
     let after = fs::read_to_string(env.agent_dir().join("calls")).unwrap();

@@ -10,5 +10,6 @@ mod fleet;
 #[path = "../integration/support.rs"]
 mod support;
 
+mod budget;
 mod gates;
 mod workers;

@@ -221,6 +221,7 @@ pub(crate) fn remote_status(
     Ok(RemoteBoard {
         remote: remote.to_owned(),
         base: site.base.clone(),
+        budget: super::budget::seen(&site.repo, remote, ttl),
         claims,
         now,
         list,
@@ -232,6 +233,8 @@ pub(crate) struct RemoteBoard {
     pub(crate) remote: String,
     pub(crate) base: String,
     pub(crate) claims: Vec<ClaimLine>,
+    /// The fleet's budget ledger, when its workers keep one (`--fleet-budget`).
+    pub(crate) budget: Option<crate::output::FleetBudget>,
     pub(crate) now: chrono::DateTime<chrono::Utc>,
     /// The base's task list.
     pub(crate) list: tasks::TaskList,

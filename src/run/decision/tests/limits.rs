@@ -445,3 +445,80 @@ fn a_task_loops_task_is_refused_when_its_verify_fails() {
     assert!(matches!(decision.next, Next::Continue { .. }));
     assert!(matches!(decision.refusal, Some(Refusal::Verification(_))));
 }
+
+// ── Reservations: an iteration starts only when the budget can pay for it ───────────────────────
+
+#[test]
+fn an_iteration_starts_only_when_spent_reserved_and_asked_fit_the_budget() {
+    let cost = Rules {
+        max_cost: Some(0.10),
+        ..rules()
+    };
+    let spent = |cost: f64, reserved: f64| Spent {
+        cost: Some(cost),
+        reserved: Amount {
+            cost: reserved,
+            tokens: 0,
+        },
+        ..Spent::default()
+    };
+    let ask = |cost: f64| Amount { cost, tokens: 0 };
+    // 0.06 spent, 0.02 reserved elsewhere: one more of 0.02 fits exactly (sums of cents in
+    // floating point are a hair off), a second would pass the budget.
+    assert_eq!(admit(&cost, spent(0.06, 0.02), ask(0.02)), None);
+    assert_eq!(
+        admit(&cost, spent(0.06, 0.04), ask(0.02)),
+        Some(Stop::MaxCost(0.10))
+    );
+    assert_eq!(
+        admit(&cost, spent(0.02 * 5.0, 0.0), ask(0.0)),
+        Some(Stop::MaxCost(0.10)),
+        "nothing left"
+    );
+    // What is reserved elsewhere counts even before anything is spent.
+    assert_eq!(
+        admit(
+            &cost,
+            Spent {
+                reserved: ask(0.10),
+                ..Spent::default()
+            },
+            ask(0.0)
+        ),
+        Some(Stop::MaxCost(0.10))
+    );
+    // With nothing to expect yet, an iteration starts while anything is left.
+    assert_eq!(admit(&cost, spent(0.09, 0.0), ask(0.0)), None);
+    let tokens = Rules {
+        max_tokens: Some(1000),
+        ..rules()
+    };
+    let used = Spent {
+        tokens: 600,
+        reserved: Amount {
+            cost: 0.0,
+            tokens: 300,
+        },
+        ..Spent::default()
+    };
+    let asks = |tokens: u64| Amount { cost: 0.0, tokens };
+    assert_eq!(admit(&tokens, used, asks(100)), None);
+    assert_eq!(admit(&tokens, used, asks(101)), Some(Stop::MaxTokens(1000)));
+}
+
+#[test]
+fn an_iteration_expects_what_its_agents_last_three_spent_or_the_reserve() {
+    let amount = |cost: f64, tokens: u64| Amount { cost, tokens };
+    assert_eq!(expected(&[], None), Amount::default());
+    let recent = [
+        amount(9.0, 900),
+        amount(0.1, 10),
+        amount(0.2, 20),
+        amount(0.3, 30),
+    ];
+    let expect = expected(&recent, None);
+    assert!((expect.cost - 0.2).abs() < 1e-12, "{expect:?}");
+    assert_eq!(expect.tokens, 20);
+    assert_eq!(expected(&recent, Some(0.5)), amount(0.5, 20));
+    assert_eq!(expected(&[], Some(0.5)), amount(0.5, 0));
+}
