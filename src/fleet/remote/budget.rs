@@ -11,12 +11,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::pick::is_stale;
-use crate::git::{LEDGER, Repo, SeenClaim};
 use crate::config::RunConfig;
+use crate::git::{LEDGER, Repo, SeenClaim};
 use crate::output::format::cost_text;
 use crate::output::{FleetAccount, FleetBudget};
-use crate::run::{Ledger, Shared, start};
 use crate::run::decision::{self, Amount, Rules, Spent, Stop};
+use crate::run::{Ledger, Shared, start};
 
 /// Writes tried before a ledger that keeps moving is given up on.
 const TRIES: u32 = 30;
