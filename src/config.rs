@@ -426,7 +426,7 @@ impl RunConfig {
     ) -> Result<Self, Error> {
         let mut options = LoopOptions::resolve(layers).map_err(usage)?;
         // Parallel tasks are tasks.
-        options.tasks |= options.parallel > 0;
+        options.tasks |= options.parallel.max > 0;
         let agents = &with_acp_command(agents, options.acp_command.as_deref())?;
         let agent = AgentSpec::resolve(&options.agent.0, agents).map_err(usage)?;
         let steps = |list: &[crate::options::parse::RotationEntry]| {
@@ -532,7 +532,7 @@ fn planned_prompt(
     cwd: &Path,
 ) -> Option<(String, Option<PathBuf>)> {
     let options = LoopOptions::resolve(stack).ok()?;
-    if options.parallel == 0 && !options.tasks {
+    if options.parallel.max == 0 && !options.tasks {
         return None;
     }
     let path = PathBuf::from(crate::storage::RALPH_DIR).join(crate::storage::PLANNED_PROMPT_FILE);
@@ -591,7 +591,7 @@ impl RunConfig {
     pub(crate) fn for_task(&self, task: &crate::storage::tasks::Task) -> Self {
         let mut config = self.clone();
         config.options.tasks = true;
-        config.options.parallel = 0;
+        config.options.parallel = crate::options::parse::Parallel::default();
         if let Some(limit) = task.attempt_limit() {
             config.options.max_iterations = limit;
         }

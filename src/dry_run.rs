@@ -32,11 +32,11 @@ fn fallback_line(config: &RunConfig) -> Option<String> {
 pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitStatus {
     let mut lines = dry_run_heading();
     if let Some(planning) = crate::run::planning_preview(config, cwd, dir) {
-        if config.options.parallel > 0 {
+        if config.options.parallel.max > 0 {
             base_of(cwd);
         }
         lines.extend(planning_lines(planning));
-    } else if config.options.parallel > 0 {
+    } else if config.options.parallel.max > 0 {
         lines.extend(parallel_lines(config, dir, cwd));
     } else {
         let context = crate::storage::context::pending(&dir.context())
@@ -125,9 +125,15 @@ fn parallel_lines(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> Vec<String>
     });
     let content = content.unwrap_or_default();
     let list = TaskList::parse(&content);
-    let limit = config.options.parallel;
+    let parallel = config.options.parallel;
+    let limit = parallel.max;
+    let room = if parallel.auto {
+        " (as many as memory and load allow)"
+    } else {
+        ""
+    };
     let mut lines = vec![format!(
-        "Parallel:     up to {limit} tasks at once, each in its own git worktree on its own branch; when a task's loop completes, its branch is merged into {base} (the task marked [x] there) and the next ready task starts"
+        "Parallel:     up to {limit} tasks at once{room}, each in its own git worktree on its own branch; when a task's loop completes, its branch is merged into {base} (the task marked [x] there) and the next ready task starts"
     )];
     if list.is_empty() {
         output::warn(&[&format!(

@@ -219,6 +219,9 @@ pub(crate) enum LoopEvent {
     /// A ready task waits: what it touches (`touches:`) overlaps what the running task `behind`
     /// touches.
     TaskWaits { task: String, behind: String },
+    /// `--parallel auto`: a ready task waits for room on the machine; `why`: `waiting for memory:
+    /// 1.2G free, 2G needed` or `waiting for load: …`.
+    TaskWaitsForRoom { task: String, why: String },
     /// `--worker --wait`: no task is free; `held` are held by other workers.
     WorkerWaiting { held: usize },
     /// `--worker` given a spec: another worker (`by`) is planning it; this one waits.
@@ -289,6 +292,7 @@ pub(crate) const EVENT_NAMES: &[&str] = &[
     "work_set_aside",
     "task_not_recorded",
     "task_waits",
+    "task_waits_for_room",
     "worker_waiting",
     "waiting_for_plan",
     "worktree_left",
@@ -339,6 +343,7 @@ impl LoopEvent {
             Self::WorkSetAside { .. } => "work_set_aside",
             Self::TaskNotRecorded { .. } => "task_not_recorded",
             Self::TaskWaits { .. } => "task_waits",
+            Self::TaskWaitsForRoom { .. } => "task_waits_for_room",
             Self::WorkerWaiting { .. } => "worker_waiting",
             Self::WaitingForPlan { .. } => "waiting_for_plan",
             Self::WorktreeLeft { .. } => "worktree_left",
@@ -494,6 +499,10 @@ mod tests {
             LoopEvent::TaskWaits {
                 task: text(),
                 behind: text(),
+            },
+            LoopEvent::TaskWaitsForRoom {
+                task: text(),
+                why: text(),
             },
             LoopEvent::WorkerWaiting { held: 1 },
             LoopEvent::WaitingForPlan { by: text() },

@@ -236,8 +236,10 @@ loop_options! {
     tasks: bool = false, heading "Tasks", value "", short 't';
     /// The text the agent prints when one task is done.
     task_promise: String = "READY_FOR_NEXT_TASK".to_owned(), heading "Tasks", value "TEXT";
-    /// Run up to N ready tasks at once, each in its own git worktree, merging each when done (implies --tasks; 0: one at a time in this work tree).
-    parallel: u32 = 0, heading "Tasks", value "N", note "0 = tasks one at a time, here";
+    /// Run up to N ready tasks at once, each in its own git worktree, merging each when done (implies --tasks; 0: one at a time in this work tree); auto (or auto:MAX): as many as the machine's memory and load allow.
+    parallel: parse::Parallel = parse::Parallel::default(), heading "Tasks", value "N|auto[:MAX]", example "\"auto:8\"", note "0 = tasks one at a time, here; auto: as memory and load allow";
+    /// With --parallel auto: the memory one agent may need (e.g. 2G); another task starts only while the machine's available memory covers it beside what the running agents may need (a task's memory: property, or --sandbox-memory, sets it instead).
+    agent_memory: crate::sandbox::Bytes = crate::sandbox::Bytes(2 << 30), heading "Tasks", value "BYTES", example "\"2G\"";
     /// In a parallel run, keep the untracked build outputs (git-ignored files) of a worktree reused for the next task.
     keep_build_cache: bool = false, heading "Tasks", value "";
     /// How often a --worker tells the remote it still holds its task.

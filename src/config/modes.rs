@@ -11,7 +11,7 @@ pub(super) fn worker_mode(
     (remote, base): (Option<String>, Option<String>),
     (worktree, dry_run): (bool, bool),
 ) -> Result<Mode, Error> {
-    if worktree || run.options.parallel > 0 {
+    if worktree || run.options.parallel.max > 0 {
         return Err(usage(
             "--worker runs one task at a time in its own worktree; drop --worktree and --parallel (start more workers instead)",
         ));
@@ -86,7 +86,7 @@ pub(super) fn loop_mode(
                     crate::storage::tasks::ID_RULE
                 )));
             }
-            if run.options.parallel > 0 {
+            if run.options.parallel.max > 0 {
                 return Err(usage(
                     "--worktree runs one loop; --parallel gives every task its own worktree already",
                 ));
@@ -123,7 +123,7 @@ impl Mode {
     /// A loop here, as its settings (given now, or saved by the run `--resume` goes on with)
     /// shape it: a loop of its own, or a `--parallel` run of the task list.
     pub(crate) fn of_loop(run: Box<RunConfig>) -> Self {
-        if run.options.parallel > 0 {
+        if run.options.parallel.max > 0 {
             Self::Parallel(run)
         } else {
             Self::Run(run)

@@ -14,7 +14,7 @@ impl RunConfig {
                 o.min_iterations, o.max_iterations
             )));
         }
-        if o.parallel > 0 && !o.commit {
+        if o.parallel.max > 0 && !o.commit {
             return Err(usage(
                 "--parallel merges each task's commits, so it needs auto-commit: drop --no-commit (or commit = false)",
             ));

@@ -134,6 +134,12 @@ pub(crate) enum Notice<'a> {
         task: &'a str,
         behind: &'a str,
     },
+    /// `--parallel auto`: a ready task waits for room on the machine (memory, load); `why` says
+    /// which.
+    RoomWait {
+        task: &'a str,
+        why: &'a str,
+    },
     /// A `--protect` pattern matches no file (yet).
     ProtectMatchesNothing(&'a str),
     /// `--protect` outside a git repository: nothing tells what the agent changed.
@@ -440,6 +446,10 @@ impl Notice<'_> {
             Self::TouchesWait { task, behind } => LoopEvent::TaskWaits {
                 task: text(task),
                 behind: text(behind),
+            },
+            Self::RoomWait { task, why } => LoopEvent::TaskWaitsForRoom {
+                task: text(task),
+                why: text(why),
             },
             Self::WaitingForPlan { by } => LoopEvent::WaitingForPlan { by: text(by) },
             Self::WorktreeLeft { name, branch, base } => LoopEvent::WorktreeLeft {

@@ -32,6 +32,7 @@ use crate::run::{Knobs, Shared, TaskLoop, plan, planner, sandboxed, start};
 pub(super) mod gate;
 mod merge;
 mod ready;
+mod room;
 mod worktrees;
 
 /// Tries at resolving a merge conflict before a task is given up.
@@ -90,12 +91,13 @@ pub(crate) fn run(
         blocked: BTreeSet::new(),
         gate_tries: BTreeMap::new(),
         told_touch_waits: BTreeSet::new(),
+        told_room_waits: BTreeSet::new(),
         integration_clean_at: None,
         ended: None,
         pool,
     };
     run.sink.notice(Notice::ParallelStarted {
-        at_once: config.options.parallel,
+        at_once: config.options.parallel.max,
         base: &run.base,
     });
     std::thread::scope(|scope| {
@@ -267,6 +269,8 @@ struct Coordinator<'a> {
     /// How often each task's merge failed the run's `--verify` gate.
     /// Tasks that said they wait for a running task whose `touches` overlap theirs.
     told_touch_waits: BTreeSet<String>,
+    /// Tasks that said they wait for room on the machine, and for what (`--parallel auto`).
+    told_room_waits: BTreeSet<(String, String)>,
     gate_tries: BTreeMap<String, u32>,
     /// The commit the integration worktree was left at by the last merge landed, when nothing
     /// ran in it since (no gate): the next merge from there needs no checkout and no clean.
@@ -301,15 +305,21 @@ impl<'a> Coordinator<'a> {
     {
         let stop = spawner.stop;
         loop {
+            let mut held = false;
             if self.ended.is_none() && !stop.is_stopping() {
                 let ready = self.ready()?;
                 self.lay_ahead(&ready);
                 for (id, task) in ready {
-                    if self.running.len() >= self.config.options.parallel as usize {
+                    if self.running.len() >= self.config.options.parallel.max as usize {
                         break;
                     }
                     if self.waits_for_touches(&id, &task)? {
                         continue;
+                    }
+                    // The tasks after it wait too: they start in the list's order.
+                    if self.waits_for_room(&id, &task)? {
+                        held = true;
+                        break;
                     }
                     let conflicts = pending_conflicts(&self.dir.worktree(&id));
                     if let Err(err) = self.start(spawner, (&id, &task), conflicts) {
@@ -323,12 +333,15 @@ impl<'a> Coordinator<'a> {
             if self.running.is_empty() && !waiting {
                 return Ok(());
             }
-            let next = if waiting {
-                // Merges wait for the user's edits in the base: look again every second.
+            let next = if waiting || held {
+                // Merges wait for the user's edits in the base, a task for room on the machine:
+                // look again every second.
                 match receiver.recv_timeout(std::time::Duration::from_secs(1)) {
                     Ok(end) => Some(end),
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        self.retry_blocked(spawner);
+                        if waiting {
+                            self.retry_blocked(spawner);
+                        }
                         continue;
                     }
                     Err(mpsc::RecvTimeoutError::Disconnected) => None,

@@ -163,6 +163,41 @@ impl clap::builder::TypedValueParser for AgentNameParser {
 /// Where `--serve` alone listens.
 pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:8765";
 
+/// `--parallel`: up to `max` tasks at once; with `auto`, only as many as memory and load allow
+/// (`--parallel auto`, or `auto:MAX`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Parallel {
+    pub(crate) max: u32,
+    pub(crate) auto: bool,
+}
+
+impl Parallel {
+    /// The most tasks `--parallel auto` runs at once without its own `:MAX`.
+    pub(crate) const AUTO_MAX: u32 = 16;
+
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let bad = || {
+            format!(
+                "'{text}' is not a number of tasks; give N (0: one at a time), auto or auto:MAX"
+            )
+        };
+        match text.strip_prefix("auto") {
+            Some("") => Ok(Self {
+                max: Self::AUTO_MAX,
+                auto: true,
+            }),
+            Some(rest) => match rest.strip_prefix(':').map(whole_number) {
+                Some(Ok(max)) if max > 0 => Ok(Self { max, auto: true }),
+                _ => Err(bad()),
+            },
+            None => whole_number(text)
+                .map(|max| Self { max, auto: false })
+                .map_err(|_| bad()),
+        }
+    }
+}
+
 /// A `--serve` address, as given (`HOST:PORT`, `:PORT` for loopback, or a bare port).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Addr(pub(crate) String);
@@ -194,6 +229,29 @@ impl Addr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parallel_is_a_count_auto_or_auto_with_a_most() {
+        assert_eq!(
+            Parallel::parse("3"),
+            Ok(Parallel {
+                max: 3,
+                auto: false
+            })
+        );
+        assert_eq!(Parallel::parse("0"), Ok(Parallel::default()));
+        let auto = Parallel::parse("auto").unwrap();
+        assert_eq!((auto.max, auto.auto), (16, true));
+        let four = Parallel::parse("auto:4").unwrap();
+        assert_eq!((four.max, four.auto), (4, true));
+        for bad in ["auto:0", "auto:", "autox", "-1", "many"] {
+            let err = Parallel::parse(bad).unwrap_err();
+            assert!(
+                err.contains("give N (0: one at a time), auto or auto:MAX"),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn addresses_are_host_and_port_or_a_port_on_loopback() {

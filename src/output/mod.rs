@@ -281,6 +281,9 @@ fn start_notice(out: &Voice, notice: &crate::event::Notice<'_>) -> bool {
         Notice::TouchesWait { task, behind } => out.say(&[&format!(
             "[{task}] ⏳ Waits for {behind}: the two touch the same files (touches:), so they do not run at the same time."
         )]),
+        Notice::RoomWait { task, why } => out.say(&[&format!(
+            "[{task}] ⏳ Waits, {why}: it starts when a running task ends or the machine has room (--parallel auto, --agent-memory)."
+        )]),
         Notice::ProtectMatchesNothing(pattern) => out.warn(&[&format!(
             "⚠️  --protect '{pattern}' matches no file here; globs are relative to the repository's top (e.g. 'tests/**'). Check the pattern."
         )]),

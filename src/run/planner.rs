@@ -164,7 +164,7 @@ fn planner_step(config: &RunConfig, cwd: &Path) -> Result<std::rc::Rc<super::pla
 /// Whether the run must plan first: it runs a task list, has a prompt, and the list has no task.
 pub(crate) fn needed(config: &RunConfig, dir: &RalphDir) -> bool {
     let options = &config.options;
-    let runs_tasks = options.parallel > 0 || options.tasks;
+    let runs_tasks = options.parallel.max > 0 || options.tasks;
     runs_tasks
         && !config.prompt.trim().is_empty()
         && (config.replan

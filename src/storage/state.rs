@@ -117,10 +117,16 @@ impl LoopState {
     /// With `--parallel N`, the state is the run's (its coordinator's): up to N task loops, each
     /// with its own iterations. 0 for a single loop.
     pub(crate) fn parallel(&self) -> u32 {
-        (self.options.as_ref())
-            .and_then(|options| options.get("parallel"))
-            .and_then(serde_json::Value::as_u64)
-            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+        let value = (self.options.as_ref()).and_then(|options| options.get("parallel"));
+        match value {
+            // `--parallel auto`, saved as `auto:MAX`: up to its most.
+            Some(serde_json::Value::String(text)) => (text.strip_prefix("auto:"))
+                .and_then(|max| max.parse().ok())
+                .unwrap_or(0),
+            value => value
+                .and_then(serde_json::Value::as_u64)
+                .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        }
     }
 
     /// The iteration `--status`, `--watch` and `--doctor` name for this loop: the one it runs,

@@ -79,6 +79,8 @@ pub(crate) const MAY_CHANGE: &str = "may_change";
 /// What this task's work touches (globs, comma-separated): two tasks whose `touches` overlap
 /// never run at the same time.
 pub(crate) const TOUCHES: &str = "touches";
+/// The memory this task's agent may need (`2G`), for `--parallel auto`.
+pub(crate) const MEMORY: &str = "memory";
 
 /// A top-level task with its subtasks and properties.
 #[derive(Clone, Debug, PartialEq, Eq)]

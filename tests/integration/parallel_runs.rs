@@ -514,3 +514,57 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
         run.stdout()
     );
 }
+
+/// `--parallel auto` with `--agent-memory` at 40% of the machine's available memory: two agents
+/// fit at once, a third waits and says why; every task is done.
+#[test]
+fn parallel_auto_starts_only_the_agents_the_memory_has_room_for() {
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap();
+    let available_kb: u64 = (meminfo.lines())
+        .find_map(|line| line.strip_prefix("MemAvailable:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse().ok())
+        .unwrap();
+    let need = (available_kb * 1024 / 10 * 4).to_string();
+    let env = crate::support::TestEnv::new();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] One\n  - id: one\n- [ ] Two\n  - id: two\n- [ ] Three\n  - id: three\n- [ ] Four\n  - id: four\n",
+    )
+    .unwrap();
+    env.agent_script(
+        None,
+        r#"id=${PWD##*/worktrees/}; id=${id%%/*}
+echo "start $id" >> "$dir/events"; sleep 0.4; echo "$id" > "$id.txt"; echo "end $id" >> "$dir/events"
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#,
+    );
+    let run = env.run_loop_with(
+        &["Build", "--parallel", "auto", "--agent-memory", &need],
+        // The load of a machine running many tests at once is not what this test is about.
+        |command| {
+            command.env("RALPH_MAX_LOAD", "1000");
+        },
+    );
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let events = fs::read_to_string(env.agent_dir().join("events")).unwrap();
+    let (mut running, mut most) = (0, 0);
+    for line in events.lines() {
+        running = if line.starts_with("start") {
+            running + 1
+        } else {
+            running - 1
+        };
+        most = most.max(running);
+    }
+    assert!(most <= 2, "{most} agents at once: {events}");
+    assert_eq!(events.lines().count(), 8, "{events}");
+    assert!(
+        run.stdout().contains("⏳ Waits, waiting for memory: "),
+        "{}",
+        run.stdout()
+    );
+    let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(tasks.matches("- [x]").count(), 4, "{tasks}");
+}

@@ -39,7 +39,7 @@ impl Coordinator<'_> {
     /// When more than one of the `ready` tasks about to start needs a new worktree, checks them
     /// out side by side into the pool, where each task's start takes one.
     pub(super) fn lay_ahead(&self, ready: &[(String, Task)]) {
-        let free = (self.config.options.parallel as usize).saturating_sub(self.running.len());
+        let free = (self.config.options.parallel.max as usize).saturating_sub(self.running.len());
         let without = (ready.iter().take(free))
             .filter(|(id, _)| !self.dir.worktree(id).join(".git").exists())
             .count();

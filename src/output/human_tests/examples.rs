@@ -338,6 +338,10 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
             task: "ui",
             behind: "api",
         },
+        Notice::RoomWait {
+            task: "db",
+            why: "waiting for memory: 1.2G free, 2G needed",
+        },
         Notice::HoldoutNotSecret,
         Notice::ProtectWithoutGit,
     ]
