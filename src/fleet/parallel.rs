@@ -414,6 +414,9 @@ impl<'a> Coordinator<'a> {
             branch,
         });
         self.running.insert(id.to_owned());
+        if self.config.options.parallel.auto {
+            self.note_waiting(id, None);
+        }
         self.started.insert(id.to_owned());
         // The base's list shows the task in progress while its loop runs (`--status`).
         if let Err(why) = mark(self.dir, id, TaskStatus::InProgress, None) {

@@ -257,6 +257,11 @@ fn run_block(data: &Dashboard, state: &LoopState, lines: &mut Vec<String>) {
         ));
     }
     lines.push(field("Prompt", preview(&state.prompt, 60)));
+    if state.active {
+        for (task, why) in &state.waiting {
+            lines.push(field("Waits", format!("{task}: {why}")));
+        }
+    }
 }
 
 /// When the loop started, and how long it has run (until it stopped).

@@ -120,6 +120,7 @@ pub(crate) fn new_state(config: &RunConfig, resumed: Option<&LoopState>) -> Loop
             .map(|saved| saved.dirty_at_start.clone())
             .unwrap_or_default(),
         worker: None,
+        waiting: std::collections::BTreeMap::new(),
     }
 }
 

@@ -90,6 +90,10 @@ pub(crate) struct LoopState {
     /// from (`host-pid on origin/main`). It is not resumed: the worker is started again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) worker: Option<String>,
+    /// `--parallel auto`: the ready tasks held back for room on the machine, and why (`waiting
+    /// for memory: 1.2G free, 2G needed`), by task id.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) waiting: std::collections::BTreeMap<String, String>,
 }
 
 impl LoopState {
@@ -298,6 +302,7 @@ mod tests {
             options: None,
             dirty_at_start: std::collections::BTreeSet::new(),
             worker: None,
+            waiting: std::collections::BTreeMap::new(),
         }
     }
 }

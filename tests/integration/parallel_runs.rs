@@ -516,9 +516,12 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
 }
 
 /// `--parallel auto` with `--agent-memory` at 40% of the machine's available memory: two agents
-/// fit at once, a third waits and says why; every task is done.
+/// fit at once, a third waits and says why (in the run's output and in `--status`); every task
+/// is done.
 #[test]
 fn parallel_auto_starts_only_the_agents_the_memory_has_room_for() {
+    use std::process::Stdio;
+    use std::time::Duration;
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap();
     let available_kb: u64 = (meminfo.lines())
         .find_map(|line| line.strip_prefix("MemAvailable:"))
@@ -533,21 +536,47 @@ fn parallel_auto_starts_only_the_agents_the_memory_has_room_for() {
         "- [ ] One\n  - id: one\n- [ ] Two\n  - id: two\n- [ ] Three\n  - id: three\n- [ ] Four\n  - id: four\n",
     )
     .unwrap();
+    // Every agent waits for the test's `go` (30 s at most).
     env.agent_script(
         None,
         r#"id=${PWD##*/worktrees/}; id=${id%%/*}
-echo "start $id" >> "$dir/events"; sleep 0.4; echo "$id" > "$id.txt"; echo "end $id" >> "$dir/events"
+echo "start $id" >> "$dir/events"
+i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+echo "$id" > "$id.txt"; echo "end $id" >> "$dir/events"
 echo '<promise>READY_FOR_NEXT_TASK</promise>'
 "#,
     );
-    let run = env.run_loop_with(
-        &["Build", "--parallel", "auto", "--agent-memory", &need],
+    let mut ralph = env
+        .ralph()
+        .args([
+            "--pause",
+            "0",
+            "Build",
+            "--parallel",
+            "auto",
+            "--agent-memory",
+            &need,
+        ])
         // The load of a machine running many tests at once is not what this test is about.
-        |command| {
-            command.env("RALPH_MAX_LOAD", "1000");
-        },
+        .env("RALPH_MAX_LOAD", "1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::support::wait_for_text(
+        &env.ralph_file("ralph-loop.state.json"),
+        "waiting for memory",
     );
-    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let status = env.run(&["--status"]);
+    let shown = status.stdout();
+    assert!(
+        shown.contains("Waits:        three: waiting for memory: "),
+        "{shown}"
+    );
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let output = crate::support::wait_output(&mut ralph, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
     let events = fs::read_to_string(env.agent_dir().join("events")).unwrap();
     let (mut running, mut most) = (0, 0);
     for line in events.lines() {
@@ -561,9 +590,8 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
     assert!(most <= 2, "{most} agents at once: {events}");
     assert_eq!(events.lines().count(), 8, "{events}");
     assert!(
-        run.stdout().contains("⏳ Waits, waiting for memory: "),
-        "{}",
-        run.stdout()
+        stdout.contains("[three] ⏳ Waits, waiting for memory: "),
+        "{stdout}"
     );
     let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
     assert_eq!(tasks.matches("- [x]").count(), 4, "{tasks}");

@@ -124,7 +124,27 @@ impl Coordinator<'_> {
                 why: &why,
             });
         }
+        self.note_waiting(id, Some(&why));
         Ok(true)
+    }
+
+    /// Writes in the run's state that task `id` waits for room, and why (`None`: no more), for
+    /// `ralph --status`.
+    pub(super) fn note_waiting(&self, id: &str, why: Option<&str>) {
+        use crate::storage::{Loaded, state};
+        let path = self.dir.state();
+        let Loaded::Found(mut saved) = state::load(&path) else {
+            return;
+        };
+        let before = saved.waiting.get(id).cloned();
+        match why {
+            Some(why) => saved.waiting.insert(id.to_owned(), why.to_owned()),
+            None => saved.waiting.remove(id),
+        };
+        if saved.waiting.get(id) != before.as_ref() {
+            // Only what `--status` shows: a failed write loses nothing.
+            let _ = state::save_unsynced(&path, &saved);
+        }
     }
 }
 
