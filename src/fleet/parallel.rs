@@ -91,6 +91,7 @@ pub(crate) fn run(
         blocked: BTreeSet::new(),
         gate_tries: BTreeMap::new(),
         told_touch_waits: BTreeSet::new(),
+        learned: ready::Learned::default(),
         told_room_waits: BTreeSet::new(),
         integration_clean_at: None,
         ended: None,
@@ -269,6 +270,9 @@ struct Coordinator<'a> {
     /// How often each task's merge failed the run's `--verify` gate.
     /// Tasks that said they wait for a running task whose `touches` overlap theirs.
     told_touch_waits: BTreeSet<String>,
+    /// What this run learnt from conflicts: the files each task's merge changed in the base, and
+    /// the files that conflicted, as implicit `touches` of the tasks that changed them.
+    learned: ready::Learned,
     /// Tasks that said they wait for room on the machine, and for what (`--parallel auto`).
     told_room_waits: BTreeSet<(String, String)>,
     gate_tries: BTreeMap<String, u32>,

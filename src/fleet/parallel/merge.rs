@@ -69,6 +69,8 @@ impl<'a> Coordinator<'a> {
         self.park_before_merge(id);
         match self.merge_elsewhere(id, &message, &own, spawner)? {
             Ok(Integrated::Landed(hash, carried)) => {
+                let changed = (self.repo).changed_since(&format!("{hash}^1"), &hash);
+                self.learned.landed(id, changed);
                 self.sink.emit(LoopEvent::TaskMerged {
                     task: id.to_owned(),
                     into: self.base.clone(),
@@ -98,6 +100,7 @@ impl<'a> Coordinator<'a> {
                     self.give_up(id, &why);
                     return Ok(());
                 }
+                self.learned.conflicted(id, &files);
                 self.sink.emit(LoopEvent::MergeConflicted {
                     task: id.to_owned(),
                     files,
