@@ -19,6 +19,7 @@ mod mcp;
 mod model;
 mod notify;
 mod options;
+mod otel;
 mod output;
 mod planning;
 mod promise;

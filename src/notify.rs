@@ -169,12 +169,19 @@ impl Reporter for Notifier {
 
 /// Checks a `--notify` URL at start: `http://` or `https://` and a host, as a POST can use it.
 pub(crate) fn check_url(url: &str) -> Result<(), String> {
-    let uri: ureq::http::Uri = url.trim().parse().map_err(|err| {
-        format!("--notify '{url}' is not a URL ({err}); give one like https://ntfy.sh/my-topic")
-    })?;
+    check_http_url("--notify", url, "https://ntfy.sh/my-topic")
+}
+
+/// Checks the URL `flag` was given: `http://` or `https://` and a host, as a POST can use it;
+/// the error shows `example`.
+pub(crate) fn check_http_url(flag: &str, url: &str, example: &str) -> Result<(), String> {
+    let uri: ureq::http::Uri = url
+        .trim()
+        .parse()
+        .map_err(|err| format!("{flag} '{url}' is not a URL ({err}); give one like {example}"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
         return Err(format!(
-            "--notify '{url}' is not an http:// or https:// URL; give one like https://ntfy.sh/my-topic"
+            "{flag} '{url}' is not an http:// or https:// URL; give one like {example}"
         ));
     }
     if uri
@@ -182,7 +189,7 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
         .is_none_or(|host| host.trim_matches(['[', ']']).is_empty())
     {
         return Err(format!(
-            "--notify '{url}' names no host; give one like https://ntfy.sh/my-topic"
+            "{flag} '{url}' names no host; give one like {example}"
         ));
     }
     Ok(())

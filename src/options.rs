@@ -296,6 +296,9 @@ loop_options! {
     notify_each: bool = false, heading "Hooks", value "";
     /// The message's shape: auto (from the URL), slack, discord, ntfy or json.
     notify_format: String = "auto".to_owned(), heading "Hooks", value "FORMAT";
+    /// Send the run as OpenTelemetry traces and metrics to this OTLP/HTTP endpoint (e.g. http://localhost:4318; OTEL_EXPORTER_OTLP_ENDPOINT does the same); nothing is sent unless asked.
+    otel: Option<String> = None,
+        heading "Hooks", value "ENDPOINT", example "\"http://localhost:4318\"";
     /// Keep the HTML report (.ralph/report.html, see --report) up to date after every iteration.
     report: bool = false, heading "Hooks", value "", cli Cli::None;
     /// Run every agent (and what ralph runs after it) in a sandbox: auto (bwrap on Linux, Seatbelt on macOS), bwrap, seatbelt, docker, podman or none; `--sandbox` alone is auto.

@@ -70,6 +70,10 @@ impl RunConfig {
         for url in &o.notify {
             crate::notify::check_url(url).map_err(usage)?;
         }
+        if let Some(endpoint) = &o.otel {
+            crate::notify::check_http_url("--otel", endpoint, "http://localhost:4318")
+                .map_err(usage)?;
+        }
         self.check_fallback()
     }
 

@@ -77,6 +77,9 @@ impl Sink {
         if let Some(notifier) = Notifier::new(o, top, repo.cloned(), ends) {
             reporters.push(Box::new(notifier));
         }
+        if let Some(otel) = crate::otel::Otel::new(o.otel.as_deref()) {
+            reporters.push(Box::new(otel));
+        }
         if o.report && ends {
             reporters.push(Box::new(LiveReport::new(
                 dir,

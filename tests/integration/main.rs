@@ -20,6 +20,7 @@ mod limits;
 mod mcp;
 mod mock_model;
 mod observe;
+mod otel;
 mod parallel;
 mod parallel_runs;
 mod planning;
