@@ -700,6 +700,62 @@ row "10. 8 tasks, \`--parallel 4\`, 200 files, served to 20 event-stream clients
   "$(calc "$plain_median * 1000" 0) ms (the same run, no server, alternated; medians)" "${served_added}%" "< +5%" \
   "$(verdict "$served_added" 5)"
 
+# --- Case 11: a fleet ------------------------------------------------------------------------------
+# Workers on clones of one bare remote, each task's agent taking FLEET_S seconds, until every
+# task is merged on the remote and every worker has ended; against one worker doing one task (the
+# same agent, the same remote). And a --parallel run of 8 such tasks against one of 1.
+FLEET_S=$([ "$MODE" = full ] && echo 4 || echo 0.5)
+say "case 11: a fleet: 8 workers on 8 tasks, 16 on 32, --parallel 8 ($FLEET_S s per task)"
+agent fleet "sleep $FLEET_S" 'echo "task $$" > "w$$.txt"' 'echo "<promise>READY_FOR_NEXT_TASK</promise>"'
+# A remote DIR/remote.git whose main holds TASKS tasks.
+fleet_remote() { # DIR TASKS
+  rm -rf "$1" && mkdir -p "$1/seed/.ralph"
+  (
+    cd "$1/seed" && git init -q -b main
+    for i in $(seq 1 "$2"); do printf -- '- [ ] Task %s\n  - id: t%s\n' "$i" "$i"; done >.ralph/ralph-tasks.md
+    git add -A && git commit -q -m tasks && git clone -q --bare . ../remote.git
+  )
+}
+# Seconds from starting WORKERS workers (one clone each) on a remote of TASKS tasks to the last
+# one's end; every task must be merged.
+fleet_run() { # WORKERS TASKS
+  local dir="$WORK/dirs/fleet-$1-$2" start end open w
+  fleet_remote "$dir" "$2"
+  for w in $(seq 1 "$1"); do git clone -q "$dir/remote.git" "$dir/m$w"; done
+  start=$(date +%s.%N)
+  for w in $(seq 1 "$1"); do
+    (cd "$dir/m$w" && with_agent fleet timeout 600 "$RALPH" --worker --pause 0 --output-format text >>"$LOG" 2>&1) &
+  done
+  wait
+  end=$(date +%s.%N)
+  open=$(git -C "$dir/remote.git" show main:.ralph/ralph-tasks.md | grep -c '^- \[[^x]\]' || true)
+  [ "$open" = 0 ] || die "case 11: $open of $2 tasks not merged with $1 workers (see $dir)"
+  calc "$end - $start" 3
+}
+# Seconds of one --parallel AT_ONCE run of TASKS tasks.
+fleet_parallel() { # AT_ONCE TASKS
+  local dir="$WORK/dirs/fleet-par-$1-$2" start end
+  fleet_remote "$dir" "$2"
+  start=$(date +%s.%N)
+  (cd "$dir/seed" && with_agent fleet timeout 600 "$RALPH" x --tasks --parallel "$1" --pause 0 --output-format text >>"$LOG" 2>&1) ||
+    die "case 11: the --parallel $1 run failed (see $dir)"
+  end=$(date +%s.%N)
+  calc "$end - $start" 3
+}
+f_one=$(fleet_run 1 1)
+f_eight=$(fleet_run 8 8)
+f_sixteen=$(fleet_run 16 32)
+f_par_one=$(fleet_parallel 1 1)
+f_par_eight=$(fleet_parallel 8 8)
+f8_ratio=$(calc "$f_eight / $f_one")
+f16_ratio=$(calc "$f_sixteen / (2 * $f_one)")
+row "11. 8 workers, 8 tasks of ${FLEET_S} s, one remote: every task merged, every worker ended" "$(calc "$f_eight * 1000" 0) ms" \
+  "$(calc "$f_one * 1000" 0) ms (1 worker, 1 task)" "${f8_ratio}×" "≤ 1.15×" "$(verdict "$f8_ratio" 1.15)"
+row "11. 16 workers, 32 tasks of ${FLEET_S} s, one remote" "$(calc "$f_sixteen * 1000" 0) ms" \
+  "$(calc "2 * $f_one * 1000" 0) ms (2 rounds of 1 worker, 1 task)" "${f16_ratio}×" "≤ 1.2×" "$(verdict "$f16_ratio" 1.2)"
+row "11. \`--parallel 8\`, 8 tasks of ${FLEET_S} s" "$(calc "$f_par_eight * 1000" 0) ms" \
+  "$(calc "$f_par_one * 1000" 0) ms (\`--parallel 1\`, 1 task)" "$(calc "$f_par_eight / $f_par_one")×" "report" "—"
+
 # --- Report ----------------------------------------------------------------------------------------
 missed() { # CASE-NUMBER: was a row of this case missed?
   local name
@@ -709,7 +765,7 @@ missed() { # CASE-NUMBER: was a row of this case missed?
 # Why a missed target is missed, and what would close the gap (printed only for missed cases).
 gap_notes() {
   missed 1 || missed 2 || missed 3 || missed 4 || missed 5 || missed 6 || missed 7 || missed 8 ||
-    missed 9 || missed 10 ||
+    missed 9 || missed 10 || missed 11 ||
     return 0
   echo
   echo "## Gaps"
@@ -754,6 +810,13 @@ gap_notes() {
     echo "  (only the files that differ are written), so a run makes \`--parallel N\` full"
     echo "  checkouts, side by side; on a machine where creating files is slow those checkouts are"
     echo "  most of the run, and N of them against the script's one per task sets the ratio."
+  fi
+  if missed 11; then
+    echo
+    echo "- **11, a fleet**: every worker merges its own task into the remote, one push at a time:"
+    echo "  a worker that loses the race fetches, merges again and pushes again, so the last merge"
+    echo "  waits for all the others. Landing the ready tasks together (one integration of every"
+    echo "  ready branch, one push) is what would close the gap."
   fi
   if missed 4; then
     echo
@@ -868,6 +931,10 @@ if [ "$MODE" = full ]; then
     echo "  \`--parallel 4\` run in a 200-file repository, $serve_rounds rounds alternating its order, with a \`ralph --serve\` beside it"
     echo "  followed by 20 \`curl -N\` event streams and a loop fetching \`/api/v1/state\` every 0.3 s"
     echo "  (started before the clock, stopped after it), vs without; medians of the rounds."
+    echo "- **11**: wall time from starting N \`ralph --worker\`s (each in its own clone of one bare"
+    echo "  remote, an agent that sleeps $FLEET_S s and writes one file) to the last one's end, every"
+    echo "  task merged on the remote, vs one worker on one task; and \`--parallel 8\` on 8 such tasks"
+    echo "  vs \`--parallel 1\` on one."
     gap_notes
     if [ -n "$peers" ]; then
       echo
