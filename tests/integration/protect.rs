@@ -563,3 +563,81 @@ fn a_protected_change_left_by_a_killed_ralph_is_put_back_on_resume() {
         resumed.stderr()
     );
 }
+
+/// A `--worktree NAME --merge` loop is protected as any loop: the edited test is put back in the
+/// worktree, never on its branch, never in the merge; `--json` tells it as an event line.
+#[test]
+fn a_worktree_loop_puts_the_test_back_and_merges_only_the_work() {
+    let env = with_a_test();
+    cheat_then_work(&env);
+    let run = env.run_loop(&[
+        "Make the test pass",
+        "--worktree",
+        "fix",
+        "--merge",
+        "--json",
+        "--protect",
+        "tests/**",
+        "--verify",
+        "sh tests/run.sh",
+        "--max-iterations",
+        "4",
+    ]);
+    run.assert_code(0);
+    assert_eq!(env.agent_calls(), 2);
+    assert_test_intact(&env);
+    assert_eq!(
+        fs::read_to_string(env.work().join("answer.txt")).unwrap(),
+        "42\n"
+    );
+    let touched = env.git(&["log", "--name-only", "--format=", "--all"]);
+    assert_eq!(
+        touched.matches("tests/expected.txt").count(),
+        1,
+        "{touched}"
+    );
+    assert!(!touched.contains("tests/mine.txt"), "{touched}");
+    // Every stdout line is an event; one says what was put back.
+    let restored: Vec<serde_json::Value> = (run.stdout().lines())
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["event"] == "protected_change_restored")
+        .collect();
+    assert_eq!(restored.len(), 1, "{}", run.stdout());
+    assert_eq!(
+        restored[0]["files"],
+        serde_json::json!(["tests/expected.txt", "tests/mine.txt"])
+    );
+}
+
+/// `--holdout` in a `--tasks` loop: the task's promise is refused while a holdout check fails,
+/// the agent learns only the count, and the task is done once it passes.
+#[test]
+fn a_holdout_check_holds_a_tasks_promise_in_a_task_list_loop() {
+    let env = with_a_test();
+    with_tasks(&env, "- [ ] Handle zero\n", true);
+    let holdout = hidden_check(&env);
+    env.agent_script(
+        Some(1),
+        "echo 42 > answer.txt\nsed -i 's/- \\[ \\]/- [x]/' .ralph/ralph-tasks.md\necho '<promise>COMPLETE</promise>'\n",
+    );
+    env.agent_script(
+        Some(2),
+        "echo 'handles zero' >> answer.txt\nsed -i 's/- \\[ \\]/- [x]/' .ralph/ralph-tasks.md\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let run = env.run_loop(&[
+        "Make the test pass",
+        "--tasks",
+        "--holdout",
+        &holdout,
+        "--max-iterations",
+        "3",
+    ]);
+    run.assert_code(0);
+    assert_eq!(env.agent_calls(), 2);
+    let prompt = env.agent_prompt(2);
+    assert!(prompt.contains("1 of 1 holdout checks failed"), "{prompt}");
+    assert!(
+        !prompt.contains("SECRET-DETAIL") && !prompt.contains("edge-cases.sh"),
+        "{prompt}"
+    );
+}
