@@ -33,6 +33,7 @@ pub(super) mod gate;
 mod merge;
 mod ready;
 mod room;
+mod train;
 mod worktrees;
 
 /// Tries at resolving a merge conflict before a task is given up.
@@ -353,24 +354,45 @@ impl<'a> Coordinator<'a> {
             } else {
                 receiver.recv().ok()
             };
-            let Some((id, result)) = next else {
+            let Some(first) = next else {
                 return Ok(());
             };
+            let ready = self.take_ends(first, receiver, stop);
+            let landing = ready.clone();
+            if let Err(err) = self.land_ready(ready, spawner) {
+                for id in landing {
+                    if !self.merged.contains(&id) && !self.running.contains(&id) {
+                        self.give_up(&id, &format!("{err:#}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes in the end of a task loop (`first`) and every other that ended meanwhile: the done
+    /// tasks, to land together.
+    fn take_ends(
+        &mut self,
+        first: WorkerEnd,
+        receiver: &mpsc::Receiver<WorkerEnd>,
+        stop: &StopFlag,
+    ) -> Vec<String> {
+        let mut ready = Vec::new();
+        let mut end = Some(first);
+        while let Some((id, result)) = end {
             self.running.remove(&id);
             match outcome(result) {
                 // Once the run is ending, a finished task is merged by the next run.
                 Outcome::Done if self.ended.is_some() || stop.is_stopping() => {}
-                Outcome::Done => {
-                    if let Err(err) = self.merge(&id, spawner) {
-                        self.give_up(&id, &format!("{err:#}"));
-                    }
-                }
+                Outcome::Done => ready.push(id),
                 Outcome::Failed(why) => self.give_up(&id, &why),
                 Outcome::Ended(stop) => {
                     self.ended.get_or_insert(stop);
                 }
             }
+            end = receiver.try_recv().ok();
         }
+        ready
     }
 
     fn base_list(&self) -> anyhow::Result<TaskList> {

@@ -11,7 +11,7 @@ use super::{Repo, check};
 /// A merge commit to land on the checked-out branch: the branch moves from `from` to `to`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Landing {
-    /// The task whose merge it is.
+    /// The task whose merge it is (the tasks of a merge train, `a, b`).
     pub(crate) task: String,
     pub(crate) from: String,
     pub(crate) to: String,

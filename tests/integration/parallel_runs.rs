@@ -596,3 +596,112 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
     let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
     assert_eq!(tasks.matches("- [x]").count(), 4, "{tasks}");
 }
+
+/// A `--parallel` run of every task at once, with a gate whose first merge (task `lead`) is
+/// held until the other tasks' loops have ended, so those land as a train; task `breaker`'s
+/// first work fails the gate beside the lead's. The base's reflog: what it says of each move of
+/// the base.
+fn train(tasks: &[&str], breaker: &str) -> (crate::support::TestEnv, String) {
+    let env = crate::support::TestEnv::new();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    let list: String = std::iter::once("lead")
+        .chain(tasks.iter().copied())
+        .map(|id| format!("- [ ] Task {id}\n  - id: {id}\n"))
+        .collect();
+    fs::write(env.ralph_file("ralph-tasks.md"), list).unwrap();
+    env.agent_script(
+        None,
+        &format!(
+            r#"id=${{PWD##*/worktrees/}}; id=${{id%%/*}}
+n=0; [ -f "$dir/calls.$id" ] && read -r n < "$dir/calls.$id"; n=$((n + 1)); echo "$n" > "$dir/calls.$id"
+printf '%s' "$last" > "$dir/prompt.$id.$n"
+case "$id" in
+  lead) echo lead > lead.txt ;;
+  {breaker}) sleep 0.2; if [ "$n" -eq 1 ]; then echo bad > "$id.txt"; else echo good > "$id.txt"; fi ;;
+  *) sleep 0.2; echo good > "$id.txt" ;;
+esac
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#
+        ),
+    );
+    // In the integration worktree only (a task's own loop runs the same check in its worktree,
+    // where the bad work passes: it breaks the gate only beside the lead's). The lead's merge
+    // waits until every other task's loop has ended (the run's journal says so).
+    let ended = tasks.len() + 1;
+    let gate = format!(
+        "case \"$PWD\" in */worktrees/.integrate*) ;; *) exit 0 ;; esac; if [ -f lead.txt ] && [ ! -f {first}.txt ]; then i=0; while [ $i -lt 600 ] && [ \"$(grep -c '\"event\":\"run_ended\"' ../../events.jsonl)\" -lt {ended} ]; do sleep 0.05; i=$((i + 1)); done; sleep 0.2; fi; if [ -f lead.txt ] && grep -l bad *.txt; then echo 'bad work found'; exit 1; fi",
+        first = tasks[0]
+    );
+    let at_once = (tasks.len() + 1).to_string();
+    let run = env.run_loop(&["Build", "--parallel", &at_once, "--verify", &gate]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(list.matches("- [x]").count(), tasks.len() + 1, "{list}");
+    let reflog = env.git(&["reflog", "show", "--format=%gs", "main"]);
+    // The breaker went back to its agent with the gate's output.
+    let again = fs::read_to_string(env.agent_dir().join(format!("prompt.{breaker}.2"))).unwrap();
+    assert!(again.contains("bad work found"), "{again}");
+    (env, reflog)
+}
+
+/// The gate's records from the first of `label`'s: `count` of them, as (what, passed).
+fn gates_from(env: &crate::support::TestEnv, label: &str, count: usize) -> Vec<(String, bool)> {
+    let gates = env.history()["gates"].clone();
+    let tried: Vec<(String, bool)> = (gates.as_array().unwrap().iter())
+        .map(|gate| {
+            let task = gate["task"].as_str().unwrap_or_default().to_owned();
+            (task, gate["passed"] == true)
+        })
+        .collect();
+    let at = tried
+        .iter()
+        .position(|(task, _)| task == label)
+        .unwrap_or_else(|| panic!("{tried:?}"));
+    tried[at..(at + count).min(tried.len())].to_vec()
+}
+
+/// `[(what, passed)]` as [`gates_from`] gives them.
+fn gates(expected: &[(&str, bool)]) -> Vec<(String, bool)> {
+    (expected.iter())
+        .map(|(task, passed)| ((*task).to_owned(), *passed))
+        .collect()
+}
+
+#[test]
+fn a_train_of_three_lands_the_two_that_pass_in_one_move_and_sends_the_third_back() {
+    let (env, reflog) = train(&["one", "two", "three"], "two");
+    assert!(
+        reflog.contains("ralph: merge task one, three\n"),
+        "{reflog}"
+    );
+    // The whole was gated once, then halves on top of what passed until the breaker was found.
+    assert_eq!(
+        gates_from(&env, "one+two+three", 4),
+        gates(&[
+            ("one+two+three", false),
+            ("one", true),
+            ("one+two", false),
+            ("one+three", true),
+        ])
+    );
+}
+
+#[test]
+fn a_train_of_four_is_bisected_to_the_one_that_breaks_the_gate() {
+    let (env, reflog) = train(&["one", "two", "three", "four"], "three");
+    assert!(
+        reflog.contains("ralph: merge task one, two, four\n"),
+        "{reflog}"
+    );
+    // The whole; its first half, which passes (so the second half fails, untried); the first
+    // of that half, which fails; the last, which passes.
+    assert_eq!(
+        gates_from(&env, "one+two+three+four", 4),
+        gates(&[
+            ("one+two+three+four", false),
+            ("one+two", true),
+            ("one+two+three", false),
+            ("one+two+four", true),
+        ])
+    );
+}

@@ -36,18 +36,29 @@ impl Gate<'_> {
         tree: &Repo,
         stop: &crate::signal::StopFlag,
     ) -> Option<Verification> {
-        // Whatever the run's checks, a merge whose files hold conflict blocks never lands (a
-        // merge the agent was handed and left unresolved, or one a kill cut short).
+        self.merge_check(id, tree)
+            .or_else(|| self.run_checks(id, tree, stop))
+    }
+
+    /// The checks of one merge, the HEAD of `tree` (task `id`'s branch merged): a merge whose
+    /// files hold conflict blocks never lands (a merge the agent was handed and left unresolved,
+    /// or one a kill cut short), nor one that changes a protected path its task may not change.
+    pub(in crate::fleet) fn merge_check(&self, id: &str, tree: &Repo) -> Option<Verification> {
         let merged = tree.changed_since("HEAD^1", "HEAD");
-        if let Some(left) = crate::verify::no_conflict_blocks(tree.root(), &merged) {
-            self.record(id, std::slice::from_ref(&left));
-            return Some(left);
-        }
-        // Nor one that changes a protected path its task may not change.
-        if let Some(touched) = self.protected_changes(id, tree, &merged) {
-            self.record(id, std::slice::from_ref(&touched));
-            return Some(touched);
-        }
+        let failed = crate::verify::no_conflict_blocks(tree.root(), &merged)
+            .or_else(|| self.protected_changes(id, tree, &merged))?;
+        self.record(id, std::slice::from_ref(&failed));
+        Some(failed)
+    }
+
+    /// The run's `--verify` commands, then its `--holdout` checks, in `tree` (recorded for
+    /// `id`: a task, or the tasks of a merge train): the check that failed, if one did.
+    pub(in crate::fleet) fn run_checks(
+        &self,
+        id: &str,
+        tree: &Repo,
+        stop: &crate::signal::StopFlag,
+    ) -> Option<Verification> {
         let commands = &self.config.options.verify;
         let holdout = &self.config.options.holdout;
         if commands.is_empty() && holdout.is_empty() {
@@ -222,7 +233,7 @@ impl<'a> Coordinator<'a> {
         self.gate_of().check(id, tree, spawner.stop)
     }
 
-    fn gate_of(&self) -> Gate<'_> {
+    pub(super) fn gate_of(&self) -> Gate<'_> {
         Gate {
             config: self.config,
             home: self.dir,

@@ -49,69 +49,111 @@ impl<'a> Coordinator<'a> {
     where
         'a: 's,
     {
+        let Some((task, message)) = self.ready_to_merge(id)? else {
+            return Ok(());
+        };
+        self.merge_ready(id, &task, &message, spawner)
+    }
+
+    /// Merges task `id` (`task`, with a merge commit of `message`), which can be merged now.
+    pub(super) fn merge_ready<'s>(
+        &mut self,
+        id: &str,
+        task: &Task,
+        message: &str,
+        spawner: &Spawner<'s, '_>,
+    ) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let own = self.own_files();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        match self.merge_elsewhere(id, message, &own, spawner)? {
+            Ok(Integrated::Landed(hash, carried)) => self.landed(id, &hash, carried),
+            Ok(Integrated::Conflict(files)) => self.conflicted(id, task, files, spawner)?,
+            Ok(Integrated::GateFailed(check)) => self.send_back(id, task, &check, spawner)?,
+            Ok(Integrated::Later) => {}
+            Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
+        }
+        Ok(())
+    }
+
+    /// Task `id`'s task and its merge's message when it can be merged now; `None` when it was
+    /// seen to otherwise: gone from the list (its branch kept), a submodule changed (failed), or
+    /// the user's edits to wait for.
+    pub(super) fn ready_to_merge(&mut self, id: &str) -> anyhow::Result<Option<(Task, String)>> {
         // A merge that waited is tried afresh: it waits again only if it still must.
         let waited = self.blocked.remove(id);
         let list = self.base_list()?;
         let Some(task) = find(&list, id) else {
             // The task was removed from the list meanwhile: keep its branch, merge nothing.
             self.remove(id, false);
-            return Ok(());
+            return Ok(None);
         };
         if self.changed_a_submodule(id) {
-            return Ok(());
+            return Ok(None);
         }
-        let message = format!("Ralph: merge task {id} — {}", task.text);
         let own = self.own_files();
         let own: Vec<&str> = own.iter().map(String::as_str).collect();
         if self.waits_for_the_user(id, &own, waited) {
-            return Ok(());
+            return Ok(None);
         }
         self.park_before_merge(id);
-        match self.merge_elsewhere(id, &message, &own, spawner)? {
-            Ok(Integrated::Landed(hash, carried)) => {
-                let changed = (self.repo).changed_since(&format!("{hash}^1"), &hash);
-                self.learned.landed(id, changed);
-                self.sink.emit(LoopEvent::TaskMerged {
-                    task: id.to_owned(),
-                    into: self.base.clone(),
-                    commit: hash,
-                });
-                let kept = !carried.problems.is_empty();
-                if kept {
-                    self.not_carried.push(id.to_owned());
-                }
-                if let Some(event) = LoopEvent::notes_carried(id, &self.base, &branch(id), carried)
-                {
-                    self.sink.emit(event);
-                }
-                self.merged.push(id.to_owned());
-                self.remove(id, !kept);
-            }
-            Ok(Integrated::Conflict(files)) => {
-                let tries = self.merge_tries.entry(id.to_owned()).or_default();
-                *tries += 1;
-                if *tries > MERGE_TRIES {
-                    let why = format!(
-                        "its merge into {} conflicted {MERGE_TRIES} times in {}; branch {} is kept",
-                        self.base,
-                        files.join(", "),
-                        branch(id)
-                    );
-                    self.give_up(id, &why);
-                    return Ok(());
-                }
-                self.learned.conflicted(id, &files);
-                self.sink.emit(LoopEvent::MergeConflicted {
-                    task: id.to_owned(),
-                    files,
-                });
-                self.resolve(id, &task, spawner)?;
-            }
-            Ok(Integrated::GateFailed(check)) => self.send_back(id, &task, &check, spawner)?,
-            Ok(Integrated::Later) => {}
-            Err(why) => self.give_up(id, &format!("its merge failed: {why}")),
+        let message = format!("Ralph: merge task {id} — {}", task.text);
+        Ok(Some((task, message)))
+    }
+
+    /// Task `id` landed on the base with merge commit `hash`: said, its notes' carrying said, its
+    /// worktree and branch removed (the branch kept when not all was carried).
+    pub(super) fn landed(&mut self, id: &str, hash: &str, carried: Carried) {
+        let changed = (self.repo).changed_since(&format!("{hash}^1"), hash);
+        self.learned.landed(id, changed);
+        self.sink.emit(LoopEvent::TaskMerged {
+            task: id.to_owned(),
+            into: self.base.clone(),
+            commit: hash.to_owned(),
+        });
+        let kept = !carried.problems.is_empty();
+        if kept {
+            self.not_carried.push(id.to_owned());
         }
-        Ok(())
+        if let Some(event) = LoopEvent::notes_carried(id, &self.base, &branch(id), carried) {
+            self.sink.emit(event);
+        }
+        self.merged.push(id.to_owned());
+        self.remove(id, !kept);
+    }
+
+    /// Task `id`'s merge conflicted in `files`: its loop resolves them (twice at most), then the
+    /// task is given up with its branch kept.
+    pub(super) fn conflicted<'s>(
+        &mut self,
+        id: &str,
+        task: &Task,
+        files: Vec<String>,
+        spawner: &Spawner<'s, '_>,
+    ) -> anyhow::Result<()>
+    where
+        'a: 's,
+    {
+        let tries = self.merge_tries.entry(id.to_owned()).or_default();
+        *tries += 1;
+        if *tries > MERGE_TRIES {
+            let why = format!(
+                "its merge into {} conflicted {MERGE_TRIES} times in {}; branch {} is kept",
+                self.base,
+                files.join(", "),
+                branch(id)
+            );
+            self.give_up(id, &why);
+            return Ok(());
+        }
+        self.learned.conflicted(id, &files);
+        self.sink.emit(LoopEvent::MergeConflicted {
+            task: id.to_owned(),
+            files,
+        });
+        self.resolve(id, task, spawner)
     }
 
     /// Makes task `id`'s merge in a worktree of its own at the base's commit, runs the run's
@@ -129,53 +171,12 @@ impl<'a> Coordinator<'a> {
         'a: 's,
     {
         let from = (self.repo.resolve("HEAD")).ok_or_else(|| fail("the base has no commit"))?;
-        let path = self.dir.integration_worktree();
-        let reused = (self.integration_clean_at.take())
-            .filter(|at| *at == from)
-            .and_then(|_| Repo::linked_worktree(&path))
-            .filter(|tree| tree.resolve("HEAD").as_deref() == Some(from.as_str()));
-        // Without one, a parked worktree (the task's own, parked for this) spares a checkout of
-        // the whole base.
-        let taken = || {
-            (!path.exists())
-                .then(|| self.pool.take_detached(&self.repo, &path, &from))
-                .flatten()
-        };
-        let tree = match reused.or_else(taken) {
-            Some(tree) => tree,
-            None => self.repo.detached_worktree(&path, &from).map_err(fail)?,
-        };
+        let tree = self.integration_tree(&from)?;
         // The merge commit runs the repository's hooks: inside the run's sandbox.
         let (tree, _sandbox) = sandboxed::merging_in(self.config, tree, self.dir)?;
-        let tree_dir = RalphDir::new(&path.join(self.repo.prefix()));
-        let mut carried = Carried::default();
-        let base_dir = self.dir;
-        let mut finish = || {
-            // ralph's own files as the base has them now (tasks in progress, tasks added since
-            // its last commit) go into the merge, which then carries and marks.
-            for (from, to) in [
-                (base_dir.tasks(), tree_dir.tasks()),
-                (base_dir.file(PROGRESS_FILE), tree_dir.file(PROGRESS_FILE)),
-            ] {
-                if from.exists() {
-                    std::fs::copy(&from, &to).map_err(|err| {
-                        format!("copying {} into the merge failed: {err}", from.display())
-                    })?;
-                }
-            }
-            carried = super::super::carry::into_base(&tree, &tree_dir, &branch(id), id);
-            mark(&tree_dir, id, TaskStatus::Complete, None)
-        };
-        // The files `finish` copies from the base's `.ralph/` need not be put back first.
-        let written: Vec<&str> = (own.iter().copied())
-            .filter(|path| {
-                let name = path.rsplit('/').next().unwrap_or(path);
-                base_dir.file(name).exists()
-            })
-            .collect();
-        let hash = match tree.merge_branch(&branch(id), message, (own, &written), &mut finish) {
-            Ok(Merge::Done(hash)) => hash,
-            Ok(Merge::Conflict(files)) => return Ok(Ok(Integrated::Conflict(files))),
+        let (hash, carried) = match self.merge_one(&tree, id, message, own, true) {
+            Ok((Merge::Done(hash), carried)) => (hash, carried),
+            Ok((Merge::Conflict(files), _)) => return Ok(Ok(Integrated::Conflict(files))),
             Err(why) => return Ok(Err(why)),
         };
         if let Some(failed) = self.gate(id, &tree, spawner) {
@@ -185,20 +186,84 @@ impl<'a> Coordinator<'a> {
                 Integrated::GateFailed(failed)
             }));
         }
-        Ok(match self.land(id, from, &tree) {
+        Ok(match self.land(&[id], from, &tree) {
             Ok(true) => Ok(Integrated::Landed(hash, carried)),
             Ok(false) => Ok(Integrated::Later),
             Err(why) => Err(why),
         })
     }
 
-    /// Lands task `id`'s merge commit (the HEAD of `tree`) on the base, recorded first in
-    /// `.ralph/worktrees/` so a kill cannot leave it half done (the next start finishes it).
-    /// `false` when the base moved meanwhile: the merge is tried again in a moment.
-    fn land(&mut self, id: &str, from: String, tree: &Repo) -> Result<bool, String> {
+    /// The integration worktree, at the base's commit `from`: the one the last merge left there,
+    /// else a parked worktree (the task's own, parked for this: no checkout of the whole base),
+    /// else a new one.
+    pub(super) fn integration_tree(&mut self, from: &str) -> anyhow::Result<Repo> {
+        let path = self.dir.integration_worktree();
+        let reused = (self.integration_clean_at.take())
+            .filter(|at| at == from)
+            .and_then(|_| Repo::linked_worktree(&path))
+            .filter(|tree| tree.resolve("HEAD").as_deref() == Some(from));
+        let taken = || {
+            (!path.exists())
+                .then(|| self.pool.take_detached(&self.repo, &path, from))
+                .flatten()
+        };
+        match reused.or_else(taken) {
+            Some(tree) => Ok(tree),
+            None => Ok(self.repo.detached_worktree(&path, from).map_err(fail)?),
+        }
+    }
+
+    /// Merges task `id`'s branch into `tree` with a commit of `message`, its notes and added
+    /// tasks carried and the task marked done in the same commit. `first`: the first merge made
+    /// on the base's commit, which takes ralph's own files as the base has them now (tasks in
+    /// progress, tasks added since its last commit); a later one of a train builds on the merge
+    /// before it.
+    pub(super) fn merge_one(
+        &self,
+        tree: &Repo,
+        id: &str,
+        message: &str,
+        own: &[&str],
+        first: bool,
+    ) -> Result<(Merge, Carried), String> {
+        let tree_dir = RalphDir::new(&tree.root().join(self.repo.prefix()));
+        let mut carried = Carried::default();
+        let base_dir = self.dir;
+        let mut finish = || {
+            if first {
+                for (from, to) in [
+                    (base_dir.tasks(), tree_dir.tasks()),
+                    (base_dir.file(PROGRESS_FILE), tree_dir.file(PROGRESS_FILE)),
+                ] {
+                    if from.exists() {
+                        std::fs::copy(&from, &to).map_err(|err| {
+                            format!("copying {} into the merge failed: {err}", from.display())
+                        })?;
+                    }
+                }
+            }
+            carried = super::super::carry::into_base(tree, &tree_dir, &branch(id), id);
+            mark(&tree_dir, id, TaskStatus::Complete, None)
+        };
+        // The files `finish` copies from the base's `.ralph/` need not be put back first.
+        let written: Vec<&str> = (own.iter().copied())
+            .filter(|path| {
+                let name = path.rsplit('/').next().unwrap_or(path);
+                first && base_dir.file(name).exists()
+            })
+            .collect();
+        let merged = tree.merge_branch(&branch(id), message, (own, &written), &mut finish)?;
+        Ok((merged, carried))
+    }
+
+    /// Lands the merge of tasks `ids` (one, or a train's; the HEAD of `tree`) on the base,
+    /// recorded first in `.ralph/worktrees/` so a kill cannot leave it half done (the next start
+    /// finishes it). `false` when the base moved meanwhile: the merges are tried again in a
+    /// moment.
+    pub(super) fn land(&mut self, ids: &[&str], from: String, tree: &Repo) -> Result<bool, String> {
         let to = tree.resolve("HEAD").ok_or("the merge commit is missing")?;
         let landing = Landing {
-            task: id.to_owned(),
+            task: ids.join(", "),
             from,
             to,
         };
@@ -210,7 +275,7 @@ impl<'a> Coordinator<'a> {
             self.integration_clean_at = Some(landing.to);
         }
         if landed == Landed::Moved {
-            self.blocked.insert(id.to_owned());
+            self.blocked.extend(ids.iter().map(|id| (*id).to_owned()));
         }
         Ok(landed == Landed::Done)
     }
