@@ -13,6 +13,8 @@ use sink::{Collected, Sink};
 
 /// A directory with a fake agent whose answer is `script`'s output (its call number in `$n`),
 /// and a config file that makes it the loop's agent, with `options` (config-file lines) too.
+/// The agent runs as `/bin/sh SCRIPT`: a script just written cannot be executed while another
+/// test's child, forked before it closed the file, still holds it open (ETXTBSY).
 fn setup(script: &str, options: &str) -> (tempfile::TempDir, RunConfig) {
     let tmp = crate::testing::tempdir().unwrap();
     let agent = tmp.path().join("agent.sh");
@@ -31,7 +33,7 @@ fn setup(script: &str, options: &str) -> (tempfile::TempDir, RunConfig) {
     std::fs::write(
         tmp.path().join(".ralph/config.toml"),
         format!(
-            "agent = \"fake\"\npause = \"0s\"\n{options}\n[agents.fake]\ncommand = \"{}\"\n",
+            "agent = \"fake\"\npause = \"0s\"\n{options}\n[agents.fake]\ncommand = [\"/bin/sh\", \"{}\"]\n",
             agent.display()
         ),
     )
