@@ -1,5 +1,6 @@
-//! Several "machines": clones of one bare repository in a test's environment, and `ralph
-//! --worker` started on them.
+//! Runs of several task loops: `--parallel` runs (their fake agent and set-up), and several
+//! "machines" — clones of one bare repository in a test's environment — with `ralph --worker`
+//! started on them.
 
 use std::fs;
 use std::path::PathBuf;
@@ -152,3 +153,31 @@ if [ "$n" -eq 1 ]; then
   exit 0
 fi
 "#;
+
+/// A fake agent for parallel runs: it finds its task in the prompt (the `CURRENT TASK` line),
+/// records when it starts and ends (appends are atomic, so the file keeps their order), writes
+/// `<task>.txt`, sources `$FAKE_AGENT_DIR/script` if there is one, and keeps the task's promise.
+/// Shell built-ins only (every parallel test runs it many times): the task's words joined by `_`
+/// are its id.
+pub(crate) const PARALLEL_AGENT: &str = r#"#!/bin/sh
+dir=${FAKE_AGENT_DIR:?}
+for last in "$@"; do :; done
+task=${last#*CURRENT TASK: \"}
+task=${task%%\"*}
+id=
+set -f; for word in $task; do id=${id:+${id}_}$word; done; set +f
+echo "start $id" >> "$dir/events"
+echo "$task" > "$id.txt"
+if [ -f "$dir/script" ]; then . "$dir/script"; fi
+sleep 0.3
+echo "end $id" >> "$dir/events"
+echo "<promise>READY_FOR_NEXT_TASK</promise>"
+"#;
+
+pub(crate) fn setup(tasks: &str) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_executable("opencode", PARALLEL_AGENT);
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(env.ralph_file("ralph-tasks.md"), tasks).unwrap();
+    env
+}

@@ -5,7 +5,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
-use crate::parallel::setup;
+use crate::fleet::setup;
 use crate::support::{TestEnv, wait_for_file};
 
 /// Kills the run with SIGKILL once `marker` exists, and waits for it to go.

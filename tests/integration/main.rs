@@ -22,7 +22,6 @@ mod mock_model;
 mod observe;
 mod otel;
 mod parallel;
-mod parallel_runs;
 mod planning;
 mod protect;
 mod real_agents;

@@ -94,7 +94,7 @@ impl Receiver {
 #[test]
 fn a_parallel_run_reaches_an_otlp_receiver_as_one_trace_and_its_cost() {
     let receiver = Receiver::start();
-    let env = crate::parallel::setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
+    let env = crate::fleet::setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
     // Claude's result: 0.25 USD, the task's promise.
     env.write_executable(
         "claude",

@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use crate::parallel::PARALLEL_AGENT;
+use crate::fleet::PARALLEL_AGENT;
 use crate::support::TestEnv;
 
 /// The planning branch of the fake agent: a prompt that starts `# Plan the work` is a planning
@@ -291,7 +291,7 @@ fn two_refused_plans_end_the_run_with_nothing_committed() {
 #[test]
 fn the_run_level_verify_gates_every_merge_and_sends_a_failing_one_back() {
     // Each task passes the check alone; merged together they fail it.
-    let env = crate::parallel::setup("- [ ] A\n  - id: a\n- [ ] B\n  - id: b\n");
+    let env = crate::fleet::setup("- [ ] A\n  - id: a\n- [ ] B\n  - id: b\n");
     fs::write(
         env.agent_dir().join("script"),
         "printf '%s\\n---\\n' \"$last\" >> \"$dir/prompts-$id\"\n",
@@ -450,7 +450,7 @@ fn replan_keeps_the_done_tasks_shows_them_to_the_planner_and_replaces_the_others
 
 #[test]
 fn a_list_with_every_task_done_runs_as_before_and_points_to_replan() {
-    let env = crate::parallel::setup("- [x] Done already\n  - id: done\n");
+    let env = crate::fleet::setup("- [x] Done already\n  - id: done\n");
     let run = env.run_loop(&[SPEC, "--parallel", "2"]);
     run.assert_code(0);
     assert!(

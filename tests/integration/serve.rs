@@ -7,8 +7,8 @@ use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::parallel::setup;
-use crate::signals::wait_output;
+use crate::fleet::setup;
+use crate::support::wait_output;
 use crate::support::{TestEnv, served_at, wait_for_file};
 
 /// Stops a server as Ctrl+C does; it ends with exit 0.

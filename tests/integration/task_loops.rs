@@ -5,8 +5,9 @@
 use std::fs;
 use std::time::Duration;
 
+use crate::fleet::setup;
 use crate::fleet::{finish, machine, machines, start_worker};
-use crate::parallel::{conflicting, setup};
+use crate::parallel::conflicting;
 use crate::support::TestEnv;
 
 /// The run's stdout and stderr together.

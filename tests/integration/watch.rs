@@ -164,7 +164,7 @@ fn watch_without_a_loop_says_there_is_nothing_to_watch() {
 
 #[test]
 fn watch_follows_a_parallel_run_one_row_per_running_task() {
-    let env = crate::parallel::setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
+    let env = crate::fleet::setup("- [ ] Alpha\n  - id: alpha\n- [ ] Beta\n  - id: beta\n");
     let Some(tmux) = Tmux::new(&env) else { return };
     let go = env.path().join("go");
     // Each agent waits (10 s at most) for the test's go.

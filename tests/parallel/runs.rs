@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use crate::parallel::setup;
+use crate::fleet::setup;
 
 /// Each task takes two iterations: the first leaves a mark in its worktree and stops short of
 /// the task's promise, the second keeps it.
@@ -183,7 +183,7 @@ fn interrupt_during_write_tests(env: &crate::support::TestEnv) {
     let mut run = env.spawn_quiet(&["Build", "--tasks", "--parallel", "1", "--pause", "0"]);
     crate::support::wait_for_file(&started, std::time::Duration::from_secs(20));
     crate::support::interrupt(&run);
-    let ended = crate::signals::wait_output(&mut run, std::time::Duration::from_secs(20));
+    let ended = crate::support::wait_output(&mut run, std::time::Duration::from_secs(20));
     assert_eq!(ended.status.code(), Some(130));
 }
 
@@ -303,7 +303,7 @@ fn a_merge_blocked_by_the_users_own_edit_waits_for_it_and_then_goes_on() {
     );
     // The user puts their edit away: the merge goes on by itself.
     env.git(&["checkout", "--", "shared.txt"]);
-    let ended = crate::signals::wait_output(&mut run, std::time::Duration::from_secs(20));
+    let ended = crate::support::wait_output(&mut run, std::time::Duration::from_secs(20));
     assert_eq!(ended.status.code(), Some(0));
     assert_eq!(
         fs::read_to_string(env.work().join("shared.txt")).unwrap(),
