@@ -238,8 +238,8 @@ loop_options! {
     task_promise: String = "READY_FOR_NEXT_TASK".to_owned(), heading "Tasks", value "TEXT";
     /// Run up to N ready tasks at once, each in its own git worktree, merging each when done (implies --tasks; 0: one at a time in this work tree); auto (or auto:MAX): as many as the machine's memory and load allow.
     parallel: parse::Parallel = parse::Parallel::default(), heading "Tasks", value "N|auto[:MAX]", example "\"auto:8\"", note "0 = tasks one at a time, here; auto: as memory and load allow";
-    /// With --parallel auto: the memory one agent may need (e.g. 2G); another task starts only while the machine's available memory covers it beside what the running agents may need (a task's memory: property, or --sandbox-memory, sets it instead).
-    agent_memory: crate::sandbox::Bytes = crate::sandbox::Bytes(2 << 30), heading "Tasks", value "BYTES", example "\"2G\"";
+    /// The memory one agent may need (e.g. 2G; --parallel auto counts 2G without it): another task starts (a --worker claims one) only while the machine's available memory covers it beside what the running agents may need (a task's memory: property, or --sandbox-memory, sets it instead).
+    agent_memory: Option<crate::sandbox::Bytes> = None, heading "Tasks", value "BYTES", example "\"2G\"", note "default 2G with --parallel auto";
     /// In a parallel run, keep the untracked build outputs (git-ignored files) of a worktree reused for the next task.
     keep_build_cache: bool = false, heading "Tasks", value "";
     /// How often a --worker tells the remote it still holds its task.

@@ -7,6 +7,7 @@
 //! - `parallel.rs` (+ `parallel/`): the coordinator of `--parallel`, its merges and gate.
 //! - `remote.rs` (+ `remote/`): a `--worker`: its claims, task branches, landing and planning.
 //! - `pool.rs`: the worktrees of finished tasks, kept for the next ones.
+//! - `room.rs`: room on the machine for one more agent (`--parallel auto`, `--agent-memory`).
 //! - `base.rs`: the base branch, a task's branch and settings, what a landing left half done.
 //! - `carry.rs`: at a task's merge, the notes and tasks its agent added join the base.
 //! - `worktree.rs`: `--worktree NAME [--merge]`.
@@ -16,6 +17,7 @@ mod carry;
 mod parallel;
 mod pool;
 mod remote;
+mod room;
 mod worktree;
 
 pub(crate) use base::clear as clear_task_worktrees;

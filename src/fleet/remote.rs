@@ -70,6 +70,8 @@ struct Session<'a> {
     failed: usize,
     /// The worker said it waits for another worker's plan.
     told_plan_waits: bool,
+    /// The worker said it waits for room on the machine (`--agent-memory`).
+    told_room: bool,
     /// The agents run with every permission and no sandbox: said when the first task starts.
     warn_unsandboxed: bool,
 }
@@ -136,6 +138,7 @@ pub(crate) fn worker(
         held_elsewhere: Vec::new(),
         failed: 0,
         told_plan_waits: false,
+        told_room: false,
         warn_unsandboxed: unsandboxed,
     };
     let ended = session.run();
@@ -180,6 +183,10 @@ impl Session<'_> {
             match pick(&list, &claims, (now, ttl, slot), &self.skip) {
                 Pick::Take { id, task, over } => {
                     told_waiting = false;
+                    if self.waits_for_room(&id, &task) {
+                        wait::pause(self.stop, self.knobs.worker_poll);
+                        continue;
+                    }
                     if let Some(stop) = self.claim_and_run(&id, &task, over.as_deref())? {
                         return Ok(Some(stop));
                     }
@@ -270,6 +277,7 @@ impl Session<'_> {
             self.sink.notice(Notice::Unsandboxed);
         }
         let mut holder = Holder { claim, sha };
+        let _room = self.enter_room(task);
         let ended = self.run_task(&mut holder, task);
         if ended.is_err() {
             // ralph itself failed (a worktree it could not make, a remote gone mid-task): the
@@ -599,6 +607,7 @@ mod integrate;
 mod job;
 mod pick;
 mod planning;
+mod room;
 mod site;
 #[cfg(test)]
 mod tests;

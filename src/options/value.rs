@@ -376,22 +376,6 @@ impl OptionValue for crate::options::parse::Parallel {
     }
 }
 
-/// `--agent-memory`: a size (`512M`, `2G`).
-impl OptionValue for crate::sandbox::Bytes {
-    const WANTS: &'static str = "a string like \"2G\" or a number of bytes";
-
-    fn from_raw(raw: &Raw) -> Result<Self, String> {
-        match raw {
-            Raw::Text(text) | Raw::Str(text) | Raw::Int(text) => Self::parse(text),
-            _ => wrong::<Self, _>(),
-        }
-    }
-
-    fn to_raw(&self) -> Raw {
-        Raw::Str(self.shown())
-    }
-}
-
 /// `--serve [ADDR]`: an address to listen on (`--serve` alone: 127.0.0.1:8765).
 impl OptionValue for Option<crate::options::parse::Addr> {
     const WANTS: &'static str = "an address like \"127.0.0.1:8765\"";

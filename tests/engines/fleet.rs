@@ -72,7 +72,7 @@ pub(crate) fn remote_tasks(env: &TestEnv) -> String {
 
 /// The claims left on the remote.
 pub(crate) fn remote_claims(env: &TestEnv) -> String {
-    env.git(&["-C", &remote(env), "for-each-ref", "refs/ralph/"])
+    env.git(&["-C", &remote(env), "for-each-ref", "refs/ralph/claims/"])
 }
 
 /// How many merge commits on the remote's `main` name `task` (each task is merged once).

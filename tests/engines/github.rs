@@ -306,6 +306,14 @@ fn two_workers_on_act_finish_the_list_and_the_report_job_runs() {
         ]);
     }
     assert_eq!(remote_claims(&env), "", "no claim is left");
+    // The workers kept one budget for the whole fleet (--fleet-budget): its ledger is there.
+    let fleet = env.git(&[
+        "-C",
+        &fleet::remote(&env),
+        "for-each-ref",
+        "refs/ralph/fleet/",
+    ]);
+    assert!(fleet.contains("refs/ralph/fleet/budget"), "{fleet}");
     // The matrix ran two workers; the others skipped their steps.
     assert!(printed.contains("[ralph workers/work-1 ]"), "{printed}");
     assert!(

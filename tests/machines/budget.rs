@@ -18,9 +18,12 @@ fn spent(env: &TestEnv, names: &[&str]) -> f64 {
     names
         .iter()
         .map(|name| {
+            // A worker stopped before its first iteration has no history.
             let path = machine(env, name).join(".ralph/ralph-history.json");
-            let history: serde_json::Value =
-                serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+            let Ok(text) = fs::read_to_string(path) else {
+                return 0.0;
+            };
+            let history: serde_json::Value = serde_json::from_str(&text).unwrap();
             (history["iterations"].as_array().unwrap().iter())
                 .filter_map(|record| record["cost_usd"].as_f64())
                 .sum::<f64>()

@@ -12,4 +12,5 @@ mod support;
 
 mod budget;
 mod gates;
+mod room;
 mod workers;

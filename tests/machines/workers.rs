@@ -48,7 +48,7 @@ pub(crate) fn remote_tasks(env: &TestEnv) -> String {
 }
 
 pub(crate) fn remote_claims(env: &TestEnv) -> String {
-    env.git(&["-C", &remote(env), "for-each-ref", "refs/ralph/"])
+    env.git(&["-C", &remote(env), "for-each-ref", "refs/ralph/claims/"])
 }
 
 /// Every value the base ever had is an ancestor of its final one.
