@@ -150,42 +150,23 @@ impl Repo {
     pub(crate) fn fetch_work(&self, remote: &str, base: &str) -> Result<(), String> {
         let base_spec = format!("+refs/heads/{base}:refs/remotes/{remote}/{base}");
         let tasks_spec = format!("+refs/heads/ralph/*:refs/remotes/{remote}/ralph/*");
-        let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
-        let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
-        check(
-            self.remote_run(&[
-                "fetch",
-                "-q",
-                "--prune",
-                "--no-tags",
-                remote,
-                &base_spec,
-                &tasks_spec,
-                &claims_spec,
-                &fleet_spec,
-            ]),
-            &format!("git fetch {remote}"),
-        )
-        .map(drop)
+        self.fetch_specs(remote, &[base_spec, tasks_spec])
     }
 
     /// Fetches every claim and the fleet's records (its budget ledger), nothing else.
     pub(crate) fn fetch_fleet(&self, remote: &str) -> Result<(), String> {
+        self.fetch_specs(remote, &[])
+    }
+
+    /// Fetches `specs`, every claim and the fleet's records; what is gone from the remote is
+    /// forgotten.
+    fn fetch_specs(&self, remote: &str, specs: &[String]) -> Result<(), String> {
         let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
         let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
-        check(
-            self.remote_run(&[
-                "fetch",
-                "-q",
-                "--prune",
-                "--no-tags",
-                remote,
-                &claims_spec,
-                &fleet_spec,
-            ]),
-            &format!("git fetch {remote}"),
-        )
-        .map(drop)
+        let mut args = vec!["fetch", "-q", "--prune", "--no-tags", remote];
+        args.extend(specs.iter().map(String::as_str));
+        args.extend([claims_spec.as_str(), fleet_spec.as_str()]);
+        check(self.remote_run(&args), &format!("git fetch {remote}")).map(drop)
     }
 
     /// The fleet's budget ledger last fetched from `remote`: its commit and its text (`None`

@@ -593,3 +593,15 @@ pub(crate) const CHEATS_ONCE: &str = r#"case "$PWD" in
 esac
 echo '<promise>READY_FOR_NEXT_TASK</promise>'
 "#;
+
+/// The machine's available memory (`MemAvailable`), in bytes.
+#[allow(dead_code, reason = "for the machines and parallel targets")]
+pub(crate) fn available_memory() -> u64 {
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap();
+    let kb: u64 = (meminfo.lines())
+        .find_map(|line| line.strip_prefix("MemAvailable:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}

@@ -8,14 +8,8 @@ use crate::fleet::{finish, machine, machines, start_worker_with};
 
 #[test]
 fn a_second_worker_waits_for_room_on_the_machine_and_says_why() {
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap();
-    let available_kb: u64 = (meminfo.lines())
-        .find_map(|line| line.strip_prefix("MemAvailable:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kb| kb.trim().parse().ok())
-        .unwrap();
     // Room for one agent, not for two.
-    let need = (available_kb * 1024 / 10 * 6).to_string();
+    let need = (crate::support::available_memory() / 10 * 6).to_string();
     let env = machines(
         "- [ ] One\n  - id: one\n- [ ] Two\n  - id: two\n",
         &["m1", "m2"],

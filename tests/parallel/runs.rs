@@ -522,13 +522,7 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
 fn parallel_auto_starts_only_the_agents_the_memory_has_room_for() {
     use std::process::Stdio;
     use std::time::Duration;
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap();
-    let available_kb: u64 = (meminfo.lines())
-        .find_map(|line| line.strip_prefix("MemAvailable:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kb| kb.trim().parse().ok())
-        .unwrap();
-    let need = (available_kb * 1024 / 10 * 4).to_string();
+    let need = (crate::support::available_memory() / 10 * 4).to_string();
     let env = crate::support::TestEnv::new();
     fs::create_dir_all(env.work().join(".ralph")).unwrap();
     fs::write(
