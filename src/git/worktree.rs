@@ -383,6 +383,24 @@ impl Repo {
             self.run(&["worktree", "move", &from, &shown]),
             "git worktree move",
         )?;
+        self.lay_over(path, checkout, keep_ignored)
+    }
+
+    /// Checks out `branch` in this work tree (`git checkout -q BRANCH`), keeping what it holds.
+    pub(crate) fn check_out(&self, branch: &str) -> Result<(), String> {
+        check(self.run(&["checkout", "-q", branch]), "git checkout").map(drop)
+    }
+
+    /// Lays the worktree at `path` out for new work, whatever it held: ralph's folder in it
+    /// removed, `git checkout -q -f CHECKOUT…`, and every untracked file removed — but the
+    /// ignored ones with `keep_ignored`.
+    pub(crate) fn lay_over(
+        &self,
+        path: &Path,
+        checkout: &[&str],
+        keep_ignored: bool,
+    ) -> Result<(), String> {
+        let shown = path.to_string_lossy().into_owned();
         let own = path.join(&self.prefix).join(crate::storage::RALPH_DIR);
         std::fs::remove_dir_all(&own)
             .or_else(|err| match err.kind() {

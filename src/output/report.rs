@@ -86,6 +86,10 @@ pub(crate) struct LoopReport {
     /// for a single loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) parallel: Option<u32>,
+    /// `--parallel auto`: the ready tasks held back for room on the machine, and why, by task
+    /// id; absent when none waits.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) waiting: std::collections::BTreeMap<String, String>,
 }
 
 /// `--status --remote NAME --json`: the claims on the remote and the task list on its base.
@@ -268,6 +272,11 @@ pub(crate) fn loop_report(
         stop_reason: state.stop_reason.clone(),
         pid: state.pid,
         parallel: Some(state.parallel()).filter(|n| *n > 0),
+        waiting: if state.active {
+            state.waiting.clone()
+        } else {
+            std::collections::BTreeMap::new()
+        },
     }
 }
 

@@ -567,6 +567,13 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
         shown.contains("Waits:        three: waiting for memory: "),
         "{shown}"
     );
+    // The same in `--status --json`, which the page reads.
+    let json: serde_json::Value =
+        serde_json::from_str(&env.run(&["--status", "--json"]).stdout()).unwrap();
+    let why = json["loop"]["waiting"]["three"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.starts_with("waiting for memory: "), "{json}");
     fs::write(env.agent_dir().join("go"), "").unwrap();
     let output = crate::support::wait_output(&mut ralph, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -698,4 +705,32 @@ fn a_train_of_four_is_bisected_to_the_one_that_breaks_the_gate() {
             ("one+two+four", true),
         ])
     );
+}
+
+/// A kill between taking a parked worktree for a task and checking out the task's branch leaves
+/// the worktree in place, detached, with the last task's files and no branch: the next run lays
+/// it out for the task, so its work lands on its branch and is merged, never on a detached HEAD.
+#[test]
+fn a_task_worktree_a_kill_left_detached_is_laid_out_on_the_tasks_branch() {
+    let env = setup("- [ ] Echo\n  - id: echo\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    env.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        ".ralph/worktrees/echo",
+        "HEAD",
+    ]);
+    fs::write(
+        env.ralph_file("worktrees/echo/leftover.txt"),
+        "the last task's\n",
+    )
+    .unwrap();
+    let run = env.run_loop(&["Build", "--tasks", "--parallel", "1"]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    assert_eq!(env.git(&["show", "main:Echo.txt"]).trim(), "Echo");
+    let files = env.git(&["ls-tree", "-r", "--name-only", "main"]);
+    assert!(!files.contains("leftover.txt"), "{files}");
 }

@@ -1,7 +1,7 @@
 //! A parallel run's task worktrees: laid (taken from the pool, or new), parked before a merge,
 //! kept for the user when they hold work, released to the pool when done.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::fail;
 use crate::event::Notice;
@@ -56,10 +56,10 @@ impl Coordinator<'_> {
     /// it was laid out now, clean.
     pub(super) fn lay_worktree(&mut self, id: &str) -> anyhow::Result<(PathBuf, bool)> {
         let path = self.dir.worktree(id);
-        if path.join(".git").exists() {
-            return Ok((path, false));
-        }
         let branch = branch(id);
+        if path.join(".git").exists() {
+            return self.on_its_branch(&path, &branch);
+        }
         let checkout = (branch.as_str(), self.base.as_str());
         if (self.pool).take(&self.repo, &path, checkout) {
             return Ok((path, true));
@@ -82,6 +82,33 @@ impl Coordinator<'_> {
             });
         }
         Ok((path, true))
+    }
+
+    /// Task worktree `path`, found in place, on the task's `branch`. A kill can leave it
+    /// detached: while it was parked (its HEAD detached at the branch's commit, not moved yet),
+    /// or while a parked worktree was taken for the task (moved here, the branch not checked out
+    /// yet, the last task's files in it). The first goes back on its branch as it is; the second
+    /// is laid out for the task as a new one would be. Else it is as the task left it.
+    fn on_its_branch(&self, path: &Path, branch: &str) -> anyhow::Result<(PathBuf, bool)> {
+        let Some(tree) = Repo::linked_worktree(path) else {
+            return Ok((path.to_owned(), false));
+        };
+        if tree.current_branch().as_deref() == Some(branch) {
+            return Ok((path.to_owned(), false));
+        }
+        let tip = self.repo.resolve(&format!("refs/heads/{branch}"));
+        if tip.is_some() && tip == tree.resolve("HEAD") {
+            tree.check_out(branch).map_err(fail)?;
+            return Ok((path.to_owned(), false));
+        }
+        let checkout: Vec<&str> = if tip.is_some() {
+            vec![branch]
+        } else {
+            vec!["-b", branch, &self.base]
+        };
+        let keep = self.config.options.keep_build_cache;
+        self.repo.lay_over(path, &checkout, keep).map_err(fail)?;
+        Ok((path.to_owned(), true))
     }
 
     /// Parks a finished task's clean worktree before its merge is made, so that the merge can
