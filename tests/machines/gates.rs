@@ -157,3 +157,40 @@ fn a_workers_landing_refuses_a_branch_that_changes_a_protected_path() {
     assert_eq!(shown("tests/expected.txt").trim(), "42");
     assert_eq!(shown("answer.txt").trim(), "42");
 }
+
+/// `--holdout` holds a worker's task too: its loop refuses the promise while a hidden check fails
+/// (the agent learns only the count), and the task lands once it passes.
+#[test]
+fn a_holdout_check_holds_a_workers_task_and_the_agent_learns_only_the_count() {
+    use crate::fleet::{finish, machines, remote, start_worker};
+    let env = machines("- [ ] Answer\n  - id: answer\n", &["m1"]);
+    let hidden = env.path().join("hidden");
+    fs::create_dir_all(&hidden).unwrap();
+    let check = hidden.join("edge-cases.sh");
+    fs::write(
+        &check,
+        "grep -q 'handles zero' Answer.txt || { echo 'SECRET-DETAIL: zero'; exit 1; }\n",
+    )
+    .unwrap();
+    // The second call handles the edge case; every call keeps its prompt.
+    fs::write(
+        env.agent_dir().join("script"),
+        r#"n=0; [ -f "$dir/n" ] && read -r n < "$dir/n"; n=$((n + 1)); echo "$n" > "$dir/n"
+printf '%s' "$last" > "$dir/prompt.$n"
+[ "$n" -ge 2 ] && echo 'handles zero' >> "$id.txt"
+"#,
+    )
+    .unwrap();
+    let holdout = format!("sh {}", check.display());
+    let worker = start_worker(&env, "m1", &["--holdout", &holdout]);
+    let (code, stdout, stderr) = finish(worker);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let second = fs::read_to_string(env.agent_dir().join("prompt.2")).unwrap();
+    assert!(second.contains("1 of 1 holdout checks failed"), "{second}");
+    assert!(
+        !second.contains("SECRET-DETAIL") && !second.contains("edge-cases.sh"),
+        "{second}"
+    );
+    let landed = env.git(&["-C", &remote(&env), "show", "main:Answer.txt"]);
+    assert!(landed.contains("handles zero"), "{landed}");
+}
