@@ -734,3 +734,50 @@ fn a_task_worktree_a_kill_left_detached_is_laid_out_on_the_tasks_branch() {
     let files = env.git(&["ls-tree", "-r", "--name-only", "main"]);
     assert!(!files.contains("leftover.txt"), "{files}");
 }
+
+/// A run learns from a conflict: task `one`'s merge conflicts with `two`'s in `shared.txt`, which
+/// becomes a `touches` of `one`; task `three`, which declares it touches `shared.txt`, does not
+/// start beside `one` while `one` resolves the conflict, and says why.
+#[test]
+fn a_task_waits_for_one_whose_merge_conflicted_in_what_it_touches() {
+    let env = crate::support::TestEnv::new();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(env.work().join("shared.txt"), "base\n").unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] One\n  - id: one\n- [ ] Two\n  - id: two\n- [ ] Four\n  - id: four\n- [ ] Three\n  - id: three\n  - touches: shared.txt\n  - blocked_by: four\n",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    env.agent_script(
+        None,
+        r#"id=${PWD##*/worktrees/}; id=${id%%/*}
+n=0; [ -f "$dir/calls.$id" ] && read -r n < "$dir/calls.$id"; n=$((n + 1)); echo "$n" > "$dir/calls.$id"
+echo "start $id $n" >> "$dir/events"
+wait_for() { i=0; while ! eval "$1" && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done; }
+case "$id.$n" in
+  one.1) wait_for '[ -f "$dir/done-two" ]'; sleep 0.3; echo one > shared.txt ;;
+  one.*) sleep 1; echo 'one and two' > shared.txt ;;
+  two.*) echo two > shared.txt; touch "$dir/done-two" ;;
+  four.*) wait_for 'grep -q merge_conflicted ../../events.jsonl'; echo four > four.txt ;;
+  *) echo "$id" > "$id.txt" ;;
+esac
+echo "end $id $n" >> "$dir/events"
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#,
+    );
+    let run = env.run_loop(&["Build", "--parallel", "3"]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    assert!(
+        run.stdout().contains("[three] ⏳ Waits for one"),
+        "{}",
+        run.stdout()
+    );
+    let events = fs::read_to_string(env.agent_dir().join("events")).unwrap();
+    let at = |what: &str| {
+        (events.lines().position(|line| line == what)).unwrap_or_else(|| panic!("{what}: {events}"))
+    };
+    assert!(at("end one 2") < at("start three 1"), "{events}");
+    assert_eq!(env.git(&["show", "main:shared.txt"]).trim(), "one and two");
+}
