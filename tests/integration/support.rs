@@ -585,6 +585,7 @@ pub(crate) fn bwrap_can_sandbox() -> bool {
 
 /// For two tasks run at once, `answer` and `other` (each agent knows its task by its worktree):
 /// the `answer` agent edits its test to pass once, then does the work; the `other` one works.
+#[allow(dead_code, reason = "for the machines and parallel targets")]
 pub(crate) const CHEATS_ONCE: &str = r#"case "$PWD" in
   */worktrees/answer*)
     if [ -f "$dir/cheated" ]; then echo 42 > answer.txt
