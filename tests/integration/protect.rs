@@ -441,3 +441,37 @@ fn a_holdout_check_holds_a_tasks_promise_in_a_task_list_loop() {
         "{prompt}"
     );
 }
+
+/// `--holdout` in a `--worktree NAME --merge` loop: the completion is refused in the worktree
+/// while a hidden check fails (the agent learns only the count), and only the work that passes
+/// is merged.
+#[test]
+fn a_holdout_check_holds_a_worktree_loops_completion_until_it_passes() {
+    let env = with_a_test();
+    let holdout = hidden_check(&env);
+    env.agent_script(
+        Some(1),
+        "echo 42 > answer.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+    env.agent_script(
+        Some(2),
+        "echo 'handles zero' >> answer.txt\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let run = env.run_loop(&[
+        "Make the test pass",
+        "--worktree",
+        "fix",
+        "--merge",
+        "--holdout",
+        &holdout,
+        "--max-iterations",
+        "3",
+    ]);
+    run.assert_code(0);
+    assert_eq!(env.agent_calls(), 2);
+    let prompt = env.agent_prompt(2);
+    assert!(prompt.contains("1 of 1 holdout checks failed"), "{prompt}");
+    assert!(!prompt.contains("SECRET-DETAIL"), "{prompt}");
+    let merged = fs::read_to_string(env.work().join("answer.txt")).unwrap();
+    assert!(merged.contains("handles zero"), "{merged}");
+}
