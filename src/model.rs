@@ -13,6 +13,14 @@ pub(crate) fn now() -> DateTime<Utc> {
     chrono::SubsecRound::trunc_subsecs(Utc::now(), 3)
 }
 
+/// `bytes` random bytes (from `/dev/urandom`), in hex.
+pub(crate) fn random_hex(bytes: usize) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut buffer = vec![0_u8; bytes];
+    std::fs::File::open("/dev/urandom").and_then(|mut random| random.read_exact(&mut buffer))?;
+    Ok(buffer.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
 /// A timing knob: the environment variable `name` in milliseconds, else `default_ms`; clamped
 /// to a day, so no knob can overflow a deadline.
 pub(crate) fn env_millis(name: &str, default_ms: u64) -> std::time::Duration {

@@ -195,16 +195,22 @@ pub(crate) fn check_http_url(flag: &str, url: &str, example: &str) -> Result<(),
     Ok(())
 }
 
+/// An HTTP client for ralph's POSTs (`--notify`, `--otel`): each request has `timeout` in all,
+/// and an error status is an error.
+pub(crate) fn post_agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(true)
+        .build()
+        .into()
+}
+
 /// POSTs `note` to every URL; each failure is a warning.
 pub(crate) fn send(urls: &[String], format: &str, note: &Note) {
     if urls.is_empty() {
         return;
     }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(TIMEOUT))
-        .http_status_as_error(true)
-        .build()
-        .into();
+    let agent = post_agent(TIMEOUT);
     for url in urls {
         let (content_type, payload) = body(kind(format, url), note);
         let mut request = agent.post(url).header("Content-Type", content_type);

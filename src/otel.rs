@@ -110,17 +110,15 @@ impl Reporter for Otel {
 
 /// 16 random bytes (a trace id) or 8 (a span id), in hex.
 fn random_hex(bytes: usize) -> String {
-    use std::io::Read as _;
-    let mut buffer = vec![0u8; bytes];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buffer));
-    if read.is_err() {
+    crate::model::random_hex(bytes).unwrap_or_else(|_| {
         // Unique enough in one machine's traces: the time and the process.
         let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
+        let mut buffer = vec![0u8; bytes];
         for (at, byte) in seed.bytes().enumerate() {
             buffer[at % bytes] ^= byte;
         }
-    }
-    buffer.iter().map(|byte| format!("{byte:02x}")).collect()
+        buffer.iter().map(|byte| format!("{byte:02x}")).collect()
+    })
 }
 
 impl Trace {
@@ -400,11 +398,7 @@ fn nanos(at: DateTime<Utc>) -> String {
 
 /// POSTs the traces and the metrics; why the first failed send failed.
 fn send(endpoint: &str, traces: &Value, metrics: &Value) -> Option<String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(TIMEOUT))
-        .http_status_as_error(true)
-        .build()
-        .into();
+    let agent = crate::notify::post_agent(TIMEOUT);
     [("v1/traces", traces), ("v1/metrics", metrics)]
         .into_iter()
         .find_map(|(path, body)| {

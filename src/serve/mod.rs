@@ -187,12 +187,8 @@ fn accept(listener: &std::net::TcpListener, closing: &AtomicBool, context: &Arc<
 
 /// 32 random bytes, as hex.
 fn new_token() -> anyhow::Result<String> {
-    use std::io::Read as _;
-    let mut bytes = [0_u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .map_err(|err| fail(format!("--serve: no random token could be made: {err}")))?;
-    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+    crate::model::random_hex(32)
+        .map_err(|err| fail(format!("--serve: no random token could be made: {err}")).into())
 }
 
 /// Writes the token to `.ralph/serve.token`, readable by the user alone.
