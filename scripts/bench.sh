@@ -813,10 +813,11 @@ gap_notes() {
   fi
   if missed 11; then
     echo
-    echo "- **11, a fleet**: every worker merges its own task into the remote, one push at a time:"
-    echo "  a worker that loses the race fetches, merges again and pushes again, so the last merge"
-    echo "  waits for all the others. Landing the ready tasks together (one integration of every"
-    echo "  ready branch, one push) is what would close the gap."
+    echo "- **11, a fleet**: ready tasks land together (one worker merges every ready branch, one"
+    echo "  push), but each merge is still a merge in a checkout, a handful of git processes per"
+    echo "  task, and every worker's git runs share the machine's cores with the others' (many"
+    echo "  workers on few cores). Workers whose tasks were merged by another only learn it at"
+    echo "  their next look (every 100-500 ms), and go on to their next task after that."
   fi
   if missed 4; then
     echo

@@ -295,6 +295,13 @@ pub(crate) enum Notice<'a> {
     WorkerWaiting {
         held: usize,
     },
+    /// A `--worker`'s merge of `task` also landed `along`: other workers' finished tasks,
+    /// ready to merge (a merge train).
+    MergedAlong {
+        task: &'a str,
+        along: &'a [&'a str],
+        base: &'a str,
+    },
     /// A `--worker` given a spec waits for the plan another worker (`by`) is making.
     WaitingForPlan {
         by: &'a str,

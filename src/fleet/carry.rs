@@ -9,9 +9,33 @@ use crate::storage::{self, RalphDir, progress, tasks};
 /// ralph's own files are back: appends what the branch added to the progress log (under task
 /// `id`) and to the task list. Never fails: what could not be carried is in `problems`.
 pub(super) fn into_base(repo: &Repo, dir: &RalphDir, branch: &str, id: &str) -> Carried {
+    into_base_from(repo, dir, (branch, "HEAD"), id, None)
+}
+
+/// [`into_base`] for a branch merged already onto `onto` (a commit before HEAD), when the
+/// base's log is the work tree's (with what the merges before it wrote in it).
+pub(super) fn into_base_after(
+    repo: &Repo,
+    dir: &RalphDir,
+    (branch, onto): (&str, &str),
+    id: &str,
+) -> Carried {
+    let log = std::fs::read(dir.file(progress::PROGRESS_FILE)).ok();
+    into_base_from(repo, dir, (branch, onto), id, Some(log))
+}
+
+/// [`into_base`] with the merge base of `branch` and `onto`, and the base's log as given
+/// (`None`: as HEAD has it).
+fn into_base_from(
+    repo: &Repo,
+    dir: &RalphDir,
+    (branch, onto): (&str, &str),
+    id: &str,
+    base_log: Option<Option<Vec<u8>>>,
+) -> Carried {
     let paths = super::base::own_files(repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE]);
     let (tasks_path, log_path) = (paths[0].as_str(), paths[1].as_str());
-    let merge_base = repo.merge_base("HEAD", branch);
+    let merge_base = repo.merge_base(onto, branch);
     let mut carried = Carried::default();
     // Every version both need, read by one git process: the branch's, the base's and the merge
     // base's log, then the branch's and the merge base's task list.
@@ -26,6 +50,7 @@ pub(super) fn into_base(repo: &Repo, dir: &RalphDir, branch: &str, id: &str) -> 
     let mut files = files.into_iter();
     let mut next = || files.next().unwrap_or(Ok(None));
     let (ours, base) = (next(), next());
+    let base = base_log.map_or(base, Ok);
     let before = merge_base.as_ref().map_or(Ok(None), |_| next());
     let logs = (|| Ok::<_, String>((before?, ours?, base?)))();
     match logs.and_then(|logs| notes(dir, logs, id)) {

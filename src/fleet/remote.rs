@@ -29,11 +29,18 @@ use crate::storage::{self, RalphDir, progress, state};
 use super::base;
 use super::base::Outcome;
 use super::parallel::MERGE_TRIES;
-use super::parallel::gate::{GATE_TRIES, feedback, given_up};
 use crate::run::decision::Stop;
 use crate::run::sink::{Place, Scope, Sink};
 use crate::run::{Knobs, Shared, TaskLoop, plan, planner, preflight, sandboxed, start, wait};
-use pick::{Pick, is_stale, pick};
+use pick::{Pick, is_stale, pick_spread};
+
+/// This machine's name, as claims record it.
+fn hostname() -> String {
+    nix::unistd::gethostname().ok().map_or_else(
+        || "unknown".to_owned(),
+        |h| h.to_string_lossy().into_owned(),
+    )
+}
 
 /// Merges tried before a base that keeps moving is given up on.
 const PUSH_TRIES: u32 = 20;
@@ -68,6 +75,8 @@ struct Session<'a> {
     /// unless `--wait`).
     held_elsewhere: Vec<String>,
     failed: usize,
+    /// Claim races lost in a row: the next pick spreads over the free tasks.
+    lost_races: usize,
     /// The worker said it waits for another worker's plan.
     told_plan_waits: bool,
     /// The worker said it waits for room on the machine (`--agent-memory`).
@@ -96,10 +105,7 @@ pub(crate) fn worker(
         fail("another ralph runs in this clone; start each worker in its own clone (git clone URL)")
     })?;
     dir.ignore_own_dirs()?;
-    let host = nix::unistd::gethostname().ok().map_or_else(
-        || "unknown".to_owned(),
-        |h| h.to_string_lossy().into_owned(),
-    );
+    let host = hostname();
     let me = format!("{host}-{}", std::process::id());
     let job = job::detect(&|name| std::env::var(name).ok(), &host);
     let place = Place {
@@ -137,6 +143,7 @@ pub(crate) fn worker(
         skip: BTreeSet::new(),
         held_elsewhere: Vec::new(),
         failed: 0,
+        lost_races: 0,
         told_plan_waits: false,
         told_room: false,
         warn_unsandboxed: unsandboxed,
@@ -180,7 +187,8 @@ impl Session<'_> {
             let now = crate::model::now();
             let ttl = self.config.options.claim_ttl;
             let slot = self.job.as_ref().and_then(|job| job.slot.as_deref());
-            match pick(&list, &claims, (now, ttl, slot), &self.skip) {
+            let spread = self.spread();
+            match pick_spread(&list, &claims, (now, ttl, slot), &self.skip, spread) {
                 Pick::Take { id, task, over } => {
                     told_waiting = false;
                     if self.waits_for_room(&id, &task) {
@@ -233,6 +241,7 @@ impl Session<'_> {
             released: false,
             token: Claim::token_after(over),
             job: self.job.clone(),
+            ready: None,
         }
     }
 
@@ -252,8 +261,10 @@ impl Session<'_> {
             .map_err(|why| unreachable_remote(&self.site.remote, &why))?;
         let Some(sha) = pushed else {
             self.sink.notice(Notice::ClaimRaceLost { task: id });
+            self.lost_races += 1;
             return Ok(None);
         };
+        self.lost_races = 0;
         let from = over
             .and_then(|seen| seen.claim.as_ref())
             .map(|c| c.worker.as_str());
@@ -313,10 +324,17 @@ impl Session<'_> {
                     return Ok(TaskEnd::Ended(stop));
                 }
             }
+            // Another worker merging first lands it along with its own.
+            self.mark_ready(holder);
+            if holder.claim.ready.is_some() && self.wait_for_train(&id, &holder.sha)? {
+                return self.claim_gone(&id);
+            }
             conflicts = loop {
                 match self.integrate(&id, task, &holder.sha)? {
                     Integrated::Merged => return Ok(TaskEnd::Merged),
                     Integrated::LetGo => return Ok(self.let_go(&id)),
+                    // The task goes back to its agent: its branch is no longer ready.
+                    _ if !self.unmark_ready(holder) => return self.claim_gone(&id),
                     Integrated::Conflict(files) => {
                         tries += 1;
                         if tries > MERGE_TRIES {
@@ -347,32 +365,6 @@ impl Session<'_> {
                 }
             };
         }
-    }
-
-    /// The task's merge failed the gate with `check`: its agent is told (a context section for
-    /// the task in this clone) and goes on after the base is merged into its branch, or, the
-    /// [`GATE_TRIES`]-th time, the task is failed; a check that cannot run ends the worker.
-    fn gate_failed(
-        &self,
-        id: &str,
-        check: &crate::model::Verification,
-        holder: &Holder,
-        tries: &mut u32,
-    ) -> anyhow::Result<Option<TaskEnd>> {
-        if check.could_not_run() {
-            self.release(&holder.claim, &holder.sha);
-            return Ok(Some(TaskEnd::Ended(Stop::Unverified(check.clone()))));
-        }
-        *tries += 1;
-        let base = self.site.base_name();
-        self.gate().refused(id, &base, check, *tries);
-        if *tries > GATE_TRIES {
-            let why = given_up(&base, check, id);
-            return self.give_up(id, &why, &holder.sha).map(Some);
-        }
-        let text = feedback(&base, check);
-        crate::storage::context::append(self.dir, &text, Some(id), crate::model::now())?;
-        Ok(None)
     }
 
     /// Runs the task's loop in its worktree (`laid_clean`: laid for it just now) with the claim
@@ -489,7 +481,7 @@ impl Session<'_> {
             let own = self.own_files(&tree);
             tree.commit_paths(&[own[0].as_str()], &format!("Ralph: task {id} failed"))
                 .map_err(fail)?;
-            if self.push_base(&tree, &base_sha, id, claim, false)? == Pushed::Done {
+            if self.push_base(&tree, &base_sha, (id, claim, &[]), false)? == Pushed::Done {
                 self.sink.emit(LoopEvent::TaskFailed {
                     task: id.to_owned(),
                     reason: why.to_owned(),
@@ -528,6 +520,7 @@ impl Session<'_> {
     fn release(&self, claim: &Claim, sha: &str) {
         let released = Claim {
             released: true,
+            ready: None,
             ..claim.clone()
         };
         let _ = self.site.repo.push_claim(&self.site.remote, &released, sha);
@@ -611,6 +604,7 @@ mod room;
 mod site;
 #[cfg(test)]
 mod tests;
+mod train;
 mod worktrees;
 
 pub(crate) use site::remote_status;

@@ -30,6 +30,42 @@ pub(crate) enum Landed {
 const PATHS_PER_CALL: usize = 500;
 
 impl Repo {
+    /// Merges `commit` into the checked-out HEAD with a merge commit (`message`), ralph's own
+    /// files (`own`) keeping HEAD's version (they never conflict): `false`, with nothing
+    /// changed, when the merge did not go cleanly. `scratch`: a file this may write.
+    pub(crate) fn merge_keeping_own(
+        &self,
+        commit: &str,
+        message: &str,
+        own: &[&str],
+        scratch: &std::path::Path,
+    ) -> bool {
+        let rules: String = (own.iter())
+            .map(|path| format!("/{path} merge=ralph-own\n"))
+            .collect();
+        if std::fs::write(scratch, rules).is_err() {
+            return false;
+        }
+        let attributes = format!("core.attributesFile={}", scratch.display());
+        let merged = self.run_unpiped(&[
+            "-c",
+            &attributes,
+            "-c",
+            "merge.ralph-own.driver=true",
+            "merge",
+            "--no-ff",
+            "-q",
+            "-m",
+            message,
+            commit,
+        ]);
+        let clean = merged.is_ok_and(|output| output.status.success());
+        if !clean {
+            let _ = self.run_unpiped(&["merge", "--abort"]);
+        }
+        clean
+    }
+
     /// Lands `landing` (see the module's doc). Safe to run again after a kill cut it off.
     pub(crate) fn land(&self, landing: &Landing) -> Result<Landed, String> {
         let head = self.head_oid();

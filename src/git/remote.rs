@@ -48,6 +48,10 @@ pub(crate) struct Claim {
     /// hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) job: Option<Job>,
+    /// The task is done and its branch, pushed at this commit, waits to be merged: the worker
+    /// merging next lands it along with its own (a merge train).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ready: Option<String>,
 }
 
 /// An engine job a worker runs in, as its claims record it.

@@ -3,8 +3,9 @@
 use super::Voice;
 use super::format::{long_duration_ms, plural};
 use super::remote::{
-    base_moved, claim_lost, claim_lost_no_push, claim_race_lost, pushed_work_set_aside,
-    remote_worker_ended, remote_worker_started, task_claimed, worker_waiting,
+    base_moved, claim_lost, claim_lost_no_push, claim_race_lost, merged_along,
+    pushed_work_set_aside, remote_worker_ended, remote_worker_started, task_claimed,
+    worker_waiting,
 };
 use crate::event::{LoopEvent, Notice, ParallelEnd};
 
@@ -337,6 +338,7 @@ pub(crate) fn fleet_notice(out: &Voice, notice: &Notice<'_>) {
         } => pushed_work_set_aside(out, task, remote, branch),
         Notice::BaseMoved { task, base } => base_moved(out, task, base),
         Notice::WorkerWaiting { held } => worker_waiting(out, *held),
+        Notice::MergedAlong { task, along, base } => merged_along(out, task, along, base),
         _ => {}
     }
 }

@@ -101,6 +101,19 @@ pub(crate) fn base_moved(out: &Voice, id: &str, base: &str) {
     )]);
 }
 
+/// The worker's merge landed other workers' finished tasks too.
+pub(crate) fn merged_along(out: &Voice, id: &str, along: &[&str], base: &str) {
+    let (one, tasks) = if along.len() == 1 {
+        ("its worker finds it", "task")
+    } else {
+        ("their workers find them", "tasks")
+    };
+    out.say(&[&format!(
+        "[{id}] 🚂 Also merged into {base}: {tasks} {} (done by other workers and ready; {one} merged)",
+        along.join(", ")
+    )]);
+}
+
 /// The worker waits for tasks other workers hold.
 pub(crate) fn worker_waiting(out: &Voice, held: usize) {
     out.say(&[&format!(

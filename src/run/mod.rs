@@ -108,11 +108,15 @@ pub(crate) struct Knobs {
     pub(crate) lock_wait: Duration,
     /// How often a `--worker` with nothing to do looks at the remote again.
     pub(crate) worker_poll: Duration,
+    /// How long the first `--worker` whose task is ready waits for other workers' running tasks
+    /// to join its merge train.
+    pub(crate) train_linger: Duration,
 }
 
 impl Knobs {
     /// Reads `RALPH_HEARTBEAT_MS`, `RALPH_TOOL_SUMMARY_MS`, `RALPH_LEAK_TIMEOUT_MS`, `RALPH_RETRY_BASE_MS`, `RALPH_ERROR_PAUSE_MS`,
-    /// `RALPH_LEFTOVER_GRACE_MS`, `RALPH_LOCK_WAIT_MS` and `RALPH_WORKER_POLL_MS`.
+    /// `RALPH_LEFTOVER_GRACE_MS`, `RALPH_LOCK_WAIT_MS`, `RALPH_WORKER_POLL_MS` and
+    /// `RALPH_TRAIN_LINGER_MS`.
     pub(crate) fn from_env() -> Self {
         let ms = crate::model::env_millis;
         Self {
@@ -124,6 +128,7 @@ impl Knobs {
             leftover_grace: ms("RALPH_LEFTOVER_GRACE_MS", 3_000),
             lock_wait: ms("RALPH_LOCK_WAIT_MS", 300),
             worker_poll: ms("RALPH_WORKER_POLL_MS", 10_000),
+            train_linger: ms("RALPH_TRAIN_LINGER_MS", 300),
         }
     }
 }

@@ -51,17 +51,23 @@ pub(crate) fn remote_claims(env: &TestEnv) -> String {
     env.git(&["-C", &remote(env), "for-each-ref", "refs/ralph/claims/"])
 }
 
-/// Every value the base ever had is an ancestor of its final one.
-pub(crate) fn assert_base_never_rewritten(env: &TestEnv) {
+/// Every value the base had on the remote, newest first.
+fn base_moves(env: &TestEnv) -> String {
     let bare = remote(env);
-    let log = env.git(&[
+    env.git(&[
         "-C",
         &bare,
         "reflog",
         "show",
         "--format=%H",
         "refs/heads/main",
-    ]);
+    ])
+}
+
+/// Every value the base ever had is an ancestor of its final one.
+pub(crate) fn assert_base_never_rewritten(env: &TestEnv) {
+    let bare = remote(env);
+    let log = base_moves(env);
     let seed = env.git(&["rev-parse", "HEAD"]);
     let mut shas: Vec<&str> = log.lines().collect();
     assert!(!shas.is_empty(), "the base moved");
@@ -148,6 +154,68 @@ fn two_workers_finishing_together_both_merge() {
     }
     assert_eq!(remote_tasks(&env).matches("- [x]").count(), 2);
     assert_eq!(remote_claims(&env), "");
+    assert_base_never_rewritten(&env);
+}
+
+#[test]
+fn tasks_finishing_together_land_in_one_merge_train() {
+    // The first worker ready waits for the other's running task (as long as it takes, here),
+    // then lands both in one push.
+    let linger = [("RALPH_TRAIN_LINGER_MS", "30000")];
+    let (env, workers) = crate::fleet::two_workers_holding_their_tasks([&linger, &linger]);
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let outputs: Vec<String> = workers
+        .into_iter()
+        .map(|worker| {
+            let (code, stdout, stderr) = finish(worker);
+            assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+            stdout
+        })
+        .collect();
+    let all = outputs.join("\n");
+    // One worker merged both; each worker says its own task was merged.
+    let trains: Vec<&String> = (outputs.iter())
+        .filter(|out| out.contains("🚂 Also merged into origin/main: task "))
+        .collect();
+    assert_eq!(trains.len(), 1, "{all}");
+    for out in &outputs {
+        assert_eq!(
+            out.matches("🔀 Merged into origin/main").count(),
+            1,
+            "{all}"
+        );
+    }
+    let list = remote_tasks(&env);
+    assert_eq!(list.matches("- [x]").count(), 2, "{list}");
+    assert_eq!(remote_claims(&env), "", "no claim is left");
+    let bare = remote(&env);
+    assert!(
+        env.git(&["-C", &bare, "branch", "--list", "ralph/*"])
+            .is_empty(),
+        "both task branches are deleted"
+    );
+    for file in ["Solo.txt", "Duo.txt"] {
+        env.git(&["-C", &bare, "cat-file", "-e", &format!("main:{file}")]);
+    }
+    // The base moved once: its log has one update, carrying both merges.
+    let moves = base_moves(&env);
+    assert_eq!(moves.lines().count(), 1, "{moves}\n{all}");
+    let log = env.git(&["-C", &bare, "log", "--first-parent", "--format=%s", "main"]);
+    let subjects: Vec<&str> = log.lines().take(3).collect();
+    assert!(
+        subjects[0].starts_with("Ralph: tasks ") && subjects[0].ends_with(" merged"),
+        "{log}"
+    );
+    assert!(subjects[1].starts_with("Ralph: merge task "), "{log}");
+    assert!(subjects[2].starts_with("Ralph: merge task "), "{log}");
+    // Each task's notes joined the base's progress log.
+    let notes = env.git(&["-C", &bare, "show", "main:.ralph/progress.md"]);
+    for id in ["solo", "duo"] {
+        assert!(
+            notes.contains(&format!("## Task {id} — notes from its branch")),
+            "{notes}"
+        );
+    }
     assert_base_never_rewritten(&env);
 }
 

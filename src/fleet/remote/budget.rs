@@ -311,6 +311,7 @@ mod tests {
                 released,
                 token: 1,
                 job: None,
+                ready: None,
             }),
         }
     }

@@ -7,12 +7,16 @@ use crate::event::{LoopEvent, Notice};
 use crate::git::{Merge, Pushed, Repo, Update, claim_ref};
 use crate::run::{sandboxed, wait};
 use crate::storage::RalphDir;
+use crate::storage::carry::Carried;
 use crate::storage::tasks::{Task, TaskStatus};
 
 use super::super::base;
 use super::super::parallel::gate::Gate;
+use super::super::parallel::gate::{GATE_TRIES, feedback, given_up};
 use super::site::unreachable_remote;
-use super::{Integrated, PUSH_TRIES, Session};
+use super::train::Rider;
+use super::{Holder, Integrated, PUSH_TRIES, Session, TaskEnd};
+use crate::run::decision::Stop;
 
 impl Session<'_> {
     /// The run's merge gate, for this worker.
@@ -25,8 +29,9 @@ impl Session<'_> {
         }
     }
 
-    /// Merges the task's branch into a fresh copy of the base and pushes it, with the claim's
-    /// deletion, all or nothing; again while another worker's merge got there first.
+    /// Merges the task's branch into a fresh copy of the base, with the branches other workers
+    /// marked ready (a merge train), and pushes it with the claims' deletion, all or nothing;
+    /// again while another worker's merge got there first, unless that merge landed this task.
     pub(super) fn integrate(
         &self,
         id: &str,
@@ -35,8 +40,9 @@ impl Session<'_> {
     ) -> anyhow::Result<Integrated> {
         let branch = base::branch(id);
         let message = format!("Ralph: merge task {id} — {}", task.text);
-        // A retry follows the fetch that found the claim still ours: the base is fresh.
-        let mut fetched = false;
+        // `fetched`: a retry follows the fetch that found the claim still ours (the base is
+        // fresh); `alone`: the riders' branches broke the gate, this task is merged on its own.
+        let (mut fetched, mut alone) = (false, false);
         for attempt in 0..PUSH_TRIES {
             if attempt > 0 {
                 self.sink.notice(Notice::BaseMoved {
@@ -47,57 +53,136 @@ impl Session<'_> {
             let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, fetched)? else {
                 return Ok(Integrated::LetGo);
             };
+            if !self.holds(id, claim) {
+                return Ok(self.gone(id));
+            }
             // The merge commit runs the repository's hooks: inside the run's sandbox.
             let (tree, _sandbox) = sandboxed::merging_in(self.config, tree, self.dir)?;
             let own = self.own_files(&tree);
             let own: Vec<&str> = own.iter().map(String::as_str).collect();
-            // What the agent added to the progress log and the task list joins the base's.
-            let mut carried = crate::storage::carry::Carried::default();
-            let mut finish = || {
-                carried = super::super::carry::into_base(&tree, &tree_dir, &branch, id);
-                base::mark(&tree_dir, id, TaskStatus::Complete, None)
+            let (hash, carried) = match self.merge_own((&tree, &tree_dir), id, &message, &own)? {
+                Ok(merged) => merged,
+                Err(end) => return Ok(end),
             };
-            let hash = match tree.merge_branch(&branch, &message, (&own, &[]), &mut finish) {
-                Ok(Merge::Done(hash)) => hash,
-                Ok(Merge::Conflict(files)) => return Ok(Integrated::Conflict(files)),
-                Err(why) => return Err(fail(format!("merging task {id} failed: {why}")).into()),
+            let riders = if alone {
+                Vec::new()
+            } else {
+                let riders = self.riders(id, &self.site.list()?);
+                self.merge_riders((&tree, &tree_dir), riders, &own)
             };
-            // The run's --verify is the merge's gate: the base moves only when it passes.
-            if let Some(failed) = self.gate().check(id, &tree, self.stop) {
-                return Ok(Integrated::GateFailed(failed));
+            // The run's --verify is the merge's gate, once for the whole train: the base moves
+            // only when it passes.
+            let gate = self
+                .gate()
+                .run_checks(&train_label(id, &riders), &tree, self.stop);
+            if let Some(failed) = gate {
+                if riders.is_empty() {
+                    return Ok(Integrated::GateFailed(failed));
+                }
+                (alone, fetched) = (true, true);
+                continue;
             }
             // The task's branch goes with the merge (on the remote when it was ever pushed),
             // unless it keeps notes or tasks that could not be carried.
             let delete = carried.problems.is_empty();
             let published = delete && self.site.repo.resolve(&self.site.task_branch(id)).is_some();
-            if self.push_base(&tree, &base_sha, id, claim, published)? == Pushed::Done {
-                self.sink.emit(LoopEvent::TaskMerged {
-                    task: id.to_owned(),
-                    into: self.site.base_name(),
-                    commit: hash,
-                });
-                let into = self.site.base_name();
-                if let Some(event) = LoopEvent::notes_carried(id, &into, &branch, carried) {
-                    self.sink.emit(event);
-                }
-                self.site
-                    .repo
-                    .remove_worktree(&self.dir.worktree(id), &branch, delete);
+            let claims = (id, claim, &riders[..]);
+            if self.push_base(&tree, &base_sha, claims, published)? == Pushed::Done {
+                self.merged(id, (hash, carried), &riders);
                 return Ok(Integrated::Merged);
             }
-            // Another worker's merge got there first: workers that lost the race wait apart,
-            // so their next tries do not all meet again.
-            wait::pause(self.stop, backoff(attempt));
+            // Another worker's merge got there first, perhaps with this task on board.
             if !self.site.still_ours(id, claim)? {
-                return Ok(Integrated::LetGo);
+                return Ok(self.gone(id));
             }
-            fetched = true;
+            // Workers that lost the race wait apart, so their next tries do not all meet again.
+            wait::pause(self.stop, backoff(attempt));
+            fetched = false;
         }
         Err(fail(format!(
             "{} kept moving while task {id} was merged ({PUSH_TRIES} tries); its branch {branch} is kept, start the worker again",
             self.site.base_name()
         ))
         .into())
+    }
+
+    /// Merges task `id`'s branch into `tree` (its notes and tasks carried, the task marked done)
+    /// and checks the merge: its commit and what was carried, or how the merge ended.
+    fn merge_own(
+        &self,
+        (tree, tree_dir): (&Repo, &RalphDir),
+        id: &str,
+        message: &str,
+        own: &[&str],
+    ) -> anyhow::Result<Result<(String, Carried), Integrated>> {
+        let branch = base::branch(id);
+        // What the agent added to the progress log and the task list joins the base's.
+        let mut carried = Carried::default();
+        let mut finish = || {
+            carried = super::super::carry::into_base(tree, tree_dir, &branch, id);
+            base::mark(tree_dir, id, TaskStatus::Complete, None)
+        };
+        let hash = match tree.merge_branch(&branch, message, (own, &[]), &mut finish) {
+            Ok(Merge::Done(hash)) => hash,
+            Ok(Merge::Conflict(files)) => return Ok(Err(Integrated::Conflict(files))),
+            Err(why) => return Err(fail(format!("merging task {id} failed: {why}")).into()),
+        };
+        if let Some(failed) = self.gate().merge_check(id, tree) {
+            return Ok(Err(Integrated::GateFailed(failed)));
+        }
+        Ok(Ok((hash, carried)))
+    }
+
+    /// Tells that task `id` was merged (as `commit`, with its notes `carried`), with `riders`,
+    /// and removes its worktree (and its branch, when its notes and tasks were all carried).
+    fn merged(&self, id: &str, (commit, carried): (String, Carried), riders: &[Rider]) {
+        let (into, branch) = (self.site.base_name(), base::branch(id));
+        let delete = carried.problems.is_empty();
+        self.sink.emit(LoopEvent::TaskMerged {
+            task: id.to_owned(),
+            into: into.clone(),
+            commit,
+        });
+        if let Some(event) = LoopEvent::notes_carried(id, &into, &branch, carried) {
+            self.sink.emit(event);
+        }
+        self.tell_riders(id, riders);
+        (self.site.repo).remove_worktree(&self.dir.worktree(id), &branch, delete);
+    }
+
+    /// The task's claim is gone: merged by another worker's merge train, or let go.
+    fn gone(&self, id: &str) -> Integrated {
+        if self.landed_elsewhere(id) {
+            Integrated::Merged
+        } else {
+            Integrated::LetGo
+        }
+    }
+
+    /// The task's merge failed the gate with `check`: its agent is told (a context section for
+    /// the task in this clone) and goes on after the base is merged into its branch, or, the
+    /// [`GATE_TRIES`]-th time, the task is failed; a check that cannot run ends the worker.
+    pub(super) fn gate_failed(
+        &self,
+        id: &str,
+        check: &crate::model::Verification,
+        holder: &Holder,
+        tries: &mut u32,
+    ) -> anyhow::Result<Option<TaskEnd>> {
+        if check.could_not_run() {
+            self.release(&holder.claim, &holder.sha);
+            return Ok(Some(TaskEnd::Ended(Stop::Unverified(check.clone()))));
+        }
+        *tries += 1;
+        let base = self.site.base_name();
+        self.gate().refused(id, &base, check, *tries);
+        if *tries > GATE_TRIES {
+            let why = given_up(&base, check, id);
+            return self.give_up(id, &why, &holder.sha).map(Some);
+        }
+        let text = feedback(&base, check);
+        crate::storage::context::append(self.dir, &text, Some(id), crate::model::now())?;
+        Ok(None)
     }
 
     /// The integration worktree at the freshly fetched base (fetched now unless `fetched`):
@@ -138,14 +223,13 @@ impl Session<'_> {
     }
 
     /// Pushes the integration tree's HEAD as the base (if the base is still `base_sha`) and
-    /// deletes the claim (if it is still ours), together; with `delete_branch`, the task's
-    /// branch too.
+    /// deletes task `id`'s claim (if it is still `claim`) and the riders', together; with
+    /// `delete_branch`, the task's branch too.
     pub(super) fn push_base(
         &self,
         tree: &Repo,
         base_sha: &str,
-        id: &str,
-        claim: &str,
+        (id, claim, riders): (&str, &str, &[Rider]),
         delete_branch: bool,
     ) -> anyhow::Result<Pushed> {
         let head = tree
@@ -170,11 +254,20 @@ impl Session<'_> {
                 expect: None,
             });
         }
+        updates.extend(Self::rider_updates(riders));
         self.site
             .repo
             .push(&self.site.remote, &updates)
             .map_err(|why| unreachable_remote(&self.site.remote, &why).into())
     }
+}
+
+/// What a merge's gate checks are recorded for: the task, or the tasks of its train.
+fn train_label(id: &str, riders: &[Rider]) -> String {
+    std::iter::once(id)
+        .chain(riders.iter().map(|rider| rider.id.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The wait before a worker's `attempt`-th try to merge again after another merge got there

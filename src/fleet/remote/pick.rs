@@ -28,11 +28,25 @@ pub(super) enum Pick {
 /// stale, or whose claim an earlier attempt of this worker's engine job made (`slot`: the job's
 /// slot), and whose `touches` overlap no held task's; else whether to wait for held tasks.
 /// `skip`: tasks this worker let go of.
+#[cfg(test)]
 pub(super) fn pick(
+    list: &TaskList,
+    claims: &[SeenClaim],
+    when: (DateTime<Utc>, Duration, Option<&str>),
+    skip: &BTreeSet<String>,
+) -> Pick {
+    pick_spread(list, claims, when, skip, 0)
+}
+
+/// [`pick`], but the `spread`-th (modulo) of the tasks that could be taken rather than the
+/// first: a worker that lost the race for the first spreads its next tries, so that workers
+/// started together claim their tasks in a round or two rather than one by one.
+pub(super) fn pick_spread(
     list: &TaskList,
     claims: &[SeenClaim],
     (now, ttl, slot): (DateTime<Utc>, Duration, Option<&str>),
     skip: &BTreeSet<String>,
+    spread: usize,
 ) -> Pick {
     let live = |id: &str| {
         let claim = claims.iter().find(|seen| seen.id == id);
@@ -45,6 +59,7 @@ pub(super) fn pick(
         .map(|(task, _)| crate::protect::list(task.property(tasks::TOUCHES)))
         .collect();
     let mut held = Vec::new();
+    let mut free = Vec::new();
     for (task, id) in list.tasks.iter().zip(ids) {
         if !is_open(task) {
             continue;
@@ -66,12 +81,19 @@ pub(super) fn pick(
             continue;
         }
         if list.blockers(task).is_empty() {
-            return Pick::Take {
+            free.push(Pick::Take {
                 id,
                 task: Box::new(task.clone()),
                 over: claim.cloned().map(Box::new),
-            };
+            });
+            if spread == 0 {
+                break;
+            }
         }
+    }
+    if !free.is_empty() {
+        let at = spread % free.len();
+        return free.swap_remove(at);
     }
     if held.is_empty() {
         Pick::Finished

@@ -93,7 +93,7 @@ impl Session<'_> {
         self.shared.edit_history(self.dir, |history| {
             calls.into_iter().for_each(|call| history.add_call(call));
         })?;
-        match self.push_base(&tree, &base_sha, PLAN_CLAIM, claim, false)? {
+        match self.push_base(&tree, &base_sha, (PLAN_CLAIM, claim, &[]), false)? {
             Pushed::Done => Ok(()),
             Pushed::Moved => Err(fail(format!(
                 "{} moved while this worker planned; start the worker again to plan on the new base",

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{Pick, SeenClaim, pick};
+use super::pick::{pick, pick_spread};
+use super::{Pick, SeenClaim};
 use crate::git::Claim;
 use crate::storage::tasks::TaskList;
 
@@ -24,6 +25,7 @@ fn claim(id: &str, heartbeat: i64) -> SeenClaim {
             released: false,
             token: 1,
             job: None,
+            ready: None,
             task: id.to_owned(),
             worker: "other-1".to_owned(),
             host: "other".to_owned(),
@@ -52,6 +54,27 @@ const CHAIN: &str =
 fn the_first_ready_unclaimed_task_is_taken() {
     let picked = pick(&list(CHAIN), &[], (at(10), TTL, None), &BTreeSet::new());
     assert_eq!(taken(&picked), Some(("a", false)));
+}
+
+#[test]
+fn a_worker_that_lost_a_claim_race_spreads_over_the_free_tasks_only() {
+    let text = "- [ ] one\n  - id: a\n- [ ] two\n  - id: b\n- [ ] three\n  - id: c\n  - blocked_by: a\n- [ ] four\n  - id: d\n";
+    let when = (at(10), TTL, None);
+    let none = BTreeSet::new();
+    // `c` waits for `a`, and `b` is held: the spread goes over `a` and `d` only.
+    let held = [claim("b", 5)];
+    let picks: Vec<_> = (0..4)
+        .map(|spread| pick_spread(&list(text), &held, when, &none, spread))
+        .map(|picked| taken(&picked).map(|(id, _)| id.to_owned()))
+        .collect();
+    let picks: Vec<_> = picks.iter().map(|id| id.as_deref()).collect();
+    assert_eq!(picks, [Some("a"), Some("d"), Some("a"), Some("d")]);
+    // Nothing free: the same as a first pick.
+    let all = [claim("a", 5), claim("b", 5), claim("d", 5)];
+    assert!(matches!(
+        pick_spread(&list(text), &all, when, &none, 3),
+        Pick::Wait { .. }
+    ));
 }
 
 #[test]

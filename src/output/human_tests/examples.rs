@@ -544,6 +544,16 @@ fn run_notices(data: &Data) -> Vec<Notice<'_>> {
             base: "main",
         },
         Notice::WorkerWaiting { held: 2 },
+        Notice::MergedAlong {
+            task: "api",
+            along: &["db"],
+            base: "origin/main",
+        },
+        Notice::MergedAlong {
+            task: "api",
+            along: &["db", "ui"],
+            base: "origin/main",
+        },
     ]
 }
 

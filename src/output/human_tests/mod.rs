@@ -156,6 +156,7 @@ variants!(
         ContextNotGiven,
         BaseMoved,
         WorkerWaiting,
+        MergedAlong,
     ]
 );
 

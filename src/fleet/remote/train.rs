@@ -1,0 +1,294 @@
+//! Workers' merge train: a worker whose task is done marks its claim ready with its branch's
+//! pushed commit; the worker merging next lands every ready branch along with its own, in one
+//! push that deletes each of their claims with a lease. A worker whose claim went that way finds
+//! its task marked `[x]` on the base: merged, with nothing left to push.
+
+use std::time::{Duration, Instant};
+
+use crate::event::{LoopEvent, Notice};
+use crate::git::{Repo, Update, claim_ref};
+use crate::storage::RalphDir;
+use crate::storage::carry::Carried;
+use crate::storage::identity::fingerprint;
+use crate::storage::tasks::{TaskList, TaskStatus};
+
+use super::super::base;
+use super::pick;
+use super::{Holder, Session, TaskEnd, planning};
+
+/// The most branches of other workers one merge lands along with its own.
+const RIDERS_MAX: usize = 16;
+
+/// How long a ready task waits for the merge of a worker that was ready before it (which lands
+/// it too) before merging itself, and how often it looks.
+const TRAIN_WAIT: Duration = Duration::from_secs(3);
+const TRAIN_POLL: Duration = Duration::from_millis(100);
+
+/// Another worker's finished task, ready to merge.
+pub(super) struct Rider {
+    pub(super) id: String,
+    /// Its claim's commit on the remote: the push deletes the claim only while it is this.
+    pub(super) claim: String,
+    /// The branch's commit its claim marked ready.
+    pub(super) commit: String,
+    text: String,
+    /// Its notes and tasks carried into the base; its branch goes only when all were.
+    pub(super) carried: Carried,
+}
+
+impl Session<'_> {
+    /// Which of the free tasks the next pick takes: the first, unless this worker just lost the
+    /// race for one; then one of them by the worker's name, so that workers spread apart.
+    pub(super) fn spread(&self) -> usize {
+        if self.lost_races == 0 {
+            return 0;
+        }
+        let seed = (self.me.bytes()).fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
+        });
+        usize::try_from(seed >> 33).unwrap_or(0) + self.lost_races
+    }
+
+    /// Marks the claim ready with the task branch's commit, when that commit is the one on the
+    /// remote, so that another worker's merge can land it; a claim that could not be marked
+    /// stays as it was (this worker merges its task itself).
+    pub(super) fn mark_ready(&self, holder: &mut Holder) {
+        let id = &holder.claim.task;
+        let local = self
+            .site
+            .repo
+            .resolve(&format!("refs/heads/{}", base::branch(id)));
+        if local.is_none() || local != self.site.repo.resolve(&self.site.task_branch(id)) {
+            return;
+        }
+        self.push_ready(holder, local);
+    }
+
+    /// The task goes back to its agent: its claim is no longer ready (`false` when the claim is
+    /// no longer this worker's).
+    pub(super) fn unmark_ready(&self, holder: &mut Holder) -> bool {
+        holder.claim.ready.is_none() || self.push_ready(holder, None)
+    }
+
+    /// Pushes the claim with `ready` (refreshed): `false` when it is no longer ours.
+    fn push_ready(&self, holder: &mut Holder, ready: Option<String>) -> bool {
+        let mut claim = holder.claim.clone();
+        claim.ready = ready;
+        claim.heartbeat_at = crate::model::now();
+        let pushed = (self.site.repo).push_claim(&self.site.remote, &claim, &holder.sha);
+        match pushed {
+            Ok(Some(sha)) => {
+                holder.claim = claim;
+                holder.sha = sha;
+                true
+            }
+            Ok(None) => false,
+            // Out of reach: the claim stays as the remote has it.
+            Err(_) => true,
+        }
+    }
+
+    /// Waits while a worker whose task was ready before this one's merges (its merge lands this
+    /// task too), for [`TRAIN_WAIT`] at most, so that one worker merges at a time, and, when
+    /// first, a while longer (`train_linger`) while other workers' tasks still run, so that tasks
+    /// finishing together land in one merge: `true` when the claim went meanwhile (the task was
+    /// merged, or taken over).
+    pub(super) fn wait_for_train(&self, id: &str, claim: &str) -> anyhow::Result<bool> {
+        let (started, linger) = (Instant::now(), self.knobs.train_linger);
+        let deadline = started + TRAIN_WAIT + linger;
+        loop {
+            (self.site.repo.fetch_fleet(&self.site.remote))
+                .map_err(|why| super::site::unreachable_remote(&self.site.remote, &why))?;
+            if !self.holds(id, claim) {
+                return Ok(true);
+            }
+            let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);
+            let claims = self.site.repo.seen_claims(&self.site.remote);
+            let live: Vec<_> = (claims.iter())
+                .filter(|seen| !pick::is_stale(seen, now, ttl) && seen.id != planning::PLAN_CLAIM)
+                .filter_map(|seen| Some((seen.claim.as_ref()?, seen)))
+                .collect();
+            let first = (live.iter())
+                .filter(|(claim, _)| claim.ready.is_some())
+                .min_by_key(|(claim, seen)| (claim.heartbeat_at, seen.id.as_str()));
+            let leads = first.is_none_or(|(_, seen)| seen.id == id);
+            let running = live.iter().any(|(claim, _)| claim.ready.is_none());
+            let lingers = running && started.elapsed() < linger;
+            if (leads && !lingers) || Instant::now() >= deadline || self.stop.is_stopping() {
+                return Ok(false);
+            }
+            // The more workers wait, the less often each looks: their looks share the machine
+            // with the merge they wait for.
+            let waiting = live
+                .iter()
+                .filter(|(claim, _)| claim.ready.is_some())
+                .count();
+            let every = TRAIN_POLL * u32::try_from(waiting.div_ceil(4).clamp(1, 5)).unwrap_or(5);
+            crate::run::wait::pause(self.stop, every);
+        }
+    }
+
+    /// The claim is no longer this worker's: another worker's merge train landed the task, or
+    /// it was taken over.
+    pub(super) fn claim_gone(&mut self, id: &str) -> anyhow::Result<TaskEnd> {
+        self.site.fetch()?;
+        Ok(if self.landed_elsewhere(id) {
+            TaskEnd::Merged
+        } else {
+            self.let_go(id)
+        })
+    }
+
+    /// Whether the claim `claim` of task `id` is still on the remote, as last fetched.
+    pub(super) fn holds(&self, id: &str, claim: &str) -> bool {
+        (self.site.repo.seen_claims(&self.site.remote).iter()).any(|s| s.id == id && s.sha == claim)
+    }
+
+    /// The claim of task `id` is gone: merged by another worker's train when the base as last
+    /// fetched has it done (told as this worker's merge), else let go.
+    pub(super) fn landed_elsewhere(&self, id: &str) -> bool {
+        let done = (self.site.list().ok())
+            .and_then(|list| base::find(&list, id))
+            .is_some_and(|task| task.status == TaskStatus::Complete);
+        if !done {
+            return false;
+        }
+        let commit = (self.site.repo.resolve(&self.site.base_ref())).unwrap_or_default();
+        self.sink.emit(LoopEvent::TaskMerged {
+            task: id.to_owned(),
+            into: self.site.base_name(),
+            commit,
+        });
+        // Its branch went with the merge on the remote; here too.
+        let branch = base::branch(id);
+        (self.site.repo).remove_worktree(&self.dir.worktree(id), &branch, true);
+        true
+    }
+
+    /// Other workers' tasks ready to merge, as last fetched: live claims marked ready at the
+    /// commit their branch has on the remote, for the task's text as the base has it, still
+    /// open there.
+    pub(super) fn riders(&self, id: &str, list: &TaskList) -> Vec<Rider> {
+        let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);
+        let claims = self.site.repo.seen_claims(&self.site.remote);
+        let ready = claims.into_iter().filter(|seen| seen.id != id);
+        let ready = ready.filter(|seen| !pick::is_stale(seen, now, ttl));
+        ready
+            .filter_map(|seen| {
+                let claim = seen.claim?;
+                let commit = claim.ready?;
+                let task = base::find(list, &seen.id)?;
+                let open = matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
+                let same_text = claim.fingerprint == Some(fingerprint(&task.text));
+                let pushed = self.site.repo.resolve(&self.site.task_branch(&seen.id));
+                (open && same_text && pushed.as_deref() == Some(commit.as_str())).then(|| Rider {
+                    id: seen.id,
+                    claim: seen.sha,
+                    commit,
+                    text: task.text,
+                    carried: Carried::default(),
+                })
+            })
+            .take(RIDERS_MAX)
+            .collect()
+    }
+
+    /// Merges each rider in turn on top of `tree`'s HEAD (this worker's own merge), one merge
+    /// commit each, ralph's own files (`own`) kept as HEAD has them; then one commit carries
+    /// their notes and tasks and marks them done. A rider that conflicts or fails its merge's
+    /// own checks is left to its worker. The riders merged.
+    pub(super) fn merge_riders(
+        &self,
+        (tree, tree_dir): (&Repo, &RalphDir),
+        riders: Vec<Rider>,
+        own: &[&str],
+    ) -> Vec<Rider> {
+        let Some(start) = tree.resolve("HEAD") else {
+            return Vec::new();
+        };
+        let scratch = self.dir.integration_worktree().with_extension("attributes");
+        let mut merged = Vec::new();
+        for rider in riders {
+            let before = tree.resolve("HEAD").unwrap_or_default();
+            let message = format!("Ralph: merge task {} — {}", rider.id, rider.text);
+            if !tree.merge_keeping_own(&rider.commit, &message, own, &scratch) {
+                continue;
+            }
+            if self.gate().merge_check(&rider.id, tree).is_some() {
+                // Its own worker meets the refusal and tells its agent.
+                if !self.back_to(&before) {
+                    return Vec::new();
+                }
+                continue;
+            }
+            merged.push((rider, before));
+        }
+        let _ = std::fs::remove_file(&scratch);
+        let mut riders = Vec::new();
+        for (mut rider, before) in merged {
+            let on = (rider.commit.as_str(), before.as_str());
+            rider.carried = super::super::carry::into_base_after(tree, tree_dir, on, &rider.id);
+            if base::mark(tree_dir, &rider.id, TaskStatus::Complete, None).is_err() {
+                return self.given_up(&start);
+            }
+            riders.push(rider);
+        }
+        if riders.is_empty() {
+            return riders;
+        }
+        let ids: Vec<&str> = riders.iter().map(|rider| rider.id.as_str()).collect();
+        let message = format!("Ralph: tasks {} merged", ids.join(", "));
+        match tree.commit_paths(own, &message) {
+            Ok(Some(_)) => riders,
+            _ => self.given_up(&start),
+        }
+    }
+
+    /// The integration worktree put back at `commit`: `false` when it could not be.
+    fn back_to(&self, commit: &str) -> bool {
+        let path = self.dir.integration_worktree();
+        self.site.repo.detached_worktree(&path, commit).is_ok()
+    }
+
+    /// The riders could not be recorded: the integration worktree goes back to `start` (this
+    /// worker's own merge), and no rider goes with it.
+    fn given_up(&self, start: &str) -> Vec<Rider> {
+        self.back_to(start);
+        Vec::new()
+    }
+
+    /// The push's updates for the riders: each claim deleted while it is still the one marked
+    /// ready, and each branch deleted while it is still at that commit (kept when notes or
+    /// tasks of it could not be carried).
+    pub(super) fn rider_updates(riders: &[Rider]) -> Vec<Update<'_>> {
+        let mut updates = Vec::new();
+        for rider in riders {
+            updates.push(Update {
+                dst: claim_ref(&rider.id),
+                new: None,
+                expect: Some(&rider.claim),
+            });
+            if rider.carried.problems.is_empty() {
+                updates.push(Update {
+                    dst: format!("refs/heads/{}", base::branch(&rider.id)),
+                    new: None,
+                    expect: Some(&rider.commit),
+                });
+            }
+        }
+        updates
+    }
+
+    /// Says which riders this worker's merge landed.
+    pub(super) fn tell_riders(&self, id: &str, riders: &[Rider]) {
+        if riders.is_empty() {
+            return;
+        }
+        let ids: Vec<&str> = riders.iter().map(|rider| rider.id.as_str()).collect();
+        self.sink.notice(Notice::MergedAlong {
+            task: id,
+            along: &ids,
+            base: &self.site.base_name(),
+        });
+    }
+}
