@@ -199,6 +199,12 @@ pub(crate) struct CommandArgs {
     #[arg(long, requires = "worktree", help_heading = "Commands")]
     pub(crate) merge: bool,
 
+    /// Answer question ID an agent asked (ralph_ask) with TEXT (an option may be given by its
+    /// number), then exit; ralph --status lists the questions waiting. With --remote: a question
+    /// a --worker asked, from any clone.
+    #[arg(long, num_args = 2, value_names = ["ID", "TEXT"], help_heading = "Commands")]
+    pub(crate) answer: Option<Vec<String>>,
+
     /// Print what the agent printed in iteration N (default: the last), as it was shown; in a
     /// parallel run, TASK for a task's last iteration, TASK/N for its N-th.
     #[arg(

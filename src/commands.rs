@@ -1,13 +1,16 @@
 //! The commands that act and exit: `--status`, `--add-context`, `--clear-context`,
-//! `--list-tasks`, `--add-task`, `--remove-task`.
+//! `--list-tasks`, `--add-task`, `--remove-task`, `--answer`.
 //!
 //! Read-only commands never create or change anything on disk (not even `.ralph/`), so they are
 //! safe to run in another terminal while a loop works.
 
+mod answer;
 pub(crate) mod log;
 mod steer;
 
-pub(crate) use steer::{add_context_to, add_task_to, stop_running};
+pub(crate) use answer::answer;
+
+pub(crate) use steer::{add_context_to, add_task_to, add_task_with, stop_running};
 mod reset;
 mod watch;
 
@@ -34,6 +37,8 @@ struct Gathered {
     tasks: status::TasksStatus,
     running: bool,
     workers: Vec<report::WorkerReport>,
+    /// The agents' questions waiting for an answer.
+    questions: Vec<storage::questions::Question>,
 }
 
 /// Reads everything `--status` shows; `warn`: say so when a file is corrupt.
@@ -69,6 +74,7 @@ fn gather(dir: &RalphDir, show_tasks: bool, warn: bool) -> Gathered {
         tasks,
         running,
         workers,
+        questions: storage::questions::pending(dir),
     }
 }
 
@@ -88,6 +94,7 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         tasks,
         running,
         workers,
+        questions,
     } = gathered;
     // What the agent of the running iteration said last, from its log.
     let last_line = running
@@ -108,6 +115,8 @@ pub(crate) fn status(dir: &RalphDir, show_tasks: bool, json: bool) -> ExitStatus
         now: crate::model::now(),
     });
     output::say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+    let waiting = status::questions(&questions, crate::model::now(), None);
+    output::say(&waiting.iter().map(String::as_str).collect::<Vec<_>>());
     ExitStatus::Success
 }
 
@@ -131,6 +140,7 @@ fn report_of(gathered: Gathered) -> report::StatusReport {
         tasks: tasks_of(&gathered.tasks),
         history: report::history_report(gathered.history.as_ref(), gathered.history_count),
         workers: gathered.workers,
+        questions: gathered.questions,
     }
 }
 
@@ -314,6 +324,7 @@ pub(crate) fn remote_status(
             budget: seen.budget.as_ref(),
             tasks: report::tasks_report("found", &seen.list),
             left_to_run: seen.list.left_to_run(),
+            questions: &seen.questions,
         });
         return Ok(ExitStatus::Success);
     }
@@ -328,6 +339,8 @@ pub(crate) fn remote_status(
         .collect();
     let shown = (&seen.claims[..], seen.budget.as_ref());
     output::remote_status(&seen.remote, &seen.base, shown, seen.now, &board);
+    let waiting = status::questions(&seen.questions, seen.now, Some(&seen.remote));
+    output::say(&waiting.iter().map(String::as_str).collect::<Vec<_>>());
     Ok(ExitStatus::Success)
 }
 

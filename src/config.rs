@@ -51,6 +51,12 @@ pub(crate) enum Mode {
         /// `--status --remote NAME`: the claims and the task board on that remote.
         remote: Option<String>,
     },
+    /// `--answer ID TEXT [--remote NAME]`: a person's answer to an agent's question.
+    Answer {
+        id: String,
+        text: String,
+        remote: Option<String>,
+    },
     /// `--watch`: the live dashboard.
     Watch,
     /// `--report [FILE]`: the HTML report (`.ralph/report.html` when `None`).
@@ -294,9 +300,9 @@ impl CommandArgs {
                 "--base names the branch a --worker takes tasks from; add --worker",
             ));
         }
-        if self.remote.is_some() && !self.status && !serve {
+        if self.remote.is_some() && !self.status && !serve && self.answer.is_none() {
             return Err(usage(
-                "--remote goes with --worker (take tasks from it), --status or --serve (show its claims)",
+                "--remote goes with --worker (take tasks from it), --status or --serve (show its claims), or --answer",
             ));
         }
         Ok(None)
@@ -330,6 +336,13 @@ impl CommandArgs {
             Mode::Watch
         } else if let Some(file) = self.report {
             Mode::Report(file)
+        } else if let Some(mut answer) = self.answer {
+            let text = answer.pop().unwrap_or_default();
+            Mode::Answer {
+                id: answer.pop().unwrap_or_default(),
+                text,
+                remote: self.remote,
+            }
         } else if let Some(which) = self.log {
             Mode::Log {
                 which: LogTarget::parse(&which).map_err(usage)?,

@@ -43,7 +43,9 @@ pub(crate) fn dry_run(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> ExitSta
             .ok()
             .flatten()
             .map(|pending| pending.text());
-        let prompt = crate::run::iteration_prompt(config, dir, 1, (context.as_deref(), &[]), None);
+        let tools = takes_tools(config, None);
+        let prompt =
+            crate::run::iteration_prompt(config, dir, 1, tools, (context.as_deref(), &[]), None);
         lines.extend(loop_lines(
             config,
             None,
@@ -312,6 +314,7 @@ fn task_loop_lines(
         &config,
         &RalphDir::new(run_in),
         1,
+        takes_tools(&config, Some(task)),
         (None, &[]),
         Some((task_loop, content)),
     );
@@ -327,6 +330,15 @@ fn task_loop_lines(
         &format!("of task {}, iteration 1", task_loop.id),
     ));
     lines
+}
+
+/// Whether the loop's first agent (a task's own) gets ralph's tools.
+fn takes_tools(config: &RunConfig, task: Option<&Task>) -> bool {
+    let steps = crate::run::agent_plan(config);
+    let own = (task.and_then(Task::agent))
+        .and_then(|name| AgentSpec::resolve(name, &config.custom_agents).ok());
+    let spec = own.unwrap_or_else(|| steps[0].0.clone());
+    config.options.agent_tools && spec.agent().takes_tools()
 }
 
 /// A loop's first iteration as `--dry-run` shows it: the command (a task's own agent and model
@@ -376,6 +388,7 @@ fn loop_lines(
         format: spec.format(config.options.output_format),
         usage_file: Some(&crate::agents::usage_file_path(1)),
         sandboxed: false,
+        tools: None,
     });
     let mut lines = command_lines(&command, prompt, run_in);
     if let Some(content) = opencode {

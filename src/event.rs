@@ -224,6 +224,26 @@ pub(crate) enum LoopEvent {
     TaskWaitsForRoom { task: String, why: String },
     /// `--worker --wait`: no task is free; `held` are held by other workers.
     WorkerWaiting { held: usize },
+    /// The agent asked a person (`ralph_ask`) and waits for the answer, `timeout_ms` at most.
+    QuestionAsked {
+        id: String,
+        iteration: u32,
+        question: String,
+        options: Vec<String>,
+        urgency: Option<String>,
+        timeout_ms: u64,
+    },
+    /// The question stopped waiting: `status` `answered` (with the `answer`, who gave it `by`:
+    /// `terminal`, `page`, `cli`, `mcp` or `remote`), `timed_out` or `cancelled`; `waited_ms`:
+    /// how long the agent waited.
+    QuestionAnswered {
+        id: String,
+        iteration: u32,
+        status: String,
+        answer: Option<String>,
+        by: Option<String>,
+        waited_ms: u64,
+    },
     /// `--worker` given a spec: another worker (`by`) is planning it; this one waits.
     WaitingForPlan { by: String },
     /// `--worktree NAME` without `--merge`: the loop's work is left on `branch`, to merge into
@@ -345,6 +365,8 @@ impl LoopEvent {
             Self::TaskWaits { .. } => "task_waits",
             Self::TaskWaitsForRoom { .. } => "task_waits_for_room",
             Self::WorkerWaiting { .. } => "worker_waiting",
+            Self::QuestionAsked { .. } => "question_asked",
+            Self::QuestionAnswered { .. } => "question_answered",
             Self::WaitingForPlan { .. } => "waiting_for_plan",
             Self::WorktreeLeft { .. } => "worktree_left",
             Self::LeftoverAgentStopped { .. } => "leftover_agent_stopped",

@@ -60,6 +60,7 @@ fn main() -> ExitCode {
         Some(guard::BESIDE_ARG) => return guard::beside_main(args),
         Some(sandbox::bridge::ARG) => return sandbox::bridge::main(args),
         Some(sandbox::hooks::ARG) => return sandbox::hooks::main(args),
+        Some(mcp::agent_tools::ARG) => return mcp::agent_tools::main(args),
         _ => {}
     }
     // `ralph --version` alone answers before the command line's parser is built (most of
@@ -124,14 +125,15 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::ShowConfig => setup::show_config(&settings, &cli_layer),
         Mode::Doctor => Ok(setup::doctor(&settings, &cli_layer, &ralph_dir, &cwd)),
         Mode::Mcp => mcp::serve(&ralph_dir, &cwd),
-        Mode::Status { tasks, remote } => match remote {
-            Some(remote) => {
-                let ttl = claim_ttl(&settings, &cli_layer)?;
-                commands::remote_status(&cwd, &remote, ttl, json)
-            }
-            None => Ok(commands::status(&ralph_dir, tasks, json)),
-        },
+        Mode::Status {
+            remote: Some(remote),
+            ..
+        } => commands::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?, json),
+        Mode::Status { tasks, .. } => Ok(commands::status(&ralph_dir, tasks, json)),
         Mode::Watch => commands::watch(&ralph_dir, output::colour_on_stdout()),
+        Mode::Answer { id, text, remote } => {
+            commands::answer(&ralph_dir, &cwd, (&id, &text), remote.as_deref(), json)
+        }
         Mode::Report(file) => commands::report(&ralph_dir, &cwd, file.as_deref()),
         Mode::Log { which, raw, follow } => {
             let style = log_style(json, raw, &settings, &cli_layer);

@@ -11,6 +11,15 @@ use crate::git::Repo;
 use crate::options::LoopOptions;
 use crate::output;
 
+/// The page's address (token included) of the `--serve` server this process runs, once it
+/// runs: a notification of an agent's question links to it.
+static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records the address of the page this process serves.
+pub(crate) fn serving(url: &str) {
+    let _ = PAGE.set(url.to_owned());
+}
+
 /// How long one POST may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -160,6 +169,27 @@ impl Reporter for Notifier {
             }
             LoopEvent::ParallelEnded(end) if self.ends => {
                 (ended(end.exit_code), output::parallel_summary(end))
+            }
+            LoopEvent::QuestionAsked {
+                id,
+                question,
+                options,
+                ..
+            } => {
+                let of = stamped
+                    .task
+                    .map_or_else(String::new, |task| format!(" ({task})"));
+                let choices = (options.iter().enumerate())
+                    .map(|(n, option)| format!(" {}. {option}", n + 1))
+                    .collect::<String>();
+                let answer = match PAGE.get() {
+                    Some(url) => format!("answer on {url} or with ralph --answer {id} \"…\""),
+                    None => format!("answer with ralph --answer {id} \"…\""),
+                };
+                (
+                    format!("ralph: the agent asks{of}"),
+                    format!("{question}{choices} — {answer}"),
+                )
             }
             _ => return,
         };

@@ -256,6 +256,11 @@ loop_options! {
     /// Show the agent's output as it arrives (default).
     stream: bool = true, heading "Agent and output", value "",
         cli Cli::Negatable("Show the agent's output only when it exits.");
+    /// Give each agent ralph's tools (an MCP server: ralph_ask, ralph_add_task, ralph_note, ralph_context) through its own MCP configuration (default).
+    agent_tools: bool = true, heading "Agent and output", value "",
+        cli Cli::Negatable("Give the agents none of ralph's tools (no MCP server is passed to them).");
+    /// How long an agent's ralph_ask waits for a person's answer; then it is told to decide itself.
+    ask_timeout: Duration = Duration::from_secs(900), heading "Agent and output", value "DURATION";
     /// In a parallel run, show every agent's own output too, each line prefixed with its task.
     verbose: bool = false, heading "Agent and output", value "";
     /// Cut an iteration's log (.ralph/logs/) at this many bytes (e.g. 50M).

@@ -38,6 +38,8 @@ pub(crate) struct PromptInput<'a> {
     /// Set when the loop is one task of a `--parallel` run or of a `--worker`: the prompt is
     /// written for that one task, its worktree and its merge.
     pub(crate) task_loop: Option<TaskLoop<'a>>,
+    /// How long `ralph_ask` waits for an answer, when the agent has ralph's tools.
+    pub(crate) ask_timeout: Option<std::time::Duration>,
 }
 
 /// A task loop: one task worked on in its own git worktree, on its own branch, while other
@@ -136,6 +138,10 @@ pub(crate) fn build(input: &PromptInput<'_>) -> String {
         (None, None) => normal_sections(input, &mut sections),
         (Some(view), None) => tasks_sections(input, view, &mut sections),
     }
+    if let Some(timeout) = input.ask_timeout {
+        let at = sections.len().saturating_sub(1);
+        sections.insert(at, tools_section(timeout));
+    }
     if let Some(abort) = input.abort_promise {
         let at = sections.len().saturating_sub(1);
         sections.insert(
@@ -148,6 +154,21 @@ pub(crate) fn build(input: &PromptInput<'_>) -> String {
         );
     }
     sections.join("\n\n").trim().to_owned()
+}
+
+/// What the agent is told of ralph's tools (the MCP server `ralph`).
+fn tools_section(timeout: std::time::Duration) -> String {
+    let timeout = crate::output::format::compact_duration(timeout);
+    format!(
+        "## Ralph's Tools
+
+You have MCP tools from the server `ralph`, the loop that runs you:
+
+         - `ralph_ask` asks a person and waits for the answer (up to {timeout}). Use it only for a          real decision you cannot make from the task, the code and the notes (two designs with          real trade-offs, an ambiguous requirement) or for something you lack (a credential, an          account). Never use it to ask permission to continue. With no answer in time, decide          yourself and say what you chose.
+         - `ralph_add_task` adds a follow-up task to the task list (with `blocked_by` and          `touches`), instead of editing the task file.
+         - `ralph_note` adds a note to the progress log.
+         - `ralph_context` shows your task's state and the hints people left for you."
+    )
 }
 
 fn iteration_label(input: &PromptInput<'_>) -> String {
@@ -530,6 +551,7 @@ mod tests {
             tasks,
             feedback: &[],
             task_loop: None,
+            ask_timeout: None,
         }
     }
 

@@ -123,6 +123,12 @@ pub(crate) trait OutputHandler {
     fn on_agent_event(&mut self, event: AgentEvent) {
         let _ = event;
     }
+    /// Whether the agent waits for a person's answer (`ralph_ask`), and how long it has waited
+    /// so far: the run's time limits do not count that time.
+    fn asking(&mut self, now: Instant) -> Asking {
+        let _ = now;
+        Asking::default()
+    }
     /// Whether the agent's turn is over (ACP): it has a short grace to exit, then it is ended.
     fn turn_over(&self) -> bool {
         false
@@ -131,6 +137,17 @@ pub(crate) trait OutputHandler {
     fn cancel_turn(&mut self) -> bool {
         false
     }
+}
+
+/// An agent's waits for a person's answer, as the time limits see them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Asking {
+    /// The time spent waiting for answers so far (the wait going on included).
+    pub(crate) paused: Duration,
+    /// Since when a question waits, when one waits now: the agent is not idle.
+    pub(crate) waiting_since: Option<Instant>,
+    /// When the last wait ended: silence is counted from then at the earliest.
+    pub(crate) resumed: Option<Instant>,
 }
 
 /// Timing of the runner.
@@ -375,6 +392,7 @@ impl Pipes {
                 user_signal: stop.signal(),
                 promise_said: handler.promise_said(),
                 turn_over: handler.turn_over(),
+                asking: handler.asking(now),
             };
             let mut actions: std::collections::VecDeque<Action> = machine.step(&seen).into();
             while let Some(action) = actions.pop_front() {

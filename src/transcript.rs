@@ -21,7 +21,7 @@ use crate::agents::{Agent, AgentEvent, AgentKind, Failure, OutputFormat, Usage};
 use crate::output::{self, Voice};
 use crate::promise::Promise;
 use crate::storage::logs::IterationLog;
-use crate::stream::{EndedBy, OutputHandler, Segment, Source};
+use crate::stream::{Asking, EndedBy, OutputHandler, Segment, Source};
 
 mod answer;
 mod events;
@@ -121,6 +121,10 @@ pub(crate) struct Transcript<'a> {
     findings: Findings,
     /// Told the agent's process group once it runs.
     spawn_hook: Option<Box<dyn FnMut(i32) + 'a>>,
+    /// Asked on every tick whether the agent waits for a person's answer.
+    ask_hook: Option<Box<dyn FnMut(Instant) -> Asking + 'a>>,
+    /// What `ask_hook` said last.
+    asking: Asking,
     /// Told the tools used so far, when the tool summary is due.
     tools_hook: Option<ToolsHook<'a>>,
     /// How the agent's output and ralph's lines about it are shown.
@@ -170,6 +174,8 @@ impl<'a> Transcript<'a> {
             segment_may_err: true,
             findings: Findings::default(),
             spawn_hook: None,
+            ask_hook: None,
+            asking: Asking::default(),
             tools_hook: None,
             voice: Voice::plain(),
             log: None,
@@ -194,6 +200,13 @@ impl<'a> Transcript<'a> {
     /// Calls `hook` with the agent's process group once it runs.
     pub(crate) fn on_spawn(mut self, hook: impl FnMut(i32) + 'a) -> Self {
         self.spawn_hook = Some(Box::new(hook));
+        self
+    }
+
+    /// Asks `hook` on every tick whether the agent waits for a person's answer (`ralph_ask`):
+    /// the time limits leave the waits out, and the heartbeat says so.
+    pub(crate) fn on_asking(mut self, hook: impl FnMut(Instant) -> Asking + 'a) -> Self {
+        self.ask_hook = Some(Box::new(hook));
         self
     }
 
@@ -507,6 +520,13 @@ impl OutputHandler for Transcript<'_> {
         }
     }
 
+    fn asking(&mut self, now: Instant) -> Asking {
+        if let Some(hook) = &mut self.ask_hook {
+            self.asking = hook(now);
+        }
+        self.asking
+    }
+
     fn on_stopping(&mut self, reason: EndedBy) {
         if reason == EndedBy::User {
             output::stopping(&self.voice);
@@ -537,11 +557,11 @@ impl OutputHandler for Transcript<'_> {
         }
         output::flush();
         if now.duration_since(self.last_printed) >= self.display.heartbeat {
-            output::heartbeat(
-                &self.voice,
-                now.duration_since(self.started),
-                now.duration_since(last_output),
-            );
+            let elapsed = now.duration_since(self.started);
+            match self.asking.waiting_since {
+                Some(since) => output::heartbeat_asking(&self.voice, elapsed, now - since),
+                None => output::heartbeat(&self.voice, elapsed, now.duration_since(last_output)),
+            }
             self.last_printed = now;
         }
     }

@@ -2,7 +2,8 @@
 //! its stdin and stdout (one message per line).
 //!
 //! One prompt turn per iteration, in a process of its own: `initialize` (protocol version 1, no
-//! file system and no terminal offered) → `session/new` (the work tree, no MCP servers) →
+//! file system and no terminal offered) → `session/new` (the work tree, and ralph's tools as
+//! its one MCP server when they are given) →
 //! `session/prompt` (the iteration's prompt as one text block). The answer is the text of the
 //! `agent_message_chunk` updates; `tool_call` updates are the tools; the prompt's result gives the
 //! stop reason and, where the agent reports it, the tokens. The agent's requests are answered:
@@ -38,6 +39,8 @@ pub(crate) struct Turn {
     pub(crate) prompt: String,
     /// Permission requests are allowed (else rejected).
     pub(crate) allow: bool,
+    /// ralph's tools for the agent, given in `session/new` as its MCP server.
+    pub(crate) tools: Option<super::ToolServer>,
 }
 
 /// Where the turn is.
@@ -142,6 +145,14 @@ impl Client {
             end: None,
             tools: BTreeMap::new(),
         }
+    }
+
+    /// The MCP servers `session/new` gives the agent: ralph's tools, when given.
+    fn mcp_servers(&self) -> Value {
+        let servers = (self.turn.tools.iter()).map(|tools| {
+            json!({"name": super::TOOL_SERVER, "command": tools.command, "args": tools.args, "env": []})
+        });
+        Value::Array(servers.collect())
     }
 
     /// The first message: `initialize`.
@@ -284,7 +295,7 @@ impl Client {
                 step.send.push(request(
                     NEW_SESSION,
                     "session/new",
-                    json!({"cwd": self.cwd, "mcpServers": []}),
+                    json!({"cwd": self.cwd, "mcpServers": self.mcp_servers()}),
                 ));
             }
             (NEW_SESSION, Phase::OpeningSession) => {
@@ -452,6 +463,7 @@ mod tests {
         let turn = Turn {
             prompt: "create the file, then say COMPLETE".to_owned(),
             allow,
+            tools: None,
         };
         Client::new(&turn, Path::new("/work"))
     }

@@ -43,7 +43,19 @@ impl Agent for ClaudeCode {
             args.push("--dangerously-skip-permissions".to_owned());
         }
         args.extend(request.extra_args.iter().cloned());
+        if let Some(tools) = request.tools {
+            // Both take several values: last, after the prompt, they take nothing else.
+            let config = tools.mcp_servers_json(&serde_json::json!({"type": "stdio"}));
+            args.extend(["--mcp-config".to_owned(), config]);
+            if !request.allow_all {
+                args.extend(["--allowedTools".to_owned(), "mcp__ralph".to_owned()]);
+            }
+        }
         command_from(request, args, Vec::new())
+    }
+
+    fn takes_tools(&self) -> bool {
+        true
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {

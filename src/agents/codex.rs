@@ -51,6 +51,17 @@ impl Agent for Codex {
             ]);
         }
         args.extend(request.extra_args.iter().cloned());
+        if let Some(tools) = request.tools {
+            // TOML values: a JSON string or list of strings is one.
+            let quoted = |value: &serde_json::Value| value.to_string();
+            let server = format!("mcp_servers.{}", super::TOOL_SERVER);
+            args.extend([
+                "-c".to_owned(),
+                format!("{server}.command={}", quoted(&tools.command.clone().into())),
+                "-c".to_owned(),
+                format!("{server}.args={}", quoted(&tools.args.clone().into())),
+            ]);
+        }
         // `-` tells `codex exec` to read the prompt from stdin.
         args.push(if prompt_needs_stdin(request.prompt) {
             "-".to_owned()
@@ -58,6 +69,10 @@ impl Agent for Codex {
             request.prompt.to_owned()
         });
         command_from(request, args, Vec::new())
+    }
+
+    fn takes_tools(&self) -> bool {
+        true
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {

@@ -34,6 +34,17 @@ impl Agent for Copilot {
             // File edits only: shell commands are denied (a denied tool fails, nothing hangs).
             args.extend(["--allow-tool".to_owned(), "write".to_owned()]);
         }
+        if let Some(tools) = request.tools {
+            let entry = serde_json::json!({"type": "local", "tools": ["*"]});
+            args.extend([
+                "--additional-mcp-config".to_owned(),
+                tools.mcp_servers_json(&entry),
+            ]);
+            if !request.allow_all {
+                let allowed = format!("{}(*)", super::TOOL_SERVER);
+                args.extend(["--allow-tool".to_owned(), allowed]);
+            }
+        }
         args.push("--no-auto-update".to_owned());
         if let Some(model) = request.model {
             args.extend(["--model".to_owned(), model.to_owned()]);
@@ -48,6 +59,10 @@ impl Agent for Copilot {
         let mut command = command_from(request, args, Vec::new());
         command.usage_file = request.usage_file.map(std::path::Path::to_path_buf);
         command
+    }
+
+    fn takes_tools(&self) -> bool {
+        true
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {

@@ -273,12 +273,18 @@ impl Agent for CustomAgentDef {
             acp: (self.prompt == PromptDelivery::Acp).then(|| super::acp::Turn {
                 prompt: request.prompt.to_owned(),
                 allow: request.allow_all,
+                tools: request.tools.cloned(),
             }),
         }
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {
         self.tool_pattern.as_ref()
+    }
+
+    fn takes_tools(&self) -> bool {
+        // An ACP agent gets MCP servers in `session/new`.
+        self.prompt == PromptDelivery::Acp
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
@@ -352,6 +358,7 @@ mod tests {
             format: OutputFormat::Text,
             usage_file: None,
             sandboxed: false,
+            tools: None,
         };
         let command = agent.command(&request);
         assert_eq!(
@@ -409,6 +416,7 @@ mod tests {
             format: OutputFormat::Text,
             usage_file: None,
             sandboxed: false,
+            tools: None,
         };
         let command = agent.command(&request);
         assert_eq!(command.display_args(), ["--acp"]);

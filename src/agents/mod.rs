@@ -5,6 +5,9 @@
 //! testable without a process.
 
 pub(crate) mod acp;
+mod tools;
+
+pub(crate) use tools::{TOOL_SERVER, TOOLS_ARG, ToolBinding, ToolServer};
 mod aider;
 mod claude_code;
 mod cline;
@@ -269,6 +272,8 @@ pub(crate) struct CommandRequest<'a> {
     pub(crate) usage_file: Option<&'a Path>,
     /// The agent runs in ralph's sandbox: its own sandbox is not nested inside (Codex).
     pub(crate) sandboxed: bool,
+    /// ralph's tools for the agent (`ralph __agent-tools …`), passed the agent's own way.
+    pub(crate) tools: Option<&'a ToolServer>,
 }
 
 /// A fully described agent invocation.
@@ -327,6 +332,11 @@ pub(crate) trait Agent: Send + Sync {
     /// How a tool call looks in plain-text output: a pattern matched against one line (ANSI
     /// codes stripped) whose first group names the tool.
     fn tool_pattern(&self) -> Option<&regex::Regex>;
+
+    /// Whether the agent is given ralph's tools (an MCP server) when the request has them.
+    fn takes_tools(&self) -> bool {
+        false
+    }
 
     /// The tool named by one line of plain-text output (ANSI codes already stripped), if any.
     fn tool_in_line(&self, line: &str) -> Option<String> {
@@ -617,6 +627,7 @@ mod tests {
             format: OutputFormat::Text,
             usage_file: None,
             sandboxed: false,
+            tools: None,
         }
     }
 

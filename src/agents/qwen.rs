@@ -30,6 +30,10 @@ impl Agent for Qwen {
         if let Some(model) = request.model {
             args.extend(["-m".to_owned(), model.to_owned()]);
         }
+        if let Some(tools) = request.tools {
+            let config = tools.mcp_servers_json(&serde_json::json!({}));
+            args.extend(["--mcp-config".to_owned(), config]);
+        }
         args.extend(request.extra_args.iter().cloned());
         // A positional prompt runs one headless turn; without one, Qwen reads stdin.
         args.extend(prompt_argument(request));
@@ -39,6 +43,10 @@ impl Agent for Qwen {
             .env
             .push(("QWEN_CODE_SUPPRESS_YOLO_WARNING".to_owned(), "1".into()));
         command
+    }
+
+    fn takes_tools(&self) -> bool {
+        true
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {

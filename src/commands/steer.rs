@@ -64,7 +64,7 @@ fn refuse_other_names(id: Option<&str>, blocked_by: Option<&str>) -> anyhow::Res
     Ok(())
 }
 
-pub(super) fn add_task_with(
+pub(crate) fn add_task_with(
     dir: &RalphDir,
     description: &str,
     (id, blocked_by): (Option<&str>, Option<&str>),

@@ -24,7 +24,9 @@ mod watch;
 mod worktree;
 
 pub(crate) use land::{Landed, Landing};
-pub(crate) use remote::{Claim, Job, LEDGER, Pushed, RemoteHeads, SeenClaim, Update, claim_ref};
+pub(crate) use remote::{
+    Claim, Job, LEDGER, Pushed, RemoteHeads, SeenClaim, Update, claim_ref, question_ref,
+};
 pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;
 

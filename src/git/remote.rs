@@ -189,6 +189,24 @@ impl Repo {
         Some((sha.to_owned(), message.trim().to_owned()))
     }
 
+    /// The agents' questions of `--worker`s last fetched from `remote`: each one's record
+    /// commit and its text (`refs/ralph/fleet/questions/<id>` there).
+    pub(crate) fn seen_questions(&self, remote: &str) -> Vec<(String, String)> {
+        let prefix = format!("{}/questions/", fleet_seen(remote));
+        let Ok(output) = self.run(&[
+            "for-each-ref",
+            "--format=%(objectname)%00%(contents)%00",
+            &prefix,
+        ]) else {
+            return Vec::new();
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        let fields: Vec<&str> = text.split('\0').map(str::trim).collect();
+        (fields.chunks_exact(2))
+            .map(|record| (record[0].to_owned(), record[1].to_owned()))
+            .collect()
+    }
+
     /// Writes `message` as the commit of ref `dst` on the remote if the ref there is still
     /// `expect` (empty: it must not exist). `Ok(Some(commit))` when it took; `Ok(None)` when
     /// another worker was first.
@@ -387,6 +405,11 @@ fn seen_prefix(remote: &str) -> String {
 /// Where the fleet's records of `remote` are kept locally once fetched.
 fn fleet_seen(remote: &str) -> String {
     format!("refs/ralph/fleet-seen/{remote}")
+}
+
+/// The remote ref of question `id` of a `--worker`'s agent.
+pub(crate) fn question_ref(id: &str) -> String {
+    format!("{FLEET}/questions/{id}")
 }
 
 /// The remote ref of task `id`'s claim.

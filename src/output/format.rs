@@ -32,6 +32,23 @@ pub(crate) fn long_duration(duration: Duration) -> String {
     }
 }
 
+/// `15m`, `2s`, `1h30m`, `1m5s`: the parts that are not zero, with no spaces (a timeout as a
+/// person would write it).
+pub(crate) fn compact_duration(duration: Duration) -> String {
+    let total = duration.as_secs();
+    let (hours, minutes, seconds) = (total / 3600, (total % 3600) / 60, total % 60);
+    let parts = [(hours, "h"), (minutes, "m"), (seconds, "s")];
+    let text: String = (parts.iter())
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, unit)| format!("{count}{unit}"))
+        .collect();
+    if text.is_empty() {
+        format!("{}ms", duration.as_millis())
+    } else {
+        text
+    }
+}
+
 /// Milliseconds as a [`long_duration`].
 pub(crate) fn long_duration_ms(ms: u64) -> String {
     long_duration(Duration::from_millis(ms))

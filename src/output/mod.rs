@@ -6,6 +6,8 @@
 //! are ignored: losing the display must never stop the loop.
 
 mod agents;
+mod asking;
+pub(crate) use asking::heartbeat_asking;
 mod commands;
 pub(crate) mod format;
 pub(crate) mod html;
@@ -156,6 +158,8 @@ impl Reporter for Human {
             LoopEvent::Fallback { to, reason, .. } => fallback_switch(out, to, reason),
             LoopEvent::RunEnded(end) => run_ended(out, end),
             LoopEvent::PlanCreated { tasks } => plan_created(out, tasks),
+            asked @ LoopEvent::QuestionAsked { .. } => asking::asked(out, asked),
+            answered @ LoopEvent::QuestionAnswered { .. } => asking::answered(out, answered),
             // Its notice said it.
             LoopEvent::CompletionRefused { .. } => {}
             LoopEvent::RunStarted { .. }

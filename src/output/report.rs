@@ -32,6 +32,9 @@ pub(crate) struct StatusReport {
     /// The loops in `.ralph/worktrees/` (parallel tasks, `--worktree` loops); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) workers: Vec<WorkerReport>,
+    /// The agents' questions waiting for a person's answer (`ralph_ask`); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) questions: Vec<crate::storage::questions::Question>,
 }
 
 /// A loop in its own worktree: a parallel task's worker, or a `--worktree` loop.
@@ -106,6 +109,9 @@ pub(crate) struct RemoteReport<'a> {
     /// Open tasks none of whose blockers (at any depth) failed: what more workers could still
     /// do. 0 means the list is finished, or what is left waits on a failed task.
     pub(crate) left_to_run: usize,
+    /// The questions the workers' agents wait on (`ralph --answer ID TEXT --remote NAME`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub(crate) questions: &'a [crate::storage::questions::Question],
 }
 
 /// The task file.
@@ -192,12 +198,7 @@ pub(crate) struct IterationReport {
 }
 
 fn status_name(status: TaskStatus) -> &'static str {
-    match status {
-        TaskStatus::Todo => "todo",
-        TaskStatus::InProgress => "in_progress",
-        TaskStatus::Complete => "complete",
-        TaskStatus::Failed => "failed",
-    }
+    status.name()
 }
 
 /// The tasks report of a parsed file (`file`: found, missing or unreadable).

@@ -515,6 +515,35 @@ fn numbered_tasks(list: &TaskList, indent: &str) -> Vec<String> {
     lines
 }
 
+/// The questions waiting for an answer, for `--status` (of `remote`'s workers, with
+/// `--remote`): each with how to answer it.
+pub(crate) fn questions(
+    waiting: &[crate::storage::questions::Question],
+    now: chrono::DateTime<chrono::Utc>,
+    remote: Option<&str>,
+) -> Vec<String> {
+    let on = remote.map_or_else(String::new, |remote| format!(" --remote {remote}"));
+    let mut lines = Vec::new();
+    for question in waiting {
+        let of =
+            (question.task.as_deref()).map_or_else(String::new, |task| format!("task {task}, "));
+        let asked = super::format::compact_duration(question.waited(now));
+        lines.push(format!(
+            "❓ Question {} ({of}iteration {}, waiting {asked}): {}",
+            question.id, question.iteration, question.question
+        ));
+        lines.extend(
+            (question.options.iter().enumerate())
+                .map(|(n, option)| format!("   {}. {option}", n + 1)),
+        );
+        lines.push(format!(
+            "   Answer with: ralph --answer {} \"…\"{on}",
+            question.id
+        ));
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

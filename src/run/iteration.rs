@@ -4,17 +4,18 @@
 
 use std::time::{Duration, Instant};
 
-use crate::agents::{AgentCommand, Failure, FailureKind};
+use crate::agents::{AgentCommand, Failure, FailureKind, ToolServer};
 use crate::event::{IterationSummary, LoopEvent, Notice};
 use crate::git::{Repo, Snapshot};
 use crate::output::format;
 use crate::promise::Promise;
 use crate::storage::context::{self, Injected};
 use crate::storage::logs::{self, IterationLog, LOGS_DIR};
-use crate::storage::state;
+use crate::storage::{RalphDir, state};
 use crate::stream::{self, EndedBy, RunOptions};
 use crate::transcript::Transcript;
 
+use super::asking::{self, Watch};
 use super::decision::{self, Decision, Facts, Next, Stop};
 use super::fallback::AfterFailure;
 use super::plan::{self, Focus, Step};
@@ -41,18 +42,6 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
         min: rules.min_iterations,
         max: rules.max_iterations,
     });
-    let context_text = planned.context.text();
-    let prompt = plan::prompt_for(
-        runner.env.config,
-        iteration,
-        context_text.as_deref(),
-        &runner.feedback,
-        (
-            planned.tasks.as_ref(),
-            runner.env.shape.task_loop().map(plan::task_loop),
-        ),
-    );
-    runner.feedback.clear();
     let step = plan::step_for(&runner.env.steps.rotation, iteration);
     let step = plan::step_with(
         runner.env.config,
@@ -62,7 +51,19 @@ pub(super) fn run(runner: &mut Runner<'_>, iteration: u32) -> anyhow::Result<Nex
     )?;
     let (chain, keys, ran) = chain_for(runner, step);
     let step = std::rc::Rc::clone(&chain[ran]);
-    let command = command(runner, &step, &prompt)?;
+    let context_text = planned.context.text();
+    let prompt = plan::prompt_for(
+        runner.env.config,
+        (iteration, step.agent.takes_tools()),
+        context_text.as_deref(),
+        &runner.feedback,
+        (
+            planned.tasks.as_ref(),
+            runner.env.shape.task_loop().map(plan::task_loop),
+        ),
+    );
+    runner.feedback.clear();
+    let command = command(runner, &step, &prompt, planned.focus.as_ref())?;
     runner.env.sink.emit(LoopEvent::IterationStarted {
         iteration,
         agent: step.spec.id().to_owned(),
@@ -169,25 +170,73 @@ fn shared_context(runner: &Runner<'_>) -> Vec<context::Section> {
     }
 }
 
+/// The run's home `.ralph/` (a task loop's run's) and the task the loop works on, if any:
+/// where its agent's questions wait, and whose they are.
+fn asker(runner: &Runner<'_>, focus: Option<&Focus>) -> (RalphDir, Option<String>) {
+    match runner.env.shape.task_loop() {
+        Some(task) => (task.home.clone(), Some(task.task_id.clone())),
+        None => (runner.env.dir.clone(), focus.map(|focus| focus.key.clone())),
+    }
+}
+
+/// ralph's tools for this iteration's agent (`ralph __agent-tools`), unless `--no-agent-tools`.
+fn tool_server(runner: &Runner<'_>, step: &Step, focus: Option<&Focus>) -> Option<ToolServer> {
+    let options = &runner.env.config.options;
+    if !options.agent_tools || !step.agent.takes_tools() {
+        return None;
+    }
+    let absolute =
+        |dir: &RalphDir| std::path::absolute(dir.root()).unwrap_or_else(|_| dir.root().to_owned());
+    let (home, task) = asker(runner, focus);
+    let binding = crate::agents::ToolBinding {
+        home: absolute(&home),
+        dir: absolute(runner.env.dir),
+        task,
+        iteration: runner.state.iteration,
+        ask_timeout: options.ask_timeout,
+    };
+    let exe = std::env::current_exe().ok()?;
+    Some(ToolServer {
+        command: exe.to_string_lossy().into_owned(),
+        args: binding.args(),
+    })
+}
+
 /// Command: the agent's command line for the prompt.
-fn command(runner: &Runner<'_>, step: &Step, prompt: &str) -> anyhow::Result<AgentCommand> {
+fn command(
+    runner: &Runner<'_>,
+    step: &Step,
+    prompt: &str,
+    focus: Option<&Focus>,
+) -> anyhow::Result<AgentCommand> {
     let env = &runner.env;
     let usage_file = match &env.sandbox {
         // The agent replaces the file as it writes it: in a folder it may write.
         Some(sandbox) => sandbox.private_file(&format!("usage-{}.json", runner.state.iteration)),
         None => crate::agents::usage_file_path(runner.state.iteration),
     };
+    let tools = tool_server(runner, step, focus);
     let command = plan::agent_command(
         env.config,
         (env.dir, env.cwd),
         step,
         prompt,
-        Some(&usage_file),
+        (Some(&usage_file), tools.as_ref()),
     )?;
     Ok(match &env.sandbox {
         Some(sandbox) => sandbox.wrap(&command, Some(&step.spec)),
         None => command,
     })
+}
+
+/// The watch on the questions this iteration's agent asks (a worker's wait on its remote too).
+fn watch<'a>(runner: &'a Runner<'_>, focus: Option<&Focus>) -> Watch<'a> {
+    let env = &runner.env;
+    let (home, task) = asker(runner, focus);
+    let publish = env.shape.task_loop().and_then(|task| task.publish.as_ref());
+    let remote = (env.repo.clone().zip(publish))
+        .map(|(repo, publish)| asking::Remote::new(repo, publish.remote.clone()));
+    Watch::new(home, (task, runner.state.iteration), &env.sink, remote)
 }
 
 /// Stream and transcript: runs the agent, shows its output, and finds what it said and did.
@@ -198,15 +247,13 @@ fn agent_run(
     before: Option<Snapshot>,
     (focus, task_promise): (Option<&Focus>, Option<&Promise>),
 ) -> anyhow::Result<AgentRun> {
-    let env = &runner.env;
-    let options = &env.config.options;
-    let started_at = crate::model::now();
-    let started = Instant::now();
+    let (env, options) = (&runner.env, &runner.env.config.options);
+    let (started_at, started) = (crate::model::now(), Instant::now());
     let task_promise = task_promise.unwrap_or(&env.promises.task);
     let mut promises = vec![&env.promises.completion, task_promise];
     promises.extend(env.promises.abort.as_ref());
     let (log, log_name) = open_log(runner, step, focus);
-    let mut transcript = Transcript::new(
+    let transcript = Transcript::new(
         step.agent.as_ref(),
         plan::display_options(env.config, env.knobs, step),
         promises,
@@ -228,9 +275,14 @@ fn agent_run(
             let _ = state::save_unsynced(&path, &state);
         }
     });
+    let watch = std::rc::Rc::new(std::cell::RefCell::new(watch(runner, focus)));
+    let looking = std::rc::Rc::clone(&watch);
+    let mut transcript = transcript.on_asking(move |now| looking.borrow_mut().look(now));
     let run_options = run_options(env, focus);
     let run_timeout = run_options.run_timeout;
-    let mut outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript)?;
+    let outcome = stream::run(command, env.cwd, &run_options, env.stop, &mut transcript);
+    let questions = watch.borrow_mut().finish();
+    let mut outcome = outcome?;
     let graced = outcome.ended_by == Some(EndedBy::CompletionGrace);
     if graced {
         // The promise was said: the agent's work is done, whatever ending it took to stop it.
@@ -265,6 +317,7 @@ fn agent_run(
         out_of_memory,
         head,
         protected: Vec::new(),
+        questions,
     })
 }
 

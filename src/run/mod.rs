@@ -13,6 +13,7 @@
 //! - `preflight.rs`: what a loop checks of its repository before it starts (an operation under
 //!   way, a detached HEAD), and the user's changes its commits leave out.
 
+mod asking;
 mod checks;
 pub(crate) mod claim;
 pub(crate) mod decision;

@@ -69,7 +69,7 @@ pub(super) fn agent_command(
     (dir, cwd): (&RalphDir, &Path),
     step: &Step,
     prompt: &str,
-    usage_file: Option<&Path>,
+    (usage_file, tools): (Option<&Path>, Option<&agents::ToolServer>),
 ) -> anyhow::Result<agents::AgentCommand> {
     let options = &config.options;
     let opencode_config = write_opencode_config(config, dir, &step.spec, cwd)?;
@@ -83,6 +83,7 @@ pub(super) fn agent_command(
         format: step.spec.format(options.output_format),
         usage_file,
         sandboxed: options.sandbox().backend != crate::sandbox::Backend::None,
+        tools,
     });
     if let Some(agents::CodexBwrap::Shipped { folder, .. }) = &step.codex_bwrap {
         let mut path = folder.clone().into_os_string();
@@ -361,6 +362,7 @@ pub(crate) fn iteration_prompt(
     config: &RunConfig,
     dir: &RalphDir,
     iteration: u32,
+    tools: bool,
     (context, feedback): (Option<&str>, &[String]),
     task_loop: Option<(TaskLoop<'_>, &str)>,
 ) -> String {
@@ -368,7 +370,7 @@ pub(crate) fn iteration_prompt(
         let content = Ok(Some(content.to_owned()));
         return prompt_for(
             config,
-            iteration,
+            (iteration, tools),
             context,
             feedback,
             (Some(&content), Some(task_loop)),
@@ -379,7 +381,7 @@ pub(crate) fn iteration_prompt(
         .then(|| storage::read_text(&dir.tasks()).map_err(|err| err.to_string()));
     prompt_for(
         config,
-        iteration,
+        (iteration, tools),
         context,
         feedback,
         (content.as_ref(), None),
@@ -399,7 +401,7 @@ pub(super) fn task_loop(task: &super::TaskLoop) -> TaskLoop<'_> {
 /// (`--parallel`, `--worker`) is written for its one task.
 pub(super) fn prompt_for(
     config: &RunConfig,
-    iteration: u32,
+    (iteration, tools): (u32, bool),
     context: Option<&str>,
     feedback: &[String],
     (tasks, task_loop): (
@@ -432,6 +434,7 @@ pub(super) fn prompt_for(
         tasks: view,
         feedback,
         task_loop,
+        ask_timeout: (o.agent_tools && tools).then_some(o.ask_timeout),
     })
 }
 

@@ -275,7 +275,7 @@ impl Planner<'_> {
         let written = self.cwd.join(planning::PLAN_FILE);
         let _ = std::fs::remove_file(&written);
         let place = (self.dir, self.cwd);
-        let command = super::plan::agent_command(self.config, place, &step, prompt, None)?;
+        let command = super::plan::agent_command(self.config, place, &step, prompt, (None, None))?;
         // The planning call runs in the loop's sandbox too, with the plan file writable.
         let sandbox = super::sandboxed::sandbox_for(
             self.config,

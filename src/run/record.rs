@@ -40,6 +40,8 @@ pub(super) struct AgentRun {
     pub(super) head: Option<String>,
     /// Protected paths the agent changed: put back, left out of `files`.
     pub(super) protected: Vec<String>,
+    /// The questions the agent asked (`ralph_ask`), as they ended.
+    pub(super) questions: Vec<crate::storage::questions::Question>,
 }
 
 /// Records a finished iteration: history (saved), progress log, event, warnings.
@@ -133,6 +135,7 @@ fn record_of(
         failure: facts.failure.clone(),
         task: facts.task.clone(),
         agent: Some(step.spec.id().to_owned()),
+        questions: run.questions.clone(),
         model: step.model.clone(),
         verification,
         completion_refused: (decision.refusal.as_ref())

@@ -51,14 +51,20 @@ pub(super) fn serve(context: &Context, mut stream: TcpStream) {
 }
 
 /// What may be read (GET), and what changes something (POST, with the token).
-const GETS: [&str; 5] = [
+const GETS: [&str; 6] = [
     "/",
     "/api/v1/state",
+    "/api/v1/questions",
     "/api/v1/tasks",
     "/api/v1/report",
     "/api/v1/events",
 ];
-const POSTS: [&str; 3] = ["/api/v1/context", "/api/v1/tasks", "/api/v1/stop"];
+const POSTS: [&str; 4] = [
+    "/api/v1/context",
+    "/api/v1/tasks",
+    "/api/v1/stop",
+    "/api/v1/answers",
+];
 
 /// The answer to every request but the event stream.
 fn route(context: &Context, request: &Request, path: &str) -> Reply {
@@ -66,6 +72,10 @@ fn route(context: &Context, request: &Request, path: &str) -> Reply {
         ("GET", "/") => reply(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec()),
         ("GET", "/api/v1/state") => json_reply(200, &state_of(context)),
         ("GET", "/api/v1/tasks") => json_reply(200, &tasks_of(context)),
+        ("GET", "/api/v1/questions") => json_reply(
+            200,
+            &json!({"questions": storage::questions::all(&context.site.dir)}),
+        ),
         ("GET", "/api/v1/report") => report(context),
         ("GET", log) if log.starts_with("/api/v1/log/") => log_of(
             context,
@@ -299,10 +309,29 @@ fn post(context: &Context, route: &str, body: &Value) -> Reply {
             }
         }
         "/api/v1/stop" => stop(context),
+        "/api/v1/answers" => answer(context, field("id"), field("answer")),
         _ => text(
             404,
-            "no such action; POST to /api/v1/context, /api/v1/tasks or /api/v1/stop",
+            "no such action; POST to /api/v1/context, /api/v1/tasks, /api/v1/answers or /api/v1/stop",
         ),
+    }
+}
+
+/// `POST /api/v1/answers`: a person's answer to an agent's question.
+fn answer(context: &Context, id: Option<&str>, given: Option<&str>) -> Reply {
+    let (Some(id), Some(given)) = (id, given) else {
+        return text(
+            400,
+            "send {\"id\": \"q…\", \"answer\": \"your answer\"} (an option may be given by its number)",
+        );
+    };
+    use storage::questions::Refused;
+    match storage::questions::answer(&context.site.dir, id, given, "page") {
+        Ok(Ok(question)) => json_reply(200, &serde_json::to_value(question).unwrap_or_default()),
+        Ok(Err(refused @ Refused::Unknown(_))) => text(404, &refused.to_string()),
+        Ok(Err(refused @ Refused::Closed(_))) => text(409, &refused.to_string()),
+        Ok(Err(refused)) => text(400, &refused.to_string()),
+        Err(err) => text(500, &format!("{err:#}")),
     }
 }
 

@@ -97,6 +97,7 @@ impl Server {
             bound.ip().to_string()
         };
         let url = format!("http://{shown_host}:{}/#token={token}", bound.port());
+        crate::notify::serving(&url);
         let closing = Arc::new(AtomicBool::new(false));
         let streams = Arc::new(AtomicUsize::new(0));
         let context = Arc::new(Context {

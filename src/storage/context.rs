@@ -82,6 +82,13 @@ pub(crate) struct Section {
     bytes: Vec<u8>,
 }
 
+impl Section {
+    /// Its text, heading included (invalid UTF-8 shown as U+FFFD).
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
 /// The sections of a context file, in file order. The file's own heading is not part of any;
 /// other text above the first section heading is a section for every loop.
 pub(crate) fn sections(content: &[u8]) -> Vec<Section> {

@@ -171,6 +171,10 @@ pub(crate) struct IterationRecord {
     /// (`SIGINT` after Ctrl-C), or `SIGKILL` when it did not exit within `--kill-grace`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stop_signal: Option<String>,
+    /// The questions the agent asked a person (`ralph_ask`): each with its answer, who gave it
+    /// and when (or how it stopped waiting).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) questions: Vec<super::questions::Question>,
     /// Why the iteration failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) failure: Option<Failure>,

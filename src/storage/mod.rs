@@ -17,6 +17,7 @@ pub(crate) mod import;
 pub(crate) mod lock;
 pub(crate) mod logs;
 pub(crate) mod progress;
+pub(crate) mod questions;
 pub(crate) mod state;
 pub(crate) mod tasks;
 
@@ -99,6 +100,13 @@ impl RalphDir {
     pub(crate) fn new(cwd: &Path) -> Self {
         Self {
             root: cwd.join(RALPH_DIR),
+        }
+    }
+
+    /// The `.ralph/` directory that is `root` itself.
+    pub(crate) fn at(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
         }
     }
 
@@ -216,9 +224,11 @@ fn gitignore_contents() -> String {
 /// The worktrees of parallel tasks, under `.ralph/` (never committed).
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
 /// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report, a
-/// plan an agent is writing, and a plan that was refused.
-pub(crate) const OWN_DIRS_IGNORE: [&str; 7] = [
+/// plan an agent is writing, a plan that was refused, and the agents' questions.
+pub(crate) const OWN_DIRS_IGNORE: [&str; 9] = [
     "/worktrees/",
+    "/questions/",
+    "/questions.lock",
     "/sandbox/",
     "/logs/",
     "/report.html",

@@ -32,6 +32,35 @@ pub(crate) struct Entry<'a> {
     pub(crate) errors: &'a [String],
 }
 
+/// Appends a note the agent left through `ralph_note` (task `task`'s iteration `iteration`),
+/// creating the file with its header.
+pub(crate) fn note(
+    dir: &RalphDir,
+    task: Option<&str>,
+    iteration: u32,
+    note: &str,
+) -> anyhow::Result<()> {
+    dir.ensure()?;
+    let path = dir.file(PROGRESS_FILE);
+    let mut text = String::new();
+    if !path.exists() {
+        text.push_str(HEADER);
+    }
+    let at = crate::model::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    let of = task.map_or_else(String::new, |task| format!(" of task {task}"));
+    text.push_str(&format!(
+        "\n## Note from iteration {iteration}{of} — {at}\n\n{}\n",
+        note.trim()
+    ));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("failed to open `{}`", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("failed to write `{}`", path.display()))
+}
+
 /// Appends an iteration's section, creating the file with its header.
 pub(crate) fn append(dir: &RalphDir, entry: &Entry<'_>) -> anyhow::Result<()> {
     dir.ensure()?;

@@ -35,6 +35,16 @@ impl TaskStatus {
         }
     }
 
+    /// Its name in JSON: `todo`, `in_progress`, `complete` or `failed`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Todo => "todo",
+            Self::InProgress => "in_progress",
+            Self::Complete => "complete",
+            Self::Failed => "failed",
+        }
+    }
+
     /// The icon `--list-tasks` and `--status` show.
     pub(crate) fn icon(self) -> &'static str {
         match self {

@@ -50,6 +50,8 @@ pub(super) struct Seen {
     pub(super) promise_said: bool,
     /// An ACP agent's turn is over.
     pub(super) turn_over: bool,
+    /// The agent's waits for a person's answer.
+    pub(super) asking: super::Asking,
 }
 
 /// What the runner does next, in order.
@@ -172,9 +174,18 @@ impl Machine {
         if seen.requests > self.seen_requests {
             self.seen_requests = seen.requests;
             Some(EndedBy::User)
-        } else if (self.options.run_timeout).is_some_and(|limit| past(self.started, limit)) {
+        } else if (self.options.run_timeout)
+            .is_some_and(|limit| past(self.started, limit + seen.asking.paused))
+        {
             Some(EndedBy::RunTimeout)
-        } else if (self.options.idle_timeout).is_some_and(|limit| past(seen.last_output, limit)) {
+        } else if let Some(limit) = self.options.idle_timeout
+            && seen.asking.waiting_since.is_none()
+            && past(
+                seen.last_output
+                    .max(seen.asking.resumed.unwrap_or(seen.last_output)),
+                limit,
+            )
+        {
             Some(EndedBy::IdleTimeout)
         } else if let (Some(said), Some(grace)) =
             (self.promise_said_at, self.options.completion_grace)
@@ -283,6 +294,7 @@ mod tests {
                     user_signal: Signal::SIGINT,
                     promise_said: false,
                     turn_over: false,
+                    asking: crate::stream::Asking::default(),
                 },
             }
         }
@@ -404,6 +416,40 @@ mod tests {
         run.seen.pipes_open = false;
         assert_eq!(run.at(300), [Action::End]);
         assert_eq!(run.machine.stop_signal, Some("SIGINT"));
+    }
+
+    #[test]
+    fn waiting_for_an_answer_pauses_the_time_limits() {
+        let mut limits = options();
+        limits.run_timeout = Some(Duration::from_secs(60));
+        limits.idle_timeout = Some(Duration::from_secs(10));
+        let mut run = Run::new(&limits);
+        // A question waits from 5 s on, silently: neither limit fires while it waits.
+        run.seen.asking.waiting_since = Some(run.start + Duration::from_secs(5));
+        for (at, paused) in [(20_000, 15), (90_000, 85)] {
+            run.seen.asking.paused = Duration::from_secs(paused);
+            assert_eq!(run.at(at), [wait(100)], "at {at} ms");
+        }
+        // Answered at 95 s: silence counts from then, and the run's minute less the 90 s waited.
+        let resumed = run.start + Duration::from_secs(95);
+        run.seen.asking = crate::stream::Asking {
+            paused: Duration::from_secs(90),
+            waiting_since: None,
+            resumed: Some(resumed),
+        };
+        assert_eq!(run.at(104_999), [wait(100)]);
+        assert_eq!(
+            run.at(105_000),
+            [Action::Stopping(EndedBy::IdleTimeout), Action::CancelTurn]
+        );
+        let mut long = Run::new(&limits);
+        long.seen.asking.paused = Duration::from_secs(30);
+        long.seen.last_output = long.start + Duration::from_secs(85);
+        assert_eq!(long.at(89_999), [wait(100)]);
+        assert_eq!(
+            long.at(90_000),
+            [Action::Stopping(EndedBy::RunTimeout), Action::CancelTurn]
+        );
     }
 
     #[test]

@@ -60,7 +60,17 @@ fn a_loop_on_an_acp_agent_opens_a_session_per_iteration_and_ends_on_the_promise(
         assert_eq!(offered["terminal"], false);
         assert_eq!(offered["fs"]["readTextFile"], false);
         assert_eq!(offered["fs"]["writeTextFile"], false);
-        assert_eq!(sent[1]["params"]["mcpServers"], serde_json::json!([]));
+        // ralph's tools are the one MCP server, bound to this iteration.
+        let servers = sent[1]["params"]["mcpServers"].as_array().unwrap();
+        assert_eq!(servers.len(), 1, "{servers:?}");
+        assert_eq!(servers[0]["name"], "ralph");
+        assert_eq!(servers[0]["args"][0], "__agent-tools");
+        assert_eq!(servers[0]["env"], serde_json::json!([]));
+        let iteration = servers[0]["args"].to_string();
+        assert!(
+            iteration.contains(&format!("\"--iteration\",\"{n}\"")),
+            "{iteration}"
+        );
         let cwd = sent[1]["params"]["cwd"].as_str().unwrap();
         assert_eq!(
             fs::canonicalize(cwd).unwrap(),

@@ -5,6 +5,7 @@ mod fleet;
 mod support;
 
 mod acp;
+mod asking;
 mod audit;
 mod cli;
 mod columns;

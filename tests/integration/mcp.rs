@@ -84,7 +84,7 @@ fn another_agent_adds_a_task_starts_a_run_watches_it_and_stops_it() {
     let (mut server, mut client) = start(&env);
     let tools = client.request("tools/list", json!({}));
     let tools = tools["result"]["tools"].as_array().unwrap().clone();
-    assert_eq!(tools.len(), 8);
+    assert_eq!(tools.len(), 10);
     let add = tools
         .iter()
         .find(|tool| tool["name"] == "ralph_add_task")

@@ -160,7 +160,7 @@ fn claude_code_argv() {
     assert_eq!(argv[0], "-p");
     assert!(argv[1].starts_with("# Ralph Wiggum Loop"));
     assert_eq!(
-        argv[2..],
+        argv[2..8],
         [
             "--output-format",
             "stream-json",
@@ -170,6 +170,17 @@ fn claude_code_argv() {
             "--dangerously-skip-permissions"
         ]
     );
+    // ralph's tools come last (both take several values): its MCP server, this iteration's.
+    assert_eq!(argv[8], "--mcp-config");
+    let config: serde_json::Value = serde_json::from_str(&argv[9]).unwrap();
+    let server = &config["mcpServers"]["ralph"];
+    assert_eq!(server["type"], "stdio");
+    assert_eq!(server["args"][0], "__agent-tools", "{config}");
+    assert!(
+        server["args"].to_string().contains("\"--iteration\",\"1\""),
+        "{config}"
+    );
+    assert_eq!(argv.len(), 10, "{argv:?}");
     assert!(!env.agent_dir().join("env.1").exists());
     assert_eq!(
         run.stderr()
@@ -206,7 +217,20 @@ fn codex_argv_has_no_full_auto() {
             "x"
         ]
     );
-    assert!(argv[7].starts_with("# Ralph Wiggum Loop"));
+    // ralph's tools, as configuration overrides (TOML values), then the prompt.
+    assert_eq!(argv[7], "-c");
+    assert!(
+        argv[8].starts_with("mcp_servers.ralph.command=\""),
+        "{}",
+        argv[8]
+    );
+    assert_eq!(argv[9], "-c");
+    assert!(
+        argv[10].starts_with("mcp_servers.ralph.args=[\"__agent-tools\","),
+        "{}",
+        argv[10]
+    );
+    assert!(argv[11].starts_with("# Ralph Wiggum Loop"));
     env.run_loop(&[
         "do it",
         "--agent",
@@ -219,7 +243,7 @@ fn codex_argv_has_no_full_auto() {
     ])
     .assert_code(2);
     assert_eq!(env.agent_argv(2)[0], "exec");
-    assert_eq!(env.agent_argv(2).len(), 2);
+    assert_eq!(env.agent_argv(2).len(), 6);
 }
 
 #[test]

@@ -222,6 +222,9 @@ pub(crate) fn remote_status(
         remote: remote.to_owned(),
         base: site.base.clone(),
         budget: super::budget::seen(&site.repo, remote, ttl),
+        questions: (site.repo.seen_questions(remote).into_iter())
+            .filter_map(|(_, text)| serde_json::from_str(&text).ok())
+            .collect(),
         claims,
         now,
         list,
@@ -238,4 +241,6 @@ pub(crate) struct RemoteBoard {
     pub(crate) now: chrono::DateTime<chrono::Utc>,
     /// The base's task list.
     pub(crate) list: tasks::TaskList,
+    /// The questions the workers' agents wait on.
+    pub(crate) questions: Vec<crate::storage::questions::Question>,
 }

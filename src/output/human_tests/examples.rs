@@ -25,6 +25,7 @@ pub(super) fn every_event() -> Vec<LoopEvent> {
         parallel_events(),
         worker_events(),
         told_events(),
+        super::questions::question_events(),
     ]
     .concat()
 }

@@ -3,6 +3,7 @@
 //! notices left out).
 
 mod examples;
+mod questions;
 
 use std::collections::BTreeSet;
 
@@ -72,6 +73,8 @@ variants!(
         TaskWaits,
         TaskWaitsForRoom,
         WorkerWaiting,
+        QuestionAsked,
+        QuestionAnswered,
         WaitingForPlan,
         WorktreeLeft,
         LeftoverAgentStopped,

@@ -16,16 +16,13 @@ use serde_json::{Value, json};
 use crate::config::LogTarget;
 use crate::exit::ExitStatus;
 use crate::storage::RalphDir;
+use protocol::{Incoming, result, tool, tool_json, tool_text};
 
-/// The protocol revisions this server speaks, newest first; a client asking another gets the
-/// newest.
-const VERSIONS: [&str; 5] = [
-    "2026-07-28",
-    "2025-11-25",
-    "2025-06-18",
-    "2025-03-26",
-    "2024-11-05",
-];
+pub(crate) mod agent_tools;
+pub(crate) mod protocol;
+
+/// What `ralph --mcp` is for, told to its clients.
+const INSTRUCTIONS: &str = "ralph runs coding agents in a loop until they keep their promise. Read the run with ralph_status, ralph_list_tasks and ralph_log; steer it with ralph_add_task, ralph_add_context, ralph_start and ralph_stop.";
 
 /// Where a started run's output goes, and its prompt (a file, so no prompt is taken for an
 /// option), in `.ralph/`.
@@ -62,87 +59,22 @@ struct Server {
     started: Option<Child>,
 }
 
-fn error(id: &Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-fn result(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-/// A tool's answer: its text, and whether it is an error.
-fn tool_text(text: &str, is_error: bool) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": is_error})
-}
-
-fn tool_json(value: &Value) -> Value {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false})
-}
-
 impl Server {
     /// The answer to one message (`None` for a notification).
     fn answer(&mut self, line: &str) -> Option<Value> {
-        let Ok(message) = serde_json::from_str::<Value>(line) else {
-            return Some(error(
-                &Value::Null,
-                -32700,
-                "parse error: a message is one JSON object a line",
-            ));
-        };
-        if !message.is_object() {
-            return Some(error(
-                &Value::Null,
-                -32600,
-                "invalid request: a message is one JSON object (batches are not taken)",
-            ));
+        match protocol::incoming(line, (&tools(), INSTRUCTIONS)) {
+            Incoming::Reply(reply) => Some(reply),
+            Incoming::Quiet => None,
+            Incoming::Call {
+                id,
+                name,
+                arguments,
+            } => Some(result(&id, self.call(&name, &arguments))),
         }
-        // A response (to nothing this server asked) needs no answer.
-        if message.get("method").is_none()
-            && (message.get("result").is_some() || message.get("error").is_some())
-        {
-            return None;
-        }
-        let id = message.get("id").cloned();
-        let method = message
-            .get("method")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let Some(id) = id else {
-            // Notifications (`notifications/initialized`, cancellations) need no answer.
-            return None;
-        };
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        Some(match method {
-            "initialize" => result(&id, initialize(&params)),
-            "ping" => result(&id, json!({})),
-            "tools/list" => result(&id, json!({"tools": tools()})),
-            "tools/call" => {
-                let name = params
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let arguments = params
-                    .get("arguments")
-                    .cloned()
-                    .unwrap_or_else(|| json!({}));
-                // A tool that does not exist is the request's error, not the tool's.
-                if !TOOLS.contains(&name) {
-                    return Some(error(
-                        &id,
-                        -32602,
-                        &format!("unknown tool: {name}; tools/list names them"),
-                    ));
-                }
-                result(&id, self.call(name, &arguments))
-            }
-            "" => error(&id, -32600, "invalid request: no method"),
-            other => error(&id, -32601, &format!("method not found: {other}")),
-        })
     }
 
     fn call(&mut self, name: &str, arguments: &Value) -> Value {
-        if let Err(why) = check_arguments(name, arguments) {
+        if let Err(why) = protocol::check_arguments(&tools(), name, arguments) {
             return tool_text(&why, true);
         }
         let text = |key: &str| arguments.get(key).and_then(Value::as_str).map(str::trim);
@@ -208,10 +140,27 @@ impl Server {
                 ),
                 Err(why) => tool_text(&why, true),
             },
+            "ralph_questions" | "ralph_answer" => {
+                self.questions(name, (text("id"), text("answer")))
+            }
             other => tool_text(
                 &format!("no tool named {other}; tools/list names them"),
                 true,
             ),
+        }
+    }
+
+    /// `ralph_questions`, and `ralph_answer` (question `id`, `answer`).
+    fn questions(&self, name: &str, (id, answer): (Option<&str>, Option<&str>)) -> Value {
+        use crate::storage::questions;
+        if name == "ralph_questions" {
+            return tool_json(&json!({"questions": questions::all(&self.dir)}));
+        }
+        let (id, answer) = (id.unwrap_or_default(), answer.unwrap_or_default());
+        match questions::answer(&self.dir, id, answer, "mcp") {
+            Ok(Ok(question)) => tool_json(&serde_json::to_value(question).unwrap_or_default()),
+            Ok(Err(refused)) => tool_text(&refused.to_string(), true),
+            Err(err) => tool_text(&format!("{err:#}"), true),
         }
     }
 
@@ -414,109 +363,8 @@ impl crate::config::PromptInput for NoInput {
 /// `arguments` against tool `name`'s `inputSchema` (as `tools/list` gives it): an object, its
 /// required properties there, no other property, each of the type its schema says. The reason
 /// when they are not, in one line.
-fn check_arguments(name: &str, arguments: &Value) -> Result<(), String> {
-    let tools = tools();
-    let Some(schema) = (tools.iter())
-        .find(|tool| tool["name"] == name)
-        .map(|tool| &tool["inputSchema"])
-    else {
-        return Ok(());
-    };
-    let Some(given) = arguments.as_object() else {
-        return Err(format!("{name} takes its arguments as one JSON object"));
-    };
-    let properties = schema["properties"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    for required in schema["required"].as_array().into_iter().flatten() {
-        let key = required.as_str().unwrap_or_default();
-        if !given.contains_key(key) {
-            return Err(format!(
-                "{name} needs \"{key}\": {}",
-                describe(&properties[key])
-            ));
-        }
-    }
-    for (key, value) in given {
-        let Some(property) = properties.get(key) else {
-            let known: Vec<&str> = properties.keys().map(String::as_str).collect();
-            return Err(format!(
-                "{name} has no argument \"{key}\" (its arguments: {})",
-                if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known.join(", ")
-                }
-            ));
-        };
-        let fits = match property["type"].as_str() {
-            Some("string") => value.is_string(),
-            Some("array") => value.as_array().is_some_and(|items| {
-                (property["items"]["type"] != "string") || items.iter().all(Value::is_string)
-            }),
-            Some("integer") => value.is_u64() || value.is_i64(),
-            Some("boolean") => value.is_boolean(),
-            _ => true,
-        };
-        if !fits {
-            return Err(format!(
-                "{name}: \"{key}\" must be {}: {}, not {value}",
-                type_name(property),
-                describe(property)
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// "a string", "a list of strings", … for a property's schema.
-fn type_name(property: &Value) -> &'static str {
-    match property["type"].as_str() {
-        Some("string") => "a string",
-        Some("array") => "a list of strings",
-        Some("integer") => "a whole number",
-        Some("boolean") => "true or false",
-        _ => "a value",
-    }
-}
-
-/// A property's description, lower-cased at its start, for a message.
-fn describe(property: &Value) -> String {
-    let text = property["description"].as_str().unwrap_or("see tools/list");
-    let mut chars = text.chars();
-    chars.next().map_or_else(String::new, |first| {
-        first.to_lowercase().chain(chars).collect()
-    })
-}
-
-fn initialize(params: &Value) -> Value {
-    let asked = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let version = VERSIONS
-        .iter()
-        .find(|known| **known == asked)
-        .unwrap_or(&VERSIONS[0]);
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "ralph", "version": env!("CARGO_PKG_VERSION")},
-        "instructions": "ralph runs coding agents in a loop until they keep their promise. Read the run with ralph_status, ralph_list_tasks and ralph_log; steer it with ralph_add_task, ralph_add_context, ralph_start and ralph_stop."
-    })
-}
-
-fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
-    json!({
-        "name": name,
-        "description": description,
-        "inputSchema": {"type": "object", "properties": properties, "required": required, "additionalProperties": false}
-    })
-}
-
-/// Every tool's name, as `tools/list` gives them.
-const TOOLS: [&str; 8] = [
+#[cfg(test)]
+const TOOLS: [&str; 10] = [
     "ralph_status",
     "ralph_list_tasks",
     "ralph_add_task",
@@ -525,11 +373,13 @@ const TOOLS: [&str; 8] = [
     "ralph_plan",
     "ralph_start",
     "ralph_stop",
+    "ralph_questions",
+    "ralph_answer",
 ];
 
 fn tools() -> Vec<Value> {
     let text = |what: &str| json!({"type": "string", "description": what});
-    vec![
+    let mut tools = vec![
         tool(
             "ralph_status",
             "The loop and task loops in this repository: state, iteration, cost, tasks (what `ralph --status --json` prints).",
@@ -592,6 +442,30 @@ fn tools() -> Vec<Value> {
             json!({}),
             &[],
         ),
+    ];
+    tools.extend(question_tools());
+    tools
+}
+
+/// The tools that read and answer the agents' questions.
+fn question_tools() -> Vec<Value> {
+    let text = |what: &str| json!({"type": "string", "description": what});
+    vec![
+        tool(
+            "ralph_questions",
+            "The questions the run's agents asked (ralph_ask): each one's id, task, text, options, status (pending, answered, timed_out, cancelled) and answer.",
+            json!({}),
+            &[],
+        ),
+        tool(
+            "ralph_answer",
+            "Answers a question an agent is waiting on (an option may be given by its number).",
+            json!({
+                "id": text("The question's id (ralph_questions lists them)"),
+                "answer": text("The answer")
+            }),
+            &["id", "answer"],
+        ),
     ]
 }
 
@@ -620,7 +494,7 @@ mod tests {
         let unknown = server
             .answer(r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"1999-01-01"}}"#)
             .unwrap();
-        assert_eq!(unknown["result"]["protocolVersion"], VERSIONS[0]);
+        assert_eq!(unknown["result"]["protocolVersion"], protocol::VERSIONS[0]);
         assert!(
             server
                 .answer(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)

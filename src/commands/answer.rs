@@ -1,0 +1,92 @@
+//! `--answer ID TEXT`: a person's answer to a question an agent asked through `ralph_ask`.
+
+use std::path::Path;
+
+use crate::error::fail;
+use crate::exit::ExitStatus;
+use crate::output;
+use crate::storage::RalphDir;
+use crate::storage::questions::{self, Question};
+
+/// Answers question `id` with `text` (in this clone, or on `remote` for a worker's question).
+pub(crate) fn answer(
+    dir: &RalphDir,
+    cwd: &Path,
+    (id, text): (&str, &str),
+    remote: Option<&str>,
+    json: bool,
+) -> anyhow::Result<ExitStatus> {
+    let answered = match remote {
+        Some(remote) => answer_on_remote(cwd, remote, (id, text))?,
+        None => questions::answer(dir, id, text, "cli")?,
+    };
+    let question = answered.map_err(|refused| fail(format!("--answer {id}: {refused}")))?;
+    if json {
+        output::report::print(&question);
+    } else {
+        output::say(&[&answered_line(&question)]);
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// What a person is told once their answer is recorded.
+pub(crate) fn answered_line(question: &Question) -> String {
+    let of = question
+        .task
+        .as_deref()
+        .map_or_else(String::new, |task| format!(" of task {task}"));
+    let text = question
+        .answer
+        .as_ref()
+        .map_or("", |answer| answer.text.as_str());
+    format!(
+        "✅ Answered question {} (iteration {}{of}): {text:?}. The agent waiting on it goes on with it.",
+        question.id, question.iteration
+    )
+}
+
+/// Tries at answering a question on the remote before another answer is taken to have won.
+const REMOTE_TRIES: u32 = 5;
+
+/// Answers a `--worker`'s question on `remote` (`refs/ralph/fleet/questions/<id>` there), by
+/// compare-and-swap: the worker that asked finds the answer at its next look.
+fn answer_on_remote(
+    cwd: &Path,
+    remote: &str,
+    (id, text): (&str, &str),
+) -> anyhow::Result<Result<Question, questions::Refused>> {
+    let repo = crate::git::Repo::discover(cwd).ok_or_else(|| {
+        fail("--answer --remote needs a git clone of the workers' remote; run it in one")
+    })?;
+    if text.trim().is_empty() {
+        return Ok(Err(questions::Refused::Empty));
+    }
+    for _ in 0..REMOTE_TRIES {
+        repo.fetch_fleet(remote)
+            .map_err(|why| fail(format!("--answer: cannot fetch {remote}: {why}")))?;
+        let seen: Vec<(String, Question)> = (repo.seen_questions(remote).into_iter())
+            .filter_map(|(sha, text)| Some((sha, serde_json::from_str(&text).ok()?)))
+            .collect();
+        let Some((sha, question)) = seen.iter().find(|(_, question)| question.id == id) else {
+            let waiting = (seen.iter())
+                .filter(|(_, question)| question.status == questions::Status::Pending)
+                .map(|(_, question)| question.id.clone())
+                .collect();
+            return Ok(Err(questions::Refused::Unknown(waiting)));
+        };
+        let Some(answered) = questions::answered(question, text, "remote") else {
+            return Ok(Err(questions::Refused::Closed(Box::new(question.clone()))));
+        };
+        let record = serde_json::to_string(&answered)?;
+        let pushed = repo
+            .push_record(remote, &crate::git::question_ref(id), &record, sha)
+            .map_err(|why| fail(format!("--answer: cannot push to {remote}: {why}")))?;
+        if pushed.is_some() {
+            return Ok(Ok(answered));
+        }
+    }
+    Err(fail(format!(
+        "--answer: question {id} on {remote} kept changing; look at ralph --status --remote {remote} and try again"
+    ))
+    .into())
+}

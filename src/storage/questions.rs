@@ -1,0 +1,340 @@
+//! Questions an agent asks its loop through `ralph_ask`, one JSON file each under
+//! `.ralph/questions/` of the run's home: written pending by the agent's tool server
+//! (`ralph __agent-tools`), answered by whoever answers first (`ralph --answer`, the `--serve`
+//! page, `ralph --mcp`, the terminal), closed when the asker stops waiting. Every change is made
+//! under one lock, so a question is answered once.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::RalphDir;
+
+/// The folder, under `.ralph/`.
+pub(crate) const QUESTIONS_DIR: &str = "questions";
+/// Held while a question is changed.
+const LOCK_FILE: &str = "questions.lock";
+
+/// Where a question stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Status {
+    Pending,
+    Answered,
+    /// Nobody answered before the asker's `--ask-timeout`.
+    TimedOut,
+    /// The run stopped (or the agent went away) while it waited.
+    Cancelled,
+}
+
+/// One question and, once given, its answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Question {
+    pub(crate) id: String,
+    /// The task whose loop asked (`None` for a loop without tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task: Option<String>,
+    pub(crate) iteration: u32,
+    pub(crate) question: String,
+    /// The choices offered; an answer may give one by its number (1, 2, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) options: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) urgency: Option<String>,
+    pub(crate) asked_at: DateTime<Utc>,
+    /// When the asker stops waiting.
+    pub(crate) expires_at: DateTime<Utc>,
+    pub(crate) status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) answer: Option<Answer>,
+    /// When it stopped being pending (answered, timed out or cancelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) closed_at: Option<DateTime<Utc>>,
+}
+
+/// An answer, who gave it and when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Answer {
+    pub(crate) text: String,
+    /// `terminal`, `page`, `cli`, `mcp`, or `remote` (another clone).
+    pub(crate) by: String,
+    pub(crate) at: DateTime<Utc>,
+}
+
+/// What a new question says.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Asking {
+    pub(crate) task: Option<String>,
+    pub(crate) iteration: u32,
+    pub(crate) question: String,
+    pub(crate) options: Vec<String>,
+    pub(crate) urgency: Option<String>,
+}
+
+impl Question {
+    /// How long it has waited (or waited, once closed) by `now`.
+    pub(crate) fn waited(&self, now: DateTime<Utc>) -> Duration {
+        let until = self.closed_at.unwrap_or(now);
+        (until - self.asked_at).to_std().unwrap_or_default()
+    }
+}
+
+/// The questions folder of `dir`.
+fn folder(dir: &RalphDir) -> std::path::PathBuf {
+    dir.file(QUESTIONS_DIR)
+}
+
+fn path(dir: &RalphDir, id: &str) -> std::path::PathBuf {
+    folder(dir).join(format!("{id}.json"))
+}
+
+/// Whether `id` can name a question (`q` and hex digits): anything else names no file.
+pub(crate) fn is_id(id: &str) -> bool {
+    id.len() <= 20
+        && id
+            .strip_prefix('q')
+            .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Records a new pending question, waited for until `timeout` from now.
+pub(crate) fn ask(dir: &RalphDir, asking: Asking, timeout: Duration) -> anyhow::Result<Question> {
+    dir.ensure()?;
+    std::fs::create_dir_all(folder(dir))?;
+    let _lock = super::lock::exclusive(dir, LOCK_FILE)?;
+    let id = loop {
+        let id = format!("q{}", crate::model::random_hex(3)?);
+        if !path(dir, &id).exists() {
+            break id;
+        }
+    };
+    let now = crate::model::now();
+    let question = Question {
+        id,
+        task: asking.task,
+        iteration: asking.iteration,
+        question: asking.question,
+        options: asking.options,
+        urgency: asking.urgency,
+        asked_at: now,
+        expires_at: now + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX),
+        status: Status::Pending,
+        answer: None,
+        closed_at: None,
+    };
+    super::write_json(&path(dir, &question.id), &question)?;
+    Ok(question)
+}
+
+/// The question `id`, if there is one that can be read.
+pub(crate) fn load(dir: &RalphDir, id: &str) -> Option<Question> {
+    if !is_id(id) {
+        return None;
+    }
+    super::read_json(&path(dir, id)).ok()
+}
+
+/// Every question that can be read, oldest first.
+pub(crate) fn all(dir: &RalphDir) -> Vec<Question> {
+    let Ok(entries) = std::fs::read_dir(folder(dir)) else {
+        return Vec::new();
+    };
+    let mut questions: Vec<Question> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            load(dir, name.strip_suffix(".json")?)
+        })
+        .collect();
+    questions.sort_by(|a, b| (a.asked_at, &a.id).cmp(&(b.asked_at, &b.id)));
+    questions
+}
+
+/// The questions still waiting for an answer, oldest first.
+pub(crate) fn pending(dir: &RalphDir) -> Vec<Question> {
+    let mut questions = all(dir);
+    questions.retain(|question| question.status == Status::Pending);
+    questions
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// No question has this id; the ids of those waiting.
+    Unknown(Vec<String>),
+    /// It is no longer waiting (answered, timed out, cancelled).
+    Closed(Box<Question>),
+    /// The answer is empty.
+    Empty,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unknown(waiting) if waiting.is_empty() => {
+                write!(
+                    f,
+                    "no question has that id, and none is waiting for an answer"
+                )
+            }
+            Self::Unknown(waiting) => write!(
+                f,
+                "no question has that id; waiting for an answer: {} (ralph --status lists them)",
+                waiting.join(", ")
+            ),
+            Self::Closed(question) => match (&question.status, &question.answer) {
+                (Status::Answered, Some(answer)) => write!(
+                    f,
+                    "question {} was answered already (by {}: {:?}); nothing was changed",
+                    question.id, answer.by, answer.text
+                ),
+                (Status::TimedOut, _) => write!(
+                    f,
+                    "question {} is no longer waiting: nobody answered in time and the agent decided itself",
+                    question.id
+                ),
+                _ => write!(
+                    f,
+                    "question {} is no longer waiting: its run stopped",
+                    question.id
+                ),
+            },
+            Self::Empty => write!(f, "the answer is empty; say what the agent should do"),
+        }
+    }
+}
+
+/// Answers question `id` with `text` (an option's number stands for that option), `by` whom:
+/// the question as answered, unless it is not waiting.
+pub(crate) fn answer(
+    dir: &RalphDir,
+    id: &str,
+    text: &str,
+    by: &str,
+) -> anyhow::Result<Result<Question, Refused>> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(Err(Refused::Empty));
+    }
+    let _lock = super::lock::exclusive(dir, LOCK_FILE)?;
+    let Some(question) = load(dir, id) else {
+        let waiting = pending(dir).into_iter().map(|q| q.id).collect();
+        return Ok(Err(Refused::Unknown(waiting)));
+    };
+    let Some(answered) = answered(&question, text, by) else {
+        return Ok(Err(Refused::Closed(Box::new(question))));
+    };
+    super::write_json(&path(dir, id), &answered)?;
+    Ok(Ok(answered))
+}
+
+/// `question` answered now with `text` (an option's number stands for that option) `by` whom;
+/// `None` when it is not waiting.
+pub(crate) fn answered(question: &Question, text: &str, by: &str) -> Option<Question> {
+    if question.status != Status::Pending {
+        return None;
+    }
+    let text = text.trim();
+    let chosen = (text.parse::<usize>().ok())
+        .and_then(|number| question.options.get(number.checked_sub(1)?))
+        .cloned();
+    let now = crate::model::now();
+    let mut question = question.clone();
+    question.status = Status::Answered;
+    question.closed_at = Some(now);
+    question.answer = Some(Answer {
+        text: chosen.unwrap_or_else(|| text.to_owned()),
+        by: by.to_owned(),
+        at: now,
+    });
+    Some(question)
+}
+
+/// Closes question `id` as `status` (timed out, cancelled) if it still waits: the question as
+/// it is now (answered meanwhile, perhaps).
+pub(crate) fn close(dir: &RalphDir, id: &str, status: Status) -> anyhow::Result<Option<Question>> {
+    let _lock = super::lock::exclusive(dir, LOCK_FILE)?;
+    let Some(mut question) = load(dir, id) else {
+        return Ok(None);
+    };
+    if question.status == Status::Pending {
+        question.status = status;
+        question.closed_at = Some(crate::model::now());
+        super::write_json(&path(dir, id), &question)?;
+    }
+    Ok(Some(question))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asking(question: &str, options: &[&str]) -> Asking {
+        Asking {
+            task: Some("api".to_owned()),
+            iteration: 2,
+            question: question.to_owned(),
+            options: options.iter().map(|o| (*o).to_owned()).collect(),
+            urgency: None,
+        }
+    }
+
+    #[test]
+    fn a_question_is_answered_once_and_an_option_by_its_number() {
+        let tmp = crate::testing::tempdir().unwrap();
+        let dir = RalphDir::new(tmp.path());
+        let asked = ask(
+            &dir,
+            asking("Which store?", &["SQLite", "Postgres"]),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        assert!(is_id(&asked.id), "{}", asked.id);
+        assert_eq!(pending(&dir), std::slice::from_ref(&asked));
+        let answered = answer(&dir, &asked.id, " 2 ", "cli").unwrap().unwrap();
+        assert_eq!(answered.status, Status::Answered);
+        assert_eq!(answered.answer.as_ref().unwrap().text, "Postgres");
+        assert_eq!(answered.answer.as_ref().unwrap().by, "cli");
+        assert!(pending(&dir).is_empty());
+        // A second answer changes nothing and says who answered.
+        let again = answer(&dir, &asked.id, "SQLite", "page")
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            again
+                .to_string()
+                .contains("answered already (by cli: \"Postgres\")"),
+            "{again}"
+        );
+        assert_eq!(load(&dir, &asked.id).unwrap(), answered);
+        // A number that is no option is the answer's text.
+        let other = ask(&dir, asking("How many?", &["one"]), Duration::from_secs(60)).unwrap();
+        let text = answer(&dir, &other.id, "7", "cli").unwrap().unwrap();
+        assert_eq!(text.answer.unwrap().text, "7");
+    }
+
+    #[test]
+    fn unknown_empty_and_closed_answers_are_refused_with_why() {
+        let tmp = crate::testing::tempdir().unwrap();
+        let dir = RalphDir::new(tmp.path());
+        let none = answer(&dir, "q123", "yes", "cli").unwrap().unwrap_err();
+        assert_eq!(none, Refused::Unknown(Vec::new()));
+        let asked = ask(&dir, asking("Go?", &[]), Duration::from_secs(60)).unwrap();
+        let unknown = answer(&dir, "../state", "yes", "cli").unwrap().unwrap_err();
+        assert!(unknown.to_string().contains(&asked.id), "{unknown}");
+        assert_eq!(
+            answer(&dir, &asked.id, "  ", "cli").unwrap(),
+            Err(Refused::Empty)
+        );
+        let closed = close(&dir, &asked.id, Status::TimedOut).unwrap().unwrap();
+        assert_eq!(closed.status, Status::TimedOut);
+        let late = answer(&dir, &asked.id, "yes", "cli").unwrap().unwrap_err();
+        assert!(
+            late.to_string().contains("nobody answered in time"),
+            "{late}"
+        );
+        // Closing again keeps the first close.
+        let twice = close(&dir, &asked.id, Status::Cancelled).unwrap().unwrap();
+        assert_eq!(twice.status, Status::TimedOut);
+    }
+}

@@ -1,0 +1,206 @@
+//! Agents that ask: ralph's tools for the agents it runs (`ralph __agent-tools`, passed as an
+//! MCP server), driven by a fake agent CLI that calls them (`tests/fixtures/fake-mcp-agent.sh`).
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{TestEnv, wait_output, wait_until};
+
+const FAKE_MCP_AGENT: &str = include_str!("../fixtures/fake-mcp-agent.sh");
+
+/// An environment whose `claude` calls the tool `name` with `arguments` through ralph's tools.
+pub(crate) fn asking_env(name: &str, arguments: &Value) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_executable("claude", FAKE_MCP_AGENT);
+    let call = serde_json::json!({"name": name, "arguments": arguments});
+    fs::write(env.agent_dir().join("call"), call.to_string()).unwrap();
+    env
+}
+
+const LOOP: [&str; 8] = [
+    "Build the API",
+    "--agent",
+    "claude-code",
+    "--output-format",
+    "text",
+    "--max-iterations",
+    "1",
+    "--no-stream",
+];
+
+/// The id of the first question waiting in `.ralph/questions/`, waited for.
+pub(crate) fn waiting_question(ralph_dir: &Path) -> String {
+    let folder = ralph_dir.join("questions");
+    let mut id = None;
+    wait_until(Duration::from_secs(30), "a question waits", || {
+        id = fs::read_dir(&folder).ok().and_then(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .find_map(|name| name.strip_suffix(".json").map(str::to_owned))
+        });
+        id.is_some()
+    });
+    id.unwrap()
+}
+
+/// The journal's events named `name`.
+fn journal(env: &TestEnv, name: &str) -> Vec<Value> {
+    let text = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["event"] == name)
+        .collect()
+}
+
+#[test]
+fn a_question_is_shown_answered_from_another_shell_and_recorded() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    let mut run = env
+        .ralph()
+        .args(LOOP)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = waiting_question(&env.ralph_file(""));
+    // The agent was given the tools, and told of them.
+    let argv = fs::read_to_string(env.agent_dir().join("argv.1")).unwrap();
+    assert!(
+        argv.contains("--mcp-config") && argv.contains("__agent-tools"),
+        "{argv}"
+    );
+    // `--status` shows the question and how to answer it.
+    let status = env.run(&["--status"]);
+    let shown = status.stdout();
+    assert!(
+        shown.contains(&format!("❓ Question {id}")) && shown.contains("Which store?"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("2. Postgres") && shown.contains(&format!("ralph --answer {id}")),
+        "{shown}"
+    );
+    // Unknown ids and empty answers are refused, saying what waits.
+    let unknown = env.run(&["--answer", "q000", "yes"]);
+    unknown.assert_code(1);
+    assert!(unknown.stderr().contains(&id), "{}", unknown.stderr());
+    let answered = env.run(&["--answer", &id, "2"]);
+    answered.assert_code(0);
+    assert!(
+        answered.stdout().contains("\"Postgres\""),
+        "{}",
+        answered.stdout()
+    );
+    let again = env.run(&["--answer", &id, "1"]);
+    again.assert_code(1);
+    assert!(
+        again.stderr().contains("answered already"),
+        "{}",
+        again.stderr()
+    );
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The terminal told the question and its answer.
+    assert!(
+        stdout.contains(&format!("❓ The agent asks (question {id}): Which store?")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2. Postgres"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("💬 Question {id} answered with ralph --answer")),
+        "{stdout}"
+    );
+    // The agent got the answer.
+    let result = env.agent_file("mcp-out.1");
+    assert!(result.contains("A person answered: Postgres"), "{result}");
+    // The history and the journal record both.
+    let history = env.history();
+    let asked = &history["iterations"][0]["questions"][0];
+    assert_eq!(asked["id"], id.as_str(), "{history:#}");
+    assert_eq!(asked["question"], "Which store?");
+    assert_eq!(asked["status"], "answered");
+    assert_eq!(asked["answer"]["text"], "Postgres");
+    assert_eq!(asked["answer"]["by"], "cli");
+    assert!(asked["answer"]["at"].is_string());
+    let told = journal(&env, "question_asked");
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(
+        told[0]["options"],
+        serde_json::json!(["SQLite", "Postgres"])
+    );
+    let done = journal(&env, "question_answered");
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0]["answer"], "Postgres");
+    assert_eq!(done[0]["by"], "cli");
+}
+
+#[test]
+fn an_unanswered_question_times_out_and_the_iteration_timeout_waits_for_it() {
+    let env = asking_env(
+        "ralph_ask",
+        &serde_json::json!({"question": "Where is the key?"}),
+    );
+    let mut args = LOOP.to_vec();
+    args.extend(["--ask-timeout", "2s", "--iteration-timeout", "1s"]);
+    let run = env.run(&args);
+    run.assert_code(0);
+    let result = env.agent_file("mcp-out.1");
+    assert!(
+        result.contains("no answer in 2s: decide yourself and say what you chose"),
+        "{result}"
+    );
+    let stdout = run.stdout();
+    assert!(
+        !stdout.contains("timed out"),
+        "the iteration timeout waited: {stdout}"
+    );
+    assert!(stdout.contains("⌛ Nobody answered question"), "{stdout}");
+    let history = env.history();
+    let iteration = &history["iterations"][0];
+    assert_eq!(
+        iteration["questions"][0]["status"], "timed_out",
+        "{history:#}"
+    );
+    assert_eq!(iteration["exit_code"], 0, "{history:#}");
+    assert_eq!(journal(&env, "question_answered")[0]["status"], "timed_out");
+}
+
+#[test]
+fn without_agent_tools_no_server_is_passed_and_the_prompt_does_not_name_them() {
+    let env = asking_env("ralph_note", &serde_json::json!({"text": "x"}));
+    let mut args = LOOP.to_vec();
+    args.push("--no-agent-tools");
+    env.run(&args).assert_code(0);
+    let argv = fs::read_to_string(env.agent_dir().join("argv.1")).unwrap();
+    assert!(!argv.contains("--mcp-config"), "{argv}");
+    assert!(!argv.contains("ralph_ask"), "{argv}");
+    // With them, the prompt says when to ask.
+    let env = asking_env(
+        "ralph_note",
+        &serde_json::json!({"text": "Learned: the API needs auth."}),
+    );
+    env.run(&LOOP).assert_code(0);
+    let argv = fs::read_to_string(env.agent_dir().join("argv.1")).unwrap();
+    assert!(argv.contains("## Ralph's Tools"), "{argv}");
+    assert!(
+        argv.contains("Never use it to ask permission to continue"),
+        "{argv}"
+    );
+    // ralph_note wrote the progress log.
+    let log = fs::read_to_string(env.ralph_file("progress.md")).unwrap();
+    assert!(
+        log.contains("## Note from iteration 1") && log.contains("Learned: the API needs auth."),
+        "{log}"
+    );
+}
