@@ -204,3 +204,127 @@ fn without_agent_tools_no_server_is_passed_and_the_prompt_does_not_name_them() {
         "{log}"
     );
 }
+
+#[test]
+fn a_question_is_answered_through_the_page_api_with_the_token() {
+    let ask = serde_json::json!({"question": "Ship on Friday?", "options": ["yes", "no"]});
+    let env = asking_env("ralph_ask", &ask);
+    let mut args = LOOP.to_vec();
+    args.extend(["--serve", "127.0.0.1:0"]);
+    let mut run = env
+        .ralph()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, token) = crate::support::served_at(&mut run);
+    let id = waiting_question(&env.ralph_file(""));
+    let http = crate::serve::http;
+    let (status, listed) = http(port, "GET", "/api/v1/questions", &[], "");
+    assert_eq!(status, 200, "{listed}");
+    assert!(
+        listed.contains(&id) && listed.contains("Ship on Friday?"),
+        "{listed}"
+    );
+    let (_, state) = http(port, "GET", "/api/v1/state", &[], "");
+    assert!(
+        state.contains("\"questions\"") && state.contains(&id),
+        "{state}"
+    );
+    let answer = serde_json::json!({"id": id, "answer": "1"}).to_string();
+    // A change needs the token.
+    assert_eq!(http(port, "POST", "/api/v1/answers", &[], &answer).0, 401);
+    let bearer = format!("Bearer {token}");
+    let own = format!("http://127.0.0.1:{port}");
+    let allowed = [("Authorization", bearer.as_str()), ("Origin", own.as_str())];
+    let none = serde_json::json!({"id": id}).to_string();
+    assert_eq!(
+        http(port, "POST", "/api/v1/answers", &allowed, &none).0,
+        400
+    );
+    let unknown = serde_json::json!({"id": "q999999", "answer": "no"}).to_string();
+    let (status, body) = http(port, "POST", "/api/v1/answers", &allowed, &unknown);
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body.contains(&id),
+        "the questions waiting are named: {body}"
+    );
+    let (status, body) = http(port, "POST", "/api/v1/answers", &allowed, &answer);
+    assert_eq!(status, 200, "{body}");
+    let answered: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answered["answer"]["text"], "yes");
+    assert_eq!(answered["answer"]["by"], "page");
+    let (status, body) = http(port, "POST", "/api/v1/answers", &allowed, &answer);
+    assert_eq!(status, 409, "answered once: {body}");
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(0));
+    let result = env.agent_file("mcp-out.1");
+    assert!(result.contains("A person answered: yes"), "{result}");
+    assert_eq!(
+        env.history()["iterations"][0]["questions"][0]["answer"]["by"],
+        "page"
+    );
+}
+
+#[test]
+fn a_task_an_agent_adds_in_a_parallel_task_lands_in_the_base_list_with_its_blockers() {
+    let add =
+        serde_json::json!({"text": "Document the API", "blocked_by": "api", "touches": "docs/**"});
+    let env = asking_env("ralph_add_task", &add);
+    // Only the first run of the agent adds the task (the added task's own run adds nothing).
+    fs::rename(env.agent_dir().join("call"), env.agent_dir().join("call.1")).unwrap();
+    fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Build the API\n  - id: api\n",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    let run = env.run_loop_with(
+        &[
+            "Build what the list says",
+            "--parallel",
+            "1",
+            "--agent",
+            "claude-code",
+            "--output-format",
+            "text",
+            "--max-iterations",
+            "2",
+        ],
+        |command| {
+            command.env("RALPH_WORKER_POLL_MS", "50");
+        },
+    );
+    let result = env.agent_file("mcp-out.1");
+    assert!(
+        result.contains("\"number\": 2") || result.contains("\"number\":2"),
+        "{result}\n{}",
+        run.stdout()
+    );
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(list.contains("- [x] Build the API"), "{list}");
+    let added = list
+        .split("Document the API")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(
+        added.contains("blocked_by: api") && added.contains("touches: docs/**"),
+        "{list}"
+    );
+    // Bad input is the call's error, and adds nothing.
+    let bad = serde_json::json!({"text": "Ship it", "blocked_by": "nosuch"});
+    let env = asking_env("ralph_add_task", &bad);
+    env.run(&LOOP).assert_code(0);
+    let result = env.agent_file("mcp-out.1");
+    assert!(
+        result.contains("\"error\"") && result.contains("-32602"),
+        "{result}"
+    );
+    assert!(result.contains("nosuch"), "{result}");
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap_or_default();
+    assert!(!list.contains("Ship it"), "{list}");
+}

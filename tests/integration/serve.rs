@@ -19,7 +19,7 @@ pub(crate) fn stop_server(server: &mut Child) {
 }
 
 /// One HTTP request; the status and body of its answer.
-fn http(
+pub(crate) fn http(
     port: u16,
     method: &str,
     path: &str,

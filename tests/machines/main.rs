@@ -12,5 +12,6 @@ mod support;
 
 mod budget;
 mod gates;
+mod questions;
 mod room;
 mod workers;
