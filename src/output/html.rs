@@ -296,6 +296,7 @@ fn iteration_row(html: &mut String, record: &IterationRecord, log_prefix: &str) 
     for error in record.errors.iter().take(5) {
         outcome.push(format!("<span class=\"bad\">{}</span>", escape(error)));
     }
+    outcome.extend(record.questions.iter().map(question));
     let log = record.log.as_deref().map_or_else(String::new, |log| {
         format!(
             "<a href=\"{}\">log</a>",
@@ -320,6 +321,26 @@ fn iteration_row(html: &mut String, record: &IterationRecord, log_prefix: &str) 
         outcome.join("<br>"),
         n = record.iteration,
     );
+}
+
+/// A question the agent asked, its answer, who gave it and when.
+fn question(asked: &crate::storage::questions::Question) -> String {
+    use crate::storage::questions::Status;
+    let answer = match (asked.status, &asked.answer) {
+        (Status::Answered, Some(answer)) => format!(
+            "answered by {} at {}: <b>{}</b>",
+            escape(&answer.by),
+            answer.at.format("%m-%d %H:%M:%S"),
+            escape(&answer.text)
+        ),
+        (Status::TimedOut, _) => "no answer in time: the agent decided itself".to_owned(),
+        _ => "withdrawn".to_owned(),
+    };
+    format!(
+        "<span class=\"question\">asked ({}): {} — {answer}</span>",
+        escape(&asked.id),
+        escape(&asked.question)
+    )
 }
 
 /// Every check: those of an iteration (in the task's tree; the `--holdout` ones, which the agent

@@ -934,3 +934,103 @@ fn claude_completes_in_two_iterations_through_its_acp_adapter() {
 fn codex_completes_in_two_iterations_through_its_acp_adapter() {
     completes_through_adapter(Agent::Codex, "codex-acp", "codex-acp");
 }
+
+/// The agent (`preset`: through that ACP preset, its adapter `program` linked into the test's
+/// PATH) calls ralph's `ralph_ask`; the test answers through `POST /api/v1/answers` on
+/// `--serve`; the answer is in the model's next request, and the history and the report record
+/// the question and its answer.
+fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &str)>) {
+    let Some(binary) = agent.installed_or_skip() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let name = match through {
+        Some((preset, program)) => {
+            let Some(adapter) = crate::real_agents_support::installed_program(program) else {
+                return;
+            };
+            let link = env.bin().join(program);
+            let _ = fs::remove_file(&link);
+            std::os::unix::fs::symlink(&adapter, link).unwrap();
+            preset
+        }
+        None => agent.ralph_name(),
+    };
+    let mock = MockModel::start([
+        Turn::CallTool {
+            name: "mcp__ralph__ralph_ask".to_owned(),
+            arguments: serde_json::json!({"question": "Which store should the API use?", "options": ["SQLite", "Postgres"]}),
+        },
+        Turn::Text("Postgres it is.\n<promise>COMPLETE</promise>".to_owned()),
+    ]);
+    let setup = AgentSetup::new(agent, &binary, &mock, env.path());
+    let mut command = env.ralph();
+    command.args([
+        "Choose the store",
+        "--agent",
+        name,
+        "--model",
+        agent.model(),
+    ]);
+    command.args([
+        "--pause",
+        "0",
+        "--max-iterations",
+        "1",
+        "--serve",
+        "127.0.0.1:0",
+    ]);
+    setup.apply_to_ralph(&mut command);
+    let mut run = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, token) = crate::support::served_at(&mut run);
+    let id = crate::asking::waiting_question(&env.ralph_file(""));
+    let bearer = format!("Bearer {token}");
+    let own = format!("http://127.0.0.1:{port}");
+    let allowed = [("Authorization", bearer.as_str()), ("Origin", own.as_str())];
+    let answer = serde_json::json!({"id": id, "answer": "2"}).to_string();
+    let (status, body) = crate::serve::http(port, "POST", "/api/v1/answers", &allowed, &answer);
+    assert_eq!(status, 200, "{body}");
+    let output = crate::support::wait_output(&mut run, DEADLINE);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        mock.summary()
+    );
+    let carried = (mock.conversation_requests().iter()).any(|request| {
+        request
+            .body
+            .to_string()
+            .contains("A person answered: Postgres")
+    });
+    assert!(
+        carried,
+        "the answer reaches the model: {}\n{stdout}",
+        mock.summary()
+    );
+    let history = env.history();
+    let asked = &history["iterations"][0]["questions"][0];
+    assert_eq!(asked["answer"]["text"], "Postgres", "{history:#}");
+    assert_eq!(asked["answer"]["by"], "page");
+    env.run(&["--report"]).assert_code(0);
+    let report = fs::read_to_string(env.ralph_file("report.html")).unwrap();
+    assert!(
+        report.contains("Which store should the API use?") && report.contains("<b>Postgres</b>"),
+        "the report records both"
+    );
+}
+
+#[test]
+fn claude_code_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::Claude, None);
+}
+
+#[test]
+fn claude_code_through_acp_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::Claude, Some(("claude-acp", "claude-agent-acp")));
+}
