@@ -47,6 +47,14 @@ pub(crate) fn waiting_question(ralph_dir: &Path) -> String {
     id.unwrap()
 }
 
+/// `POST /api/v1/answers` to the server at `port`, with its `token`: the status and body.
+pub(crate) fn answer_on_page(port: u16, token: &str, body: &str) -> (u16, String) {
+    let bearer = format!("Bearer {token}");
+    let own = format!("http://127.0.0.1:{port}");
+    let allowed = [("Authorization", bearer.as_str()), ("Origin", own.as_str())];
+    crate::serve::http(port, "POST", "/api/v1/answers", &allowed, body)
+}
+
 /// The journal's events named `name`.
 fn journal(env: &TestEnv, name: &str) -> Vec<Value> {
     let text = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap_or_default();
@@ -244,18 +252,18 @@ fn a_question_is_answered_through_the_page_api_with_the_token() {
         400
     );
     let unknown = serde_json::json!({"id": "q999999", "answer": "no"}).to_string();
-    let (status, body) = http(port, "POST", "/api/v1/answers", &allowed, &unknown);
+    let (status, body) = answer_on_page(port, &token, &unknown);
     assert_eq!(status, 404, "{body}");
     assert!(
         body.contains(&id),
         "the questions waiting are named: {body}"
     );
-    let (status, body) = http(port, "POST", "/api/v1/answers", &allowed, &answer);
+    let (status, body) = answer_on_page(port, &token, &answer);
     assert_eq!(status, 200, "{body}");
     let answered: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(answered["answer"]["text"], "yes");
     assert_eq!(answered["answer"]["by"], "page");
-    let (status, body) = http(port, "POST", "/api/v1/answers", &allowed, &answer);
+    let (status, body) = answer_on_page(port, &token, &answer);
     assert_eq!(status, 409, "answered once: {body}");
     let output = wait_output(&mut run, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(0));

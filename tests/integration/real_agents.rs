@@ -988,11 +988,8 @@ fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &s
         .unwrap();
     let (port, token) = crate::support::served_at(&mut run);
     let id = crate::asking::waiting_question(&env.ralph_file(""));
-    let bearer = format!("Bearer {token}");
-    let own = format!("http://127.0.0.1:{port}");
-    let allowed = [("Authorization", bearer.as_str()), ("Origin", own.as_str())];
     let answer = serde_json::json!({"id": id, "answer": "2"}).to_string();
-    let (status, body) = crate::serve::http(port, "POST", "/api/v1/answers", &allowed, &answer);
+    let (status, body) = crate::asking::answer_on_page(port, &token, &answer);
     assert_eq!(status, 200, "{body}");
     let output = crate::support::wait_output(&mut run, DEADLINE);
     let stdout = String::from_utf8_lossy(&output.stdout);
