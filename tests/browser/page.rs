@@ -565,3 +565,73 @@ fn the_page_shows_the_fleet_under_remote_and_picks_up_again_from_a_restarted_ser
     drop(browser);
     stop_server(&mut again);
 }
+
+#[test]
+fn the_page_shows_an_agents_question_and_answers_it_with_one_tap_on_a_phone() {
+    let Some(program) = chromium_or_skip("the --serve page's questions test") else {
+        return;
+    };
+    let env = TestEnv::new();
+    env.write_executable("claude", include_str!("../fixtures/fake-mcp-agent.sh"));
+    let ask = json!({"name": "ralph_ask", "arguments": {"question": "Which store should the API use?", "options": ["SQLite", "Postgres"], "urgency": "high"}});
+    fs::write(env.agent_dir().join("call"), ask.to_string()).unwrap();
+    let mut run = env
+        .ralph()
+        .args([
+            "Build the API",
+            "--agent",
+            "claude-code",
+            "--output-format",
+            "text",
+        ])
+        .args(["--max-iterations", "1", "--serve", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, token) = served_at(&mut run);
+    let mut browser = Browser::open(program, &env.path().join("browser"));
+    browser.size(390, 844);
+    browser.show(port, &token);
+    browser.until(
+        "the question",
+        "!document.getElementById('questions-card').hidden && document.getElementById('questions').innerText.includes('Which store should the API use?')",
+    );
+    // On a phone: first on the page, nothing wider than the screen, taps big enough.
+    assert_eq!(
+        browser.eval("document.getElementById('questions-card').getBoundingClientRect().top < 200"),
+        json!(true)
+    );
+    assert_eq!(
+        browser.eval("document.documentElement.scrollWidth <= 390"),
+        json!(true)
+    );
+    assert_eq!(
+        browser.eval("[...document.querySelectorAll('.question button')].every((b) => b.getBoundingClientRect().height >= 44)"),
+        json!(true)
+    );
+    let shown = browser.eval("document.getElementById('questions').innerText");
+    assert!(
+        shown.as_str().unwrap().contains("2. Postgres")
+            && shown.as_str().unwrap().contains("urgent"),
+        "{shown}"
+    );
+    browser.screenshot(&artifact("serve-page-question-390x844.png"));
+    browser.eval("document.querySelector('button.choice[data-answer=\"2\"]').click()");
+    browser.until(
+        "the answer accepted",
+        "document.getElementById('note').innerText === 'Done.'",
+    );
+    browser.until(
+        "the answered question gone",
+        "document.getElementById('questions-card').hidden",
+    );
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(0));
+    let result = fs::read_to_string(env.agent_dir().join("mcp-out.1")).unwrap();
+    assert!(result.contains("A person answered: Postgres"), "{result}");
+    assert_eq!(
+        env.history()["iterations"][0]["questions"][0]["answer"]["by"],
+        "page"
+    );
+}
