@@ -55,6 +55,18 @@ pub(crate) fn answer_on_page(port: u16, token: &str, body: &str) -> (u16, String
     crate::serve::http(port, "POST", "/api/v1/answers", &allowed, body)
 }
 
+/// The command lines of the processes running now that name `text`.
+fn running_with(text: &str) -> Vec<String> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    (entries.filter_map(Result::ok))
+        .filter_map(|entry| fs::read(entry.path().join("cmdline")).ok())
+        .map(|line| String::from_utf8_lossy(&line).replace('\0', " "))
+        .filter(|line| line.contains(text))
+        .collect()
+}
+
 /// The journal's events named `name`.
 fn journal(env: &TestEnv, name: &str) -> Vec<Value> {
     let text = fs::read_to_string(env.ralph_file("events.jsonl")).unwrap_or_default();
@@ -335,4 +347,56 @@ fn a_task_an_agent_adds_in_a_parallel_task_lands_in_the_base_list_with_its_block
     assert!(result.contains("nosuch"), "{result}");
     let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap_or_default();
     assert!(!list.contains("Ship it"), "{list}");
+}
+
+#[test]
+fn a_question_is_notified_with_the_pages_link_and_a_stop_withdraws_it() {
+    let env = asking_env("ralph_ask", &serde_json::json!({"question": "Deploy now?"}));
+    let (url, requests) = crate::observe::http_server();
+    let mut args = LOOP.to_vec();
+    args.extend(["--serve", "127.0.0.1:0", "--notify", &url]);
+    let mut run = env
+        .ralph()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, token) = crate::support::served_at(&mut run);
+    let id = waiting_question(&env.ralph_file(""));
+    let request = requests.recv_timeout(Duration::from_secs(20)).unwrap();
+    let body: Value = serde_json::from_str(request.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["event"], "question_asked", "{body}");
+    assert_eq!(body["title"], "ralph: the agent asks");
+    let text = body["text"].as_str().unwrap();
+    assert!(text.starts_with("Deploy now?"), "{text}");
+    assert!(
+        text.contains(&format!("http://127.0.0.1:{port}/#token={token}")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("ralph --answer {id}")), "{text}");
+    // A stop (Ctrl-C) withdraws the question, and leaves no agent and no tool server running.
+    crate::support::interrupt(&run);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(130));
+    let question: Value = serde_json::from_str(
+        &fs::read_to_string(env.ralph_file(&format!("questions/{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(question["status"], "cancelled", "{question}");
+    assert_eq!(journal(&env, "question_answered")[0]["status"], "cancelled");
+    let home = env.ralph_file("").display().to_string();
+    assert!(
+        running_with(&home).is_empty(),
+        "a tool server is left: {:?}",
+        running_with(&home)
+    );
+    // Too late to answer: said so.
+    let late = env.run(&["--answer", &id, "yes"]);
+    late.assert_code(1);
+    assert!(
+        late.stderr().contains("no longer waiting: its run stopped"),
+        "{}",
+        late.stderr()
+    );
 }

@@ -288,7 +288,7 @@ fn a_hanging_or_failing_hook_warns_and_the_loop_goes_on() {
 
 /// A one-request-at-a-time HTTP server on 127.0.0.1 that answers 200 and keeps each request's
 /// first line, headers and body.
-fn http_server() -> (String, std::sync::mpsc::Receiver<String>) {
+pub(crate) fn http_server() -> (String, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead as _, Read as _, Write as _};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/ralph-hook", listener.local_addr().unwrap());
