@@ -6,6 +6,13 @@ use super::Voice;
 use super::format::{compact_duration, long_duration};
 use crate::event::LoopEvent;
 
+/// Whether a line typed on ralph's terminal answers the agents' questions: its stdin and stdout
+/// are a terminal, and it does not speak JSON.
+pub(crate) fn terminal_answers(json: bool) -> bool {
+    use std::io::IsTerminal as _;
+    !json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
 /// `❓ The agent asks (q1a2b3): …`, its options, and how to answer.
 pub(super) fn asked(out: &Voice, event: &LoopEvent) {
     let LoopEvent::QuestionAsked {
@@ -37,6 +44,16 @@ pub(super) fn asked(out: &Voice, event: &LoopEvent) {
         "   Answer with: ralph --answer {id} {answer} (or on the --serve page); in {} it decides itself.",
         compact_duration(Duration::from_millis(*timeout_ms))
     ));
+    if terminal_answers(out.is_json()) {
+        lines.push(format!(
+            "   Or type the answer here{} and press Enter.",
+            if options.is_empty() {
+                ""
+            } else {
+                " (or an option's number)"
+            }
+        ));
+    }
     out.say(&lines.iter().map(String::as_str).collect::<Vec<_>>());
 }
 

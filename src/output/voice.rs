@@ -123,6 +123,11 @@ impl Voice {
     }
 
     /// Whether this is a task loop's voice (its lines are prefixed; no boxes, no banner).
+    /// `--json`: stdout carries events, never a person's lines.
+    pub(crate) fn is_json(&self) -> bool {
+        self.json
+    }
+
     pub(crate) fn is_task_loop(&self) -> bool {
         self.task.is_some()
     }

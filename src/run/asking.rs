@@ -165,6 +165,7 @@ impl<'a> Watch<'a> {
         for question in mine {
             let told = self.told.get(&question.id).copied();
             if told.is_none() {
+                answer_from_terminal(&self.home, self.sink.voice().is_json());
                 self.sink.emit(LoopEvent::QuestionAsked {
                     id: question.id.clone(),
                     iteration: question.iteration,
@@ -209,6 +210,28 @@ impl<'a> Watch<'a> {
         self.read(Instant::now());
         std::mem::take(&mut self.closed)
     }
+}
+
+/// The terminal's answers: when ralph's stdin and stdout are a terminal (and it does not speak
+/// JSON), a line typed there answers the oldest question waiting, an option by its number. One
+/// reader for the whole process, started at the first question.
+pub(super) fn answer_from_terminal(home: &RalphDir, json: bool) {
+    use std::io::BufRead as _;
+    static STARTED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    if !crate::output::terminal_answers(json) {
+        return;
+    }
+    let home = home.clone();
+    STARTED.get_or_init(|| {
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                if let Some(oldest) = questions::pending(&home).into_iter().next() {
+                    let _ = questions::answer(&home, &oldest.id, &line, "terminal");
+                }
+            }
+        });
+    });
 }
 
 /// The event of a question that stopped waiting.

@@ -400,3 +400,25 @@ fn a_question_is_notified_with_the_pages_link_and_a_stop_withdraws_it() {
         late.stderr()
     );
 }
+
+#[test]
+fn on_a_terminal_a_typed_number_answers_the_question() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    let Some(tmux) = crate::watch::Tmux::new(&env) else {
+        return;
+    };
+    tmux.start_ralph(
+        "'Build the API' --agent claude-code --output-format text --max-iterations 1",
+        (140, 40),
+    );
+    tmux.wait_for(&[
+        "❓ The agent asks",
+        "Or type the answer here (or an option's number) and press Enter",
+    ]);
+    tmux.run(&["send-keys", "-t", "watch", "2", "Enter"]);
+    let screen = tmux.wait_for(&["ralph exited 0"]);
+    assert!(screen.contains("answered at the terminal"), "{screen}");
+    let result = env.agent_file("mcp-out.1");
+    assert!(result.contains("A person answered: Postgres"), "{result}");
+}
