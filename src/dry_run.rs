@@ -375,7 +375,7 @@ fn loop_lines(
             })
             .to_path_buf()
         });
-    let opencode = crate::run::opencode_config_for(config, &spec, cwd);
+    let opencode = crate::run::opencode_config_for(config, &spec, (cwd, None));
     let config_path = run_dir.file(storage::OPENCODE_CONFIG_FILE);
     let absolute = std::path::absolute(&config_path).unwrap_or(config_path);
     let command = spec.agent().command(&CommandRequest {

@@ -160,13 +160,15 @@ pub(crate) fn build(input: &PromptInput<'_>) -> String {
 fn tools_section(timeout: std::time::Duration) -> String {
     let timeout = crate::output::format::compact_duration(timeout);
     format!(
-        "## Ralph's Tools
-
-You have MCP tools from the server `ralph`, the loop that runs you:
-
-         - `ralph_ask` asks a person and waits for the answer (up to {timeout}). Use it only for a          real decision you cannot make from the task, the code and the notes (two designs with          real trade-offs, an ambiguous requirement) or for something you lack (a credential, an          account). Never use it to ask permission to continue. With no answer in time, decide          yourself and say what you chose.
-         - `ralph_add_task` adds a follow-up task to the task list (with `blocked_by` and          `touches`), instead of editing the task file.
-         - `ralph_note` adds a note to the progress log.
+        "## Ralph's Tools\n\nYou have MCP tools from the server `ralph`, the loop that runs you:\n\n\
+         - `ralph_ask` asks a person and waits for the answer (up to {timeout}). Use it only for \
+         a real decision you cannot make from the task, the code and the notes (two designs with \
+         real trade-offs, an ambiguous requirement) or for something you lack (a credential, an \
+         account). Never use it to ask permission to continue. With no answer in time, decide \
+         yourself and say what you chose.\n\
+         - `ralph_add_task` adds a follow-up task to the task list (with `blocked_by` and \
+         `touches`), instead of editing the task file.\n\
+         - `ralph_note` adds a note to the progress log.\n\
          - `ralph_context` shows your task's state and the hints people left for you."
     )
 }
@@ -537,6 +539,23 @@ fn verification_text(failures: &[Verification]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_with_ralphs_tools_are_told_when_to_ask() {
+        let mut with = input(None, None);
+        with.ask_timeout = Some(std::time::Duration::from_secs(120));
+        let prompt = build(&with);
+        assert!(prompt.contains("## Ralph's Tools\n\nYou have MCP tools from the server `ralph`, the loop that runs you:\n\n- `ralph_ask` asks a person and waits for the answer (up to 2m). Use it only for a real decision"), "{prompt}");
+        assert!(
+            prompt.contains("Never use it to ask permission to continue."),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains("\n- `ralph_context` shows your task's state"),
+            "{prompt}"
+        );
+        assert!(!build(&input(None, None)).contains("ralph_ask"));
+    }
 
     fn input<'a>(tasks: Option<TasksView<'a>>, context: Option<&'a str>) -> PromptInput<'a> {
         PromptInput {

@@ -60,6 +60,9 @@ impl Agent for Codex {
                 format!("{server}.command={}", quoted(&tools.command.clone().into())),
                 "-c".to_owned(),
                 format!("{server}.args={}", quoted(&tools.args.clone().into())),
+                // ralph's own tools need no one's approval (none is there to give it).
+                "-c".to_owned(),
+                format!("{server}.default_tools_approval_mode=\"approve\""),
             ]);
         }
         // `-` tells `codex exec` to read the prompt from stdin.

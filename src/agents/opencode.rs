@@ -71,6 +71,10 @@ impl Agent for OpenCode {
         command_from(request, args, env)
     }
 
+    fn takes_tools(&self) -> bool {
+        true
+    }
+
     fn tool_pattern(&self) -> Option<&regex::Regex> {
         Some(&TOOL_LINE)
     }
@@ -222,10 +226,10 @@ pub(crate) struct OpenCodeConfigSources<'a> {
 /// The configuration ralph writes for OpenCode, or `None` when neither option needs one.
 pub(crate) fn opencode_config(
     sources: &OpenCodeConfigSources<'_>,
-    no_plugins: bool,
-    allow_all: bool,
+    (no_plugins, allow_all): (bool, bool),
+    tools: Option<&super::ToolServer>,
 ) -> Option<Value> {
-    if !no_plugins && !allow_all {
+    if !no_plugins && !allow_all && tools.is_none() {
         return None;
     }
     let mut config = Map::new();
@@ -253,6 +257,14 @@ pub(crate) fn opencode_config(
             .map(|key| ((*key).to_owned(), json!("allow")))
             .collect();
         config.insert("permission".into(), Value::Object(permission));
+    }
+    if let Some(tools) = tools {
+        // A local server's command is one list: the program, then its arguments.
+        let command: Vec<&str> = std::iter::once(tools.command.as_str())
+            .chain(tools.args.iter().map(String::as_str))
+            .collect();
+        let server = json!({"type": "local", "command": command, "enabled": true});
+        config.insert("mcp".into(), json!({super::TOOL_SERVER: server}));
     }
     Some(Value::Object(config))
 }
@@ -444,15 +456,15 @@ mod tests {
             config_home: Some(&home),
             cwd: dir.path(),
         };
-        assert_eq!(opencode_config(&sources, false, false), None);
-        let config = opencode_config(&sources, true, true).unwrap();
+        assert_eq!(opencode_config(&sources, (false, false), None), None);
+        let config = opencode_config(&sources, (true, true), None).unwrap();
         assert_eq!(
             config["plugin"],
             json!(["opencode-openai-codex-auth", "my-AUTH-helper"])
         );
         assert_eq!(config["permission"]["external_directory"], json!("allow"));
         assert_eq!(config["permission"].as_object().unwrap().len(), 15);
-        let only_plugins = opencode_config(&sources, true, false).unwrap();
+        let only_plugins = opencode_config(&sources, (true, false), None).unwrap();
         assert!(only_plugins.get("permission").is_none());
     }
 }

@@ -72,7 +72,7 @@ pub(super) fn agent_command(
     (usage_file, tools): (Option<&Path>, Option<&agents::ToolServer>),
 ) -> anyhow::Result<agents::AgentCommand> {
     let options = &config.options;
-    let opencode_config = write_opencode_config(config, dir, &step.spec, cwd)?;
+    let opencode_config = write_opencode_config(config, dir, &step.spec, (cwd, tools))?;
     let mut command = step.agent.command(&agents::CommandRequest {
         binary: &step.binary,
         prompt,
@@ -442,7 +442,7 @@ pub(super) fn prompt_for(
 pub(crate) fn opencode_config_for(
     config: &RunConfig,
     spec: &AgentSpec,
-    cwd: &Path,
+    (cwd, tools): (&Path, Option<&agents::ToolServer>),
 ) -> Option<serde_json::Value> {
     if spec.kind() != Some(AgentKind::OpenCode) {
         return None;
@@ -455,11 +455,8 @@ pub(crate) fn opencode_config_for(
         config_home: config_home.as_deref(),
         cwd,
     };
-    agents::opencode_config(
-        &sources,
-        config.options.no_plugins,
-        config.options.allow_all,
-    )
+    let options = &config.options;
+    agents::opencode_config(&sources, (options.no_plugins, options.allow_all), tools)
 }
 
 /// Writes the OpenCode configuration for a step, and returns its absolute path.
@@ -467,9 +464,9 @@ pub(super) fn write_opencode_config(
     config: &RunConfig,
     dir: &RalphDir,
     spec: &AgentSpec,
-    cwd: &Path,
+    (cwd, tools): (&Path, Option<&agents::ToolServer>),
 ) -> anyhow::Result<Option<PathBuf>> {
-    let Some(value) = opencode_config_for(config, spec, cwd) else {
+    let Some(value) = opencode_config_for(config, spec, (cwd, tools)) else {
         return Ok(None);
     };
     let path = dir.file(OPENCODE_CONFIG_FILE);

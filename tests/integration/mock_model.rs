@@ -765,9 +765,21 @@ fn responses_sse(shared: &Shared, model: &str, answer: &Answer) -> String {
             json!({"type": "message", "id": item_id, "role": "assistant", "status": "completed",
                    "content": [{"type": "output_text", "text": text, "annotations": []}]})
         }
-        Answer::Tool { name, arguments } => json!({
-            "type": "function_call", "id": shared.next_id("fc"), "call_id": shared.next_id("call"),
-            "name": name, "arguments": arguments.to_string(), "status": "completed"}),
+        Answer::Tool { name, arguments } => {
+            let mut call = json!({
+                "type": "function_call", "id": shared.next_id("fc"), "call_id": shared.next_id("call"),
+                "name": name, "arguments": arguments.to_string(), "status": "completed"});
+            // An MCP tool (`mcp__SERVER__TOOL`) is offered in its server's namespace
+            // (`mcp__SERVER`): the call names both.
+            if let Some((namespace, tool)) = name
+                .strip_prefix("mcp__")
+                .and_then(|rest| rest.split_once("__"))
+            {
+                call["namespace"] = json!(format!("mcp__{namespace}"));
+                call["name"] = json!(tool);
+            }
+            call
+        }
     };
     sse_event(
         &mut out,

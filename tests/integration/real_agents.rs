@@ -939,7 +939,7 @@ fn codex_completes_in_two_iterations_through_its_acp_adapter() {
 /// PATH) calls ralph's `ralph_ask`; the test answers through `POST /api/v1/answers` on
 /// `--serve`; the answer is in the model's next request, and the history and the report record
 /// the question and its answer.
-fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &str)>) {
+fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &str)>, tool: &str) {
     let Some(binary) = agent.installed_or_skip() else {
         return;
     };
@@ -958,28 +958,27 @@ fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &s
     };
     let mock = MockModel::start([
         Turn::CallTool {
-            name: "mcp__ralph__ralph_ask".to_owned(),
+            name: tool.to_owned(),
             arguments: serde_json::json!({"question": "Which store should the API use?", "options": ["SQLite", "Postgres"]}),
         },
         Turn::Text("Postgres it is.\n<promise>COMPLETE</promise>".to_owned()),
     ]);
     let setup = AgentSetup::new(agent, &binary, &mock, env.path());
     let mut command = env.ralph();
-    command.args([
+    let args = [
         "Choose the store",
         "--agent",
         name,
         "--model",
         agent.model(),
-    ]);
-    command.args([
-        "--pause",
-        "0",
-        "--max-iterations",
-        "1",
-        "--serve",
-        "127.0.0.1:0",
-    ]);
+    ];
+    command
+        .args(args)
+        .args(["--pause", "0", "--max-iterations", "1"]);
+    command.args(["--serve", "127.0.0.1:0"]);
+    if !agent.extra_args().is_empty() {
+        command.arg("--").args(agent.extra_args());
+    }
     setup.apply_to_ralph(&mut command);
     let mut run = command
         .stdout(std::process::Stdio::piped())
@@ -987,11 +986,28 @@ fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &s
         .spawn()
         .unwrap();
     let (port, token) = crate::support::served_at(&mut run);
+    let questions = env.ralph_file("questions");
+    crate::support::wait_until(DEADLINE, "the agent asks", || {
+        let asked = fs::read_dir(&questions).is_ok_and(|mut entries| entries.next().is_some());
+        let ended = run.try_wait().ok().flatten().is_some();
+        assert!(
+            asked || !ended,
+            "ralph ended with no question asked; the model was offered: {:?}",
+            offered_tools(&mock)
+        );
+        asked
+    });
     let id = crate::asking::waiting_question(&env.ralph_file(""));
     let answer = serde_json::json!({"id": id, "answer": "2"}).to_string();
     let (status, body) = crate::asking::answer_on_page(port, &token, &answer);
     assert_eq!(status, 200, "{body}");
     let output = crate::support::wait_output(&mut run, DEADLINE);
+    assert_answered_and_recorded(&env, &mock, &output);
+}
+
+/// The run ended well, the model's next request carries the answer given on the page, and the
+/// history and the report record the question and its answer.
+fn assert_answered_and_recorded(env: &TestEnv, mock: &MockModel, output: &std::process::Output) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -1024,10 +1040,49 @@ fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &s
 
 #[test]
 fn claude_code_asks_a_person_through_ralph_ask() {
-    asks_and_the_answer_reaches_the_model(Agent::Claude, None);
+    asks_and_the_answer_reaches_the_model(Agent::Claude, None, "mcp__ralph__ralph_ask");
 }
 
 #[test]
 fn claude_code_through_acp_asks_a_person_through_ralph_ask() {
-    asks_and_the_answer_reaches_the_model(Agent::Claude, Some(("claude-acp", "claude-agent-acp")));
+    asks_and_the_answer_reaches_the_model(
+        Agent::Claude,
+        Some(("claude-acp", "claude-agent-acp")),
+        "mcp__ralph__ralph_ask",
+    );
+}
+
+#[test]
+fn opencode_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::OpenCode, None, "ralph_ralph_ask");
+}
+
+#[test]
+fn codex_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::Codex, None, "mcp__ralph__ralph_ask");
+}
+
+#[test]
+fn qwen_code_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::Qwen, None, "mcp__ralph__ralph_ask");
+}
+
+#[test]
+fn copilot_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::Copilot, None, "ralph-ralph_ask");
+}
+
+/// The names of the tools the model was offered that name `ralph` (how each CLI names an MCP
+/// server's tools).
+fn offered_tools(mock: &MockModel) -> Vec<String> {
+    let mut names = Vec::new();
+    for request in mock.conversation_requests() {
+        let text = request.body.to_string();
+        for piece in text.split('"') {
+            if piece.contains("ralph_") && piece.len() < 60 && !names.contains(&piece.to_owned()) {
+                names.push(piece.to_owned());
+            }
+        }
+    }
+    names
 }

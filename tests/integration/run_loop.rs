@@ -123,16 +123,22 @@ fn opencode_argv_and_generated_config() {
     assert_eq!(config["plugin"], serde_json::json!([]));
     assert_eq!(config["permission"]["bash"], "allow");
     assert_eq!(config["permission"].as_object().unwrap().len(), 15);
+    // ralph's tools: a local MCP server, its command one list.
+    let server = &config["mcp"]["ralph"];
+    assert_eq!(server["type"], "local", "{config}");
+    assert_eq!(server["enabled"], true);
+    assert_eq!(server["command"][1], "__agent-tools", "{config}");
 }
 
 #[test]
-fn opencode_without_allow_all_or_plugins_gets_no_config() {
+fn opencode_without_allow_all_or_plugins_or_tools_gets_no_config() {
     let env = TestEnv::new();
     env.run_loop(&[
         "do it",
         "--max-iterations",
         "1",
         "--no-allow-all",
+        "--no-agent-tools",
         "--output-format",
         "text",
     ])
@@ -230,7 +236,12 @@ fn codex_argv_has_no_full_auto() {
         "{}",
         argv[10]
     );
-    assert!(argv[11].starts_with("# Ralph Wiggum Loop"));
+    assert_eq!(argv[11], "-c");
+    assert_eq!(
+        argv[12],
+        "mcp_servers.ralph.default_tools_approval_mode=\"approve\""
+    );
+    assert!(argv[13].starts_with("# Ralph Wiggum Loop"));
     env.run_loop(&[
         "do it",
         "--agent",
@@ -243,7 +254,7 @@ fn codex_argv_has_no_full_auto() {
     ])
     .assert_code(2);
     assert_eq!(env.agent_argv(2)[0], "exec");
-    assert_eq!(env.agent_argv(2).len(), 6);
+    assert_eq!(env.agent_argv(2).len(), 8);
 }
 
 #[test]
