@@ -93,6 +93,12 @@ impl Mounts {
             list.push(bind(hooks.clone(), false));
         }
         list.extend(ralph_mounts(&place.ralph, place.agent)?);
+        if place.agent {
+            // The agent's tool server writes its questions where `ralph --answer` finds them.
+            let questions = place.home.join(crate::storage::questions::QUESTIONS_DIR);
+            created(&questions, std::fs::create_dir_all(&questions))?;
+            list.push(bind(questions, true));
+        }
         // What the agent may read but not change: read-only within its writable tree.
         if let Ok(Some(protection)) = crate::protect::Protection::new(&options.protect, &[]) {
             list.extend(

@@ -225,10 +225,9 @@ fn gitignore_contents() -> String {
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
 /// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report, a
 /// plan an agent is writing, a plan that was refused, and the agents' questions.
-pub(crate) const OWN_DIRS_IGNORE: [&str; 9] = [
+pub(crate) const OWN_DIRS_IGNORE: [&str; 8] = [
     "/worktrees/",
     "/questions/",
-    "/questions.lock",
     "/sandbox/",
     "/logs/",
     "/report.html",

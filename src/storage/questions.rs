@@ -13,8 +13,9 @@ use super::RalphDir;
 
 /// The folder, under `.ralph/`.
 pub(crate) const QUESTIONS_DIR: &str = "questions";
-/// Held while a question is changed.
-const LOCK_FILE: &str = "questions.lock";
+/// Held while a question is changed: in the folder, so that a sandboxed agent's tool server,
+/// which may write there alone, can take it too.
+const LOCK_FILE: &str = "questions/.lock";
 
 /// Where a question stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +90,12 @@ fn path(dir: &RalphDir, id: &str) -> std::path::PathBuf {
     folder(dir).join(format!("{id}.json"))
 }
 
+/// Takes the questions' lock (the folder made when missing).
+fn lock(dir: &RalphDir) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(folder(dir))?;
+    super::lock::exclusive(dir, LOCK_FILE)
+}
+
 /// Whether `id` can name a question (`q` and hex digits): anything else names no file.
 pub(crate) fn is_id(id: &str) -> bool {
     id.len() <= 20
@@ -99,9 +106,7 @@ pub(crate) fn is_id(id: &str) -> bool {
 
 /// Records a new pending question, waited for until `timeout` from now.
 pub(crate) fn ask(dir: &RalphDir, asking: Asking, timeout: Duration) -> anyhow::Result<Question> {
-    dir.ensure()?;
-    std::fs::create_dir_all(folder(dir))?;
-    let _lock = super::lock::exclusive(dir, LOCK_FILE)?;
+    let _lock = lock(dir)?;
     let id = loop {
         let id = format!("q{}", crate::model::random_hex(3)?);
         if !path(dir, &id).exists() {
@@ -216,7 +221,7 @@ pub(crate) fn answer(
     if text.is_empty() {
         return Ok(Err(Refused::Empty));
     }
-    let _lock = super::lock::exclusive(dir, LOCK_FILE)?;
+    let _lock = lock(dir)?;
     let Some(question) = load(dir, id) else {
         let waiting = pending(dir).into_iter().map(|q| q.id).collect();
         return Ok(Err(Refused::Unknown(waiting)));
@@ -253,7 +258,7 @@ pub(crate) fn answered(question: &Question, text: &str, by: &str) -> Option<Ques
 /// Closes question `id` as `status` (timed out, cancelled) if it still waits: the question as
 /// it is now (answered meanwhile, perhaps).
 pub(crate) fn close(dir: &RalphDir, id: &str, status: Status) -> anyhow::Result<Option<Question>> {
-    let _lock = super::lock::exclusive(dir, LOCK_FILE)?;
+    let _lock = lock(dir)?;
     let Some(mut question) = load(dir, id) else {
         return Ok(None);
     };

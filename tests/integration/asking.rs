@@ -422,3 +422,42 @@ fn on_a_terminal_a_typed_number_answers_the_question() {
     let result = env.agent_file("mcp-out.1");
     assert!(result.contains("A person answered: Postgres"), "{result}");
 }
+
+#[test]
+fn a_sandboxed_agent_asks_through_its_tools() {
+    if !crate::support::bwrap_can_sandbox() {
+        return;
+    }
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    let (bin, agent) = (env.bin(), env.agent_dir());
+    let writable = format!("{}:rw", agent.display());
+    let mut args = LOOP.to_vec();
+    args.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
+    args.extend([
+        "--sandbox-mount",
+        bin.to_str().unwrap(),
+        "--sandbox-mount",
+        &writable,
+    ]);
+    let mut run = env
+        .ralph()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = waiting_question(&env.ralph_file(""));
+    env.run(&["--answer", &id, "1"]).assert_code(0);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The sandbox's check of the agent's program ran it once before.
+    let result = env.agent_file(&format!("mcp-out.{}", env.agent_calls()));
+    assert!(result.contains("A person answered: SQLite"), "{result}");
+}
