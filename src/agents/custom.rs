@@ -50,9 +50,13 @@ pub(crate) struct CustomAgentDef {
     /// The built-in agent whose CLI this runs (an ACP preset's): its keys and API hosts pass
     /// the sandbox, and its install hint is shown.
     pub(crate) family: Option<AgentKind>,
+    /// How the agent is given ralph's tools: arguments with `{mcp_config}` (the JSON of
+    /// `{"mcpServers": {"ralph": {…}}}`), `{tools_command}` or `{tools_args}` (its arguments as a
+    /// JSON list). Empty: a command-line agent gets no tools.
+    pub(crate) tools_args: Vec<String>,
 }
 
-const FIELDS: [&str; 12] = [
+const FIELDS: [&str; 13] = [
     "command",
     "args",
     "model_args",
@@ -65,6 +69,7 @@ const FIELDS: [&str; 12] = [
     "env",
     "sandbox_env",
     "sandbox_hosts",
+    "tools_args",
 ];
 
 impl CustomAgentDef {
@@ -138,6 +143,7 @@ impl CustomAgentDef {
             env: fields.table("env")?,
             sandbox_env: fields.strings("sandbox_env")?,
             sandbox_hosts: fields.strings("sandbox_hosts")?,
+            tools_args: fields.strings("tools_args")?,
             family: None,
         })
     }
@@ -255,6 +261,15 @@ impl Agent for CustomAgentDef {
             args.extend(self.allow_all_args.iter().map(|arg| fill(arg).into()));
         }
         args.extend(request.extra_args.iter().map(OsString::from));
+        if let Some(tools) = request.tools.filter(|_| self.prompt != PromptDelivery::Acp) {
+            let config = tools.mcp_servers_json(&serde_json::json!({}));
+            let list = serde_json::Value::from(tools.args.clone()).to_string();
+            args.extend(self.tools_args.iter().map(|arg| {
+                let arg = arg.replace("{mcp_config}", &config);
+                let arg = arg.replace("{tools_command}", &tools.command);
+                OsString::from(arg.replace("{tools_args}", &list))
+            }));
+        }
         let mut env: Vec<(String, OsString)> = (self.env.iter())
             .map(|(key, value)| (key.clone(), OsString::from(value)))
             .collect();
@@ -283,8 +298,8 @@ impl Agent for CustomAgentDef {
     }
 
     fn takes_tools(&self) -> bool {
-        // An ACP agent gets MCP servers in `session/new`.
-        self.prompt == PromptDelivery::Acp
+        // An ACP agent gets MCP servers in `session/new`; another, as its `tools_args` say.
+        self.prompt == PromptDelivery::Acp || !self.tools_args.is_empty()
     }
 
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
@@ -343,6 +358,26 @@ mod tests {
                 .unwrap_err()
                 .contains("`sandbox_env` must be a list of strings")
         );
+    }
+
+    #[test]
+    fn a_command_line_agent_gets_ralphs_tools_as_its_tools_args_say() {
+        let agent = definition("command = \"my-agent\"\nargs = [\"{prompt}\"]\ntools_args = [\"--mcp\", \"{mcp_config}\", \"--run\", \"{tools_command}\", \"{tools_args}\"]").unwrap();
+        assert!(agent.takes_tools());
+        let tools = super::super::ToolServer {
+            command: "/bin/ralph".to_owned(),
+            args: vec!["__agent-tools".to_owned(), "--iteration".to_owned(), "3".to_owned()],
+        };
+        let mut request = super::super::tests::request("do it", None, false);
+        request.tools = Some(&tools);
+        let args = agent.command(&request).display_args();
+        assert_eq!(args[..2], ["do it", "--mcp"]);
+        let config: serde_json::Value = serde_json::from_str(&args[2]).unwrap();
+        assert_eq!(config["mcpServers"]["ralph"]["command"], "/bin/ralph");
+        assert_eq!(args[3..], ["--run", "/bin/ralph", "[\"__agent-tools\",\"--iteration\",\"3\"]"]);
+        // Without the key, no tools: the prompt does not name them either.
+        let plain = definition("command = \"my-agent\"").unwrap();
+        assert!(!plain.takes_tools());
     }
 
     #[test]

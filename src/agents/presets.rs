@@ -185,5 +185,6 @@ pub(crate) fn acp_definition(name: &str, mut command: Vec<String>) -> CustomAgen
         sandbox_env: Vec::new(),
         sandbox_hosts: Vec::new(),
         family: None,
+        tools_args: Vec::new(),
     }
 }
