@@ -366,7 +366,11 @@ mod tests {
         assert!(agent.takes_tools());
         let tools = super::super::ToolServer {
             command: "/bin/ralph".to_owned(),
-            args: vec!["__agent-tools".to_owned(), "--iteration".to_owned(), "3".to_owned()],
+            args: vec![
+                "__agent-tools".to_owned(),
+                "--iteration".to_owned(),
+                "3".to_owned(),
+            ],
         };
         let mut request = super::super::tests::request("do it", None, false);
         request.tools = Some(&tools);
@@ -374,7 +378,14 @@ mod tests {
         assert_eq!(args[..2], ["do it", "--mcp"]);
         let config: serde_json::Value = serde_json::from_str(&args[2]).unwrap();
         assert_eq!(config["mcpServers"]["ralph"]["command"], "/bin/ralph");
-        assert_eq!(args[3..], ["--run", "/bin/ralph", "[\"__agent-tools\",\"--iteration\",\"3\"]"]);
+        assert_eq!(
+            args[3..],
+            [
+                "--run",
+                "/bin/ralph",
+                "[\"__agent-tools\",\"--iteration\",\"3\"]"
+            ]
+        );
         // Without the key, no tools: the prompt does not name them either.
         let plain = definition("command = \"my-agent\"").unwrap();
         assert!(!plain.takes_tools());

@@ -32,43 +32,25 @@ pub(crate) struct Entry<'a> {
     pub(crate) errors: &'a [String],
 }
 
-/// Appends a note the agent left through `ralph_note` (task `task`'s iteration `iteration`),
-/// creating the file with its header.
+/// Appends a note the agent left through `ralph_note` (task `task`'s iteration `iteration`).
 pub(crate) fn note(
     dir: &RalphDir,
     task: Option<&str>,
     iteration: u32,
     note: &str,
 ) -> anyhow::Result<()> {
-    dir.ensure()?;
-    let path = dir.file(PROGRESS_FILE);
-    let mut text = String::new();
-    if !path.exists() {
-        text.push_str(HEADER);
-    }
     let at = crate::model::now().to_rfc3339_opts(SecondsFormat::Secs, true);
     let of = task.map_or_else(String::new, |task| format!(" of task {task}"));
-    text.push_str(&format!(
+    let section = format!(
         "\n## Note from iteration {iteration}{of} — {at}\n\n{}\n",
         note.trim()
-    ));
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("failed to open `{}`", path.display()))?;
-    file.write_all(text.as_bytes())
-        .with_context(|| format!("failed to write `{}`", path.display()))
+    );
+    append_section(dir, section)
 }
 
 /// Appends an iteration's section, creating the file with its header.
 pub(crate) fn append(dir: &RalphDir, entry: &Entry<'_>) -> anyhow::Result<()> {
-    dir.ensure()?;
-    let path = dir.file(PROGRESS_FILE);
     let mut text = String::new();
-    if !path.exists() {
-        text.push_str(HEADER);
-    }
     let at = entry
         .at
         .map(|at| format!(" — {}", at.to_rfc3339_opts(SecondsFormat::Secs, true)))
@@ -102,6 +84,18 @@ pub(crate) fn append(dir: &RalphDir, entry: &Entry<'_>) -> anyhow::Result<()> {
     for error in entry.errors.iter().take(5) {
         text.push_str(&format!("- Error: {error}\n"));
     }
+    append_section(dir, text)
+}
+
+/// Appends `section` with one write, creating the file with its header.
+fn append_section(dir: &RalphDir, section: String) -> anyhow::Result<()> {
+    dir.ensure()?;
+    let path = dir.file(PROGRESS_FILE);
+    let text = if path.exists() {
+        section
+    } else {
+        format!("{HEADER}{section}")
+    };
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -74,6 +74,11 @@ pub(crate) struct Asking {
 }
 
 impl Question {
+    /// Whether someone still waits for its answer at `now`.
+    pub(crate) fn waits(&self, now: DateTime<Utc>) -> bool {
+        self.status == Status::Pending && now < self.expires_at
+    }
+
     /// How long it has waited (or waited, once closed) by `now`.
     pub(crate) fn waited(&self, now: DateTime<Utc>) -> Duration {
         let until = self.closed_at.unwrap_or(now);
@@ -155,10 +160,12 @@ pub(crate) fn all(dir: &RalphDir) -> Vec<Question> {
     questions
 }
 
-/// The questions still waiting for an answer, oldest first.
+/// The questions still waiting for an answer, oldest first: pending, and asked by an agent
+/// still waiting (one past its timeout was left by a ralph that was killed).
 pub(crate) fn pending(dir: &RalphDir) -> Vec<Question> {
+    let now = crate::model::now();
     let mut questions = all(dir);
-    questions.retain(|question| question.status == Status::Pending);
+    questions.retain(|question| question.waits(now));
     questions
 }
 
@@ -188,6 +195,11 @@ impl std::fmt::Display for Refused {
                 waiting.join(", ")
             ),
             Self::Closed(question) => match (&question.status, &question.answer) {
+                (Status::Pending, _) => write!(
+                    f,
+                    "question {} is no longer waiting: nobody answered in time (or the ralph that asked it was stopped)",
+                    question.id
+                ),
                 (Status::Answered, Some(answer)) => write!(
                     f,
                     "question {} was answered already (by {}: {:?}); nothing was changed",
@@ -236,7 +248,7 @@ pub(crate) fn answer(
 /// `question` answered now with `text` (an option's number stands for that option) `by` whom;
 /// `None` when it is not waiting.
 pub(crate) fn answered(question: &Question, text: &str, by: &str) -> Option<Question> {
-    if question.status != Status::Pending {
+    if !question.waits(crate::model::now()) {
         return None;
     }
     let text = text.trim();
@@ -338,6 +350,11 @@ mod tests {
             late.to_string().contains("nobody answered in time"),
             "{late}"
         );
+        // One left pending by a killed ralph stops waiting at its timeout.
+        let left = ask(&dir, asking("Stale?", &[]), Duration::ZERO).unwrap();
+        assert!(pending(&dir).iter().all(|q| q.id != left.id));
+        let stale = answer(&dir, &left.id, "yes", "cli").unwrap().unwrap_err();
+        assert!(stale.to_string().contains("no longer waiting"), "{stale}");
         // Closing again keeps the first close.
         let twice = close(&dir, &asked.id, Status::Cancelled).unwrap().unwrap();
         assert_eq!(twice.status, Status::TimedOut);

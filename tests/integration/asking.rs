@@ -31,6 +31,16 @@ const LOOP: [&str; 8] = [
     "--no-stream",
 ];
 
+/// `ralph ARGS` in the background, its output piped.
+pub(crate) fn spawn_loop(env: &TestEnv, args: &[&str]) -> std::process::Child {
+    env.ralph()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// The id of the first question waiting in `.ralph/questions/`, waited for.
 pub(crate) fn waiting_question(ralph_dir: &Path) -> String {
     let folder = ralph_dir.join("questions");
@@ -80,13 +90,7 @@ fn journal(env: &TestEnv, name: &str) -> Vec<Value> {
 fn a_question_is_shown_answered_from_another_shell_and_recorded() {
     let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
     let env = asking_env("ralph_ask", &ask);
-    let mut run = env
-        .ralph()
-        .args(LOOP)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = spawn_loop(&env, &LOOP);
     let id = waiting_question(&env.ralph_file(""));
     // The agent was given the tools, and told of them.
     let argv = fs::read_to_string(env.agent_dir().join("argv.1")).unwrap();
@@ -231,13 +235,7 @@ fn a_question_is_answered_through_the_page_api_with_the_token() {
     let env = asking_env("ralph_ask", &ask);
     let mut args = LOOP.to_vec();
     args.extend(["--serve", "127.0.0.1:0"]);
-    let mut run = env
-        .ralph()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = spawn_loop(&env, &args);
     let (port, token) = crate::support::served_at(&mut run);
     let id = waiting_question(&env.ralph_file(""));
     let http = crate::serve::http;
@@ -355,13 +353,7 @@ fn a_question_is_notified_with_the_pages_link_and_a_stop_withdraws_it() {
     let (url, requests) = crate::observe::http_server();
     let mut args = LOOP.to_vec();
     args.extend(["--serve", "127.0.0.1:0", "--notify", &url]);
-    let mut run = env
-        .ralph()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = spawn_loop(&env, &args);
     let (port, token) = crate::support::served_at(&mut run);
     let id = waiting_question(&env.ralph_file(""));
     let request = requests.recv_timeout(Duration::from_secs(20)).unwrap();
@@ -440,13 +432,7 @@ fn a_sandboxed_agent_asks_through_its_tools() {
         "--sandbox-mount",
         &writable,
     ]);
-    let mut run = env
-        .ralph()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = spawn_loop(&env, &args);
     let id = waiting_question(&env.ralph_file(""));
     env.run(&["--answer", &id, "1"]).assert_code(0);
     let output = wait_output(&mut run, Duration::from_secs(60));

@@ -352,11 +352,16 @@ fn the_run_level_verify_gates_every_merge_and_sends_a_failing_one_back() {
         passed["tree"].as_str().is_some_and(|t| t.len() == 40),
         "{passed}"
     );
+    // The failing task's check: its own, or, when both tasks were ready at once, the merge
+    // train's (`a+b`), from which the bisection, the other passing alone, sent it back.
+    let of_failed = |g: &&serde_json::Value| {
+        (g["task"].as_str().unwrap_or_default().split('+')).any(|id| id == failed.to_lowercase())
+    };
     let failing = gates
         .iter()
-        .find(|g| g["passed"] == false)
-        .expect("a failing check");
-    assert_eq!(failing["task"], failed.to_lowercase());
+        .find(|g| g["passed"] == false && of_failed(g))
+        .unwrap_or_else(|| panic!("a failing check of {failed}: {gates:?}"));
+    assert_eq!(failing["command"], check);
     assert_the_refusal_is_seen(&env, failed, check);
 }
 

@@ -9,6 +9,7 @@ use crate::error::fail;
 use crate::git::{RemoteHeads, Repo};
 use crate::output::ClaimLine;
 use crate::storage;
+use crate::storage::questions::Question;
 use crate::storage::tasks::{self, TaskList};
 
 use super::super::base;
@@ -222,8 +223,10 @@ pub(crate) fn remote_status(
         remote: remote.to_owned(),
         base: site.base.clone(),
         budget: super::budget::seen(&site.repo, remote, ttl),
+        // One a killed worker left stops waiting at its timeout.
         questions: (site.repo.seen_questions(remote).into_iter())
-            .filter_map(|(_, text)| serde_json::from_str(&text).ok())
+            .filter_map(|(_, text)| serde_json::from_str::<Question>(&text).ok())
+            .filter(|question| question.waits(now))
             .collect(),
         claims,
         now,
