@@ -940,6 +940,12 @@ fn codex_completes_in_two_iterations_through_its_acp_adapter() {
 /// `--serve`; the answer is in the model's next request, and the history and the report record
 /// the question and its answer.
 fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &str)>, tool: &str) {
+    asks_and_is_answered(agent, through, tool, "page");
+}
+
+/// [`asks_and_the_answer_reaches_the_model`], answered `by` the page or `cli` (`ralph --answer`
+/// from another shell).
+fn asks_and_is_answered(agent: Agent, through: Option<(&str, &str)>, tool: &str, by: &str) {
     let Some(binary) = agent.installed_or_skip() else {
         return;
     };
@@ -998,16 +1004,24 @@ fn asks_and_the_answer_reaches_the_model(agent: Agent, through: Option<(&str, &s
         asked
     });
     let id = crate::asking::waiting_question(&env.ralph_file(""));
-    let answer = serde_json::json!({"id": id, "answer": "2"}).to_string();
-    let (status, body) = crate::asking::answer_on_page(port, &token, &answer);
-    assert_eq!(status, 200, "{body}");
+    if by == "cli" {
+        env.run(&["--answer", &id, "2"]).assert_code(0);
+    } else {
+        let answer = serde_json::json!({"id": id, "answer": "2"}).to_string();
+        let (status, body) = crate::asking::answer_on_page(port, &token, &answer);
+        assert_eq!(status, 200, "{body}");
+    }
     let output = crate::support::wait_output(&mut run, DEADLINE);
-    assert_answered_and_recorded(&env, &mock, &output);
+    assert_answered_and_recorded(&env, &mock, (&output, by));
 }
 
-/// The run ended well, the model's next request carries the answer given on the page, and the
+/// The run ended well, the model's next request carries the answer (given `by` the page or `cli`), and the
 /// history and the report record the question and its answer.
-fn assert_answered_and_recorded(env: &TestEnv, mock: &MockModel, output: &std::process::Output) {
+fn assert_answered_and_recorded(
+    env: &TestEnv,
+    mock: &MockModel,
+    (output, by): (&std::process::Output, &str),
+) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -1029,7 +1043,7 @@ fn assert_answered_and_recorded(env: &TestEnv, mock: &MockModel, output: &std::p
     let history = env.history();
     let asked = &history["iterations"][0]["questions"][0];
     assert_eq!(asked["answer"]["text"], "Postgres", "{history:#}");
-    assert_eq!(asked["answer"]["by"], "page");
+    assert_eq!(asked["answer"]["by"], by);
     env.run(&["--report"]).assert_code(0);
     let report = fs::read_to_string(env.ralph_file("report.html")).unwrap();
     assert!(
@@ -1050,6 +1064,11 @@ fn claude_code_through_acp_asks_a_person_through_ralph_ask() {
         Some(("claude-acp", "claude-agent-acp")),
         "mcp__ralph__ralph_ask",
     );
+}
+
+#[test]
+fn claude_code_asks_and_is_answered_with_ralph_answer() {
+    asks_and_is_answered(Agent::Claude, None, "mcp__ralph__ralph_ask", "cli");
 }
 
 #[test]
