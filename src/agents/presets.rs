@@ -30,7 +30,7 @@ pub(crate) struct Preset {
 pub(crate) const PRESETS: [Preset; 11] = [
     Preset {
         name: "gemini-acp",
-        command: &["gemini", "--acp"],
+        command: &["gemini", "--acp", "--skip-trust"],
         model_args: &["-m", "{model}"],
         model_env: &[],
         allow_all_args: &[],

@@ -1072,6 +1072,24 @@ fn claude_code_asks_and_is_answered_with_ralph_answer() {
 }
 
 #[test]
+fn gemini_cli_through_acp_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(
+        Agent::Gemini,
+        Some(("gemini-acp", "gemini")),
+        "mcp_ralph_ralph_ask",
+    );
+}
+
+#[test]
+fn droid_through_acp_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(
+        Agent::Droid,
+        Some(("droid-acp", "droid")),
+        "ralph___ralph_ask",
+    );
+}
+
+#[test]
 fn opencode_asks_a_person_through_ralph_ask() {
     asks_and_the_answer_reaches_the_model(Agent::OpenCode, None, "ralph_ralph_ask");
 }
