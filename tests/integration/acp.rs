@@ -238,7 +238,7 @@ fn a_config_agent_with_protocol_acp_and_the_presets_start_their_commands() {
     run("mine").assert_code(0);
     assert_eq!(env.agent_argv(1), ["--from-config", "--model", "m1"]);
     run("gemini-acp").assert_code(0);
-    assert_eq!(env.agent_argv(2), ["--acp", "-m", "m1"]);
+    assert_eq!(env.agent_argv(2), ["--acp", "--skip-trust", "-m", "m1"]);
     run("opencode-acp").assert_code(0);
     assert_eq!(env.agent_argv(3), ["acp"]);
     for n in 1..=3 {
