@@ -6,6 +6,7 @@ mod support;
 
 mod acp;
 mod asking;
+mod asking_fixture;
 mod audit;
 mod cli;
 mod columns;

@@ -4,7 +4,7 @@ use std::fs;
 use std::time::Duration;
 
 use crate::signals::wait_output;
-use crate::support::{TestEnv, wait_for_text};
+use crate::support::{TestEnv, http_server, wait_for_text};
 
 #[test]
 fn a_killed_iteration_keeps_every_line_printed_before_the_kill() {
@@ -284,39 +284,6 @@ fn a_hanging_or_failing_hook_warns_and_the_loop_goes_on() {
         "{}",
         run.stdout()
     );
-}
-
-/// A one-request-at-a-time HTTP server on 127.0.0.1 that answers 200 and keeps each request's
-/// first line, headers and body.
-pub(crate) fn http_server() -> (String, std::sync::mpsc::Receiver<String>) {
-    use std::io::{BufRead as _, Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/ralph-hook", listener.local_addr().unwrap());
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
-            let mut head = String::new();
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-                head.push_str(&line);
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            let _ = sender.send(format!("{head}\r\n{}", String::from_utf8_lossy(&body)));
-        }
-    });
-    (url, receiver)
 }
 
 #[test]

@@ -1003,12 +1003,12 @@ fn asks_and_is_answered(agent: Agent, through: Option<(&str, &str)>, tool: &str,
         );
         asked
     });
-    let id = crate::asking::waiting_question(&env.ralph_file(""));
+    let id = crate::asking_fixture::waiting_question(&env.ralph_file(""));
     if by == "cli" {
         env.run(&["--answer", &id, "2"]).assert_code(0);
     } else {
         let answer = serde_json::json!({"id": id, "answer": "2"}).to_string();
-        let (status, body) = crate::asking::answer_on_page(port, &token, &answer);
+        let (status, body) = crate::asking_fixture::answer_on_page(port, &token, &answer);
         assert_eq!(status, 200, "{body}");
     }
     let output = crate::support::wait_output(&mut run, DEADLINE);

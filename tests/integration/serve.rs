@@ -9,50 +9,13 @@ use std::time::{Duration, Instant};
 
 use crate::fleet::setup;
 use crate::support::wait_output;
-use crate::support::{TestEnv, served_at, wait_for_file};
+use crate::support::{TestEnv, http, served_at, wait_for_file};
 
 /// Stops a server as Ctrl+C does; it ends with exit 0.
 pub(crate) fn stop_server(server: &mut Child) {
     crate::support::interrupt(server);
     let output = wait_output(server, Duration::from_secs(10));
     assert_eq!(output.status.code(), Some(0), "{output:?}");
-}
-
-/// One HTTP request; the status and body of its answer.
-pub(crate) fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !headers.iter().any(|(name, _)| *name == "Host") {
-        request.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
-    }
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let status = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-    (status, body.to_owned())
 }
 
 fn get_json(port: u16, path: &str) -> serde_json::Value {

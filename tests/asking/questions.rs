@@ -1,0 +1,223 @@
+//! Agents that ask, beyond the default run's tests: a question answered through the page's API,
+//! notified with the page's link and withdrawn by a stop; a task an agent adds in a `--parallel`
+//! task; a sandboxed agent asking. Plain `cargo test` leaves this target out and the README's test
+//! command runs it after the rest (`cargo test --test asking`).
+
+use std::fs;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::asking_fixture::{
+    LOOP, answer_on_page, asking_env, journal, spawn_loop, waiting_question,
+};
+use crate::support::wait_output;
+
+/// The command lines of the processes running now that name `text`.
+fn running_with(text: &str) -> Vec<String> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    (entries.filter_map(Result::ok))
+        .filter_map(|entry| fs::read(entry.path().join("cmdline")).ok())
+        .map(|line| String::from_utf8_lossy(&line).replace('\0', " "))
+        .filter(|line| line.contains(text))
+        .collect()
+}
+
+#[test]
+fn a_question_is_answered_through_the_page_api_with_the_token() {
+    let ask = serde_json::json!({"question": "Ship on Friday?", "options": ["yes", "no"]});
+    let env = asking_env("ralph_ask", &ask);
+    let mut args = LOOP.to_vec();
+    args.extend(["--serve", "127.0.0.1:0"]);
+    let mut run = spawn_loop(&env, &args);
+    let (port, token) = crate::support::served_at(&mut run);
+    let id = waiting_question(&env.ralph_file(""));
+    let http = crate::support::http;
+    let (status, listed) = http(port, "GET", "/api/v1/questions", &[], "");
+    assert_eq!(status, 200, "{listed}");
+    assert!(
+        listed.contains(&id) && listed.contains("Ship on Friday?"),
+        "{listed}"
+    );
+    let (_, state) = http(port, "GET", "/api/v1/state", &[], "");
+    assert!(
+        state.contains("\"questions\"") && state.contains(&id),
+        "{state}"
+    );
+    let answer = serde_json::json!({"id": id, "answer": "1"}).to_string();
+    // A change needs the token.
+    assert_eq!(http(port, "POST", "/api/v1/answers", &[], &answer).0, 401);
+    let bearer = format!("Bearer {token}");
+    let own = format!("http://127.0.0.1:{port}");
+    let allowed = [("Authorization", bearer.as_str()), ("Origin", own.as_str())];
+    let none = serde_json::json!({"id": id}).to_string();
+    assert_eq!(
+        http(port, "POST", "/api/v1/answers", &allowed, &none).0,
+        400
+    );
+    let unknown = serde_json::json!({"id": "q999999", "answer": "no"}).to_string();
+    let (status, body) = answer_on_page(port, &token, &unknown);
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body.contains(&id),
+        "the questions waiting are named: {body}"
+    );
+    let (status, body) = answer_on_page(port, &token, &answer);
+    assert_eq!(status, 200, "{body}");
+    let answered: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answered["answer"]["text"], "yes");
+    assert_eq!(answered["answer"]["by"], "page");
+    let (status, body) = answer_on_page(port, &token, &answer);
+    assert_eq!(status, 409, "answered once: {body}");
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(0));
+    let result = env.agent_file("mcp-out.1");
+    assert!(result.contains("A person answered: yes"), "{result}");
+    assert_eq!(
+        env.history()["iterations"][0]["questions"][0]["answer"]["by"],
+        "page"
+    );
+}
+
+#[test]
+fn a_task_an_agent_adds_in_a_parallel_task_lands_in_the_base_list_with_its_blockers() {
+    let add =
+        serde_json::json!({"text": "Document the API", "blocked_by": "api", "touches": "docs/**"});
+    let env = asking_env("ralph_add_task", &add);
+    // Only the first run of the agent adds the task (the added task's own run adds nothing).
+    fs::rename(env.agent_dir().join("call"), env.agent_dir().join("call.1")).unwrap();
+    fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Build the API\n  - id: api\n",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    let run = env.run_loop_with(
+        &[
+            "Build what the list says",
+            "--parallel",
+            "1",
+            "--agent",
+            "claude-code",
+            "--output-format",
+            "text",
+            "--max-iterations",
+            "2",
+        ],
+        |command| {
+            command.env("RALPH_WORKER_POLL_MS", "50");
+        },
+    );
+    let result = env.agent_file("mcp-out.1");
+    assert!(
+        result.contains("\"number\": 2") || result.contains("\"number\":2"),
+        "{result}\n{}",
+        run.stdout()
+    );
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(list.contains("- [x] Build the API"), "{list}");
+    let added = list
+        .split("Document the API")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(
+        added.contains("blocked_by: api") && added.contains("touches: docs/**"),
+        "{list}"
+    );
+    // Bad input is the call's error, and adds nothing.
+    let bad = serde_json::json!({"text": "Ship it", "blocked_by": "nosuch"});
+    let env = asking_env("ralph_add_task", &bad);
+    env.run(&LOOP).assert_code(0);
+    let result = env.agent_file("mcp-out.1");
+    assert!(
+        result.contains("\"error\"") && result.contains("-32602"),
+        "{result}"
+    );
+    assert!(result.contains("nosuch"), "{result}");
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap_or_default();
+    assert!(!list.contains("Ship it"), "{list}");
+}
+
+#[test]
+fn a_question_is_notified_with_the_pages_link_and_a_stop_withdraws_it() {
+    let env = asking_env("ralph_ask", &serde_json::json!({"question": "Deploy now?"}));
+    let (url, requests) = crate::support::http_server();
+    let mut args = LOOP.to_vec();
+    args.extend(["--serve", "127.0.0.1:0", "--notify", &url]);
+    let mut run = spawn_loop(&env, &args);
+    let (port, token) = crate::support::served_at(&mut run);
+    let id = waiting_question(&env.ralph_file(""));
+    let request = requests.recv_timeout(Duration::from_secs(20)).unwrap();
+    let body: Value = serde_json::from_str(request.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["event"], "question_asked", "{body}");
+    assert_eq!(body["title"], "ralph: the agent asks");
+    let text = body["text"].as_str().unwrap();
+    assert!(text.starts_with("Deploy now?"), "{text}");
+    assert!(
+        text.contains(&format!("http://127.0.0.1:{port}/#token={token}")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("ralph --answer {id}")), "{text}");
+    // A stop (Ctrl-C) withdraws the question, and leaves no agent and no tool server running.
+    crate::support::interrupt(&run);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(130));
+    let question: Value = serde_json::from_str(
+        &fs::read_to_string(env.ralph_file(&format!("questions/{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(question["status"], "cancelled", "{question}");
+    assert_eq!(journal(&env, "question_answered")[0]["status"], "cancelled");
+    let home = env.ralph_file("").display().to_string();
+    assert!(
+        running_with(&home).is_empty(),
+        "a tool server is left: {:?}",
+        running_with(&home)
+    );
+    // Too late to answer: said so.
+    let late = env.run(&["--answer", &id, "yes"]);
+    late.assert_code(1);
+    assert!(
+        late.stderr().contains("no longer waiting: its run stopped"),
+        "{}",
+        late.stderr()
+    );
+}
+
+#[test]
+fn a_sandboxed_agent_asks_through_its_tools() {
+    if !crate::support::bwrap_can_sandbox() {
+        return;
+    }
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    let (bin, agent) = (env.bin(), env.agent_dir());
+    let writable = format!("{}:rw", agent.display());
+    let mut args = LOOP.to_vec();
+    args.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
+    args.extend([
+        "--sandbox-mount",
+        bin.to_str().unwrap(),
+        "--sandbox-mount",
+        &writable,
+    ]);
+    let mut run = spawn_loop(&env, &args);
+    let id = waiting_question(&env.ralph_file(""));
+    env.run(&["--answer", &id, "1"]).assert_code(0);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The sandbox's check of the agent's program ran it once before.
+    let result = env.agent_file(&format!("mcp-out.{}", env.agent_calls()));
+    assert!(result.contains("A person answered: SQLite"), "{result}");
+}
