@@ -11,6 +11,9 @@ use super::{
 
 pub(super) struct KiloCode;
 
+/// The variable whose JSON Kilo Code merges over its configuration files.
+const CONFIG_VARIABLE: &str = "KILO_CONFIG_CONTENT";
+
 impl Agent for KiloCode {
     fn kind(&self) -> Option<AgentKind> {
         Some(AgentKind::KiloCode)
@@ -30,7 +33,19 @@ impl Agent for KiloCode {
         args.extend(request.extra_args.iter().cloned());
         // Without a message, `run` reads it from stdin.
         args.extend(prompt_argument(request));
-        command_from(request, args, Vec::new())
+        let mut env = Vec::new();
+        if let Some(tools) = request.tools {
+            // Its configuration is OpenCode's, given whole in a variable.
+            let own = std::env::var(CONFIG_VARIABLE).ok();
+            let own = own.and_then(|text| serde_json::from_str(&text).ok());
+            let config = super::opencode::with_tools(own, tools);
+            env.push((CONFIG_VARIABLE.to_owned(), config.to_string().into()));
+        }
+        command_from(request, args, env)
+    }
+
+    fn takes_tools(&self) -> bool {
+        true
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {

@@ -258,15 +258,26 @@ pub(crate) fn opencode_config(
             .collect();
         config.insert("permission".into(), Value::Object(permission));
     }
-    if let Some(tools) = tools {
-        // A local server's command is one list: the program, then its arguments.
-        let command: Vec<&str> = std::iter::once(tools.command.as_str())
-            .chain(tools.args.iter().map(String::as_str))
-            .collect();
-        let server = json!({"type": "local", "command": command, "enabled": true});
-        config.insert("mcp".into(), json!({super::TOOL_SERVER: server}));
+    let config = Value::Object(config);
+    Some(match tools {
+        Some(tools) => with_tools(Some(config), tools),
+        None => config,
+    })
+}
+
+/// An OpenCode configuration (`config`, or a new one) with ralph's tools as a local MCP server
+/// (its command one list: the program, then its arguments).
+pub(super) fn with_tools(config: Option<Value>, tools: &super::ToolServer) -> Value {
+    let mut config = config.filter(Value::is_object).unwrap_or_else(|| json!({}));
+    let command: Vec<&str> = std::iter::once(tools.command.as_str())
+        .chain(tools.args.iter().map(String::as_str))
+        .collect();
+    let server = json!({"type": "local", "command": command, "enabled": true});
+    if !config["mcp"].is_object() {
+        config["mcp"] = json!({});
     }
-    Some(Value::Object(config))
+    config["mcp"][super::TOOL_SERVER] = server;
+    config
 }
 
 /// The string entries of the `plugin` array of a (JSONC) OpenCode config file.

@@ -1090,6 +1090,11 @@ fn droid_through_acp_asks_a_person_through_ralph_ask() {
 }
 
 #[test]
+fn kilo_code_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::KiloCode, None, "ralph_ralph_ask");
+}
+
+#[test]
 fn opencode_asks_a_person_through_ralph_ask() {
     asks_and_the_answer_reaches_the_model(Agent::OpenCode, None, "ralph_ralph_ask");
 }
