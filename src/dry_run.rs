@@ -389,6 +389,7 @@ fn loop_lines(
         usage_file: Some(&crate::agents::usage_file_path(1)),
         sandboxed: false,
         tools: None,
+        tools_file: None,
     });
     let mut lines = command_lines(&command, prompt, run_in);
     if let Some(content) = opencode {

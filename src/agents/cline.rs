@@ -19,6 +19,36 @@ use super::{
 
 pub(super) struct Cline;
 
+/// The variable naming the file Cline reads its MCP servers from.
+const MCP_SETTINGS_VARIABLE: &str = "CLINE_MCP_SETTINGS_PATH";
+
+/// The user's own MCP settings file for Cline: the variable's, else Cline's default.
+pub(crate) fn own_mcp_settings(
+    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<std::path::PathBuf> {
+    var(MCP_SETTINGS_VARIABLE)
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let home = std::path::PathBuf::from(var("HOME")?);
+            Some(home.join(".cline/data/settings/cline_mcp_settings.json"))
+        })
+}
+
+/// Cline's MCP settings (`own`, or new ones) with ralph's server added, its tools approved.
+pub(crate) fn mcp_settings_with(tools: &super::ToolServer, own: Option<Value>) -> Value {
+    let mut settings = own
+        .filter(Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    if !settings["mcpServers"].is_object() {
+        settings["mcpServers"] = serde_json::json!({});
+    }
+    let approved = ["ralph_ask", "ralph_add_task", "ralph_note", "ralph_context"];
+    settings["mcpServers"][super::TOOL_SERVER] = serde_json::json!({
+        "command": tools.command, "args": tools.args, "disabled": false, "autoApprove": approved,
+    });
+    settings
+}
+
 impl Agent for Cline {
     fn kind(&self) -> Option<AgentKind> {
         Some(AgentKind::Cline)
@@ -41,7 +71,18 @@ impl Agent for Cline {
         // Cline otherwise hands the session to a hub daemon of its own, which starts a session
         // of its own and outlives the run.
         let local = ("CLINE_SESSION_BACKEND_MODE".to_owned(), "local".into());
-        command_from(request, args, vec![local])
+        let mut env = vec![local];
+        if let Some(file) = request.tools_file.filter(|_| request.tools.is_some()) {
+            env.push((
+                MCP_SETTINGS_VARIABLE.to_owned(),
+                file.as_os_str().to_owned(),
+            ));
+        }
+        command_from(request, args, env)
+    }
+
+    fn takes_tools(&self) -> bool {
+        true
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {

@@ -405,6 +405,7 @@ mod tests {
             usage_file: None,
             sandboxed: false,
             tools: None,
+            tools_file: None,
         };
         let command = agent.command(&request);
         assert_eq!(
@@ -463,6 +464,7 @@ mod tests {
             usage_file: None,
             sandboxed: false,
             tools: None,
+            tools_file: None,
         };
         let command = agent.command(&request);
         assert_eq!(command.display_args(), ["--acp"]);

@@ -28,6 +28,9 @@ mod vibe;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub(crate) use cline::{
+    mcp_settings_with as cline_mcp_settings_with, own_mcp_settings as cline_own_mcp_settings,
+};
 pub(crate) use codex::{Bwrap as CodexBwrap, bwrap_for as codex_bwrap_for};
 pub(crate) use events::{AgentEvent, Failure, FailureKind, Usage};
 pub(crate) use opencode::{OpenCodeConfigSources, opencode_config};
@@ -274,6 +277,9 @@ pub(crate) struct CommandRequest<'a> {
     pub(crate) sandboxed: bool,
     /// ralph's tools for the agent (`ralph __agent-tools …`), passed the agent's own way.
     pub(crate) tools: Option<&'a ToolServer>,
+    /// A settings file ralph wrote that gives the agent its tools, for an agent that takes MCP
+    /// servers only from a file (Cline).
+    pub(crate) tools_file: Option<&'a Path>,
 }
 
 /// A fully described agent invocation.
@@ -628,6 +634,7 @@ mod tests {
             usage_file: None,
             sandboxed: false,
             tools: None,
+            tools_file: None,
         }
     }
 

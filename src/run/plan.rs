@@ -73,6 +73,7 @@ pub(super) fn agent_command(
 ) -> anyhow::Result<agents::AgentCommand> {
     let options = &config.options;
     let opencode_config = write_opencode_config(config, dir, &step.spec, (cwd, tools))?;
+    let tools_file = write_cline_settings(dir, &step.spec, tools)?;
     let mut command = step.agent.command(&agents::CommandRequest {
         binary: &step.binary,
         prompt,
@@ -84,6 +85,7 @@ pub(super) fn agent_command(
         usage_file,
         sandboxed: options.sandbox().backend != crate::sandbox::Backend::None,
         tools,
+        tools_file: tools_file.as_deref(),
     });
     if let Some(agents::CodexBwrap::Shipped { folder, .. }) = &step.codex_bwrap {
         let mut path = folder.clone().into_os_string();
@@ -460,6 +462,24 @@ pub(crate) fn opencode_config_for(
 }
 
 /// Writes the OpenCode configuration for a step, and returns its absolute path.
+/// Cline's MCP settings with ralph's tools (the user's own kept), written in `.ralph/` when the
+/// agent is Cline and has them: the file's path.
+fn write_cline_settings(
+    dir: &RalphDir,
+    spec: &AgentSpec,
+    tools: Option<&agents::ToolServer>,
+) -> anyhow::Result<Option<PathBuf>> {
+    let Some(tools) = tools.filter(|_| spec.kind() == Some(AgentKind::Cline)) else {
+        return Ok(None);
+    };
+    let own = agents::cline_own_mcp_settings(&|name| std::env::var_os(name));
+    let own = own.and_then(|path| std::fs::read(path).ok());
+    let own = own.and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let path = dir.file(storage::CLINE_MCP_FILE);
+    storage::write_json_if_changed(&path, &agents::cline_mcp_settings_with(tools, own))?;
+    Ok(Some(std::path::absolute(&path)?))
+}
+
 pub(super) fn write_opencode_config(
     config: &RunConfig,
     dir: &RalphDir,

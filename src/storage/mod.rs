@@ -42,6 +42,8 @@ pub(crate) const CONTEXT_FILE: &str = "ralph-context.md";
 pub(crate) const TASKS_FILE: &str = "ralph-tasks.md";
 /// OpenCode configuration generated for `--allow-all` / `--no-plugins`.
 pub(crate) const OPENCODE_CONFIG_FILE: &str = "ralph-opencode.config.json";
+/// Cline's MCP settings with ralph's tools, written for each of its iterations.
+pub(crate) const CLINE_MCP_FILE: &str = "ralph-cline.mcp.json";
 /// Held with an OS lock by the running loop, so two loops cannot share a directory.
 pub(crate) const LOCK_FILE: &str = "ralph.lock";
 /// Serialises edits of the context file between the loop and `--add-context`.
@@ -66,13 +68,14 @@ pub(crate) const MCP_RUN_LOG: &str = "mcp-run.log";
 pub(crate) const MCP_PROMPT_FILE: &str = "mcp-prompt.md";
 
 /// Files ralph rewrites while it runs; never committed, never counted as the agent's changes.
-pub(crate) const RUNTIME_FILES: [&str; 16] = [
+pub(crate) const RUNTIME_FILES: [&str; 17] = [
     STATE_FILE,
     HISTORY_FILE,
     history::summary::SUMMARY_FILE,
     CONTEXT_FILE,
     context::GIVEN_FILE,
     OPENCODE_CONFIG_FILE,
+    CLINE_MCP_FILE,
     LOCK_FILE,
     CONTEXT_LOCK_FILE,
     TASKS_LOCK_FILE,

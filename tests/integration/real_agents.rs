@@ -1095,6 +1095,11 @@ fn kilo_code_asks_a_person_through_ralph_ask() {
 }
 
 #[test]
+fn cline_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::Cline, None, "ralph__ralph_ask");
+}
+
+#[test]
 fn opencode_asks_a_person_through_ralph_ask() {
     asks_and_the_answer_reaches_the_model(Agent::OpenCode, None, "ralph_ralph_ask");
 }
