@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::asking_fixture::{
-    LOOP, answer_on_page, asking_env, journal, spawn_loop, waiting_question,
+    LOOP, answer_on_page, asking_env, finished_well, journal, spawn_loop, waiting_question,
 };
 use crate::support::wait_output;
 
@@ -209,14 +209,7 @@ fn a_sandboxed_agent_asks_through_its_tools() {
     let mut run = spawn_loop(&env, &args);
     let id = waiting_question(&env.ralph_file(""));
     env.run(&["--answer", &id, "1"]).assert_code(0);
-    let output = wait_output(&mut run, Duration::from_secs(60));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    finished_well(&mut run);
     // The sandbox's check of the agent's program ran it once before.
     let result = env.agent_file(&format!("mcp-out.{}", env.agent_calls()));
     assert!(result.contains("A person answered: SQLite"), "{result}");

@@ -4,10 +4,10 @@
 //! `asking` target.
 
 use std::fs;
-use std::time::Duration;
 
-use crate::asking_fixture::{LOOP, asking_env, journal, spawn_loop, waiting_question};
-use crate::support::wait_output;
+use crate::asking_fixture::{
+    LOOP, asking_env, finished_well, journal, spawn_loop, waiting_question,
+};
 
 #[test]
 fn a_question_is_shown_answered_from_another_shell_and_recorded() {
@@ -50,14 +50,7 @@ fn a_question_is_shown_answered_from_another_shell_and_recorded() {
         "{}",
         again.stderr()
     );
-    let output = wait_output(&mut run, Duration::from_secs(60));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = finished_well(&mut run);
     // The terminal told the question and its answer.
     assert!(
         stdout.contains(&format!("❓ The agent asks (question {id}): Which store?")),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{TestEnv, wait_until};
+use crate::support::{TestEnv, wait_output, wait_until};
 
 pub(crate) const FAKE_MCP_AGENT: &str = include_str!("../fixtures/fake-mcp-agent.sh");
 
@@ -40,6 +40,15 @@ pub(crate) fn spawn_loop(env: &TestEnv, args: &[&str]) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// Waits for `run` and checks it exited 0: its stdout.
+pub(crate) fn finished_well(run: &mut std::process::Child) -> String {
+    let output = wait_output(run, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    stdout
 }
 
 /// The id of the first question waiting in `.ralph/questions/`, waited for.
