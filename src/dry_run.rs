@@ -341,6 +341,28 @@ fn takes_tools(config: &RunConfig, task: Option<&Task>) -> bool {
     config.options.agent_tools && spec.agent().takes_tools()
 }
 
+/// ralph's tools for the loop's first iteration, as its agent would get them (a file the agent
+/// reads them from is not written).
+fn dry_tools(
+    config: &RunConfig,
+    spec: &AgentSpec,
+    (cwd, run_dir): (&Path, &RalphDir),
+    task: Option<&Task>,
+) -> Option<crate::agents::ToolServer> {
+    if !config.options.agent_tools || !spec.agent().takes_tools() {
+        return None;
+    }
+    let absolute = |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let binding = crate::agents::ToolBinding {
+        home: absolute(RalphDir::new(cwd).root()),
+        dir: absolute(run_dir.root()),
+        task: task.and_then(|task| task.id().map(str::to_owned)),
+        iteration: 1,
+        ask_timeout: config.options.ask_timeout,
+    };
+    binding.server()
+}
+
 /// A loop's first iteration as `--dry-run` shows it: the command (a task's own agent and model
 /// replace the loop's), where it runs, how the prompt goes, the environment added, then the
 /// prompt. `cwd`: where ralph is (agents and their configuration are found from there);
@@ -375,7 +397,8 @@ fn loop_lines(
             })
             .to_path_buf()
         });
-    let opencode = crate::run::opencode_config_for(config, &spec, (cwd, None));
+    let tools = dry_tools(config, &spec, (cwd, run_dir), task);
+    let opencode = crate::run::opencode_config_for(config, &spec, (cwd, tools.as_ref()));
     let config_path = run_dir.file(storage::OPENCODE_CONFIG_FILE);
     let absolute = std::path::absolute(&config_path).unwrap_or(config_path);
     let command = spec.agent().command(&CommandRequest {
@@ -388,7 +411,7 @@ fn loop_lines(
         format: spec.format(config.options.output_format),
         usage_file: Some(&crate::agents::usage_file_path(1)),
         sandboxed: false,
-        tools: None,
+        tools: tools.as_ref(),
         tools_file: None,
     });
     let mut lines = command_lines(&command, prompt, run_in);

@@ -28,6 +28,16 @@ pub(crate) struct ToolBinding {
 }
 
 impl ToolBinding {
+    /// The server for this binding: ralph's own program with [`ToolBinding::args`] (`None` when
+    /// ralph cannot tell where its program is).
+    pub(crate) fn server(&self) -> Option<ToolServer> {
+        let exe = std::env::current_exe().ok()?;
+        Some(ToolServer {
+            command: exe.to_string_lossy().into_owned(),
+            args: self.args(),
+        })
+    }
+
     /// The arguments that start the server for this binding (after the program).
     pub(crate) fn args(&self) -> Vec<String> {
         let mut args = vec![

@@ -195,11 +195,7 @@ fn tool_server(runner: &Runner<'_>, step: &Step, focus: Option<&Focus>) -> Optio
         iteration: runner.state.iteration,
         ask_timeout: options.ask_timeout,
     };
-    let exe = std::env::current_exe().ok()?;
-    Some(ToolServer {
-        command: exe.to_string_lossy().into_owned(),
-        args: binding.args(),
-    })
+    binding.server()
 }
 
 /// Command: the agent's command line for the prompt.

@@ -704,13 +704,22 @@ fn dry_run_shows_a_new_agents_command_and_the_fallback_agents() {
     ]);
     run.assert_code(0);
     let text = run.stdout();
+    // ralph's tools are shown as iteration 1 would get them.
+    let home = env.ralph_file("");
+    let home = home.display().to_string();
+    let home = home.trim_end_matches('/');
     assert!(
         text.contains(&format!(
-            "Command:      {}/qwen -o stream-json --approval-mode auto-edit -m qwen3 \"$PROMPT\"",
+            "Command:      {}/qwen -o stream-json --approval-mode auto-edit -m qwen3 --mcp-config '{{\"mcpServers\":{{\"ralph\":{{\"args\":[\"__agent-tools\",\"--home\",\"{home}\",",
             env.bin().display()
         )),
         "{text}"
     );
+    assert!(
+        text.contains("\"--iteration\",\"1\",\"--ask-timeout\",\"900000\"]"),
+        "{text}"
+    );
+    assert!(text.contains("}}}' \"$PROMPT\""), "{text}");
     assert!(
         text.contains("Environment:  QWEN_CODE_SUPPRESS_YOLO_WARNING=1"),
         "{text}"
