@@ -62,9 +62,11 @@ fn answer_on_remote(
         return Ok(Err(questions::Refused::Empty));
     }
     for _ in 0..REMOTE_TRIES {
-        repo.fetch_fleet(remote)
+        // Fetched into refs of this process's own: a worker fetching in this clone at the same
+        // moment is left alone.
+        let now = (repo.questions_now(remote))
             .map_err(|why| fail(format!("--answer: cannot fetch {remote}: {why}")))?;
-        let seen: Vec<(String, Question)> = (repo.seen_questions(remote).into_iter())
+        let seen: Vec<(String, Question)> = (now.into_iter())
             .filter_map(|(sha, text)| Some((sha, serde_json::from_str(&text).ok()?)))
             .collect();
         let Some((sha, question)) = seen.iter().find(|(_, question)| question.id == id) else {

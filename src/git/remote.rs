@@ -192,11 +192,35 @@ impl Repo {
     /// The agents' questions of `--worker`s last fetched from `remote`: each one's record
     /// commit and its text (`refs/ralph/fleet/questions/<id>` there).
     pub(crate) fn seen_questions(&self, remote: &str) -> Vec<(String, String)> {
-        let prefix = format!("{}/questions/", fleet_seen(remote));
+        self.records_under(&format!("{}/questions/", fleet_seen(remote)))
+    }
+
+    /// The questions of `--worker`s on `remote` now, fetched into refs of this process's own
+    /// (removed after), so that a worker fetching in this clone at the same moment never meets
+    /// a ref it is updating: each one's record commit and its text.
+    pub(crate) fn questions_now(&self, remote: &str) -> Result<Vec<(String, String)>, String> {
+        let prefix = format!("refs/ralph/answering-{}/", std::process::id());
+        let spec = format!("+{FLEET}/questions/*:{prefix}*");
+        let fetched = self.remote_run(&["fetch", "-q", "--no-tags", remote, &spec]);
+        let records =
+            check(fetched, &format!("git fetch {remote}")).map(|_| self.records_under(&prefix));
+        let names = (self
+            .run(&["for-each-ref", "--format=%(refname)", &prefix])
+            .ok())
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default();
+        for name in names.lines() {
+            let _ = self.run(&["update-ref", "-d", name]);
+        }
+        records
+    }
+
+    /// The commits of the refs under `prefix` and their messages.
+    fn records_under(&self, prefix: &str) -> Vec<(String, String)> {
         let Ok(output) = self.run(&[
             "for-each-ref",
             "--format=%(objectname)%00%(contents)%00",
-            &prefix,
+            prefix,
         ]) else {
             return Vec::new();
         };

@@ -89,6 +89,12 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
     }
     let list = env.git(&["-C", &bare, "show", "main:.ralph/ralph-tasks.md"]);
     assert_eq!(list.matches("- [x]").count(), 2, "{list}");
+    // Answering fetched into refs of its own, and left none behind.
+    for name in ["m1", "m2"] {
+        let clone = machine(&env, name).display().to_string();
+        let left = env.git(&["-C", &clone, "for-each-ref", "refs/ralph/"]);
+        assert!(!left.contains("answering-"), "{left}");
+    }
     // Once answered, the questions leave the remote; a second answer is refused, saying why.
     let left = env.git(&["-C", &bare, "for-each-ref", "refs/ralph/fleet/questions/"]);
     assert_eq!(left.trim(), "", "{left}");
