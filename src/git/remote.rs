@@ -90,6 +90,13 @@ pub(crate) struct SeenClaim {
     pub(crate) claim: Option<Claim>,
 }
 
+/// A record ralph keeps in a ref: the ref, its commit, and the commit's message.
+struct RefRecord {
+    name: String,
+    sha: String,
+    text: String,
+}
+
 /// One ref a push changes: `new` (a commit, or `None` to delete) with the value the remote must
 /// still have (`Some("")`: the ref must not exist).
 pub(crate) struct Update<'a> {
@@ -177,22 +184,18 @@ impl Repo {
     /// when the remote has none).
     pub(crate) fn seen_ledger(&self, remote: &str) -> Option<(String, String)> {
         let name = format!("{}/budget", fleet_seen(remote));
-        let output = self
-            .run(&[
-                "for-each-ref",
-                "--format=%(objectname)%00%(contents)",
-                &name,
-            ])
-            .ok()?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        let (sha, message) = text.split_once('\0')?;
-        Some((sha.to_owned(), message.trim().to_owned()))
+        let record = self.records_under(&name).into_iter().next()?;
+        Some((record.sha, record.text))
     }
 
     /// The agents' questions of `--worker`s last fetched from `remote`: each one's record
     /// commit and its text (`refs/ralph/fleet/questions/<id>` there).
     pub(crate) fn seen_questions(&self, remote: &str) -> Vec<(String, String)> {
-        self.records_under(&format!("{}/questions/", fleet_seen(remote)))
+        let records = self.records_under(&format!("{}/questions/", fleet_seen(remote)));
+        records
+            .into_iter()
+            .map(|record| (record.sha, record.text))
+            .collect()
     }
 
     /// The questions of `--worker`s on `remote` now, fetched into refs of this process's own
@@ -202,32 +205,36 @@ impl Repo {
         let prefix = format!("refs/ralph/answering-{}/", std::process::id());
         let spec = format!("+{FLEET}/questions/*:{prefix}*");
         let fetched = self.remote_run(&["fetch", "-q", "--no-tags", remote, &spec]);
-        let records =
-            check(fetched, &format!("git fetch {remote}")).map(|_| self.records_under(&prefix));
-        let names = (self
-            .run(&["for-each-ref", "--format=%(refname)", &prefix])
-            .ok())
-        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-        .unwrap_or_default();
-        for name in names.lines() {
-            let _ = self.run(&["update-ref", "-d", name]);
+        let fetched = check(fetched, &format!("git fetch {remote}"));
+        let records = self.records_under(&prefix);
+        for record in &records {
+            let _ = self.run(&["update-ref", "-d", &record.name]);
         }
-        records
+        fetched.map(|_| {
+            (records.into_iter())
+                .map(|record| (record.sha, record.text))
+                .collect()
+        })
     }
 
-    /// The commits of the refs under `prefix` and their messages.
-    fn records_under(&self, prefix: &str) -> Vec<(String, String)> {
+    /// The refs under `prefix` (or the ref of that name), each with its commit and the
+    /// commit's message: the records ralph keeps in refs (claims, the ledger, questions).
+    fn records_under(&self, prefix: &str) -> Vec<RefRecord> {
         let Ok(output) = self.run(&[
             "for-each-ref",
-            "--format=%(objectname)%00%(contents)%00",
+            "--format=%(refname)%00%(objectname)%00%(contents)%00",
             prefix,
         ]) else {
             return Vec::new();
         };
         let text = String::from_utf8_lossy(&output.stdout);
         let fields: Vec<&str> = text.split('\0').map(str::trim).collect();
-        (fields.chunks_exact(2))
-            .map(|record| (record[0].to_owned(), record[1].to_owned()))
+        (fields.chunks_exact(3))
+            .map(|record| RefRecord {
+                name: record[0].to_owned(),
+                sha: record[1].to_owned(),
+                text: record[2].to_owned(),
+            })
             .collect()
     }
 
@@ -301,22 +308,12 @@ impl Repo {
     pub(crate) fn seen_claims(&self, remote: &str) -> Vec<SeenClaim> {
         let prefix = seen_prefix(remote);
         let prefix = prefix.trim_end_matches('*');
-        let Ok(output) = self.run(&[
-            "for-each-ref",
-            "--format=%(refname)%00%(objectname)%00%(contents)%00",
-            prefix,
-        ]) else {
-            return Vec::new();
-        };
-        let text = String::from_utf8_lossy(&output.stdout);
-        let fields: Vec<&str> = text.split('\0').map(str::trim).collect();
-        fields
-            .chunks_exact(3)
+        (self.records_under(prefix).into_iter())
             .filter_map(|record| {
                 Some(SeenClaim {
-                    id: record[0].strip_prefix(prefix)?.to_owned(),
-                    sha: record[1].to_owned(),
-                    claim: serde_json::from_str(record[2]).ok(),
+                    id: record.name.strip_prefix(prefix)?.to_owned(),
+                    claim: serde_json::from_str(&record.text).ok(),
+                    sha: record.sha,
                 })
             })
             .collect()
