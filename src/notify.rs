@@ -179,9 +179,9 @@ impl Reporter for Notifier {
                 let of = stamped
                     .task
                     .map_or_else(String::new, |task| format!(" ({task})"));
-                let choices = (options.iter().enumerate())
-                    .map(|(n, option)| format!(" {}. {option}", n + 1))
-                    .collect::<String>();
+                let choices: String = output::numbered(options)
+                    .map(|option| format!(" {option}"))
+                    .collect();
                 let answer = match PAGE.get() {
                     Some(url) => format!("answer on {url} or with ralph --answer {id} \"…\""),
                     None => format!("answer with ralph --answer {id} \"…\""),

@@ -13,6 +13,11 @@ pub(crate) fn terminal_answers(json: bool) -> bool {
     !json && std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
+/// A question's options as a person picks one by its number: `1. SQLite`, `2. Postgres`.
+pub(crate) fn numbered(options: &[String]) -> impl Iterator<Item = String> + '_ {
+    (options.iter().enumerate()).map(|(n, option)| format!("{}. {option}", n + 1))
+}
+
 /// `❓ The agent asks (q1a2b3): …`, its options, and how to answer.
 pub(super) fn asked(out: &Voice, event: &LoopEvent) {
     let LoopEvent::QuestionAsked {
@@ -34,7 +39,7 @@ pub(super) fn asked(out: &Voice, event: &LoopEvent) {
     let mut lines = vec![format!(
         "❓ The agent asks{urgent} (question {id}): {question}"
     )];
-    lines.extend((options.iter().enumerate()).map(|(n, option)| format!("   {}. {option}", n + 1)));
+    lines.extend(numbered(options).map(|option| format!("   {option}")));
     let answer = if options.is_empty() {
         "\"…\""
     } else {

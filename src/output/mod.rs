@@ -7,7 +7,7 @@
 
 mod agents;
 mod asking;
-pub(crate) use asking::{heartbeat_asking, terminal_answers};
+pub(crate) use asking::{heartbeat_asking, numbered, terminal_answers};
 mod commands;
 pub(crate) mod format;
 pub(crate) mod html;

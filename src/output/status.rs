@@ -532,10 +532,7 @@ pub(crate) fn questions(
             "❓ Question {} ({of}iteration {}, waiting {asked}): {}",
             question.id, question.iteration, question.question
         ));
-        lines.extend(
-            (question.options.iter().enumerate())
-                .map(|(n, option)| format!("   {}. {option}", n + 1)),
-        );
+        lines.extend(super::numbered(&question.options).map(|option| format!("   {option}")));
         lines.push(format!(
             "   Answer with: ralph --answer {} \"…\"{on}",
             question.id
