@@ -103,6 +103,8 @@ pub(super) struct Watch<'a> {
     task: Option<String>,
     iteration: u32,
     sink: &'a Sink,
+    /// A little before the agent started: its questions were written since.
+    since: std::time::SystemTime,
     /// A `--worker`'s remote.
     remote: Option<Remote>,
     /// Each question told, with its status as told.
@@ -128,6 +130,7 @@ impl<'a> Watch<'a> {
             task,
             iteration,
             sink,
+            since: std::time::SystemTime::now() - Duration::from_secs(2),
             remote,
             told: BTreeMap::new(),
             next_look: None,
@@ -156,7 +159,7 @@ impl<'a> Watch<'a> {
 
     /// Tells what changed since the last look.
     fn read(&mut self, now: Instant) {
-        let mut mine: Vec<Question> = questions::all(&self.home);
+        let mut mine: Vec<Question> = questions::changed_since(&self.home, self.since);
         mine.retain(|question| question.task == self.task && question.iteration == self.iteration);
         if let Some(remote) = &mut self.remote {
             remote.sync(&self.home, &mine, now);

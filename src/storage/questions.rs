@@ -146,11 +146,21 @@ pub(crate) fn load(dir: &RalphDir, id: &str) -> Option<Question> {
 
 /// Every question that can be read, oldest first.
 pub(crate) fn all(dir: &RalphDir) -> Vec<Question> {
+    changed_since(dir, std::time::SystemTime::UNIX_EPOCH)
+}
+
+/// The questions asked or changed at `since` or later (their file written then), oldest first:
+/// those of a running iteration, without reading every question ever asked.
+pub(crate) fn changed_since(dir: &RalphDir, since: std::time::SystemTime) -> Vec<Question> {
     let Ok(entries) = std::fs::read_dir(folder(dir)) else {
         return Vec::new();
     };
     let mut questions: Vec<Question> = entries
         .filter_map(Result::ok)
+        .filter(|entry| {
+            let written = entry.metadata().and_then(|meta| meta.modified());
+            written.is_ok_and(|written| written >= since)
+        })
         .filter_map(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
             load(dir, name.strip_suffix(".json")?)
