@@ -214,3 +214,57 @@ fn a_sandboxed_agent_asks_through_its_tools() {
     let result = env.agent_file(&format!("mcp-out.{}", env.agent_calls()));
     assert!(result.contains("A person answered: SQLite"), "{result}");
 }
+
+#[test]
+fn a_task_list_loop_with_json_output_tells_the_question_and_its_task() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Pick the store\n  - id: store\n",
+    )
+    .unwrap();
+    let args = [
+        "Build what the list says",
+        "--tasks",
+        "--agent",
+        "claude-code",
+        "--output-format",
+        "text",
+        "--max-iterations",
+        "1",
+        "--json",
+    ];
+    let mut run = spawn_loop(&env, &args);
+    let id = waiting_question(&env.ralph_file(""));
+    // The question is the task's, in --status too.
+    let status = env.run(&["--status", "--json"]);
+    let report: Value = serde_json::from_str(&status.stdout()).unwrap();
+    assert_eq!(report["questions"][0]["task"], "store", "{report}");
+    env.run(&["--answer", &id, "2"]).assert_code(0);
+    // One iteration: the task's promise kept, the list's not yet (exit 2).
+    let output = crate::support::wait_output(&mut run, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stdout}");
+    let events: Vec<Value> = (stdout.lines())
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let named = |name: &str| events.iter().find(|event| event["event"] == name).cloned();
+    let asked = named("question_asked").unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(asked["id"], id.as_str());
+    assert_eq!(asked["options"], serde_json::json!(["SQLite", "Postgres"]));
+    let answered = named("question_answered").unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(answered["answer"], "Postgres");
+    assert_eq!(answered["by"], "cli");
+    assert!(
+        !stdout.contains("❓"),
+        "--json prints no person's lines: {stdout}"
+    );
+    let history = env.history();
+    assert_eq!(
+        history["iterations"][0]["questions"][0]["task"], "store",
+        "{history:#}"
+    );
+}
