@@ -163,7 +163,8 @@ fn http_500_ends_the_iteration(agent: Agent) {
     let env = TestEnv::new();
     let mock = MockModel::start([Turn::HttpErrorForever(500)]);
 
-    let started = Instant::now();
+    // The run is bounded by `run_agent_with_deadline` (which leaves out the wait for a free
+    // agent slot, minutes when the suite runs every CLI together).
     let mut args = vec!["--max-iterations", "1", "--max-retries", "0"];
     if let Some(limit) = agent.failure_timeout() {
         args.extend(["--iteration-timeout", limit]);
@@ -185,7 +186,6 @@ fn http_500_ends_the_iteration(agent: Agent) {
             "{ended}"
         );
     }
-    assert!(started.elapsed() < DEADLINE);
     assert!(
         !mock.conversation_requests().is_empty(),
         "the agent never reached the mock: {}",
