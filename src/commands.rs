@@ -74,7 +74,7 @@ fn gather(dir: &RalphDir, show_tasks: bool, warn: bool) -> Gathered {
         tasks,
         running,
         workers,
-        questions: storage::questions::pending(dir),
+        questions: storage::questions::pending_in(&crate::git::question_homes(dir)),
     }
 }
 
@@ -232,31 +232,10 @@ fn task_from_history(
 
 /// The loops in `.ralph/worktrees/`: each worktree's own `.ralph/` state and history.
 fn worktree_loops(dir: &RalphDir) -> Vec<report::WorkerReport> {
-    let Ok(entries) = std::fs::read_dir(dir.root().join(storage::WORKTREES_DIR)) else {
-        return Vec::new();
-    };
-    // The loop ran from the same directory of the worktree as this one of the repository.
-    let prefix = dir
-        .root()
-        .parent()
-        .and_then(crate::git::Repo::discover)
-        .map(|repo| repo.prefix().to_owned())
-        .unwrap_or_default();
     let now = crate::model::now();
-    let mut workers: Vec<report::WorkerReport> = entries
-        .flatten()
-        // `.integrate` (a `--worker`'s merges) is no loop.
-        .filter(|entry| {
-            entry.path().is_dir() && !entry.file_name().to_string_lossy().starts_with('.')
-        })
-        .map(|entry| {
-            let id = entry.file_name().to_string_lossy().into_owned();
-            let own = RalphDir::new(&entry.path().join(&prefix));
-            worker(&id, &own, now)
-        })
-        .collect();
-    workers.sort_by(|a, b| a.task.cmp(&b.task));
-    workers
+    (crate::git::worktree_homes(dir).into_iter())
+        .map(|(id, own)| worker(&id, &own, now))
+        .collect()
 }
 
 fn worker(id: &str, dir: &RalphDir, now: chrono::DateTime<chrono::Utc>) -> report::WorkerReport {

@@ -18,7 +18,7 @@ pub(crate) fn answer(
 ) -> anyhow::Result<ExitStatus> {
     let answered = match remote {
         Some(remote) => answer_on_remote(cwd, remote, (id, text))?,
-        None => questions::answer(dir, id, text, "cli")?,
+        None => questions::answer_in(&crate::git::question_homes(dir), id, text, "cli")?,
     };
     let question = answered.map_err(|refused| fail(format!("--answer {id}: {refused}")))?;
     if json {

@@ -332,6 +332,41 @@ fn check(result: std::io::Result<Output>, what: &str) -> Result<Output, String> 
     Err(format!("{what} failed ({detail})"))
 }
 
+/// The loops under `dir`'s `.ralph/worktrees/` (`--worktree NAME`, and parallel tasks), each by
+/// name with its own home: the worktree's `.ralph/`, at the same folder of the worktree as `dir`'s
+/// of the repository. `.integrate` (a `--worker`'s merges) and other dot folders are no loops.
+pub(crate) fn worktree_homes(
+    dir: &crate::storage::RalphDir,
+) -> Vec<(String, crate::storage::RalphDir)> {
+    let Ok(entries) = std::fs::read_dir(dir.root().join(crate::storage::WORKTREES_DIR)) else {
+        return Vec::new();
+    };
+    let prefix = (dir.root().parent())
+        .and_then(Repo::discover)
+        .map(|repo| repo.prefix().to_owned())
+        .unwrap_or_default();
+    let mut homes: Vec<(String, crate::storage::RalphDir)> = (entries.flatten())
+        .filter(|entry| {
+            entry.path().is_dir() && !entry.file_name().to_string_lossy().starts_with('.')
+        })
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let home = crate::storage::RalphDir::new(&entry.path().join(&prefix));
+            (name, home)
+        })
+        .collect();
+    homes.sort_by(|a, b| a.0.cmp(&b.0));
+    homes
+}
+
+/// Where the questions asked in this repository wait: `dir` itself, then the home of each loop
+/// under its worktrees ([`worktree_homes`]).
+pub(crate) fn question_homes(dir: &crate::storage::RalphDir) -> Vec<crate::storage::RalphDir> {
+    let mut homes = vec![dir.clone()];
+    homes.extend(worktree_homes(dir).into_iter().map(|(_, home)| home));
+    homes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,7 +140,7 @@ fn call(
 
 /// Asks a person and waits for the answer, until `timeout` or until the server closes.
 fn ask(home: &RalphDir, asking: Asking, timeout: Duration, closing: &AtomicBool) -> Value {
-    let asked = match questions::ask(home, asking, timeout) {
+    let (asked, _waiting) = match questions::ask(home, asking, timeout) {
         Ok(asked) => asked,
         Err(err) => {
             return tool_text(

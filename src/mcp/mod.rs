@@ -154,10 +154,11 @@ impl Server {
     fn questions(&self, name: &str, (id, answer): (Option<&str>, Option<&str>)) -> Value {
         use crate::storage::questions;
         if name == "ralph_questions" {
-            return tool_json(&json!({"questions": questions::all(&self.dir)}));
+            let homes = crate::git::question_homes(&self.dir);
+            return tool_json(&json!({"questions": questions::all_in(&homes)}));
         }
         let (id, answer) = (id.unwrap_or_default(), answer.unwrap_or_default());
-        match questions::answer(&self.dir, id, answer, "mcp") {
+        match questions::answer_in(&crate::git::question_homes(&self.dir), id, answer, "mcp") {
             Ok(Ok(question)) => tool_json(&serde_json::to_value(question).unwrap_or_default()),
             Ok(Err(refused)) => tool_text(&refused.to_string(), true),
             Err(err) => tool_text(&format!("{err:#}"), true),

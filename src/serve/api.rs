@@ -74,7 +74,7 @@ fn route(context: &Context, request: &Request, path: &str) -> Reply {
         ("GET", "/api/v1/tasks") => json_reply(200, &tasks_of(context)),
         ("GET", "/api/v1/questions") => json_reply(
             200,
-            &json!({"questions": storage::questions::all(&context.site.dir)}),
+            &json!({"questions": storage::questions::all_in(&crate::git::question_homes(&context.site.dir))}),
         ),
         ("GET", "/api/v1/report") => report(context),
         ("GET", log) if log.starts_with("/api/v1/log/") => log_of(
@@ -326,7 +326,12 @@ fn answer(context: &Context, id: Option<&str>, given: Option<&str>) -> Reply {
         );
     };
     use storage::questions::Refused;
-    match storage::questions::answer(&context.site.dir, id, given, "page") {
+    match storage::questions::answer_in(
+        &crate::git::question_homes(&context.site.dir),
+        id,
+        given,
+        "page",
+    ) {
         Ok(Ok(question)) => json_reply(200, &serde_json::to_value(question).unwrap_or_default()),
         Ok(Err(refused @ Refused::Unknown(_))) => text(404, &refused.to_string()),
         Ok(Err(refused @ Refused::Closed(_))) => text(409, &refused.to_string()),

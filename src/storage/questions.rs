@@ -109,14 +109,62 @@ pub(crate) fn is_id(id: &str) -> bool {
             .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// Records a new pending question, waited for until `timeout` from now.
-pub(crate) fn ask(dir: &RalphDir, asking: Asking, timeout: Duration) -> anyhow::Result<Question> {
+/// Held by the asker for as long as it waits for the answer: an exclusive lock on
+/// `questions/<id>.wait`, which goes with the asker's process however it ends. A question still
+/// pending whose lock anyone can take was left by an asker that is gone (a ralph killed with
+/// `kill -9`): it is read as cancelled.
+pub(crate) struct Waiting {
+    _held: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        // The question is closed by now (answered, timed out, withdrawn): nobody tests the lock.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn wait_path(dir: &RalphDir, id: &str) -> std::path::PathBuf {
+    folder(dir).join(format!("{id}.wait"))
+}
+
+/// Whether the asker of pending question `id` is gone: its lock can be taken. A question with no
+/// lock file (its asker already done) is left to its status and expiry.
+fn asker_gone(dir: &RalphDir, id: &str) -> bool {
+    let Ok(file) = std::fs::File::open(wait_path(dir, id)) else {
+        return false;
+    };
+    let free = file.try_lock_shared().is_ok();
+    if free {
+        let _ = file.unlock();
+    }
+    free
+}
+
+/// Records a new pending question, waited for until `timeout` from now, and the asker's hold on
+/// it (keep it while waiting).
+pub(crate) fn ask(
+    dir: &RalphDir,
+    asking: Asking,
+    timeout: Duration,
+) -> anyhow::Result<(Question, Waiting)> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let _lock = lock(dir)?;
     let id = loop {
         let id = format!("q{}", crate::model::random_hex(3)?);
         if !path(dir, &id).exists() {
             break id;
         }
+    };
+    let held_at = wait_path(dir, &id);
+    let held = (std::fs::OpenOptions::new().create(true).truncate(false).write(true))
+        .mode(0o600)
+        .open(&held_at)?;
+    held.lock()?;
+    let waiting = Waiting {
+        _held: held,
+        path: held_at,
     };
     let now = crate::model::now();
     let question = Question {
@@ -133,11 +181,21 @@ pub(crate) fn ask(dir: &RalphDir, asking: Asking, timeout: Duration) -> anyhow::
         closed_at: None,
     };
     super::write_json(&path(dir, &question.id), &question)?;
-    Ok(question)
+    Ok((question, waiting))
 }
 
-/// The question `id`, if there is one that can be read.
+/// The question `id`, if there is one that can be read; a pending one whose asker is gone reads
+/// as cancelled.
 pub(crate) fn load(dir: &RalphDir, id: &str) -> Option<Question> {
+    let mut question = read(dir, id)?;
+    if question.status == Status::Pending && asker_gone(dir, id) {
+        question.status = Status::Cancelled;
+    }
+    Some(question)
+}
+
+/// Question `id` as its file says (a pending one may have lost its asker).
+fn read(dir: &RalphDir, id: &str) -> Option<Question> {
     if !is_id(id) {
         return None;
     }
@@ -177,6 +235,37 @@ pub(crate) fn pending(dir: &RalphDir) -> Vec<Question> {
     let mut questions = all(dir);
     questions.retain(|question| question.waits(now));
     questions
+}
+
+/// [`pending`] in each of `homes` (a repository's, and its worktree loops'), oldest first.
+pub(crate) fn pending_in(homes: &[RalphDir]) -> Vec<Question> {
+    let mut questions: Vec<Question> = homes.iter().flat_map(pending).collect();
+    questions.sort_by(|a, b| (a.asked_at, &a.id).cmp(&(b.asked_at, &b.id)));
+    questions
+}
+
+/// [`all`] in each of `homes`, oldest first.
+pub(crate) fn all_in(homes: &[RalphDir]) -> Vec<Question> {
+    let mut questions: Vec<Question> = homes.iter().flat_map(all).collect();
+    questions.sort_by(|a, b| (a.asked_at, &a.id).cmp(&(b.asked_at, &b.id)));
+    questions
+}
+
+/// [`answer`] in whichever of `homes` keeps question `id`.
+pub(crate) fn answer_in(
+    homes: &[RalphDir],
+    id: &str,
+    text: &str,
+    by: &str,
+) -> anyhow::Result<Result<Question, Refused>> {
+    if let Some(home) = (homes.iter()).find(|home| is_id(id) && path(home, id).exists()) {
+        return answer(home, id, text, by);
+    }
+    if text.trim().is_empty() {
+        return Ok(Err(Refused::Empty));
+    }
+    let waiting = pending_in(homes).into_iter().map(|q| q.id).collect();
+    Ok(Err(Refused::Unknown(waiting)))
 }
 
 /// Why an answer was not taken.
@@ -281,7 +370,7 @@ pub(crate) fn answered(question: &Question, text: &str, by: &str) -> Option<Ques
 /// it is now (answered meanwhile, perhaps).
 pub(crate) fn close(dir: &RalphDir, id: &str, status: Status) -> anyhow::Result<Option<Question>> {
     let _lock = lock(dir)?;
-    let Some(mut question) = load(dir, id) else {
+    let Some(mut question) = read(dir, id) else {
         return Ok(None);
     };
     if question.status == Status::Pending {
@@ -310,7 +399,7 @@ mod tests {
     fn a_question_is_answered_once_and_an_option_by_its_number() {
         let tmp = crate::testing::tempdir().unwrap();
         let dir = RalphDir::new(tmp.path());
-        let asked = ask(
+        let (asked, _waiting) = ask(
             &dir,
             asking("Which store?", &["SQLite", "Postgres"]),
             Duration::from_secs(60),
@@ -335,7 +424,8 @@ mod tests {
         );
         assert_eq!(load(&dir, &asked.id).unwrap(), answered);
         // A number that is no option is the answer's text.
-        let other = ask(&dir, asking("How many?", &["one"]), Duration::from_secs(60)).unwrap();
+        let (other, _waiting) =
+            ask(&dir, asking("How many?", &["one"]), Duration::from_secs(60)).unwrap();
         let text = answer(&dir, &other.id, "7", "cli").unwrap().unwrap();
         assert_eq!(text.answer.unwrap().text, "7");
     }
@@ -346,7 +436,7 @@ mod tests {
         let dir = RalphDir::new(tmp.path());
         let none = answer(&dir, "q123", "yes", "cli").unwrap().unwrap_err();
         assert_eq!(none, Refused::Unknown(Vec::new()));
-        let asked = ask(&dir, asking("Go?", &[]), Duration::from_secs(60)).unwrap();
+        let (asked, _waiting) = ask(&dir, asking("Go?", &[]), Duration::from_secs(60)).unwrap();
         let unknown = answer(&dir, "../state", "yes", "cli").unwrap().unwrap_err();
         assert!(unknown.to_string().contains(&asked.id), "{unknown}");
         assert_eq!(
@@ -360,13 +450,28 @@ mod tests {
             late.to_string().contains("nobody answered in time"),
             "{late}"
         );
-        // One left pending by a killed ralph stops waiting at its timeout.
-        let left = ask(&dir, asking("Stale?", &[]), Duration::ZERO).unwrap();
+        // One left pending by an asker still there stops waiting at its timeout.
+        let (left, _waiting) = ask(&dir, asking("Stale?", &[]), Duration::ZERO).unwrap();
         assert!(pending(&dir).iter().all(|q| q.id != left.id));
         let stale = answer(&dir, &left.id, "yes", "cli").unwrap().unwrap_err();
         assert!(stale.to_string().contains("no longer waiting"), "{stale}");
         // Closing again keeps the first close.
         let twice = close(&dir, &asked.id, Status::Cancelled).unwrap().unwrap();
         assert_eq!(twice.status, Status::TimedOut);
+    }
+
+    #[test]
+    fn a_question_whose_asker_is_gone_no_longer_waits() {
+        let tmp = crate::testing::tempdir().unwrap();
+        let dir = RalphDir::new(tmp.path());
+        let (asked, waiting) = ask(&dir, asking("Go?", &[]), Duration::from_secs(60)).unwrap();
+        assert_eq!(load(&dir, &asked.id).unwrap().status, Status::Pending);
+        // The asker's process is killed: its lock goes with it, its lock file stays.
+        drop(waiting);
+        std::fs::write(wait_path(&dir, &asked.id), "").unwrap();
+        assert_eq!(load(&dir, &asked.id).unwrap().status, Status::Cancelled);
+        assert!(pending(&dir).is_empty());
+        let late = answer(&dir, &asked.id, "yes", "cli").unwrap().unwrap_err();
+        assert!(late.to_string().contains("its run stopped"), "{late}");
     }
 }

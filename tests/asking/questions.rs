@@ -268,3 +268,177 @@ fn a_task_list_loop_with_json_output_tells_the_question_and_its_task() {
         "{history:#}"
     );
 }
+
+/// The ids of the `count` questions waiting in `.ralph/questions/` under `ralph_dir`, waited for.
+fn waiting_questions(ralph_dir: &std::path::Path, count: usize) -> Vec<String> {
+    let folder = ralph_dir.join("questions");
+    let mut ids = Vec::new();
+    crate::support::wait_until(Duration::from_secs(30), "the questions wait", || {
+        ids = fs::read_dir(&folder).map_or_else(
+            |_| Vec::new(),
+            |entries| {
+                (entries.filter_map(Result::ok))
+                    .filter_map(|entry| {
+                        let name = entry.file_name().to_string_lossy().into_owned();
+                        name.strip_suffix(".json").map(str::to_owned)
+                    })
+                    .collect()
+            },
+        );
+        ids.len() >= count
+    });
+    ids
+}
+
+#[test]
+fn questions_from_parallel_tasks_are_answered_and_recorded_under_their_tasks() {
+    questions_from_parallel_tasks(false);
+}
+
+#[test]
+fn questions_from_sandboxed_parallel_tasks_are_answered_and_recorded_under_their_tasks() {
+    if crate::support::bwrap_can_sandbox() {
+        questions_from_parallel_tasks(true);
+    }
+}
+
+/// Two `--parallel` tasks ask at once (in the sandbox when `sandboxed`); each is answered with
+/// `ralph --answer`, and the JSON output and the history tell both under their tasks.
+fn questions_from_parallel_tasks(sandboxed: bool) {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n",
+    )
+    .unwrap();
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    let mut args = vec![
+        "Build what the list says",
+        "--parallel",
+        "2",
+        "--agent",
+        "claude-code",
+        "--output-format",
+        "text",
+        "--max-iterations",
+        "2",
+        "--json",
+    ];
+    let (bin, agent) = (env.bin(), env.agent_dir());
+    let writable = format!("{}:rw", agent.display());
+    if sandboxed {
+        args.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
+        args.extend(["--sandbox-mount", bin.to_str().unwrap()]);
+        args.extend(["--sandbox-mount", &writable]);
+    }
+    let mut run = spawn_loop(&env, &args);
+    let ids = waiting_questions(&env.ralph_file(""), 2);
+    // Both questions are listed, each under its task, from the repository's own shell.
+    let status = env.run(&["--status", "--json"]);
+    let report: Value = serde_json::from_str(&status.stdout()).unwrap();
+    let mut tasks: Vec<&str> = (report["questions"].as_array().unwrap().iter())
+        .filter_map(|question| question["task"].as_str())
+        .collect();
+    tasks.sort_unstable();
+    assert_eq!(tasks, ["api", "page"], "{report}");
+    for (id, answer) in ids.iter().zip(["1", "2"]) {
+        env.run(&["--answer", id, answer]).assert_code(0);
+    }
+    let stdout = finished_well(&mut run);
+    let events: Vec<Value> = (stdout.lines())
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let answered: Vec<&Value> = (events.iter())
+        .filter(|event| event["event"] == "question_answered")
+        .collect();
+    assert_eq!(answered.len(), 2, "{stdout}");
+    assert!(
+        answered.iter().all(|event| event["by"] == "cli"),
+        "{stdout}"
+    );
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(
+        list.contains("- [x] Build the API") && list.contains("- [x] Build the page"),
+        "{list}"
+    );
+    let history = env.history();
+    let mut recorded: Vec<(String, String)> = (history["iterations"].as_array().unwrap().iter())
+        .flat_map(|iteration| {
+            iteration["questions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|question| {
+            let task = question["task"].as_str().unwrap_or_default().to_owned();
+            let text = question["answer"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            (task, text)
+        })
+        .collect();
+    recorded.sort();
+    assert_eq!(recorded.len(), 2, "{history:#}");
+    assert_eq!(recorded[0].0, "api", "{history:#}");
+    assert_eq!(recorded[1].0, "page", "{history:#}");
+}
+
+#[test]
+fn a_question_in_a_worktree_loop_is_answered_from_the_repository() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    let mut args = LOOP.to_vec();
+    args.extend(["--worktree", "store", "--merge"]);
+    let mut run = spawn_loop(&env, &args);
+    let home = env.ralph_file("worktrees/store/.ralph");
+    let id = waiting_question(&home);
+    let status = env.run(&["--status"]);
+    assert!(
+        status.stdout().contains("Which store?"),
+        "{}",
+        status.stdout()
+    );
+    env.run(&["--answer", &id, "2"]).assert_code(0);
+    finished_well(&mut run);
+    let result = env.agent_file("mcp-out.1");
+    assert!(result.contains("A person answered: Postgres"), "{result}");
+}
+
+#[test]
+fn a_run_killed_while_a_question_waits_leaves_nothing_waiting_and_resumes_asking_again() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    let mut run = spawn_loop(&env, &LOOP);
+    let first = waiting_question(&env.ralph_file(""));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = run.wait();
+    // No agent and no tool server outlive the kill, and nobody is asked what no one waits for.
+    let home = env.ralph_file("").display().to_string();
+    crate::support::wait_until(Duration::from_secs(20), "the agent and its tools end", || {
+        running_with(&home).is_empty()
+    });
+    let status = env.run(&["--status"]);
+    assert!(
+        !status.stdout().contains("Which store?"),
+        "{}",
+        status.stdout()
+    );
+    let late = env.run(&["--answer", &first, "1"]);
+    late.assert_code(1);
+    // Resumed (the killed iteration counts), the next iteration asks again; the new question is
+    // answered and the loop ends well.
+    let mut run = spawn_loop(&env, &["--resume", "--max-iterations", "2"]);
+    let asked = waiting_questions(&env.ralph_file(""), 2);
+    let second = asked.into_iter().find(|id| *id != first).unwrap();
+    env.run(&["--answer", &second, "2"]).assert_code(0);
+    finished_well(&mut run);
+}
