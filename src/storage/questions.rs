@@ -158,9 +158,12 @@ pub(crate) fn ask(
         }
     };
     let held_at = wait_path(dir, &id);
-    let held = (std::fs::OpenOptions::new().create(true).truncate(false).write(true))
-        .mode(0o600)
-        .open(&held_at)?;
+    let held = (std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true))
+    .mode(0o600)
+    .open(&held_at)?;
     held.lock()?;
     let waiting = Waiting {
         _held: held,

@@ -423,9 +423,11 @@ fn a_run_killed_while_a_question_waits_leaves_nothing_waiting_and_resumes_asking
     let _ = run.wait();
     // No agent and no tool server outlive the kill, and nobody is asked what no one waits for.
     let home = env.ralph_file("").display().to_string();
-    crate::support::wait_until(Duration::from_secs(20), "the agent and its tools end", || {
-        running_with(&home).is_empty()
-    });
+    crate::support::wait_until(
+        Duration::from_secs(20),
+        "the agent and its tools end",
+        || running_with(&home).is_empty(),
+    );
     let status = env.run(&["--status"]);
     assert!(
         !status.stdout().contains("Which store?"),
