@@ -33,9 +33,20 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
     fs::write(env.agent_dir().join("call"), ask.to_string()).unwrap();
     fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
     let args = ["--agent", "claude-code", "--output-format", "text"];
+    // The first worker's agent runs in the sandbox (where bwrap can run); the second speaks JSON.
+    let (bin, agent) = (env.bin(), env.agent_dir());
+    let writable = format!("{}:rw", agent.display());
+    let mut sandboxed = args.to_vec();
+    if crate::support::bwrap_can_sandbox() {
+        sandboxed.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
+        sandboxed.extend(["--sandbox-mount", bin.to_str().unwrap()]);
+        sandboxed.extend(["--sandbox-mount", &writable]);
+    }
+    let mut json = args.to_vec();
+    json.push("--json");
     let workers = [
-        start_worker(&env, "m1", &args),
-        start_worker(&env, "m2", &args),
+        start_worker(&env, "m1", &sandboxed),
+        start_worker(&env, "m2", &json),
     ];
     // Both questions wait on the remote.
     let bare = remote(&env);
@@ -78,15 +89,33 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
         assert_eq!(code, Some(0), "{said}");
         assert!(said.contains("\"the second\""), "{said}");
     }
-    for worker in workers {
-        let (code, stdout, stderr) = finish(worker);
-        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-        assert!(stdout.contains("answered from another clone"), "{stdout}");
-    }
-    for n in 1..=env.agent_calls() {
-        let result = env.agent_file(&format!("mcp-out.{n}"));
-        assert!(result.contains("A person answered: the second"), "{result}");
-    }
+    let [first, second] = workers;
+    let (code, stdout, stderr) = finish(first);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("answered from another clone"), "{stdout}");
+    let (code, stdout, stderr) = finish(second);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let events: Vec<serde_json::Value> = (stdout.lines())
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let answered = (events.iter())
+        .find(|event| event["event"] == "question_answered")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(answered["by"], "remote", "{answered}");
+    assert_eq!(answered["answer"], "the second", "{answered}");
+    assert!(
+        events
+            .iter()
+            .any(|event| event["event"] == "question_asked"),
+        "{stdout}"
+    );
+    // Every agent's call got its answer (one more run in the sandbox checks the agent first).
+    let answers = (1..=env.agent_calls())
+        .map(|n| fs::read_to_string(env.agent_dir().join(format!("mcp-out.{n}"))))
+        .filter_map(Result::ok)
+        .filter(|result| result.contains("A person answered: the second"))
+        .count();
+    assert_eq!(answers, 2);
     let list = env.git(&["-C", &bare, "show", "main:.ralph/ralph-tasks.md"]);
     assert_eq!(list.matches("- [x]").count(), 2, "{list}");
     // Answering fetched into refs of its own, and left none behind.
