@@ -22,6 +22,48 @@ fn ralph_in(env: &TestEnv, name: &str, args: &[&str]) -> (Option<i32>, String) {
     (output.status.code(), format!("{stdout}{stderr}"))
 }
 
+/// The ids of the `count` questions waiting on the remote `bare`, waited for.
+fn questions_on(env: &TestEnv, bare: &str, count: usize) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    wait_until(
+        Duration::from_secs(30),
+        "the questions on the remote",
+        || {
+            let refs = env.git(&[
+                "-C",
+                bare,
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/ralph/fleet/questions/",
+            ]);
+            ids = (refs.lines())
+                .filter_map(|line| line.rsplit('/').next())
+                .map(str::to_owned)
+                .collect();
+            ids.len() == count
+        },
+    );
+    ids
+}
+
+/// A `--json` worker's output tells its question asked and answered from another clone.
+fn told_in_json(stdout: &str) {
+    let events: Vec<serde_json::Value> = (stdout.lines())
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let answered = (events.iter())
+        .find(|event| event["event"] == "question_answered")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(answered["by"], "remote", "{answered}");
+    assert_eq!(answered["answer"], "the second", "{answered}");
+    assert!(
+        events
+            .iter()
+            .any(|event| event["event"] == "question_asked"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn each_workers_question_is_answered_from_the_other_workers_clone() {
     let env = machines(
@@ -50,26 +92,7 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
     ];
     // Both questions wait on the remote.
     let bare = remote(&env);
-    let mut ids: Vec<String> = Vec::new();
-    wait_until(
-        Duration::from_secs(30),
-        "two questions on the remote",
-        || {
-            let refs = env.git(&[
-                "-C",
-                &bare,
-                "for-each-ref",
-                "--format=%(refname)",
-                "refs/ralph/fleet/questions/",
-            ]);
-            ids = refs
-                .lines()
-                .filter_map(|line| line.rsplit('/').next())
-                .map(str::to_owned)
-                .collect();
-            ids.len() == 2
-        },
-    );
+    let ids = questions_on(&env, &bare, 2);
     let (code, board) = ralph_in(&env, "m1", &["--status", "--remote"]);
     assert_eq!(code, Some(0), "{board}");
     for id in &ids {
@@ -95,20 +118,7 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
     assert!(stdout.contains("answered from another clone"), "{stdout}");
     let (code, stdout, stderr) = finish(second);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    let events: Vec<serde_json::Value> = (stdout.lines())
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
-    let answered = (events.iter())
-        .find(|event| event["event"] == "question_answered")
-        .unwrap_or_else(|| panic!("{stdout}"));
-    assert_eq!(answered["by"], "remote", "{answered}");
-    assert_eq!(answered["answer"], "the second", "{answered}");
-    assert!(
-        events
-            .iter()
-            .any(|event| event["event"] == "question_asked"),
-        "{stdout}"
-    );
+    told_in_json(&stdout);
     // Every agent's call got its answer (one more run in the sandbox checks the agent first).
     let answers = (1..=env.agent_calls())
         .map(|n| fs::read_to_string(env.agent_dir().join(format!("mcp-out.{n}"))))
