@@ -36,17 +36,13 @@ pub(crate) fn own_mcp_settings(
 
 /// Cline's MCP settings (`own`, or new ones) with ralph's server added, its tools approved.
 pub(crate) fn mcp_settings_with(tools: &super::ToolServer, own: Option<Value>) -> Value {
-    let mut settings = own
-        .filter(Value::is_object)
-        .unwrap_or_else(|| serde_json::json!({}));
-    if !settings["mcpServers"].is_object() {
-        settings["mcpServers"] = serde_json::json!({});
-    }
     let approved = ["ralph_ask", "ralph_add_task", "ralph_note", "ralph_context"];
-    settings["mcpServers"][super::TOOL_SERVER] = serde_json::json!({
-        "command": tools.command, "args": tools.args, "disabled": false, "autoApprove": approved,
-    });
-    settings
+    super::with_server(
+        own,
+        serde_json::json!({
+            "command": tools.command, "args": tools.args, "disabled": false, "autoApprove": approved,
+        }),
+    )
 }
 
 impl Agent for Cline {

@@ -13,11 +13,27 @@ use super::events::{
     Failure, anthropic_usage, failure_from_message, session_event, str_field, tool_event,
 };
 use super::{
-    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, command_from,
-    prompt_argument,
+    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, ConfigHome, OutputFormat,
+    command_from, prompt_argument,
 };
 
 pub(super) struct Droid;
+
+/// `droid exec` takes MCP servers from `~/.factory/mcp.json` and the project's only: ralph's
+/// server goes into a copy of the user's in a home of ralph's (`FACTORY_HOME_OVERRIDE`).
+const CONFIG_HOME: ConfigHome = ConfigHome {
+    variable: "FACTORY_HOME_OVERRIDE",
+    folder: ".factory",
+    file: "mcp.json",
+    with_tools: mcp_with_tools,
+};
+
+fn mcp_with_tools(tools: &super::ToolServer, own: Option<Value>) -> Value {
+    let server = serde_json::json!({
+        "type": "stdio", "command": tools.command, "args": tools.args, "disabled": false,
+    });
+    super::with_server(own, server)
+}
 
 static TOOL_LINE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\s*[⛬●•]?\s*(Read|LS|Execute|Edit|ApplyPatch|Grep|Glob|Create)\b")
@@ -45,7 +61,15 @@ impl Agent for Droid {
         args.extend(request.extra_args.iter().cloned());
         // Without a prompt argument, `droid exec` reads it from stdin.
         args.extend(prompt_argument(request));
-        command_from(request, args, Vec::new())
+        command_from(request, args, super::tools_home_env(request, &CONFIG_HOME))
+    }
+
+    fn takes_tools(&self) -> bool {
+        true
+    }
+
+    fn config_home(&self) -> Option<ConfigHome> {
+        Some(CONFIG_HOME)
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {

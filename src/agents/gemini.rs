@@ -12,11 +12,41 @@ use super::events::{
     Failure, failure_from_message, session_event, str_field, tool_event, u64_field,
 };
 use super::{
-    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, OutputFormat, Usage, command_from,
-    prompt_argument,
+    Agent, AgentCommand, AgentEvent, AgentKind, CommandRequest, ConfigHome, OutputFormat, Usage,
+    command_from, prompt_argument,
 };
 
 pub(super) struct Gemini;
+
+/// Gemini CLI takes MCP servers from its settings files only, and its system-wide ones must be
+/// root's: ralph's server goes into a copy of the user's `settings.json` in a home of ralph's
+/// (`GEMINI_CLI_HOME`), trusted so that a call needs no confirmation.
+const CONFIG_HOME: ConfigHome = ConfigHome {
+    variable: "GEMINI_CLI_HOME",
+    folder: ".gemini",
+    file: "settings.json",
+    with_tools: settings_with_tools,
+};
+
+fn settings_with_tools(tools: &super::ToolServer, own: Option<Value>) -> Value {
+    let server = serde_json::json!({"command": tools.command, "args": tools.args, "trust": true});
+    let mut settings = super::with_server(own, server);
+    // A list of the servers allowed leaves out any other: ralph's joins it.
+    if let Some(allowed) = settings
+        .pointer_mut("/mcp/allowed")
+        .and_then(Value::as_array_mut)
+        && !allowed.iter().any(|name| name == super::TOOL_SERVER)
+    {
+        allowed.push(super::TOOL_SERVER.into());
+    }
+    if let Some(excluded) = settings
+        .pointer_mut("/mcp/excluded")
+        .and_then(Value::as_array_mut)
+    {
+        excluded.retain(|name| name != super::TOOL_SERVER);
+    }
+    settings
+}
 
 impl Agent for Gemini {
     fn kind(&self) -> Option<AgentKind> {
@@ -42,7 +72,15 @@ impl Agent for Gemini {
             args.extend(["-m".to_owned(), model.to_owned()]);
         }
         args.extend(request.extra_args.iter().cloned());
-        command_from(request, args, Vec::new())
+        command_from(request, args, super::tools_home_env(request, &CONFIG_HOME))
+    }
+
+    fn takes_tools(&self) -> bool {
+        true
+    }
+
+    fn config_home(&self) -> Option<ConfigHome> {
+        Some(CONFIG_HOME)
     }
 
     fn tool_pattern(&self) -> Option<&regex::Regex> {

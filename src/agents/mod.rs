@@ -7,7 +7,8 @@
 pub(crate) mod acp;
 mod tools;
 
-pub(crate) use tools::{TOOL_SERVER, TOOLS_ARG, ToolBinding, ToolServer};
+use tools::tools_home_env;
+pub(crate) use tools::{ConfigHome, TOOL_SERVER, TOOLS_ARG, ToolBinding, ToolServer, with_server};
 mod aider;
 mod claude_code;
 mod cline;
@@ -278,7 +279,7 @@ pub(crate) struct CommandRequest<'a> {
     /// ralph's tools for the agent (`ralph __agent-tools …`), passed the agent's own way.
     pub(crate) tools: Option<&'a ToolServer>,
     /// A settings file ralph wrote that gives the agent its tools, for an agent that takes MCP
-    /// servers only from a file (Cline).
+    /// servers only from a file (Cline), or the home ralph made for one ([`ConfigHome`]).
     pub(crate) tools_file: Option<&'a Path>,
 }
 
@@ -342,6 +343,12 @@ pub(crate) trait Agent: Send + Sync {
     /// Whether the agent is given ralph's tools (an MCP server) when the request has them.
     fn takes_tools(&self) -> bool {
         false
+    }
+
+    /// For an agent that reads MCP servers only from a file in its config folder: how ralph
+    /// gives it a home of its own with its tools in that file.
+    fn config_home(&self) -> Option<ConfigHome> {
+        None
     }
 
     /// The tool named by one line of plain-text output (ANSI codes already stripped), if any.
@@ -649,6 +656,53 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn gemini_and_droid_are_pointed_at_a_home_with_ralphs_server_beside_the_users() {
+        let tools = ToolServer {
+            command: "/bin/ralph".to_owned(),
+            args: vec!["__agent-tools".to_owned()],
+        };
+        let home = Path::new("/w/.ralph/agent-homes/x");
+        for (kind, variable) in [
+            (AgentKind::Gemini, "GEMINI_CLI_HOME"),
+            (AgentKind::Droid, "FACTORY_HOME_OVERRIDE"),
+        ] {
+            let agent = kind.agent();
+            assert!(agent.takes_tools());
+            let mut req = request("go", None, true);
+            req.tools_file = Some(home);
+            assert!(
+                agent
+                    .command(&req)
+                    .env
+                    .iter()
+                    .all(|(name, _)| name != variable)
+            );
+            req.tools = Some(&tools);
+            let env = agent.command(&req).env;
+            assert!(env.contains(&(variable.to_owned(), home.into())), "{env:?}");
+            let config = agent.config_home().unwrap();
+            let users =
+                config.users_folder(&|name| (name == "HOME").then(|| OsString::from("/home/me")));
+            assert_eq!(users.unwrap(), Path::new("/home/me").join(config.folder));
+            let own = serde_json::json!({"mcpServers": {"theirs": {"command": "x"}}, "a": 1});
+            let written = (config.with_tools)(&tools, Some(own));
+            assert_eq!(written["a"], 1);
+            assert_eq!(written["mcpServers"]["theirs"]["command"], "x");
+            assert_eq!(written["mcpServers"]["ralph"]["command"], "/bin/ralph");
+        }
+        // Gemini CLI's lists of servers allowed and left out let ralph's through.
+        let own = serde_json::json!({"mcp": {"allowed": ["theirs"], "excluded": ["ralph"]}});
+        let config = AgentKind::Gemini.agent().config_home().unwrap();
+        let written = (config.with_tools)(&tools, Some(own));
+        assert_eq!(
+            written["mcp"]["allowed"],
+            serde_json::json!(["theirs", "ralph"])
+        );
+        assert_eq!(written["mcp"]["excluded"], serde_json::json!([]));
+        assert_eq!(written["mcpServers"]["ralph"]["trust"], true);
     }
 
     #[test]

@@ -102,3 +102,55 @@ impl ToolServer {
         serde_json::json!({"mcpServers": {TOOL_SERVER: server}}).to_string()
     }
 }
+
+/// How an agent that reads MCP servers only from a file of its config folder gets ralph's tools:
+/// `variable` points it at a home of ralph's (`.ralph/agent-homes/<agent>`), whose `folder`
+/// mirrors the user's (`storage::agent_home`), `file` in it written by `with_tools`.
+#[derive(Clone, Copy)]
+pub(crate) struct ConfigHome {
+    /// The variable naming the home the agent reads its folder from (the user's own, when they
+    /// set it, is the folder mirrored; else `HOME`'s).
+    pub(crate) variable: &'static str,
+    /// The config folder in a home: `.gemini`, `.factory`.
+    pub(crate) folder: &'static str,
+    /// The file naming its MCP servers: `settings.json`, `mcp.json`.
+    pub(crate) file: &'static str,
+    /// The file (the user's, if any) with ralph's server added.
+    pub(crate) with_tools: fn(&ToolServer, Option<serde_json::Value>) -> serde_json::Value,
+}
+
+impl ConfigHome {
+    /// The user's config folder, from the environment `var` reads.
+    pub(crate) fn users_folder(&self, var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+        let home = var(self.variable)
+            .filter(|value| !value.is_empty())
+            .or_else(|| var("HOME"))?;
+        Some(PathBuf::from(home).join(self.folder))
+    }
+}
+
+/// The variable pointing an agent at the home ralph wrote for it (`request.tools_file`), when
+/// the request has tools.
+pub(super) fn tools_home_env(
+    request: &super::CommandRequest<'_>,
+    home: &ConfigHome,
+) -> Vec<(String, OsString)> {
+    (request.tools_file.filter(|_| request.tools.is_some()))
+        .map(|path| (home.variable.to_owned(), path.as_os_str().to_owned()))
+        .into_iter()
+        .collect()
+}
+
+/// `settings` (an object, else a new one) with ralph's server as `mcpServers.ralph`: `server`.
+pub(crate) fn with_server(
+    settings: Option<serde_json::Value>,
+    server: serde_json::Value,
+) -> serde_json::Value {
+    let mut settings =
+        (settings.filter(serde_json::Value::is_object)).unwrap_or_else(|| serde_json::json!({}));
+    if !settings["mcpServers"].is_object() {
+        settings["mcpServers"] = serde_json::json!({});
+    }
+    settings["mcpServers"][TOOL_SERVER] = server;
+    settings
+}

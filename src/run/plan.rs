@@ -73,7 +73,10 @@ pub(super) fn agent_command(
 ) -> anyhow::Result<agents::AgentCommand> {
     let options = &config.options;
     let opencode_config = write_opencode_config(config, dir, &step.spec, (cwd, tools))?;
-    let tools_file = write_cline_settings(dir, &step.spec, tools)?;
+    let tools_file = match step.agent.config_home() {
+        Some(home) => write_tools_home(dir, &step.spec, home, tools)?,
+        None => write_cline_settings(dir, &step.spec, tools)?,
+    };
     let mut command = step.agent.command(&agents::CommandRequest {
         binary: &step.binary,
         prompt,
@@ -478,6 +481,46 @@ fn write_cline_settings(
     let path = dir.file(storage::CLINE_MCP_FILE);
     storage::write_json_if_changed(&path, &agents::cline_mcp_settings_with(tools, own))?;
     Ok(Some(std::path::absolute(&path)?))
+}
+
+/// For an agent given its tools through a home of ralph's ([`agents::ConfigHome`]):
+/// `.ralph/agent-homes/<agent>/`, its config folder mirroring the user's, the file naming MCP
+/// servers with ralph's added. The user's file must be JSON (comments allowed).
+fn write_tools_home(
+    dir: &RalphDir,
+    spec: &AgentSpec,
+    home: agents::ConfigHome,
+    tools: Option<&agents::ToolServer>,
+) -> anyhow::Result<Option<PathBuf>> {
+    let Some(tools) = tools else {
+        return Ok(None);
+    };
+    let ours = dir
+        .file(storage::agent_home::AGENT_HOMES_DIR)
+        .join(spec.id());
+    let folder = ours.join(home.folder);
+    let users = home.users_folder(&|name| std::env::var_os(name));
+    let own = match &users {
+        Some(users) => storage::agent_home::read_own(&users.join(home.file)).map_err(|why| {
+            crate::error::fail(format!(
+                "cannot give {} ralph's tools: {why:#}; fix the file, or run with --no-agent-tools",
+                spec.display_name()
+            ))
+        })?,
+        None => None,
+    };
+    if let Some(users) = &users {
+        storage::agent_home::mirror(users, &folder, home.file).map_err(|err| {
+            crate::error::fail(format!(
+                "cannot make {} a home of its own in {}: {err}",
+                spec.display_name(),
+                ours.display()
+            ))
+        })?;
+    }
+    std::fs::create_dir_all(&folder)?;
+    storage::write_json_if_changed(&folder.join(home.file), &(home.with_tools)(tools, own))?;
+    Ok(Some(std::path::absolute(&ours)?))
 }
 
 pub(super) fn write_opencode_config(

@@ -94,10 +94,16 @@ impl Mounts {
         }
         list.extend(ralph_mounts(&place.ralph, place.agent)?);
         if place.agent {
-            // The agent's tool server writes its questions where `ralph --answer` finds them.
-            let questions = place.home.join(crate::storage::questions::QUESTIONS_DIR);
-            created(&questions, std::fs::create_dir_all(&questions))?;
-            list.push(bind(questions, true));
+            // The agent's tool server writes its questions where `ralph --answer` finds them,
+            // and an agent given a home of ralph's writes its own files there.
+            for name in [
+                crate::storage::questions::QUESTIONS_DIR,
+                crate::storage::agent_home::AGENT_HOMES_DIR,
+            ] {
+                let folder = place.home.join(name);
+                created(&folder, std::fs::create_dir_all(&folder))?;
+                list.push(bind(folder, true));
+            }
         }
         // What the agent may read but not change: read-only within its writable tree.
         if let Ok(Some(protection)) = crate::protect::Protection::new(&options.protect, &[]) {

@@ -9,6 +9,7 @@
 //! corrupt file: they report what they found and let the caller decide (warn, keep a copy aside,
 //! or treat the file as absent). Nothing here prints.
 
+pub(crate) mod agent_home;
 pub(crate) mod carry;
 pub(crate) mod context;
 pub(crate) mod history;
@@ -227,10 +228,12 @@ fn gitignore_contents() -> String {
 /// The worktrees of parallel tasks, under `.ralph/` (never committed).
 pub(crate) const WORKTREES_DIR: &str = "worktrees";
 /// What ralph keeps under `.ralph/` and never commits: worktrees, iteration logs, the report, a
-/// plan an agent is writing, a plan that was refused, and the agents' questions.
-pub(crate) const OWN_DIRS_IGNORE: [&str; 8] = [
+/// plan an agent is writing, a plan that was refused, the agents' questions and the homes ralph
+/// gives agents.
+pub(crate) const OWN_DIRS_IGNORE: [&str; 9] = [
     "/worktrees/",
     "/questions/",
+    "/agent-homes/",
     "/sandbox/",
     "/logs/",
     "/report.html",

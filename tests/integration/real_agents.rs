@@ -1013,6 +1013,9 @@ fn asks_and_is_answered(agent: Agent, through: Option<(&str, &str)>, tool: &str,
     }
     let output = crate::support::wait_output(&mut run, DEADLINE);
     assert_answered_and_recorded(&env, &mock, (&output, by));
+    if through.is_none() {
+        assert_users_config_untouched(&env, agent);
+    }
 }
 
 /// The run ended well, the model's next request carries the answer (given `by` the page or `cli`), and the
@@ -1078,6 +1081,33 @@ fn gemini_cli_through_acp_asks_a_person_through_ralph_ask() {
         Some(("gemini-acp", "gemini")),
         "mcp_ralph_ralph_ask",
     );
+}
+
+#[test]
+fn gemini_cli_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::Gemini, None, "mcp_ralph_ralph_ask");
+}
+
+#[test]
+fn droid_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(Agent::Droid, None, "ralph___ralph_ask");
+}
+
+/// ralph gave the agent its tools in a home of its own, and left the user's config folder as it
+/// was: no file there names ralph's tool server.
+fn assert_users_config_untouched(env: &TestEnv, agent: Agent) {
+    let folder = match agent {
+        Agent::Gemini => ".gemini",
+        Agent::Droid => ".factory",
+        _ => return,
+    };
+    let users = env.path().join("home").join(folder);
+    for name in ["settings.json", "mcp.json"] {
+        let text = fs::read_to_string(users.join(name)).unwrap_or_default();
+        assert!(!text.contains("__agent-tools"), "{name}: {text}");
+    }
+    let ours = env.ralph_file(&format!("agent-homes/{}/{folder}", agent.ralph_name()));
+    assert!(ours.is_dir(), "no home of ralph's at {}", ours.display());
 }
 
 #[test]

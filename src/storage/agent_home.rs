@@ -1,0 +1,181 @@
+//! A home of its own for an agent that reads MCP servers only from a file in its config folder
+//! (Gemini CLI's `~/.gemini/settings.json`, Droid's `~/.factory/mcp.json`) and can be pointed at
+//! another home by a variable: `.ralph/agent-homes/<agent>/<folder>/` holds a symbolic link to
+//! each entry of the user's config folder (credentials, sessions and caches stay the user's) and
+//! a copy of that one file with ralph's server added. The user's own folder is never written.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use serde_json::Value;
+
+/// The folder under `.ralph/` (never committed).
+pub(crate) const AGENT_HOMES_DIR: &str = "agent-homes";
+
+/// Makes `mirror` link to every entry of `real` but `except` (which the caller writes): links
+/// that are missing or point elsewhere are made again, and an entry the agent wrote over a link
+/// (a file saved by renaming a new one over it) is replaced by the link. Entries the user's
+/// folder lacks are left as the agent made them.
+pub(crate) fn mirror(real: &Path, mirror: &Path, except: &str) -> io::Result<()> {
+    fs::create_dir_all(mirror)?;
+    let entries = match fs::read_dir(real) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == except {
+            continue;
+        }
+        let (target, link) = (entry.path(), mirror.join(&name));
+        if fs::read_link(&link).is_ok_and(|points| points == target) {
+            continue;
+        }
+        match fs::symlink_metadata(&link) {
+            Ok(meta) if meta.is_dir() => fs::remove_dir_all(&link)?,
+            Ok(_) => fs::remove_file(&link)?,
+            Err(_) => {}
+        }
+        std::os::unix::fs::symlink(&target, &link)?;
+    }
+    Ok(())
+}
+
+/// The JSON object in `path` (comments and trailing commas allowed, as the agents allow them):
+/// `None` when there is no file, an error naming the file when it is not a JSON object.
+pub(crate) fn read_own(path: &Path) -> anyhow::Result<Option<Value>> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => anyhow::bail!("cannot read {}: {err}", path.display()),
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    match serde_json::from_str::<Value>(&plain_json(&text)) {
+        Ok(value) if value.is_object() => Ok(Some(value)),
+        Ok(_) => anyhow::bail!("{} is not a JSON object", path.display()),
+        Err(err) => anyhow::bail!("{} is not JSON ralph can read: {err}", path.display()),
+    }
+}
+
+/// `text` without `//` and `/* */` comments and without commas before a closing bracket, strings
+/// left as they are.
+fn plain_json(text: &str) -> String {
+    let mut bare = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                bare.push(c);
+                copy_string(&mut chars, &mut bare);
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                while chars.next_if(|&next| next != '\n').is_some() {}
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for inner in chars.by_ref() {
+                    if last == '*' && inner == '/' {
+                        break;
+                    }
+                    last = inner;
+                }
+            }
+            _ => bare.push(c),
+        }
+    }
+    let mut out = String::with_capacity(bare.len());
+    let mut chars = bare.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                out.push(c);
+                copy_string(&mut chars, &mut out);
+            }
+            ',' => {
+                let next = chars.clone().find(|next| !next.is_whitespace());
+                if !matches!(next, Some('}' | ']')) {
+                    out.push(c);
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Copies the rest of a JSON string (its opening quote already copied) through its closing quote.
+fn copy_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, out: &mut String) {
+    while let Some(inner) = chars.next() {
+        out.push(inner);
+        match inner {
+            '\\' => out.extend(chars.next()),
+            '"' => break,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_and_trailing_commas_go_and_strings_stay() {
+        let text = "{\n  // the key\n  \"a\": \"x // y /* z */\", /* b */ \"b\": [1, 2,],\n}";
+        let value: Value = serde_json::from_str(&plain_json(text)).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"a": "x // y /* z */", "b": [1, 2]})
+        );
+        let escaped = r#"{"a": "quote \" // not a comment"}"#;
+        assert_eq!(plain_json(escaped), escaped);
+    }
+
+    #[test]
+    fn the_mirror_links_the_users_entries_and_mends_what_the_agent_wrote_over() {
+        let tmp = crate::testing::tempdir().unwrap();
+        let (real, copy) = (tmp.path().join("real"), tmp.path().join("copy"));
+        fs::create_dir_all(real.join("sessions")).unwrap();
+        fs::write(real.join("auth.json"), "{}").unwrap();
+        fs::write(real.join("mcp.json"), "{}").unwrap();
+        mirror(&real, &copy, "mcp.json").unwrap();
+        assert_eq!(
+            fs::read_link(copy.join("auth.json")).unwrap(),
+            real.join("auth.json")
+        );
+        assert_eq!(
+            fs::read_link(copy.join("sessions")).unwrap(),
+            real.join("sessions")
+        );
+        assert!(!copy.join("mcp.json").exists());
+        // The agent saved a file over its link, and made one the user's folder lacks.
+        fs::remove_file(copy.join("auth.json")).unwrap();
+        fs::write(copy.join("auth.json"), "{\"new\": 1}").unwrap();
+        fs::write(copy.join("installation_id"), "1").unwrap();
+        mirror(&real, &copy, "mcp.json").unwrap();
+        assert_eq!(
+            fs::read_link(copy.join("auth.json")).unwrap(),
+            real.join("auth.json")
+        );
+        assert_eq!(fs::read_to_string(real.join("auth.json")).unwrap(), "{}");
+        assert!(copy.join("installation_id").is_file());
+    }
+
+    #[test]
+    fn the_users_file_is_read_with_comments_and_refused_when_not_an_object() {
+        let tmp = crate::testing::tempdir().unwrap();
+        let path = tmp.path().join("settings.json");
+        assert!(read_own(&path).unwrap().is_none());
+        fs::write(&path, "{\"a\": 1, // one\n}").unwrap();
+        assert_eq!(read_own(&path).unwrap(), Some(serde_json::json!({"a": 1})));
+        fs::write(&path, "[1]").unwrap();
+        let err = read_own(&path).unwrap_err().to_string();
+        assert!(err.contains("settings.json is not a JSON object"), "{err}");
+    }
+}
