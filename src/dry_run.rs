@@ -363,6 +363,27 @@ fn dry_tools(
     binding.server()
 }
 
+/// What the file naming MCP servers in the home ralph would give the agent holds.
+fn home_line(
+    home: crate::agents::ConfigHome,
+    tools: &crate::agents::ToolServer,
+    path: &Path,
+) -> String {
+    let users = home.users_folder(&|name| std::env::var_os(name));
+    let own = users.and_then(|users| {
+        storage::agent_home::read_own(&users.join(home.file))
+            .ok()
+            .flatten()
+    });
+    let written = serde_json::to_string(&(home.with_tools)(tools, own)).unwrap_or_default();
+    format!(
+        "              ({}/{}/{} would contain: {written}; the rest links to yours)",
+        path.display(),
+        home.folder,
+        home.file
+    )
+}
+
 /// A loop's first iteration as `--dry-run` shows it: the command (a task's own agent and model
 /// replace the loop's), where it runs, how the prompt goes, the environment added, then the
 /// prompt. `cwd`: where ralph is (agents and their configuration are found from there);
@@ -401,7 +422,15 @@ fn loop_lines(
     let opencode = crate::run::opencode_config_for(config, &spec, (cwd, tools.as_ref()));
     let config_path = run_dir.file(storage::OPENCODE_CONFIG_FILE);
     let absolute = std::path::absolute(&config_path).unwrap_or(config_path);
-    let command = spec.agent().command(&CommandRequest {
+    let agent = spec.agent();
+    let home = (agent.config_home().zip(tools.as_ref())).map(|(home, tools)| {
+        (
+            home,
+            tools,
+            storage::agent_home::home_for(run_dir, spec.id()),
+        )
+    });
+    let command = agent.command(&CommandRequest {
         binary: &binary,
         prompt,
         model: model.as_deref(),
@@ -412,9 +441,12 @@ fn loop_lines(
         usage_file: Some(&crate::agents::usage_file_path(1)),
         sandboxed: false,
         tools: tools.as_ref(),
-        tools_file: None,
+        tools_file: home.as_ref().map(|(_, _, path)| path.as_path()),
     });
     let mut lines = command_lines(&command, prompt, run_in);
+    if let Some((home, tools, path)) = &home {
+        lines.push(home_line(*home, tools, path));
+    }
     if let Some(content) = opencode {
         lines.push(format!(
             "              ({OPENCODE_CONFIG_ENV} would contain: {content})"

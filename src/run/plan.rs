@@ -143,6 +143,14 @@ pub(super) fn step(
     } else {
         None
     };
+    // A file ralph cannot add its tools to stops the run before any agent starts.
+    if let Some(home) = spec
+        .agent()
+        .config_home()
+        .filter(|_| config.options.agent_tools)
+    {
+        users_own(&spec, home)?;
+    }
     Ok(Rc::new(Step {
         agent: spec.agent(),
         spec,
@@ -483,6 +491,23 @@ fn write_cline_settings(
     Ok(Some(std::path::absolute(&path)?))
 }
 
+/// The user's own file naming the MCP servers of an agent given its tools through a home of
+/// ralph's (`None` when there is none), or why ralph cannot add its server to it.
+fn users_own(
+    spec: &AgentSpec,
+    home: agents::ConfigHome,
+) -> Result<Option<serde_json::Value>, String> {
+    let Some(users) = home.users_folder(&|name| std::env::var_os(name)) else {
+        return Ok(None);
+    };
+    storage::agent_home::read_own(&users.join(home.file)).map_err(|why| {
+        format!(
+            "cannot give {} ralph's tools: {why:#}; fix the file, or run with --no-agent-tools",
+            spec.display_name()
+        )
+    })
+}
+
 /// For an agent given its tools through a home of ralph's ([`agents::ConfigHome`]):
 /// `.ralph/agent-homes/<agent>/`, its config folder mirroring the user's, the file naming MCP
 /// servers with ralph's added. The user's file must be JSON (comments allowed).
@@ -495,20 +520,10 @@ fn write_tools_home(
     let Some(tools) = tools else {
         return Ok(None);
     };
-    let ours = dir
-        .file(storage::agent_home::AGENT_HOMES_DIR)
-        .join(spec.id());
+    let ours = storage::agent_home::home_for(dir, spec.id());
     let folder = ours.join(home.folder);
     let users = home.users_folder(&|name| std::env::var_os(name));
-    let own = match &users {
-        Some(users) => storage::agent_home::read_own(&users.join(home.file)).map_err(|why| {
-            crate::error::fail(format!(
-                "cannot give {} ralph's tools: {why:#}; fix the file, or run with --no-agent-tools",
-                spec.display_name()
-            ))
-        })?,
-        None => None,
-    };
+    let own = users_own(spec, home).map_err(crate::error::fail)?;
     if let Some(users) = &users {
         storage::agent_home::mirror(users, &folder, home.file).map_err(|err| {
             crate::error::fail(format!(
@@ -520,7 +535,7 @@ fn write_tools_home(
     }
     std::fs::create_dir_all(&folder)?;
     storage::write_json_if_changed(&folder.join(home.file), &(home.with_tools)(tools, own))?;
-    Ok(Some(std::path::absolute(&ours)?))
+    Ok(Some(ours))
 }
 
 pub(super) fn write_opencode_config(

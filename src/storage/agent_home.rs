@@ -13,6 +13,12 @@ use serde_json::Value;
 /// The folder under `.ralph/` (never committed).
 pub(crate) const AGENT_HOMES_DIR: &str = "agent-homes";
 
+/// The home ralph gives agent `id` under the run's `dir`: `.ralph/agent-homes/<id>`.
+pub(crate) fn home_for(dir: &super::RalphDir, id: &str) -> std::path::PathBuf {
+    let home = dir.file(AGENT_HOMES_DIR).join(id);
+    std::path::absolute(&home).unwrap_or(home)
+}
+
 /// Makes `mirror` link to every entry of `real` but `except` (which the caller writes): links
 /// that are missing or point elsewhere are made again, and an entry the agent wrote over a link
 /// (a file saved by renaming a new one over it) is replaced by the link. Entries the user's

@@ -166,3 +166,53 @@ fn on_a_terminal_a_typed_number_answers_the_question() {
     let result = env.agent_file("mcp-out.1");
     assert!(result.contains("A person answered: Postgres"), "{result}");
 }
+
+#[test]
+fn gemini_cli_gets_the_tools_in_a_home_of_ralphs_and_the_users_settings_stay_as_they_were() {
+    let env = crate::support::TestEnv::new();
+    let users = env.path().join("home/.gemini");
+    fs::create_dir_all(&users).unwrap();
+    let settings = "{\n  // mine\n  \"general\": {\"maxAttempts\": 1},\n}\n";
+    fs::write(users.join("settings.json"), settings).unwrap();
+    fs::write(users.join("oauth_creds.json"), "{\"token\": \"t\"}").unwrap();
+    // The fake Gemini CLI keeps what its home holds, and keeps the promise.
+    env.write_executable(
+        "gemini",
+        "#!/bin/sh\nh=$GEMINI_CLI_HOME/.gemini\ncat \"$h/settings.json\" > \"$FAKE_AGENT_DIR/settings\"\ncat \"$h/oauth_creds.json\" > \"$FAKE_AGENT_DIR/creds\"\necho '<promise>COMPLETE</promise>'\n",
+    );
+    let args = ["Build it", "--agent", "gemini", "--output-format", "text"];
+    let dry = env.run(&[&args[..], &["--dry-run"]].concat());
+    dry.assert_code(0);
+    assert!(
+        dry.stdout().contains("GEMINI_CLI_HOME=") && dry.stdout().contains("\"trust\":true"),
+        "{}",
+        dry.stdout()
+    );
+    env.run(&[&args[..], &["--max-iterations", "1"]].concat())
+        .assert_code(0);
+    let given: serde_json::Value = serde_json::from_str(&env.agent_file("settings")).unwrap();
+    assert_eq!(given["general"]["maxAttempts"], 1, "{given}");
+    assert_eq!(given["mcpServers"]["ralph"]["args"][0], "__agent-tools");
+    assert_eq!(env.agent_file("creds"), "{\"token\": \"t\"}");
+    assert_eq!(
+        fs::read_to_string(users.join("settings.json")).unwrap(),
+        settings
+    );
+    // Nothing of it is committed.
+    let committed = env.git(&["ls-files", ".ralph"]);
+    assert!(!committed.contains("agent-homes"), "{committed}");
+    // A settings file that is not JSON stops the run before the agent starts, saying what to do.
+    fs::write(users.join("settings.json"), "{ not json").unwrap();
+    let refused = env.run(&[&args[..], &["--max-iterations", "1"]].concat());
+    refused.assert_code(1);
+    assert!(
+        refused
+            .stderr()
+            .contains("cannot give Gemini CLI ralph's tools")
+            && refused.stderr().contains("--no-agent-tools"),
+        "{}",
+        refused.stderr()
+    );
+    env.run(&[&args[..], &["--max-iterations", "1", "--no-agent-tools"]].concat())
+        .assert_code(0);
+}
