@@ -367,14 +367,9 @@ fn dry_tools(
 fn home_line(
     home: crate::agents::ConfigHome,
     tools: &crate::agents::ToolServer,
-    path: &Path,
+    (spec, path): (&AgentSpec, &Path),
 ) -> String {
-    let users = home.users_folder(&|name| std::env::var_os(name));
-    let own = users.and_then(|users| {
-        storage::agent_home::read_own(&users.join(home.file))
-            .ok()
-            .flatten()
-    });
+    let own = crate::run::users_own(spec, home).ok().flatten();
     let written = serde_json::to_string(&(home.with_tools)(tools, own)).unwrap_or_default();
     format!(
         "              ({}/{}/{} would contain: {written}; the rest links to yours)",
@@ -445,7 +440,7 @@ fn loop_lines(
     });
     let mut lines = command_lines(&command, prompt, run_in);
     if let Some((home, tools, path)) = &home {
-        lines.push(home_line(*home, tools, path));
+        lines.push(home_line(*home, tools, (&spec, path)));
     }
     if let Some(content) = opencode {
         lines.push(format!(

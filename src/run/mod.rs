@@ -48,7 +48,7 @@ use crate::storage::state::{self, LoopState};
 
 pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
 pub(crate) use open::{Opened, open};
-pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for};
+pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for, users_own};
 pub(crate) use planner::{plan_only, preview as planning_preview};
 pub(crate) use resume::resume;
 pub(crate) use shared::{Ledger, Shared};

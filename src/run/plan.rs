@@ -493,7 +493,7 @@ fn write_cline_settings(
 
 /// The user's own file naming the MCP servers of an agent given its tools through a home of
 /// ralph's (`None` when there is none), or why ralph cannot add its server to it.
-fn users_own(
+pub(crate) fn users_own(
     spec: &AgentSpec,
     home: agents::ConfigHome,
 ) -> Result<Option<serde_json::Value>, String> {

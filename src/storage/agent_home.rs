@@ -2,7 +2,8 @@
 //! (Gemini CLI's `~/.gemini/settings.json`, Droid's `~/.factory/mcp.json`) and can be pointed at
 //! another home by a variable: `.ralph/agent-homes/<agent>/<folder>/` holds a symbolic link to
 //! each entry of the user's config folder (credentials, sessions and caches stay the user's) and
-//! a copy of that one file with ralph's server added. The user's own folder is never written.
+//! a copy of that one file with ralph's server added. The user's own file is never written; what
+//! the agent saves over a link reaches the user's folder as it would without ralph.
 
 use std::fs;
 use std::io;
@@ -20,9 +21,11 @@ pub(crate) fn home_for(dir: &super::RalphDir, id: &str) -> std::path::PathBuf {
 }
 
 /// Makes `mirror` link to every entry of `real` but `except` (which the caller writes): links
-/// that are missing or point elsewhere are made again, and an entry the agent wrote over a link
-/// (a file saved by renaming a new one over it) is replaced by the link. Entries the user's
-/// folder lacks are left as the agent made them.
+/// that are missing or point elsewhere are made again. A file the agent saved over its link (by
+/// renaming a new one onto it, as a refreshed login is saved) is what the agent would have
+/// written to the user's folder without ralph: unless the user's is newer, it is copied there
+/// before the link is made again. A folder the agent made before the user's folder had one of
+/// that name stays the agent's (nothing in it is thrown away).
 pub(crate) fn mirror(real: &Path, mirror: &Path, except: &str) -> io::Result<()> {
     fs::create_dir_all(mirror)?;
     let entries = match fs::read_dir(real) {
@@ -41,7 +44,17 @@ pub(crate) fn mirror(real: &Path, mirror: &Path, except: &str) -> io::Result<()>
             continue;
         }
         match fs::symlink_metadata(&link) {
-            Ok(meta) if meta.is_dir() => fs::remove_dir_all(&link)?,
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(meta) if meta.is_file() => {
+                let users = fs::metadata(&target).ok();
+                let theirs_newer = users.as_ref().is_some_and(
+                    |users| matches!((users.modified(), meta.modified()), (Ok(a), Ok(b)) if a > b),
+                );
+                if users.is_some_and(|users| users.is_file()) && !theirs_newer {
+                    fs::copy(&link, &target)?;
+                }
+                fs::remove_file(&link)?;
+            }
             Ok(_) => fs::remove_file(&link)?,
             Err(_) => {}
         }
@@ -160,17 +173,21 @@ mod tests {
             real.join("sessions")
         );
         assert!(!copy.join("mcp.json").exists());
-        // The agent saved a file over its link, and made one the user's folder lacks.
+        // The agent saved a file over its link, and made a file and a folder the user's folder
+        // lacks; then the user's folder got a folder of that name.
         fs::remove_file(copy.join("auth.json")).unwrap();
         fs::write(copy.join("auth.json"), "{\"new\": 1}").unwrap();
         fs::write(copy.join("installation_id"), "1").unwrap();
+        fs::create_dir_all(copy.join("tmp")).unwrap();
+        fs::write(copy.join("tmp/chat"), "kept").unwrap();
+        fs::create_dir_all(real.join("tmp")).unwrap();
         mirror(&real, &copy, "mcp.json").unwrap();
-        assert_eq!(
-            fs::read_link(copy.join("auth.json")).unwrap(),
-            real.join("auth.json")
-        );
-        assert_eq!(fs::read_to_string(real.join("auth.json")).unwrap(), "{}");
+        let link = fs::read_link(copy.join("auth.json")).unwrap();
+        assert_eq!(link, real.join("auth.json"));
+        let saved = fs::read_to_string(real.join("auth.json")).unwrap();
+        assert_eq!(saved, "{\"new\": 1}");
         assert!(copy.join("installation_id").is_file());
+        assert_eq!(fs::read_to_string(copy.join("tmp/chat")).unwrap(), "kept");
     }
 
     #[test]
