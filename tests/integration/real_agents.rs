@@ -993,16 +993,26 @@ fn asks_and_is_answered(agent: Agent, through: Option<(&str, &str)>, tool: &str,
         .unwrap();
     let (port, token) = crate::support::served_at(&mut run);
     let questions = env.ralph_file("questions");
-    crate::support::wait_until(DEADLINE, "the agent asks", || {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
         let asked = fs::read_dir(&questions).is_ok_and(|mut entries| entries.next().is_some());
+        if asked {
+            break;
+        }
         let ended = run.try_wait().ok().flatten().is_some();
-        assert!(
-            asked || !ended,
-            "ralph ended with no question asked; the model was offered: {:?}",
-            offered_tools(&mock)
-        );
-        asked
-    });
+        if ended || std::time::Instant::now() > deadline {
+            let _ = run.kill();
+            let said = crate::support::wait_output(&mut run, Duration::from_secs(10));
+            panic!(
+                "no question asked (ralph ended: {ended}); the model was offered {:?}; {}\n--- stdout\n{}\n--- stderr\n{}",
+                offered_tools(&mock),
+                mock.summary(),
+                String::from_utf8_lossy(&said.stdout),
+                String::from_utf8_lossy(&said.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let id = crate::asking_fixture::waiting_question(&env.ralph_file(""));
     if by == "cli" {
         env.run(&["--answer", &id, "2"]).assert_code(0);
