@@ -275,7 +275,12 @@ impl Agent for CustomAgentDef {
             .collect();
         if let Some(model) = request.model {
             env.extend(self.model_env.iter().map(|(key, value)| {
-                (key.clone(), OsString::from(value.replace("{model}", model)))
+                let value = value.replace("{model}", model);
+                let own = std::env::var(key).ok();
+                (
+                    key.clone(),
+                    OsString::from(merged_over(own.as_deref(), value)),
+                )
             }));
         }
         AgentCommand {
@@ -335,6 +340,26 @@ impl CustomAgentDef {
     }
 }
 
+/// A `model_env` value: when it is a JSON object and the variable already holds one (`own`, a
+/// configuration given whole in a variable, as Kilo Code's `KILO_CONFIG_CONTENT`), the value's
+/// keys over the user's, so the user's configuration is kept; else the value itself.
+fn merged_over(own: Option<&str>, value: String) -> String {
+    let parse = |text: &str| {
+        serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .filter(serde_json::Value::is_object)
+    };
+    match (own.and_then(parse), parse(&value)) {
+        (Some(mut merged), Some(serde_json::Value::Object(ours))) => {
+            if let Some(merged_map) = merged.as_object_mut() {
+                merged_map.extend(ours);
+            }
+            merged.to_string()
+        }
+        _ => value,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,6 +382,23 @@ mod tests {
             definition("command = \"a\"\nsandbox_env = \"MY_KEY\"")
                 .unwrap_err()
                 .contains("`sandbox_env` must be a list of strings")
+        );
+    }
+
+    #[test]
+    fn a_json_model_variable_is_merged_over_the_users_configuration_in_it() {
+        let own = r#"{"provider": {"mock": {}}, "model": "old"}"#;
+        let merged = merged_over(Some(own), r#"{"model":"m1"}"#.to_owned());
+        let merged: serde_json::Value = serde_json::from_str(&merged).unwrap();
+        assert_eq!(
+            merged,
+            serde_json::json!({"provider": {"mock": {}}, "model": "m1"})
+        );
+        assert_eq!(merged_over(Some(own), "m1".to_owned()), "m1");
+        assert_eq!(merged_over(Some("not json"), "{}".to_owned()), "{}");
+        assert_eq!(
+            merged_over(None, "{\"model\":\"m\"}".to_owned()),
+            "{\"model\":\"m\"}"
         );
     }
 

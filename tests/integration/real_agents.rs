@@ -971,16 +971,10 @@ fn asks_and_is_answered(agent: Agent, through: Option<(&str, &str)>, tool: &str,
     ]);
     let setup = AgentSetup::new(agent, &binary, &mock, env.path());
     let mut command = env.ralph();
-    let args = [
-        "Choose the store",
-        "--agent",
-        name,
-        "--model",
-        agent.model(),
-    ];
-    command
-        .args(args)
-        .args(["--pause", "0", "--max-iterations", "1"]);
+    // `--model` through a preset that sets it in a variable holding a configuration (Kilo
+    // Code's) keeps the rest of that configuration (the mock provider).
+    command.args(["Choose the store", "--agent", name, "--model", agent.model()]);
+    command.args(["--pause", "0", "--max-iterations", "1"]);
     command.args(["--serve", "127.0.0.1:0"]);
     if !agent.extra_args().is_empty() {
         command.arg("--").args(agent.extra_args());
@@ -1126,6 +1120,15 @@ fn droid_through_acp_asks_a_person_through_ralph_ask() {
         Agent::Droid,
         Some(("droid-acp", "droid")),
         "ralph___ralph_ask",
+    );
+}
+
+#[test]
+fn kilo_code_through_acp_asks_a_person_through_ralph_ask() {
+    asks_and_the_answer_reaches_the_model(
+        Agent::KiloCode,
+        Some(("kilocode-acp", "kilocode")),
+        "ralph_ralph_ask",
     );
 }
 
