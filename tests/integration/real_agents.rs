@@ -973,7 +973,13 @@ fn asks_and_is_answered(agent: Agent, through: Option<(&str, &str)>, tool: &str,
     let mut command = env.ralph();
     // `--model` through a preset that sets it in a variable holding a configuration (Kilo
     // Code's) keeps the rest of that configuration (the mock provider).
-    command.args(["Choose the store", "--agent", name, "--model", agent.model()]);
+    command.args([
+        "Choose the store",
+        "--agent",
+        name,
+        "--model",
+        agent.model(),
+    ]);
     command.args(["--pause", "0", "--max-iterations", "1"]);
     command.args(["--serve", "127.0.0.1:0"]);
     if !agent.extra_args().is_empty() {

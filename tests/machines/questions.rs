@@ -145,3 +145,37 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("no question has that id"), "{said}");
 }
+
+#[test]
+fn a_killed_workers_question_stops_waiting_once_its_claim_is_stale() {
+    let env = machines("- [ ] Pick the store\n  - id: store\n", &["m1", "m2"]);
+    env.write_executable("claude", FAKE_MCP_AGENT);
+    let ask = serde_json::json!({"name": "ralph_ask", "arguments": {"question": "Which one?"}});
+    fs::write(env.agent_dir().join("call"), ask.to_string()).unwrap();
+    let ttl = ["--claim-ttl", "2s", "--claim-heartbeat", "500ms"];
+    let mut args = vec!["--agent", "claude-code", "--output-format", "text"];
+    args.extend(ttl);
+    let mut worker = start_worker(&env, "m1", &args);
+    let bare = remote(&env);
+    let id = questions_on(&env, &bare, 1).remove(0);
+    let status =
+        |env: &TestEnv| ralph_in(env, "m2", &[&["--status", "--remote"][..], &ttl].concat());
+    let (_, board) = status(&env);
+    assert!(board.contains(&format!("❓ Question {id}")), "{board}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(worker.id()).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = worker.wait();
+    // Nobody is asked what no worker waits for: once the claim is stale, the question is gone.
+    wait_until(
+        Duration::from_secs(20),
+        "the question stops waiting",
+        || {
+            let (code, board) = status(&env);
+            assert_eq!(code, Some(0), "{board}");
+            !board.contains(&format!("❓ Question {id}"))
+        },
+    );
+}

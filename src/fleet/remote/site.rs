@@ -219,15 +219,18 @@ pub(crate) fn remote_status(
             task: seen.id,
         })
         .collect();
+    // A worker's question waits while its task's claim is live: one a killed worker left stops
+    // waiting once the claim is stale (or at its own timeout, if sooner).
+    let live = |task: &str| (claims.iter()).any(|claim| claim.task == task && !claim.stale);
+    let questions = (site.repo.seen_questions(remote).into_iter())
+        .filter_map(|(_, text)| serde_json::from_str::<Question>(&text).ok())
+        .filter(|question| question.waits(now) && question.task.as_deref().is_none_or(live))
+        .collect();
     Ok(RemoteBoard {
         remote: remote.to_owned(),
         base: site.base.clone(),
         budget: super::budget::seen(&site.repo, remote, ttl),
-        // One a killed worker left stops waiting at its timeout.
-        questions: (site.repo.seen_questions(remote).into_iter())
-            .filter_map(|(_, text)| serde_json::from_str::<Question>(&text).ok())
-            .filter(|question| question.waits(now))
-            .collect(),
+        questions,
         claims,
         now,
         list,
