@@ -5,7 +5,10 @@
 //! testable without a process.
 
 pub(crate) mod acp;
+mod jsonc;
 mod tools;
+
+pub(crate) use jsonc::plain_json;
 
 use tools::tools_home_env;
 pub(crate) use tools::{ConfigHome, TOOL_SERVER, TOOLS_ARG, ToolBinding, ToolServer, with_server};

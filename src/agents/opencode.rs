@@ -285,7 +285,7 @@ fn plugins_in(path: &Path) -> Vec<String> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();
     };
-    let Ok(value) = serde_json::from_str::<Value>(&strip_jsonc_comments(&text)) else {
+    let Ok(value) = serde_json::from_str::<Value>(&super::plain_json(&text)) else {
         return Vec::new();
     };
     value
@@ -299,54 +299,6 @@ fn plugins_in(path: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Removes `//` and `/* */` comments outside strings, and trailing commas.
-fn strip_jsonc_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut in_string = false;
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            if c == '\\' {
-                if let Some(next) = chars.next() {
-                    out.push(next);
-                }
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match (c, chars.peek()) {
-            ('"', _) => {
-                in_string = true;
-                out.push(c);
-            }
-            ('/', Some('/')) => {
-                for next in chars.by_ref() {
-                    if next == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
-            }
-            ('/', Some('*')) => {
-                chars.next();
-                let mut previous = ' ';
-                for next in chars.by_ref() {
-                    if previous == '*' && next == '/' {
-                        break;
-                    }
-                    previous = next;
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    static TRAILING_COMMA: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r",(\s*[}\]])").expect("valid regex"));
-    TRAILING_COMMA.replace_all(&out, "$1").into_owned()
 }
 
 #[cfg(test)]

@@ -215,17 +215,20 @@ fn a_sandboxed_agent_asks_through_its_tools() {
     assert!(result.contains("A person answered: SQLite"), "{result}");
 }
 
-#[test]
-fn a_task_list_loop_with_json_output_tells_the_question_and_its_task() {
+/// An environment whose agent asks which store (SQLite or Postgres) and keeps each task's
+/// promise, with the task list `list`.
+fn asking_tasks_env(list: &str) -> crate::support::TestEnv {
     let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
     let env = asking_env("ralph_ask", &ask);
     fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
     fs::create_dir_all(env.work().join(".ralph")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] Pick the store\n  - id: store\n",
-    )
-    .unwrap();
+    fs::write(env.ralph_file("ralph-tasks.md"), list).unwrap();
+    env
+}
+
+#[test]
+fn a_task_list_loop_with_json_output_tells_the_question_and_its_task() {
+    let env = asking_tasks_env("- [ ] Pick the store\n  - id: store\n");
     let args = [
         "Build what the list says",
         "--tasks",
@@ -305,15 +308,8 @@ fn questions_from_sandboxed_parallel_tasks_are_answered_and_recorded_under_their
 /// Two `--parallel` tasks ask at once (in the sandbox when `sandboxed`); each is answered with
 /// `ralph --answer`, and the JSON output and the history tell both under their tasks.
 fn questions_from_parallel_tasks(sandboxed: bool) {
-    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
-    let env = asking_env("ralph_ask", &ask);
-    fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
-    fs::create_dir_all(env.work().join(".ralph")).unwrap();
-    fs::write(
-        env.ralph_file("ralph-tasks.md"),
-        "- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n",
-    )
-    .unwrap();
+    let env =
+        asking_tasks_env("- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n");
     env.git(&["add", "-A"]);
     env.git(&["commit", "-q", "-m", "tasks"]);
     let mut args = vec![
