@@ -456,11 +456,13 @@ fn push_lost_a_race(report: &str, messages: &str) -> bool {
             .iter()
             .any(|reason| line.contains(reason))
         });
-    // Two pushes of one ref at the same instant: the loser finds the ref's lock file taken.
+    // Two pushes of one ref at the same instant: the loser finds the ref's lock file taken, the
+    // ref made or moved, or (a lease on a ref another worker deleted meanwhile) the ref gone.
     let overtaken = messages.lines().any(|line| {
         line.contains("cannot lock ref")
             && (line.contains("reference already exists")
                 || line.contains("but expected")
+                || line.contains("unable to resolve reference")
                 || line.contains(".lock': File exists"))
     });
     rejected || overtaken
@@ -486,6 +488,8 @@ mod tests {
         assert!(push_lost_a_race(failed, moved_on));
         let racing = "remote: error: cannot lock ref 'refs/heads/main': Unable to create '/srv/r.git/refs/heads/main.lock': File exists.\n";
         assert!(push_lost_a_race(failed, racing));
+        let deleted = "remote: error: cannot lock ref 'refs/ralph/claims/b': unable to resolve reference 'refs/ralph/claims/b'\n";
+        assert!(push_lost_a_race(failed, deleted));
         let refused =
             "!\tabc:refs/ralph/claims/t1\t[remote rejected] (pre-receive hook declined)\n";
         assert!(!push_lost_a_race(refused, "remote: pushes are closed\n"));
