@@ -48,16 +48,28 @@ impl Session<'_> {
             // Another worker claimed the plan first: look again.
             return Ok(true);
         };
+        // A worker that planned since this one's fetch deleted its claim with the plan's push,
+        // so the claim was free again: the base is looked at once more before planning.
+        let planned = self.site.fetch().map(|()| !self.site.has_no_task());
+        if !matches!(planned, Ok(false)) {
+            self.release_plan_claim(&sha);
+            return planned.map(|_| true);
+        }
         if let Err(err) = self.plan_and_push(&sha) {
-            let gone = Update {
-                dst: claim_ref(PLAN_CLAIM),
-                new: None,
-                expect: Some(&sha),
-            };
-            let _ = self.site.repo.push(&self.site.remote, &[gone]);
+            self.release_plan_claim(&sha);
             return Err(err);
         }
         Ok(true)
+    }
+
+    /// Deletes the plan's claim this worker holds (`sha`), if it still holds it.
+    fn release_plan_claim(&self, sha: &str) {
+        let gone = Update {
+            dst: claim_ref(PLAN_CLAIM),
+            new: None,
+            expect: Some(sha),
+        };
+        let _ = self.site.repo.push(&self.site.remote, &[gone]);
     }
 
     /// Plans at the fetched base in the integration worktree and pushes the plan to the base,
