@@ -132,7 +132,9 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         Mode::Status { tasks, .. } => Ok(commands::status(&ralph_dir, tasks, json)),
         Mode::Watch => commands::watch(&ralph_dir, output::colour_on_stdout()),
         Mode::Answer { id, text, remote } => {
-            commands::answer(&ralph_dir, &cwd, (&id, &text), remote.as_deref(), json)
+            let ttl = |name| claim_ttl(&settings, &cli_layer).map(|ttl| (name, ttl));
+            let remote = remote.as_deref().map(ttl).transpose()?;
+            commands::answer(&ralph_dir, &cwd, (&id, &text), remote, json)
         }
         Mode::Report(file) => commands::report(&ralph_dir, &cwd, file.as_deref()),
         Mode::Log { which, raw, follow } => {

@@ -1,6 +1,7 @@
 //! `--answer ID TEXT`: a person's answer to a question an agent asked through `ralph_ask`.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::error::fail;
 use crate::exit::ExitStatus;
@@ -8,12 +9,13 @@ use crate::output;
 use crate::storage::RalphDir;
 use crate::storage::questions::{self, Question};
 
-/// Answers question `id` with `text` (in this clone, or on `remote` for a worker's question).
+/// Answers question `id` with `text` (in this clone, or on `remote` for a worker's question,
+/// whose task's claim is stale after `ttl`).
 pub(crate) fn answer(
     dir: &RalphDir,
     cwd: &Path,
     (id, text): (&str, &str),
-    remote: Option<&str>,
+    remote: Option<(&str, Duration)>,
     json: bool,
 ) -> anyhow::Result<ExitStatus> {
     let answered = match remote {
@@ -49,10 +51,11 @@ pub(crate) fn answered_line(question: &Question) -> String {
 const REMOTE_TRIES: u32 = 5;
 
 /// Answers a `--worker`'s question on `remote` (`refs/ralph/fleet/questions/<id>` there), by
-/// compare-and-swap: the worker that asked finds the answer at its next look.
+/// compare-and-swap: the worker that asked finds the answer at its next look. A question whose
+/// task's claim is stale (after `ttl`) was left by a worker that is gone: refused as cancelled.
 fn answer_on_remote(
     cwd: &Path,
-    remote: &str,
+    (remote, ttl): (&str, Duration),
     (id, text): (&str, &str),
 ) -> anyhow::Result<Result<Question, questions::Refused>> {
     let repo = crate::git::Repo::discover(cwd).ok_or_else(|| {
@@ -66,7 +69,7 @@ fn answer_on_remote(
         // moment is left alone.
         let now = (repo.questions_now(remote))
             .map_err(|why| fail(format!("--answer: cannot fetch {remote}: {why}")))?;
-        let seen: Vec<(String, Question)> = (now.into_iter())
+        let seen: Vec<(String, Question)> = (now.questions.into_iter())
             .filter_map(|(sha, text)| Some((sha, serde_json::from_str(&text).ok()?)))
             .collect();
         let Some((sha, question)) = seen.iter().find(|(_, question)| question.id == id) else {
@@ -76,6 +79,15 @@ fn answer_on_remote(
                 .collect();
             return Ok(Err(questions::Refused::Unknown(waiting)));
         };
+        let at = (crate::model::now(), ttl);
+        let live = |task: &str| crate::fleet::claim_live(&now.claims, task, at);
+        if question.status == questions::Status::Pending
+            && !question.task.as_deref().is_none_or(live)
+        {
+            let mut gone = question.clone();
+            gone.status = questions::Status::Cancelled;
+            return Ok(Err(questions::Refused::Closed(Box::new(gone))));
+        }
         let Some(answered) = questions::answered(question, text, "remote") else {
             return Ok(Err(questions::Refused::Closed(Box::new(question.clone()))));
         };

@@ -22,5 +22,5 @@ mod worktree;
 
 pub(crate) use base::clear as clear_task_worktrees;
 pub(crate) use parallel::run as run_parallel;
-pub(crate) use remote::{remote_status, worker};
+pub(crate) use remote::{claim_live, remote_status, worker};
 pub(crate) use worktree::in_worktree;

@@ -608,4 +608,14 @@ mod train;
 mod worktrees;
 
 pub(crate) use site::remote_status;
+
+/// Whether task `task` has a claim among `claims` that is not stale at `now` by `ttl`: a worker
+/// still works on it (and waits for its questions).
+pub(crate) fn claim_live(
+    claims: &[SeenClaim],
+    task: &str,
+    (now, ttl): (chrono::DateTime<chrono::Utc>, Duration),
+) -> bool {
+    (claims.iter()).any(|seen| seen.id == task && !is_stale(seen, now, ttl))
+}
 use site::{Site, unreachable_remote};

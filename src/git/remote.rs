@@ -90,6 +90,15 @@ pub(crate) struct SeenClaim {
     pub(crate) claim: Option<Claim>,
 }
 
+/// The workers' questions on a remote and the claims of their tasks, as
+/// [`Repo::questions_now`] fetched them.
+#[derive(Debug, Default)]
+pub(crate) struct QuestionsNow {
+    /// Each question's record commit and its text.
+    pub(crate) questions: Vec<(String, String)>,
+    pub(crate) claims: Vec<SeenClaim>,
+}
+
 /// A record ralph keeps in a ref: the ref, its commit, and the commit's message.
 struct RefRecord {
     name: String,
@@ -198,23 +207,37 @@ impl Repo {
             .collect()
     }
 
-    /// The questions of `--worker`s on `remote` now, fetched into refs of this process's own
-    /// (removed after), so that a worker fetching in this clone at the same moment never meets
-    /// a ref it is updating: each one's record commit and its text.
-    pub(crate) fn questions_now(&self, remote: &str) -> Result<Vec<(String, String)>, String> {
+    /// The questions of `--worker`s on `remote` now (each one's record commit and its text), and
+    /// the claims of their tasks, fetched together into refs of this process's own (removed
+    /// after), so that a worker fetching in this clone at the same moment never meets a ref it
+    /// is updating.
+    pub(crate) fn questions_now(&self, remote: &str) -> Result<QuestionsNow, String> {
         let prefix = format!("refs/ralph/answering-{}/", std::process::id());
-        let spec = format!("+{FLEET}/questions/*:{prefix}*");
-        let fetched = self.remote_run(&["fetch", "-q", "--no-tags", remote, &spec]);
+        let questions = format!("+{FLEET}/questions/*:{prefix}q/*");
+        let claims = format!("+{CLAIMS}/*:{prefix}c/*");
+        let fetched = self.remote_run(&["fetch", "-q", "--no-tags", remote, &questions, &claims]);
         let fetched = check(fetched, &format!("git fetch {remote}"));
         let records = self.records_under(&prefix);
         for record in &records {
             let _ = self.run(&["update-ref", "-d", &record.name]);
         }
-        fetched.map(|_| {
-            (records.into_iter())
-                .map(|record| (record.sha, record.text))
-                .collect()
-        })
+        fetched?;
+        let mut now = QuestionsNow::default();
+        for record in records {
+            let Some(name) = record.name.strip_prefix(&prefix) else {
+                continue;
+            };
+            if name.starts_with("q/") {
+                now.questions.push((record.sha, record.text));
+            } else if let Some(id) = name.strip_prefix("c/") {
+                now.claims.push(SeenClaim {
+                    id: id.to_owned(),
+                    claim: serde_json::from_str(&record.text).ok(),
+                    sha: record.sha,
+                });
+            }
+        }
+        Ok(now)
     }
 
     /// The refs under `prefix` (or the ref of that name), each with its commit and the

@@ -178,4 +178,9 @@ fn a_killed_workers_question_stops_waiting_once_its_claim_is_stale() {
             !board.contains(&format!("❓ Question {id}"))
         },
     );
+    // An answer to it is refused, saying why.
+    let answer = [&["--answer", &id, "yes", "--remote", "origin"][..], &ttl].concat();
+    let (code, said) = ralph_in(&env, "m2", &answer);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("its run stopped"), "{said}");
 }
