@@ -131,11 +131,11 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         } => commands::remote_status(&cwd, &remote, claim_ttl(&settings, &cli_layer)?, json),
         Mode::Status { tasks, .. } => Ok(commands::status(&ralph_dir, tasks, json)),
         Mode::Watch => commands::watch(&ralph_dir, output::colour_on_stdout()),
-        Mode::Answer { id, text, remote } => {
-            let ttl = |name| claim_ttl(&settings, &cli_layer).map(|ttl| (name, ttl));
-            let remote = remote.as_deref().map(ttl).transpose()?;
-            commands::answer(&ralph_dir, &cwd, (&id, &text), remote, json)
-        }
+        Mode::Answer { id, text, remote } => answer(
+            (&ralph_dir, &cwd),
+            (&id, &text, remote.as_deref()),
+            (&settings, &cli_layer, json),
+        ),
         Mode::Report(file) => commands::report(&ralph_dir, &cwd, file.as_deref()),
         Mode::Log { which, raw, follow } => {
             let style = log_style(json, raw, &settings, &cli_layer);
@@ -155,14 +155,8 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
             allow_remote,
             remote,
         } => {
-            let site = serve::Site {
-                dir: ralph_dir,
-                cwd,
-                remote,
-                run: None,
-                claim_ttl: claim_ttl(&settings, &cli_layer)?,
-            };
-            serve::serve_beside(&addr, allow_remote, site, &signal::StopFlag::install()?)
+            let ttl = claim_ttl(&settings, &cli_layer)?;
+            serve_beside((&addr, allow_remote), (ralph_dir, cwd, remote), ttl)
         }
         Mode::Plan(mut config) => {
             config.json = json;
@@ -188,6 +182,34 @@ fn dispatch(config: Config) -> anyhow::Result<ExitStatus> {
         // Every mode is one of those above.
         _ => Ok(ExitStatus::Success),
     }
+}
+
+/// `--serve ADDR` beside no loop: the page of the run in `dir` (or of the workers on `remote`).
+fn serve_beside(
+    (addr, allow_remote): (&options::parse::Addr, bool),
+    (dir, cwd, remote): (storage::RalphDir, std::path::PathBuf, Option<String>),
+    claim_ttl: Duration,
+) -> anyhow::Result<ExitStatus> {
+    let site = serve::Site {
+        dir,
+        cwd,
+        remote,
+        run: None,
+        claim_ttl,
+    };
+    serve::serve_beside(addr, allow_remote, site, &signal::StopFlag::install()?)
+}
+
+/// `--answer ID TEXT [--remote NAME]` (a worker's question waits while its task's claim is
+/// younger than `--claim-ttl`).
+fn answer(
+    (dir, cwd): (&storage::RalphDir, &std::path::Path),
+    (id, text, remote): (&str, &str, Option<&str>),
+    (settings, cli, json): (&settings::Settings, &options::Layer, bool),
+) -> anyhow::Result<ExitStatus> {
+    let remote =
+        (remote.map(|name| claim_ttl(settings, cli).map(|ttl| (name, ttl)))).transpose()?;
+    commands::answer(dir, cwd, (id, text), remote, json)
 }
 
 /// The commands that read or edit the context and the task list.
