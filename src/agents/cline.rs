@@ -39,6 +39,7 @@ pub(crate) fn mcp_settings_with(tools: &super::ToolServer, own: Option<Value>) -
     let approved = ["ralph_ask", "ralph_add_task", "ralph_note", "ralph_context"];
     super::with_server(
         own,
+        "mcpServers",
         serde_json::json!({
             "command": tools.command, "args": tools.args, "disabled": false, "autoApprove": approved,
         }),

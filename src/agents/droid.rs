@@ -32,7 +32,7 @@ fn mcp_with_tools(tools: &super::ToolServer, own: Option<Value>) -> Value {
     let server = serde_json::json!({
         "type": "stdio", "command": tools.command, "args": tools.args, "disabled": false,
     });
-    super::with_server(own, server)
+    super::with_server(own, "mcpServers", server)
 }
 
 static TOOL_LINE: LazyLock<Regex> = LazyLock::new(|| {

@@ -30,7 +30,7 @@ const CONFIG_HOME: ConfigHome = ConfigHome {
 
 fn settings_with_tools(tools: &super::ToolServer, own: Option<Value>) -> Value {
     let server = serde_json::json!({"command": tools.command, "args": tools.args, "trust": true});
-    let mut settings = super::with_server(own, server);
+    let mut settings = super::with_server(own, "mcpServers", server);
     // A list of the servers allowed leaves out any other: ralph's joins it.
     if let Some(allowed) = settings
         .pointer_mut("/mcp/allowed")

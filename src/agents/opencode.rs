@@ -268,16 +268,11 @@ pub(crate) fn opencode_config(
 /// An OpenCode configuration (`config`, or a new one) with ralph's tools as a local MCP server
 /// (its command one list: the program, then its arguments).
 pub(super) fn with_tools(config: Option<Value>, tools: &super::ToolServer) -> Value {
-    let mut config = config.filter(Value::is_object).unwrap_or_else(|| json!({}));
     let command: Vec<&str> = std::iter::once(tools.command.as_str())
         .chain(tools.args.iter().map(String::as_str))
         .collect();
     let server = json!({"type": "local", "command": command, "enabled": true});
-    if !config["mcp"].is_object() {
-        config["mcp"] = json!({});
-    }
-    config["mcp"][super::TOOL_SERVER] = server;
-    config
+    super::with_server(config, "mcp", server)
 }
 
 /// The string entries of the `plugin` array of a (JSONC) OpenCode config file.

@@ -141,16 +141,18 @@ pub(super) fn tools_home_env(
         .collect()
 }
 
-/// `settings` (an object, else a new one) with ralph's server as `mcpServers.ralph`: `server`.
+/// `settings` (an object, else a new one) with ralph's server as `<servers>.ralph`: `server`
+/// (`servers`: the key of the agent's table of MCP servers, `mcpServers` or OpenCode's `mcp`).
 pub(crate) fn with_server(
     settings: Option<serde_json::Value>,
+    servers: &str,
     server: serde_json::Value,
 ) -> serde_json::Value {
     let mut settings =
         (settings.filter(serde_json::Value::is_object)).unwrap_or_else(|| serde_json::json!({}));
-    if !settings["mcpServers"].is_object() {
-        settings["mcpServers"] = serde_json::json!({});
+    if !settings[servers].is_object() {
+        settings[servers] = serde_json::json!({});
     }
-    settings["mcpServers"][TOOL_SERVER] = server;
+    settings[servers][TOOL_SERVER] = server;
     settings
 }

@@ -231,19 +231,17 @@ pub(crate) fn changed_since(dir: &RalphDir, since: std::time::SystemTime) -> Vec
     questions
 }
 
-/// The questions still waiting for an answer, oldest first: pending, and asked by an agent
-/// still waiting (one past its timeout was left by a ralph that was killed).
+/// The questions still waiting for an answer, oldest first: pending, and asked by an asker
+/// still waiting (one whose asker is gone, or past its timeout, waits no more).
 pub(crate) fn pending(dir: &RalphDir) -> Vec<Question> {
-    let now = crate::model::now();
-    let mut questions = all(dir);
-    questions.retain(|question| question.waits(now));
-    questions
+    pending_in(std::slice::from_ref(dir))
 }
 
 /// [`pending`] in each of `homes` (a repository's, and its worktree loops'), oldest first.
 pub(crate) fn pending_in(homes: &[RalphDir]) -> Vec<Question> {
-    let mut questions: Vec<Question> = homes.iter().flat_map(pending).collect();
-    questions.sort_by(|a, b| (a.asked_at, &a.id).cmp(&(b.asked_at, &b.id)));
+    let now = crate::model::now();
+    let mut questions = all_in(homes);
+    questions.retain(|question| question.waits(now));
     questions
 }
 

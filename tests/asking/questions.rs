@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::asking_fixture::{
     LOOP, answer_on_page, asking_env, finished_well, journal, spawn_loop, waiting_question,
+    waiting_questions,
 };
 use crate::support::wait_output;
 
@@ -270,27 +271,6 @@ fn a_task_list_loop_with_json_output_tells_the_question_and_its_task() {
         history["iterations"][0]["questions"][0]["task"], "store",
         "{history:#}"
     );
-}
-
-/// The ids of the `count` questions waiting in `.ralph/questions/` under `ralph_dir`, waited for.
-fn waiting_questions(ralph_dir: &std::path::Path, count: usize) -> Vec<String> {
-    let folder = ralph_dir.join("questions");
-    let mut ids = Vec::new();
-    crate::support::wait_until(Duration::from_secs(30), "the questions wait", || {
-        ids = fs::read_dir(&folder).map_or_else(
-            |_| Vec::new(),
-            |entries| {
-                (entries.filter_map(Result::ok))
-                    .filter_map(|entry| {
-                        let name = entry.file_name().to_string_lossy().into_owned();
-                        name.strip_suffix(".json").map(str::to_owned)
-                    })
-                    .collect()
-            },
-        );
-        ids.len() >= count
-    });
-    ids
 }
 
 #[test]

@@ -53,18 +53,28 @@ pub(crate) fn finished_well(run: &mut std::process::Child) -> String {
 
 /// The id of the first question waiting in `.ralph/questions/`, waited for.
 pub(crate) fn waiting_question(ralph_dir: &Path) -> String {
+    waiting_questions(ralph_dir, 1).remove(0)
+}
+
+/// The ids of (at least) `count` questions in `.ralph/questions/` under `ralph_dir`, waited for.
+pub(crate) fn waiting_questions(ralph_dir: &Path, count: usize) -> Vec<String> {
     let folder = ralph_dir.join("questions");
-    let mut id = None;
-    wait_until(Duration::from_secs(30), "a question waits", || {
-        id = fs::read_dir(&folder).ok().and_then(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|entry| entry.file_name().to_string_lossy().into_owned())
-                .find_map(|name| name.strip_suffix(".json").map(str::to_owned))
-        });
-        id.is_some()
+    let mut ids = Vec::new();
+    wait_until(Duration::from_secs(30), "the questions wait", || {
+        ids = fs::read_dir(&folder).map_or_else(
+            |_| Vec::new(),
+            |entries| {
+                (entries.filter_map(Result::ok))
+                    .filter_map(|entry| {
+                        let name = entry.file_name().to_string_lossy().into_owned();
+                        name.strip_suffix(".json").map(str::to_owned)
+                    })
+                    .collect()
+            },
+        );
+        ids.len() >= count
     });
-    id.unwrap()
+    ids
 }
 
 /// `POST /api/v1/answers` to the server at `port`, with its `token`: the status and body.
