@@ -188,6 +188,49 @@ fn a_question_is_notified_with_the_pages_link_and_a_stop_withdraws_it() {
         "{}",
         late.stderr()
     );
+    // Run again, the loop asks anew; the new question is answered and the loop ends well.
+    let mut run = spawn_loop(&env, &["--resume", "--max-iterations", "2"]);
+    let asked = waiting_questions(&env.ralph_file(""), 2);
+    let again = asked.into_iter().find(|other| *other != id).unwrap();
+    env.run(&["--answer", &again, "yes"]).assert_code(0);
+    finished_well(&mut run);
+}
+
+#[test]
+fn a_stop_withdraws_the_questions_of_every_parallel_task() {
+    let env =
+        asking_tasks_env("- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    let args = [
+        "Build what the list says",
+        "--parallel",
+        "2",
+        "--agent",
+        "claude-code",
+        "--output-format",
+        "text",
+    ];
+    let mut run = spawn_loop(&env, &args);
+    let ids = waiting_questions(&env.ralph_file(""), 2);
+    crate::support::interrupt(&run);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(130));
+    for id in &ids {
+        let answer = env.run(&["--answer", id, "1"]);
+        answer.assert_code(1);
+        assert!(
+            answer.stderr().contains("its run stopped"),
+            "{}",
+            answer.stderr()
+        );
+    }
+    let home = env.ralph_file("").display().to_string();
+    assert!(
+        running_with(&home).is_empty(),
+        "left running: {:?}",
+        running_with(&home)
+    );
 }
 
 #[test]
