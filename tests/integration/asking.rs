@@ -216,3 +216,57 @@ fn gemini_cli_gets_the_tools_in_a_home_of_ralphs_and_the_users_settings_stay_as_
     env.run(&[&args[..], &["--max-iterations", "1", "--no-agent-tools"]].concat())
         .assert_code(0);
 }
+
+#[test]
+fn the_heartbeat_says_the_agent_waits_for_an_answer_and_ralph_context_tells_the_question() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    // The second run of the agent asks for its context.
+    let context = serde_json::json!({"name": "ralph_context", "arguments": {}});
+    fs::write(env.agent_dir().join("call.2"), context.to_string()).unwrap();
+    // Streamed, the agent's wait shows in the heartbeat.
+    let mut args = LOOP[..5].to_vec();
+    args.extend(["--max-iterations", "2", "--min-iterations", "2"]);
+    let mut run = env
+        .ralph()
+        .args(&args)
+        .env("RALPH_HEARTBEAT_MS", "100")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = run.stdout.take().unwrap();
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = send.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|line: &String| line.contains("waiting for an answer ("))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        seen.push(
+            lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("{seen:#?}")),
+        );
+    }
+    let id = waiting_question(&env.ralph_file(""));
+    env.run(&["--answer", &id, "2"]).assert_code(0);
+    let output = crate::support::wait_output(&mut run, std::time::Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(0), "{seen:#?}");
+    // The next iteration's ralph_context names the question, its answer, and the iteration.
+    let told = env.agent_file("mcp-out.2");
+    assert!(
+        told.contains(&id) && told.contains("Postgres") && told.contains("\\\"iteration\\\": 2"),
+        "{told}"
+    );
+}

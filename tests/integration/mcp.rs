@@ -276,3 +276,33 @@ fn tools_refuse_what_their_schema_does_not_take_and_write_nothing() {
     );
     assert!(!env.ralph_file("ralph-tasks.md").exists());
 }
+
+#[test]
+fn another_agent_lists_the_questions_waiting_and_answers_one() {
+    let ask = json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = crate::asking_fixture::asking_env("ralph_ask", &ask);
+    let mut run = crate::asking_fixture::spawn_loop(&env, &crate::asking_fixture::LOOP);
+    let id = crate::asking_fixture::waiting_question(&env.ralph_file(""));
+    let (mut server, mut client) = start(&env);
+    let listed = client.call("ralph_questions", json!({}));
+    let questions = &structured(&listed)["questions"];
+    assert_eq!(questions[0]["id"], id.as_str(), "{listed}");
+    assert_eq!(questions[0]["status"], "pending", "{listed}");
+    let unknown = client.call("ralph_answer", json!({"id": "q000000", "answer": "1"}));
+    assert_eq!(unknown["isError"], true, "{unknown}");
+    let answered = client.call("ralph_answer", json!({"id": id, "answer": "2"}));
+    assert_eq!(
+        structured(&answered)["answer"]["text"],
+        "Postgres",
+        "{answered}"
+    );
+    assert_eq!(structured(&answered)["answer"]["by"], "mcp", "{answered}");
+    crate::asking_fixture::finished_well(&mut run);
+    assert!(
+        env.agent_file("mcp-out.1")
+            .contains("A person answered: Postgres")
+    );
+    drop(client);
+    let output = wait_output(&mut server, Duration::from_secs(10));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
