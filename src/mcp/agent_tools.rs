@@ -314,3 +314,19 @@ pub(crate) fn tools() -> Vec<Value> {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    /// The server offers its four tools and nothing else (under the sandbox too: the list is
+    /// all it has).
+    #[test]
+    fn the_server_offers_its_four_tools_and_no_other() {
+        let names: Vec<String> = (super::tools().iter())
+            .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(
+            names,
+            ["ralph_ask", "ralph_add_task", "ralph_note", "ralph_context"]
+        );
+    }
+}

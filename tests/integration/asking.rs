@@ -92,7 +92,15 @@ fn an_unanswered_question_times_out_and_the_iteration_timeout_waits_for_it() {
         &serde_json::json!({"question": "Where is the key?"}),
     );
     let mut args = LOOP.to_vec();
-    args.extend(["--ask-timeout", "2s", "--iteration-timeout", "1s"]);
+    // Neither the iteration's timeout nor its idle timeout runs while the agent waits.
+    args.extend([
+        "--ask-timeout",
+        "2s",
+        "--iteration-timeout",
+        "1s",
+        "--idle-timeout",
+        "1s",
+    ]);
     let run = env.run(&args);
     run.assert_code(0);
     let result = env.agent_file("mcp-out.1");
@@ -269,4 +277,27 @@ fn the_heartbeat_says_the_agent_waits_for_an_answer_and_ralph_context_tells_the_
         told.contains(&id) && told.contains("Postgres") && told.contains("\\\"iteration\\\": 2"),
         "{told}"
     );
+}
+
+#[test]
+fn a_custom_command_line_agent_gets_the_tools_its_tools_args_name_and_asks() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("config.toml"),
+        "[agents.mine]\ncommand = \"claude\"\nargs = [\"{prompt}\"]\ntools_args = [\"--mcp-config\", \"{mcp_config}\"]\n",
+    )
+    .unwrap();
+    let args = ["Build the API", "--agent", "mine", "--max-iterations", "1"];
+    let mut run = spawn_loop(&env, &args);
+    let id = waiting_question(&env.ralph_file(""));
+    env.run(&["--answer", &id, "2"]).assert_code(0);
+    finished_well(&mut run);
+    assert!(
+        env.agent_file("mcp-out.1")
+            .contains("A person answered: Postgres")
+    );
+    let argv = fs::read_to_string(env.agent_dir().join("argv.1")).unwrap();
+    assert!(argv.contains("## Ralph's Tools"), "{argv}");
 }
