@@ -264,6 +264,15 @@ impl Session<'_> {
             self.lost_races += 1;
             return Ok(None);
         };
+        // A fetch reads the remote's refs one by one: the base may have been read before a
+        // merge that landed the task and deleted its claim, the claims after. Now that the claim
+        // is this worker's, that merge is over: a base fetched again shows it.
+        self.site.fetch()?;
+        if !self.still_to_do(id) {
+            self.drop_claim(id, &sha);
+            self.sink.notice(Notice::ClaimRaceLost { task: id });
+            return Ok(None);
+        }
         self.lost_races = 0;
         let from = over
             .and_then(|seen| seen.claim.as_ref())
@@ -475,7 +484,11 @@ impl Session<'_> {
     fn give_up(&self, id: &str, why: &str, claim: &str) -> anyhow::Result<TaskEnd> {
         for _ in 0..PUSH_TRIES {
             let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, false)? else {
-                return Ok(TaskEnd::LetGo);
+                return Ok(if self.landed_elsewhere(id) {
+                    TaskEnd::Merged
+                } else {
+                    TaskEnd::LetGo
+                });
             };
             base::mark(&tree_dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;
             let own = self.own_files(&tree);

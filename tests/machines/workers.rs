@@ -892,3 +892,66 @@ echo "$n" > "work-$n.txt"
     // A worktree laid for the task has no interrupted iteration's work to commit.
     assert!(!said.contains("interrupted iteration"), "{said}");
 }
+
+/// A fetch reads the remote's refs one by one, so a worker can see the base from before a merge
+/// and the claims from after it (the merge deleted the task's claim): the merged task looks free.
+/// The worker that claims it then finds it done and lets it go: its agent never runs again and
+/// the base never merges it twice.
+#[test]
+fn a_task_merged_while_the_worker_looked_is_neither_run_nor_merged_again() {
+    let env = machines("- [ ] Left\n  - id: l\n", &["m0", "m1"]);
+    let bare = remote(&env);
+    // What m1's first look sees: the remote before the merge.
+    let stale = env.path().join("stale.git").to_string_lossy().into_owned();
+    env.git(&["clone", "-q", "--bare", &bare, &stale]);
+    // Meanwhile another worker merged the task.
+    let m0 = machine(&env, "m0").to_string_lossy().into_owned();
+    let list = fs::read_to_string(machine(&env, "m0").join(".ralph/ralph-tasks.md")).unwrap();
+    fs::write(
+        machine(&env, "m0").join(".ralph/ralph-tasks.md"),
+        list.replace("- [ ]", "- [x]"),
+    )
+    .unwrap();
+    fs::write(machine(&env, "m0").join("Left.txt"), "Left\n").unwrap();
+    env.git(&["-C", &m0, "add", "-A"]);
+    env.git(&[
+        "-C",
+        &m0,
+        "commit",
+        "-q",
+        "-m",
+        "Ralph: merge task l — Left",
+    ]);
+    env.git(&["-C", &m0, "push", "-q", "origin", "main"]);
+    // m1 fetches from the stale copy until its claim of the task is on the remote.
+    let served = env.path().join("served-new");
+    let script = format!(
+        "#!/bin/sh\nif [ -f '{flag}' ] || git --git-dir='{bare}' rev-parse -q --verify refs/ralph/claims/l >/dev/null; then\n  touch '{flag}'; exec git upload-pack '{bare}'\nfi\nexec git upload-pack '{stale}'\n",
+        flag = served.display()
+    );
+    env.write_executable("stale-upload-pack", &script);
+    let m1 = machine(&env, "m1").to_string_lossy().into_owned();
+    let wrapper = env.bin().join("stale-upload-pack");
+    env.git(&[
+        "-C",
+        &m1,
+        "config",
+        "remote.origin.uploadpack",
+        &wrapper.to_string_lossy(),
+    ]);
+    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &[]));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(served.exists(), "the worker claimed the task it saw free");
+    assert!(
+        stdout.contains("every task on origin/main is done"),
+        "{stdout}"
+    );
+    assert_eq!(runs_of(&events(&env), "Left"), 0, "the agent never ran");
+    let subjects = env.git(&["-C", &bare, "log", "--format=%s", "main"]);
+    assert_eq!(
+        subjects.matches("Ralph: merge task l ").count(),
+        1,
+        "{subjects}"
+    );
+    assert_eq!(remote_claims(&env), "", "the claim is dropped");
+}

@@ -51,7 +51,7 @@ impl Session<'_> {
                 });
             }
             let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, fetched)? else {
-                return Ok(Integrated::LetGo);
+                return Ok(self.gone(id));
             };
             if !self.holds(id, claim) {
                 return Ok(self.gone(id));
@@ -186,7 +186,8 @@ impl Session<'_> {
     }
 
     /// The integration worktree at the freshly fetched base (fetched now unless `fetched`):
-    /// `None` when the task left the list meanwhile (its claim is released).
+    /// `None` when the task left the list or is done there already (its claim is dropped: work
+    /// on the base is never merged twice).
     pub(super) fn fresh_base(
         &self,
         id: &str,
@@ -208,18 +209,28 @@ impl Session<'_> {
             .detached_worktree(&path, &base_sha)
             .map_err(fail)?;
         let tree_dir = RalphDir::new(&path.join(self.site.repo.prefix()));
-        let list = self.site.list()?;
-        if base::find(&list, id).is_none() {
-            // The task left the list: its claim goes.
-            let update = Update {
-                dst: claim_ref(id),
-                new: None,
-                expect: Some(claim),
-            };
-            let _ = self.site.repo.push(&self.site.remote, &[update]);
+        if !self.still_to_do(id) {
+            self.drop_claim(id, claim);
             return Ok(None);
         }
         Ok(Some((tree, tree_dir, base_sha)))
+    }
+
+    /// Whether task `id` is still open in the base as last fetched.
+    pub(super) fn still_to_do(&self, id: &str) -> bool {
+        (self.site.list().ok())
+            .and_then(|list| base::find(&list, id))
+            .is_some_and(|task| matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress))
+    }
+
+    /// Deletes this worker's claim `claim` of task `id` on the remote, while it is still that.
+    pub(super) fn drop_claim(&self, id: &str, claim: &str) {
+        let update = Update {
+            dst: claim_ref(id),
+            new: None,
+            expect: Some(claim),
+        };
+        let _ = self.site.repo.push(&self.site.remote, &[update]);
     }
 
     /// Pushes the integration tree's HEAD as the base (if the base is still `base_sha`) and
