@@ -77,6 +77,9 @@ struct Session<'a> {
     failed: usize,
     /// Claim races lost in a row: the next pick spreads over the free tasks.
     lost_races: usize,
+    /// The tasks whose claim races this worker lost since its last fetch: held by others, so
+    /// the next pick is made without fetching again.
+    just_lost: BTreeSet<String>,
     /// The worker said it waits for another worker's plan.
     told_plan_waits: bool,
     /// The worker said it waits for room on the machine (`--agent-memory`).
@@ -144,6 +147,7 @@ pub(crate) fn worker(
         held_elsewhere: Vec::new(),
         failed: 0,
         lost_races: 0,
+        just_lost: BTreeSet::new(),
         told_plan_waits: false,
         told_room: false,
         warn_unsandboxed: unsandboxed,
@@ -174,7 +178,10 @@ impl Session<'_> {
             if self.stop.is_stopping() {
                 return Ok(Some(Stop::Interrupted));
             }
-            self.site.fetch()?;
+            // Right after a lost race the last fetch is fresh but for the claim that was lost.
+            if self.just_lost.is_empty() {
+                self.site.fetch()?;
+            }
             if self.config.prompt != crate::config::WORKER_PROMPT && self.plan_if_empty()? {
                 continue;
             }
@@ -188,7 +195,14 @@ impl Session<'_> {
             let ttl = self.config.options.claim_ttl;
             let slot = self.job.as_ref().and_then(|job| job.slot.as_deref());
             let spread = self.spread();
-            match pick_spread(&list, &claims, (now, ttl, slot), &self.skip, spread) {
+            let skip: BTreeSet<String> = self.skip.union(&self.just_lost).cloned().collect();
+            let picked = pick_spread(&list, &claims, (now, ttl, slot), &skip, spread);
+            if !matches!(picked, Pick::Take { .. }) && !self.just_lost.is_empty() {
+                // Nothing else looked free: a fetch tells what the lost tasks' claims hold.
+                self.just_lost.clear();
+                continue;
+            }
+            match picked {
                 Pick::Take { id, task, over } => {
                     told_waiting = false;
                     if self.waits_for_room(&id, &task) {
@@ -262,8 +276,10 @@ impl Session<'_> {
         let Some(sha) = pushed else {
             self.sink.notice(Notice::ClaimRaceLost { task: id });
             self.lost_races += 1;
+            self.just_lost.insert(id.to_owned());
             return Ok(None);
         };
+        self.just_lost.clear();
         // A fetch reads the remote's refs one by one: the base may have been read before a
         // merge that landed the task and deleted its claim, the claims after. Now that the claim
         // is this worker's, that merge is over: a base fetched again shows it.

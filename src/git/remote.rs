@@ -168,9 +168,36 @@ impl Repo {
     /// Fetches the base branch, the task branches and every claim (what is gone from the
     /// remote is forgotten).
     pub(crate) fn fetch_work(&self, remote: &str, base: &str) -> Result<(), String> {
-        let base_spec = format!("+refs/heads/{base}:refs/remotes/{remote}/{base}");
         let tasks_spec = format!("+refs/heads/ralph/*:refs/remotes/{remote}/ralph/*");
-        self.fetch_specs(remote, &[base_spec, tasks_spec])
+        self.fetch_specs(remote, &[base_spec(remote, base), tasks_spec])
+    }
+
+    /// Fetches the base, every claim and the fleet's records: what a worker waiting for a merge
+    /// looks at.
+    pub(crate) fn fetch_base_fleet(&self, remote: &str, base: &str) -> Result<(), String> {
+        self.fetch_specs(remote, &[base_spec(remote, base)])
+    }
+
+    /// The commits of `remote`'s base `base` and of its claims now, each as `(ref, commit)` in
+    /// the remote's order, by one `git ls-remote` that fetches nothing: a waiting worker looks at
+    /// them often, and fetches only when they moved.
+    pub(crate) fn base_and_claims_now(
+        &self,
+        remote: &str,
+        base: &str,
+    ) -> Result<Vec<(String, String)>, String> {
+        let base_ref = format!("refs/heads/{base}");
+        let claims = format!("{CLAIMS}/*");
+        let output = check(
+            self.remote_run(&["ls-remote", "--refs", remote, &base_ref, &claims]),
+            &format!("git ls-remote {remote}"),
+        )?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        Ok((text.lines())
+            .filter_map(|line| line.split_once('\t'))
+            .filter(|(_, name)| *name == base_ref || name.starts_with(CLAIMS))
+            .map(|(sha, name)| (name.to_owned(), sha.to_owned()))
+            .collect())
     }
 
     /// Fetches every claim and the fleet's records (its budget ledger), nothing else.
@@ -489,6 +516,11 @@ fn push_lost_a_race(report: &str, messages: &str) -> bool {
                 || line.contains(".lock': File exists"))
     });
     rejected || overtaken
+}
+
+/// The refspec that fetches the base `base` of `remote` to its remote-tracking ref.
+fn base_spec(remote: &str, base: &str) -> String {
+    format!("+refs/heads/{base}:refs/remotes/{remote}/{base}")
 }
 
 #[cfg(test)]

@@ -96,9 +96,16 @@ impl Session<'_> {
     pub(super) fn wait_for_train(&self, id: &str, claim: &str) -> anyhow::Result<bool> {
         let (started, linger) = (Instant::now(), self.knobs.train_linger);
         let deadline = started + TRAIN_WAIT + linger;
+        let (repo, remote) = (&self.site.repo, &self.site.remote);
+        let unreachable = |why: String| super::site::unreachable_remote(remote, &why);
+        let mut seen = None;
         loop {
-            (self.site.repo.fetch_fleet(&self.site.remote))
-                .map_err(|why| super::site::unreachable_remote(&self.site.remote, &why))?;
+            // A look that fetches nothing, then a fetch only when the base or a claim moved.
+            let now = (repo.base_and_claims_now(remote, &self.site.base)).map_err(unreachable)?;
+            if seen.as_ref() != Some(&now) {
+                (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
+                seen = Some(now);
+            }
             if !self.holds(id, claim) {
                 return Ok(true);
             }
@@ -123,7 +130,7 @@ impl Session<'_> {
                 .iter()
                 .filter(|(claim, _)| claim.ready.is_some())
                 .count();
-            let every = TRAIN_POLL * u32::try_from(waiting.div_ceil(4).clamp(1, 5)).unwrap_or(5);
+            let every = TRAIN_POLL * u32::try_from(waiting.div_ceil(8).clamp(1, 5)).unwrap_or(5);
             crate::run::wait::pause(self.stop, every);
         }
     }
@@ -131,6 +138,10 @@ impl Session<'_> {
     /// The claim is no longer this worker's: another worker's merge train landed the task, or
     /// it was taken over.
     pub(super) fn claim_gone(&mut self, id: &str) -> anyhow::Result<TaskEnd> {
+        // The base as last fetched may have it done already.
+        if self.landed_elsewhere(id) {
+            return Ok(TaskEnd::Merged);
+        }
         self.site.fetch()?;
         Ok(if self.landed_elsewhere(id) {
             TaskEnd::Merged
