@@ -20,7 +20,6 @@ use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
 use crate::exit::ExitStatus;
 use crate::git::{Claim, Pushed, Repo, SeenClaim};
-use crate::output::format;
 use crate::signal::StopFlag;
 use crate::storage::identity::fingerprint;
 use crate::storage::tasks::{Task, TaskStatus};
@@ -559,54 +558,6 @@ impl Session<'_> {
     fn own_files(&self, tree: &Repo) -> Vec<String> {
         base::own_files(tree, &[storage::TASKS_FILE, progress::PROGRESS_FILE])
     }
-
-    /// The exit status and why: 0 when every task is done, 3 when some failed or are left.
-    fn outcome(&self, ended: Option<&Stop>) -> (ExitStatus, String) {
-        if let Some(stop) = ended {
-            let reason = match stop {
-                Stop::Interrupted => "interrupted; the claim is released and what was committed is pushed, so any worker (this one again: ralph --worker) goes on with the task".to_owned(),
-                stop @ (Stop::MaxCost(_) | Stop::MaxTokens(_) | Stop::MaxRuntime(_))
-                    if self.config.options.fleet_budget =>
-                {
-                    let (repo, remote) = (&self.site.repo, &self.site.remote);
-                    let spent = budget::spent_by(repo, remote, self.config.options.claim_ttl);
-                    format!("{} for the fleet{spent}", stop.reason(0))
-                }
-                stop => stop.reason(0),
-            };
-            return (stop.status(), reason);
-        }
-        let list = self.site.list().unwrap_or_default();
-        let open = list
-            .tasks
-            .iter()
-            .filter(|task| task.status != TaskStatus::Complete)
-            .count();
-        if open == 0 {
-            return (
-                ExitStatus::Success,
-                format!("every task on {} is done", self.site.base_name()),
-            );
-        }
-        if !self.held_elsewhere.is_empty() && self.failed == 0 {
-            return (
-                ExitStatus::Success,
-                format!(
-                    "no task is left that this worker can take: other workers hold {} (and take the tasks that wait for them); start it with --wait to wait for them instead",
-                    self.held_elsewhere.join(", ")
-                ),
-            );
-        }
-        (
-            ExitStatus::Stopped,
-            format!(
-                "{} not done on {} ({} failed here); none is left that this worker could take",
-                format::plural(open as u64, "task"),
-                self.site.base_name(),
-                self.failed
-            ),
-        )
-    }
 }
 
 /// The claim this worker holds: its record and its commit on the remote.
@@ -625,6 +576,7 @@ enum Integrated {
 }
 
 mod budget;
+mod ending;
 mod integrate;
 mod job;
 mod pick;

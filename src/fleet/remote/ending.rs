@@ -1,0 +1,58 @@
+//! How a worker's run ends: its exit status and why, told when it stops.
+
+use crate::exit::ExitStatus;
+use crate::output::format;
+use crate::run::decision::Stop;
+use crate::storage::tasks::TaskStatus;
+
+use super::{Session, budget};
+
+impl Session<'_> {
+    /// The exit status and why: 0 when every task is done, 3 when some failed or are left.
+    pub(super) fn outcome(&self, ended: Option<&Stop>) -> (ExitStatus, String) {
+        if let Some(stop) = ended {
+            let reason = match stop {
+                Stop::Interrupted => "interrupted; the claim is released and what was committed is pushed, so any worker (this one again: ralph --worker) goes on with the task".to_owned(),
+                stop @ (Stop::MaxCost(_) | Stop::MaxTokens(_) | Stop::MaxRuntime(_))
+                    if self.config.options.fleet_budget =>
+                {
+                    let (repo, remote) = (&self.site.repo, &self.site.remote);
+                    let spent = budget::spent_by(repo, remote, self.config.options.claim_ttl);
+                    format!("{} for the fleet{spent}", stop.reason(0))
+                }
+                stop => stop.reason(0),
+            };
+            return (stop.status(), reason);
+        }
+        let list = self.site.list().unwrap_or_default();
+        let open = list
+            .tasks
+            .iter()
+            .filter(|task| task.status != TaskStatus::Complete)
+            .count();
+        if open == 0 {
+            return (
+                ExitStatus::Success,
+                format!("every task on {} is done", self.site.base_name()),
+            );
+        }
+        if !self.held_elsewhere.is_empty() && self.failed == 0 {
+            return (
+                ExitStatus::Success,
+                format!(
+                    "no task is left that this worker can take: other workers hold {} (and take the tasks that wait for them); start it with --wait to wait for them instead",
+                    self.held_elsewhere.join(", ")
+                ),
+            );
+        }
+        (
+            ExitStatus::Stopped,
+            format!(
+                "{} not done on {} ({} failed here); none is left that this worker could take",
+                format::plural(open as u64, "task"),
+                self.site.base_name(),
+                self.failed
+            ),
+        )
+    }
+}
