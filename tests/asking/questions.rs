@@ -1,6 +1,7 @@
 //! Agents that ask, beyond the default run's tests: a question answered through the page's API,
 //! notified with the page's link and withdrawn by a stop; a task an agent adds in a `--parallel`
-//! task; a sandboxed agent asking. Plain `cargo test` leaves this target out and the README's test
+//! task; a sandboxed agent asking; a `--tasks` loop stopped while its agent asks and run again; a
+//! `--worktree` loop in JSON, and one killed while it waits. Plain `cargo test` leaves this target out and the README's test
 //! command runs it after the rest (`cargo test --test asking`).
 
 use std::fs;
@@ -462,4 +463,124 @@ fn a_run_killed_while_a_question_waits_leaves_nothing_waiting_and_resumes_asking
     let second = asked.into_iter().find(|id| *id != first).unwrap();
     env.run(&["--answer", &second, "2"]).assert_code(0);
     finished_well(&mut run);
+}
+
+/// `--tasks`, sandboxed when the machine can: a Ctrl-C while the task's agent asks withdraws the
+/// question and leaves nothing running; run again (`--resume`), the task's agent asks anew, is
+/// answered, keeps the task's promise, and the history records the answer under the task.
+#[test]
+fn a_task_list_loop_stopped_while_its_agent_asks_asks_anew_when_run_again() {
+    let env = asking_tasks_env("- [ ] Pick the store\n  - id: store\n");
+    let (bin, agent) = (env.bin(), env.agent_dir());
+    let writable = format!("{}:rw", agent.display());
+    let mut args = vec![
+        "Build what the list says",
+        "--tasks",
+        "--agent",
+        "claude-code",
+        "--output-format",
+        "text",
+        "--max-iterations",
+        "1",
+    ];
+    if crate::support::bwrap_can_sandbox() {
+        args.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
+        args.extend(["--sandbox-mount", bin.to_str().unwrap()]);
+        args.extend(["--sandbox-mount", &writable]);
+    }
+    let mut run = spawn_loop(&env, &args);
+    let first = waiting_question(&env.ralph_file(""));
+    crate::support::interrupt(&run);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(130));
+    let home = env.ralph_file("").display().to_string();
+    crate::support::wait_until(Duration::from_secs(20), "nothing left running", || {
+        running_with(&home).is_empty()
+    });
+    let late = env.run(&["--answer", &first, "1"]);
+    late.assert_code(1);
+    assert!(
+        late.stderr().contains("its run stopped"),
+        "{}",
+        late.stderr()
+    );
+    // The same run's options, without its prompt (a resumed run keeps the saved one).
+    let mut again: Vec<&str> = (args.iter().copied().skip(1))
+        .filter(|arg| !["--max-iterations", "1"].contains(arg))
+        .collect();
+    again.extend(["--resume", "--max-iterations", "2"]);
+    let mut run = spawn_loop(&env, &again);
+    let asked = waiting_questions(&env.ralph_file(""), 2);
+    let second = asked.into_iter().find(|id| *id != first).unwrap();
+    env.run(&["--answer", &second, "2"]).assert_code(0);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    // The task's promise is kept after the answer; the list's limit of iterations ends the run.
+    assert_eq!(output.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("Task completion detected"), "{stdout}");
+    let history = env.history();
+    let recorded = (history["iterations"].as_array().unwrap().iter())
+        .flat_map(|iteration| {
+            iteration["questions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .find(|question| question["id"] == second.as_str())
+        .unwrap_or_else(|| panic!("{history:#}"));
+    assert_eq!(recorded["task"], "store", "{history:#}");
+    assert_eq!(recorded["answer"]["text"], "Postgres", "{history:#}");
+    assert_eq!(recorded["answer"]["by"], "cli", "{history:#}");
+    // The withdrawn question is recorded too, in the stopped iteration.
+    let withdrawn = &history["iterations"][0]["questions"][0];
+    assert_eq!(withdrawn["id"], first.as_str(), "{history:#}");
+    assert_eq!(withdrawn["status"], "cancelled", "{history:#}");
+}
+
+/// `--worktree` with JSON output: the question and its answer are events on stdout; a kill -9
+/// while it waits leaves no agent, no tool server and no question anyone could answer.
+#[test]
+fn a_worktree_loop_tells_its_question_in_json_and_a_kill_leaves_none_waiting() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    let mut args = LOOP.to_vec();
+    args.extend(["--worktree", "store", "--merge", "--json"]);
+    let mut run = spawn_loop(&env, &args);
+    let home = env.ralph_file("worktrees/store/.ralph");
+    let id = waiting_question(&home);
+    env.run(&["--answer", &id, "2"]).assert_code(0);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let events: Vec<Value> = (stdout.lines())
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let named = |name: &str| events.iter().find(|event| event["event"] == name).cloned();
+    let asked = named("question_asked").unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(asked["id"], id.as_str());
+    let answered = named("question_answered").unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(answered["answer"], "Postgres");
+    // Asked again in another worktree loop, then killed outright.
+    let mut args = LOOP.to_vec();
+    args.extend(["--worktree", "again", "--json"]);
+    let mut run = spawn_loop(&env, &args);
+    let home = env.ralph_file("worktrees/again/.ralph");
+    let waiting = waiting_question(&home);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = run.wait();
+    let shown = home.display().to_string();
+    crate::support::wait_until(Duration::from_secs(20), "nothing left running", || {
+        running_with(&shown).is_empty()
+    });
+    let status = env.run(&["--status"]);
+    assert!(
+        !status.stdout().contains("Which store?"),
+        "{}",
+        status.stdout()
+    );
+    env.run(&["--answer", &waiting, "1"]).assert_code(1);
 }
