@@ -1,8 +1,8 @@
 //! Agents that ask, beyond the default run's tests: a question answered through the page's API,
 //! notified with the page's link and withdrawn by a stop; a task an agent adds in a `--parallel`
 //! task; a sandboxed agent asking; a `--tasks` loop stopped while its agent asks and run again; a
-//! `--worktree` loop in JSON, and one killed while it waits. Plain `cargo test` leaves this target out and the README's test
-//! command runs it after the rest (`cargo test --test asking`).
+//! `--worktree` loop in JSON, and one killed while it waits. Plain `cargo test` leaves this
+//! target out and the README's test command runs it after the rest (`cargo test --test asking`).
 
 use std::fs;
 use std::time::Duration;
