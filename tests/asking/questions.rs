@@ -1,8 +1,9 @@
 //! Agents that ask, beyond the default run's tests: a question answered through the page's API,
 //! notified with the page's link and withdrawn by a stop; a task an agent adds in a `--parallel`
 //! task; a sandboxed agent asking; a `--tasks` loop stopped while its agent asks and run again; a
-//! `--worktree` loop in JSON, and one killed while it waits. Plain `cargo test` leaves this
-//! target out and the README's test command runs it after the rest (`cargo test --test asking`).
+//! `--worktree` loop in JSON, and one killed while it waits; a `--parallel` run killed while its
+//! agents ask and resumed. Plain `cargo test` leaves this target out and the README's test
+//! command runs it after the rest (`cargo test --test asking`).
 
 use std::fs;
 use std::time::Duration;
@@ -583,4 +584,60 @@ fn a_worktree_loop_tells_its_question_in_json_and_a_kill_leaves_none_waiting() {
         status.stdout()
     );
     env.run(&["--answer", &waiting, "1"]).assert_code(1);
+}
+
+/// `--parallel`, killed outright while both tasks' agents ask: no agent and no tool server
+/// outlive it, no question is left to answer, and `--resume` asks both anew; answered, both
+/// tasks land and the run ends well.
+#[test]
+fn a_parallel_run_killed_while_its_agents_ask_resumes_and_asks_anew() {
+    let env =
+        asking_tasks_env("- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    let args = [
+        "Build what the list says",
+        "--parallel",
+        "2",
+        "--agent",
+        "claude-code",
+        "--output-format",
+        "text",
+        "--max-iterations",
+        "2",
+    ];
+    let mut run = spawn_loop(&env, &args);
+    let first = waiting_questions(&env.ralph_file(""), 2);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = run.wait();
+    let home = env.ralph_file("").display().to_string();
+    crate::support::wait_until(Duration::from_secs(20), "nothing left running", || {
+        running_with(&home).is_empty()
+    });
+    let status = env.run(&["--status"]);
+    assert!(
+        !status.stdout().contains("Which store?"),
+        "{}",
+        status.stdout()
+    );
+    for id in &first {
+        env.run(&["--answer", id, "1"]).assert_code(1);
+    }
+    let mut run = spawn_loop(&env, &["--resume"]);
+    let asked = waiting_questions(&env.ralph_file(""), 4);
+    let again: Vec<&String> = asked.iter().filter(|id| !first.contains(id)).collect();
+    assert_eq!(again.len(), 2, "{asked:?}");
+    for id in again {
+        env.run(&["--answer", id, "2"]).assert_code(0);
+    }
+    finished_well(&mut run);
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert!(
+        list.contains("- [x] Build the API") && list.contains("- [x] Build the page"),
+        "{list}"
+    );
 }
