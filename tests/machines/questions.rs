@@ -1,5 +1,6 @@
 //! `--worker`s' agents ask (`ralph_ask`): each question waits on the remote, and a person
-//! answers it from another clone.
+//! answers it from another clone; a worker stopped while its agent asks takes its question off
+//! the remote, and started again asks anew.
 
 use std::fs;
 use std::time::Duration;
@@ -183,4 +184,59 @@ fn a_killed_workers_question_stops_waiting_once_its_claim_is_stale() {
     let (code, said) = ralph_in(&env, "m2", &answer);
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("its run stopped"), "{said}");
+}
+
+/// A worker stopped with Ctrl-C while its agent asks: the question stops waiting (not listed,
+/// an answer refused) and the claim is given back; a worker started again takes the task, its
+/// agent asks anew, and the answer from another clone reaches it.
+#[test]
+fn a_worker_stopped_while_its_agent_asks_is_started_again_and_asks_anew() {
+    let env = machines("- [ ] Pick the store\n  - id: store\n", &["m1", "m2"]);
+    env.write_executable("claude", FAKE_MCP_AGENT);
+    let ask = serde_json::json!({"name": "ralph_ask", "arguments": {"question": "Which one?", "options": ["the first", "the second"]}});
+    fs::write(env.agent_dir().join("call"), ask.to_string()).unwrap();
+    fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
+    let args = ["--agent", "claude-code", "--output-format", "text"];
+    let worker = start_worker(&env, "m1", &args);
+    let bare = remote(&env);
+    let first = questions_on(&env, &bare, 1).remove(0);
+    crate::support::interrupt(&worker);
+    let (code, stdout, stderr) = finish(worker);
+    assert_eq!(code, Some(130), "{stdout}\n{stderr}");
+    let (code, board) = ralph_in(&env, "m2", &["--status", "--remote"]);
+    assert_eq!(code, Some(0), "{board}");
+    assert!(!board.contains(&format!("❓ Question {first}")), "{board}");
+    let answer = ["--answer", first.as_str(), "1", "--remote", "origin"];
+    let (code, said) = ralph_in(&env, "m2", &answer);
+    assert_eq!(code, Some(1), "{said}");
+    // The stopped worker took its question off the remote.
+    assert!(said.contains("no question has that id"), "{said}");
+    let left = env.git(&["-C", &bare, "for-each-ref", "refs/ralph/fleet/questions/"]);
+    assert_eq!(left.trim(), "", "{left}");
+    // Started again, the worker takes the task back and its agent asks anew.
+    let worker = start_worker(&env, "m1", &args);
+    let mut again = String::new();
+    wait_until(Duration::from_secs(30), "the new question", || {
+        let refs = env.git(&[
+            "-C",
+            &bare,
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/ralph/fleet/questions/",
+        ]);
+        again = (refs.lines())
+            .filter_map(|line| line.rsplit('/').next())
+            .find(|id| *id != first)
+            .unwrap_or_default()
+            .to_owned();
+        !again.is_empty()
+    });
+    let (code, said) = ralph_in(&env, "m2", &["--answer", &again, "2", "--remote", "origin"]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, stdout, stderr) = finish(worker);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let result = env.agent_file(&format!("mcp-out.{}", env.agent_calls()));
+    assert!(result.contains("A person answered: the second"), "{result}");
+    let list = env.git(&["-C", &bare, "show", "main:.ralph/ralph-tasks.md"]);
+    assert!(list.contains("- [x] Pick the store"), "{list}");
 }
