@@ -814,10 +814,13 @@ gap_notes() {
   if missed 11; then
     echo
     echo "- **11, a fleet**: ready tasks land together (one worker merges every ready branch, one"
-    echo "  push), but each merge is still a merge in a checkout, a handful of git processes per"
-    echo "  task, and every worker's git runs share the machine's cores with the others' (many"
-    echo "  workers on few cores). Workers whose tasks were merged by another only learn it at"
-    echo "  their next look (every 100-500 ms), and go on to their next task after that."
+    echo "  push), and a waiting worker looks with one \`git ls-remote\` and fetches only what moved,"
+    echo "  but every worker's git processes (about a hundred per task: claims, pushes, fetches, the"
+    echo "  merges in a checkout) share the machine's cores, so a train merged while the next"
+    echo "  round's workers start is slow. Between rounds a worker whose task rides another's train"
+    echo "  waits for that train to land before it claims its next task. Going on at once (its ready"
+    echo "  claim landed by a later train) only pays when no train leaves a rider behind: a rider"
+    echo "  that became ready after the train set out waits a whole task for its own worker."
   fi
   if missed 4; then
     echo
