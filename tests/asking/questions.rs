@@ -28,6 +28,82 @@ fn running_with(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The first event named `name` among the JSON lines of `stdout`.
+fn first_event(stdout: &str, name: &str) -> Value {
+    (stdout.lines())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["event"] == name)
+        .unwrap_or_else(|| panic!("no {name} event: {stdout}"))
+}
+
+/// One iteration of a `--tasks` loop.
+const TASK_LOOP: [&str; 8] = [
+    "Build what the list says",
+    "--tasks",
+    "--agent",
+    "claude-code",
+    "--output-format",
+    "text",
+    "--max-iterations",
+    "1",
+];
+
+/// A `--parallel 2` run of the task list's two tasks.
+const PARALLEL_TWO: [&str; 7] = [
+    "Build what the list says",
+    "--parallel",
+    "2",
+    "--agent",
+    "claude-code",
+    "--output-format",
+    "text",
+];
+
+/// Waits until no process names `home` (no agent, no tool server of a run there).
+fn nothing_left_running(home: &std::path::Path) {
+    let home = home.display().to_string();
+    crate::support::wait_until(Duration::from_secs(20), "nothing left running", || {
+        running_with(&home).is_empty()
+    });
+}
+
+/// Kills `run` outright (SIGKILL) and reaps it.
+fn kill_outright(run: &mut std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = run.wait();
+}
+
+/// The options that run the fake agent in bubblewrap: its variable, its program's folder and its
+/// own folder (written) reach it.
+fn sandbox_args(env: &crate::support::TestEnv) -> Vec<String> {
+    let writable = format!("{}:rw", env.agent_dir().display());
+    let bin = env.bin().display().to_string();
+    [
+        "--sandbox",
+        "bwrap",
+        "--sandbox-env",
+        "FAKE_AGENT_DIR",
+        "--sandbox-mount",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain([bin, "--sandbox-mount".to_owned(), writable])
+    .collect()
+}
+
+/// Two tasks (`api`, `page`) whose agents ask which store, committed.
+fn two_asking_tasks() -> crate::support::TestEnv {
+    let env =
+        asking_tasks_env("- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n");
+    env.git(&["add", "-A"]);
+    env.git(&["commit", "-q", "-m", "tasks"]);
+    env
+}
+
 #[test]
 fn a_question_is_answered_through_the_page_api_with_the_token() {
     let ask = serde_json::json!({"question": "Ship on Friday?", "options": ["yes", "no"]});
@@ -200,20 +276,8 @@ fn a_question_is_notified_with_the_pages_link_and_a_stop_withdraws_it() {
 
 #[test]
 fn a_stop_withdraws_the_questions_of_every_parallel_task() {
-    let env =
-        asking_tasks_env("- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n");
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-q", "-m", "tasks"]);
-    let args = [
-        "Build what the list says",
-        "--parallel",
-        "2",
-        "--agent",
-        "claude-code",
-        "--output-format",
-        "text",
-    ];
-    let mut run = spawn_loop(&env, &args);
+    let env = two_asking_tasks();
+    let mut run = spawn_loop(&env, &PARALLEL_TWO);
     let ids = waiting_questions(&env.ralph_file(""), 2);
     crate::support::interrupt(&run);
     let output = wait_output(&mut run, Duration::from_secs(60));
@@ -242,16 +306,9 @@ fn a_sandboxed_agent_asks_through_its_tools() {
     }
     let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
     let env = asking_env("ralph_ask", &ask);
-    let (bin, agent) = (env.bin(), env.agent_dir());
-    let writable = format!("{}:rw", agent.display());
+    let sandbox = sandbox_args(&env);
     let mut args = LOOP.to_vec();
-    args.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
-    args.extend([
-        "--sandbox-mount",
-        bin.to_str().unwrap(),
-        "--sandbox-mount",
-        &writable,
-    ]);
+    args.extend(sandbox.iter().map(String::as_str));
     let mut run = spawn_loop(&env, &args);
     let id = waiting_question(&env.ralph_file(""));
     env.run(&["--answer", &id, "1"]).assert_code(0);
@@ -275,17 +332,8 @@ fn asking_tasks_env(list: &str) -> crate::support::TestEnv {
 #[test]
 fn a_task_list_loop_with_json_output_tells_the_question_and_its_task() {
     let env = asking_tasks_env("- [ ] Pick the store\n  - id: store\n");
-    let args = [
-        "Build what the list says",
-        "--tasks",
-        "--agent",
-        "claude-code",
-        "--output-format",
-        "text",
-        "--max-iterations",
-        "1",
-        "--json",
-    ];
+    let mut args = TASK_LOOP.to_vec();
+    args.push("--json");
     let mut run = spawn_loop(&env, &args);
     let id = waiting_question(&env.ralph_file(""));
     // The question is the task's, in --status too.
@@ -297,14 +345,11 @@ fn a_task_list_loop_with_json_output_tells_the_question_and_its_task() {
     let output = crate::support::wait_output(&mut run, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert_eq!(output.status.code(), Some(2), "{stdout}");
-    let events: Vec<Value> = (stdout.lines())
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
-    let named = |name: &str| events.iter().find(|event| event["event"] == name).cloned();
-    let asked = named("question_asked").unwrap_or_else(|| panic!("{stdout}"));
+    let named = |name: &str| first_event(&stdout, name);
+    let asked = named("question_asked");
     assert_eq!(asked["id"], id.as_str());
     assert_eq!(asked["options"], serde_json::json!(["SQLite", "Postgres"]));
-    let answered = named("question_answered").unwrap_or_else(|| panic!("{stdout}"));
+    let answered = named("question_answered");
     assert_eq!(answered["answer"], "Postgres");
     assert_eq!(answered["by"], "cli");
     assert!(
@@ -333,28 +378,12 @@ fn questions_from_sandboxed_parallel_tasks_are_answered_and_recorded_under_their
 /// Two `--parallel` tasks ask at once (in the sandbox when `sandboxed`); each is answered with
 /// `ralph --answer`, and the JSON output and the history tell both under their tasks.
 fn questions_from_parallel_tasks(sandboxed: bool) {
-    let env =
-        asking_tasks_env("- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n");
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-q", "-m", "tasks"]);
-    let mut args = vec![
-        "Build what the list says",
-        "--parallel",
-        "2",
-        "--agent",
-        "claude-code",
-        "--output-format",
-        "text",
-        "--max-iterations",
-        "2",
-        "--json",
-    ];
-    let (bin, agent) = (env.bin(), env.agent_dir());
-    let writable = format!("{}:rw", agent.display());
+    let env = two_asking_tasks();
+    let mut args = PARALLEL_TWO.to_vec();
+    args.extend(["--max-iterations", "2", "--json"]);
+    let sandbox = sandbox_args(&env);
     if sandboxed {
-        args.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
-        args.extend(["--sandbox-mount", bin.to_str().unwrap()]);
-        args.extend(["--sandbox-mount", &writable]);
+        args.extend(sandbox.iter().map(String::as_str));
     }
     let mut run = spawn_loop(&env, &args);
     let ids = waiting_questions(&env.ralph_file(""), 2);
@@ -436,12 +465,7 @@ fn a_run_killed_while_a_question_waits_leaves_nothing_waiting_and_resumes_asking
     let env = asking_env("ralph_ask", &ask);
     let mut run = spawn_loop(&env, &LOOP);
     let first = waiting_question(&env.ralph_file(""));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = run.wait();
+    kill_outright(&mut run);
     // No agent and no tool server outlive the kill, and nobody is asked what no one waits for.
     let home = env.ralph_file("").display().to_string();
     crate::support::wait_until(
@@ -472,32 +496,17 @@ fn a_run_killed_while_a_question_waits_leaves_nothing_waiting_and_resumes_asking
 #[test]
 fn a_task_list_loop_stopped_while_its_agent_asks_asks_anew_when_run_again() {
     let env = asking_tasks_env("- [ ] Pick the store\n  - id: store\n");
-    let (bin, agent) = (env.bin(), env.agent_dir());
-    let writable = format!("{}:rw", agent.display());
-    let mut args = vec![
-        "Build what the list says",
-        "--tasks",
-        "--agent",
-        "claude-code",
-        "--output-format",
-        "text",
-        "--max-iterations",
-        "1",
-    ];
+    let sandbox = sandbox_args(&env);
+    let mut args = TASK_LOOP.to_vec();
     if crate::support::bwrap_can_sandbox() {
-        args.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
-        args.extend(["--sandbox-mount", bin.to_str().unwrap()]);
-        args.extend(["--sandbox-mount", &writable]);
+        args.extend(sandbox.iter().map(String::as_str));
     }
     let mut run = spawn_loop(&env, &args);
     let first = waiting_question(&env.ralph_file(""));
     crate::support::interrupt(&run);
     let output = wait_output(&mut run, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(130));
-    let home = env.ralph_file("").display().to_string();
-    crate::support::wait_until(Duration::from_secs(20), "nothing left running", || {
-        running_with(&home).is_empty()
-    });
+    nothing_left_running(&env.ralph_file(""));
     let late = env.run(&["--answer", &first, "1"]);
     late.assert_code(1);
     assert!(
@@ -553,13 +562,10 @@ fn a_worktree_loop_tells_its_question_in_json_and_a_kill_leaves_none_waiting() {
     let output = wait_output(&mut run, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert_eq!(output.status.code(), Some(0), "{stdout}");
-    let events: Vec<Value> = (stdout.lines())
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
-    let named = |name: &str| events.iter().find(|event| event["event"] == name).cloned();
-    let asked = named("question_asked").unwrap_or_else(|| panic!("{stdout}"));
+    let named = |name: &str| first_event(&stdout, name);
+    let asked = named("question_asked");
     assert_eq!(asked["id"], id.as_str());
-    let answered = named("question_answered").unwrap_or_else(|| panic!("{stdout}"));
+    let answered = named("question_answered");
     assert_eq!(answered["answer"], "Postgres");
     // Asked again in another worktree loop, then killed outright.
     let mut args = LOOP.to_vec();
@@ -567,16 +573,8 @@ fn a_worktree_loop_tells_its_question_in_json_and_a_kill_leaves_none_waiting() {
     let mut run = spawn_loop(&env, &args);
     let home = env.ralph_file("worktrees/again/.ralph");
     let waiting = waiting_question(&home);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = run.wait();
-    let shown = home.display().to_string();
-    crate::support::wait_until(Duration::from_secs(20), "nothing left running", || {
-        running_with(&shown).is_empty()
-    });
+    kill_outright(&mut run);
+    nothing_left_running(&home);
     let status = env.run(&["--status"]);
     assert!(
         !status.stdout().contains("Which store?"),
@@ -591,33 +589,13 @@ fn a_worktree_loop_tells_its_question_in_json_and_a_kill_leaves_none_waiting() {
 /// tasks land and the run ends well.
 #[test]
 fn a_parallel_run_killed_while_its_agents_ask_resumes_and_asks_anew() {
-    let env =
-        asking_tasks_env("- [ ] Build the API\n  - id: api\n- [ ] Build the page\n  - id: page\n");
-    env.git(&["add", "-A"]);
-    env.git(&["commit", "-q", "-m", "tasks"]);
-    let args = [
-        "Build what the list says",
-        "--parallel",
-        "2",
-        "--agent",
-        "claude-code",
-        "--output-format",
-        "text",
-        "--max-iterations",
-        "2",
-    ];
+    let env = two_asking_tasks();
+    let mut args = PARALLEL_TWO.to_vec();
+    args.extend(["--max-iterations", "2"]);
     let mut run = spawn_loop(&env, &args);
     let first = waiting_questions(&env.ralph_file(""), 2);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = run.wait();
-    let home = env.ralph_file("").display().to_string();
-    crate::support::wait_until(Duration::from_secs(20), "nothing left running", || {
-        running_with(&home).is_empty()
-    });
+    kill_outright(&mut run);
+    nothing_left_running(&env.ralph_file(""));
     let status = env.run(&["--status"]);
     assert!(
         !status.stdout().contains("Which store?"),
