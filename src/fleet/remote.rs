@@ -279,13 +279,7 @@ impl Session<'_> {
             return Ok(None);
         };
         self.just_lost.clear();
-        // A fetch reads the remote's refs one by one: the base may have been read before a
-        // merge that landed the task and deleted its claim, the claims after. Now that the claim
-        // is this worker's, that merge is over: a base fetched again shows it.
-        self.site.fetch()?;
-        if !self.still_to_do(id) {
-            self.drop_claim(id, &sha);
-            self.sink.notice(Notice::ClaimRaceLost { task: id });
+        if !self.runs_what_it_claimed(id, task, &sha)? {
             return Ok(None);
         }
         self.lost_races = 0;
@@ -576,6 +570,7 @@ enum Integrated {
 }
 
 mod budget;
+mod claimed;
 mod ending;
 mod integrate;
 mod job;

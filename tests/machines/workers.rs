@@ -955,3 +955,62 @@ fn a_task_merged_while_the_worker_looked_is_neither_run_nor_merged_again() {
     );
     assert_eq!(remote_claims(&env), "", "the claim is dropped");
 }
+
+/// Two workers claiming tasks that touch the same files at the same moment both succeed (claims
+/// are per task): here m1 looks at a view of the remote from before m2 claimed `api`, and
+/// claims `users`. Once its claim took, m1 sees m2's and gives way, saying so; it takes `users`
+/// only when `api` is done, so the two never run at the same time.
+#[test]
+fn a_worker_that_claimed_a_task_touching_what_another_just_claimed_gives_way() {
+    let env = machines(
+        "- [ ] api\n  - id: api\n  - touches: src/api/**\n- [ ] users\n  - id: users\n  - touches: src/api/users.rs\n",
+        &["m1", "m2"],
+    );
+    let bare = remote(&env);
+    let stale = env.path().join("stale.git").to_string_lossy().into_owned();
+    env.git(&["clone", "-q", "--bare", &bare, &stale]);
+    fs::write(
+        env.agent_dir().join("script"),
+        "if [ \"$machine\" = m2 ]; then touch \"$dir/m2-started\"; i=0; while [ ! -f \"$dir/go\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done; fi\n",
+    )
+    .unwrap();
+    let holder = start_worker(&env, "m2", &[]);
+    crate::support::wait_for_file(&env.agent_dir().join("m2-started"), Duration::from_secs(30));
+    // m1 fetches from the copy made before m2's claim until its own claim of `users` is there.
+    let served = env.path().join("served-new");
+    let script = format!(
+        "#!/bin/sh\nif [ -f '{flag}' ] || git --git-dir='{bare}' rev-parse -q --verify refs/ralph/claims/users >/dev/null; then\n  touch '{flag}'; exec git upload-pack '{bare}'\nfi\nexec git upload-pack '{stale}'\n",
+        flag = served.display()
+    );
+    env.write_executable("stale-upload-pack", &script);
+    let m1 = machine(&env, "m1").to_string_lossy().into_owned();
+    let wrapper = env
+        .bin()
+        .join("stale-upload-pack")
+        .to_string_lossy()
+        .into_owned();
+    env.git(&["-C", &m1, "config", "remote.origin.uploadpack", &wrapper]);
+    let mut giving_way = start_worker(&env, "m1", &["--wait"]);
+    let said = read_until(&mut giving_way, "Waits for api");
+    assert!(served.exists(), "m1 claimed users on a stale view: {said}");
+    assert_eq!(runs_of(&events(&env), "users"), 0, "{said}");
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let (code, stdout, stderr) = finish(holder);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let (code, _, stderr) = finish(giving_way);
+    assert_eq!(code, Some(0), "{said}\n{stderr}");
+    let order: Vec<(bool, String)> = (events(&env).into_iter())
+        .map(|(started, task, _)| (started, task))
+        .collect();
+    let expected = [
+        (true, "api"),
+        (false, "api"),
+        (true, "users"),
+        (false, "users"),
+    ];
+    let expected: Vec<(bool, String)> = (expected.iter())
+        .map(|(started, task)| (*started, (*task).to_owned()))
+        .collect();
+    assert_eq!(order, expected, "never side by side");
+    assert_eq!(remote_tasks(&env).matches("- [x]").count(), 2);
+}

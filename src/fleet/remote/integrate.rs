@@ -216,23 +216,6 @@ impl Session<'_> {
         Ok(Some((tree, tree_dir, base_sha)))
     }
 
-    /// Whether task `id` is still open in the base as last fetched.
-    pub(super) fn still_to_do(&self, id: &str) -> bool {
-        (self.site.list().ok())
-            .and_then(|list| base::find(&list, id))
-            .is_some_and(|task| matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress))
-    }
-
-    /// Deletes this worker's claim `claim` of task `id` on the remote, while it is still that.
-    pub(super) fn drop_claim(&self, id: &str, claim: &str) {
-        let update = Update {
-            dst: claim_ref(id),
-            new: None,
-            expect: Some(claim),
-        };
-        let _ = self.site.repo.push(&self.site.remote, &[update]);
-    }
-
     /// Pushes the integration tree's HEAD as the base (if the base is still `base_sha`) and
     /// deletes task `id`'s claim (if it is still `claim`) and the riders', together; with
     /// `delete_branch`, the task's branch too.
@@ -283,7 +266,7 @@ fn train_label(id: &str, riders: &[Rider]) -> String {
 
 /// The wait before a worker's `attempt`-th try to merge again after another merge got there
 /// first: growing, and spread by the process id so that workers on one base drift apart.
-fn backoff(attempt: u32) -> std::time::Duration {
+pub(super) fn backoff(attempt: u32) -> std::time::Duration {
     let spread = u64::from(std::process::id() % 97) * 3;
     std::time::Duration::from_millis((u64::from(attempt.min(8)) + 1) * 50 + spread)
 }

@@ -102,6 +102,34 @@ pub(super) fn pick_spread(
     }
 }
 
+/// Another live claim among `claims` (other than task `id`'s) on a task of `list` whose
+/// `touches` overlap `task`'s: that task. Two workers claiming such tasks at the same moment
+/// both succeed (claims are per task); each checks this once its claim took, with a fresh fetch,
+/// and gives way when it finds one: of two claims pushed one after the other, the later's fetch
+/// sees the earlier, so the two never both run.
+pub(super) fn overlapping_claim(
+    list: &TaskList,
+    claims: &[SeenClaim],
+    (id, task): (&str, &Task),
+    (now, ttl): (DateTime<Utc>, Duration),
+) -> Option<String> {
+    let mine = crate::protect::list(task.property(tasks::TOUCHES));
+    if mine.is_empty() {
+        return None;
+    }
+    let ids = tasks::task_ids(list);
+    (claims.iter())
+        .filter(|seen| seen.id != id && !is_stale(seen, now, ttl))
+        .find(|seen| {
+            let at = ids.iter().position(|each| *each == seen.id);
+            at.is_some_and(|at| {
+                let theirs = crate::protect::list(list.tasks[at].property(tasks::TOUCHES));
+                is_open(&list.tasks[at]) && crate::protect::overlap(&mine, &theirs)
+            })
+        })
+        .map(|seen| seen.id.clone())
+}
+
 fn is_open(task: &Task) -> bool {
     matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
 }

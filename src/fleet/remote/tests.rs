@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::pick::{pick, pick_spread};
+use super::pick::{overlapping_claim, pick, pick_spread};
 use super::{Pick, SeenClaim};
 use crate::git::Claim;
 use crate::storage::tasks::TaskList;
@@ -282,4 +282,39 @@ fn a_task_that_touches_what_a_held_one_touches_waits_and_a_third_is_taken() {
     let later = at(10 + 2 * 900);
     let picked = pick(&tasks, &stale, (later, TTL, None), &BTreeSet::new());
     assert_eq!(taken(&picked), Some(("api", true)));
+}
+
+#[test]
+fn a_claim_that_took_gives_way_to_a_live_one_on_a_task_touching_the_same_files() {
+    let tasks = list(
+        "- [ ] api\n  - id: api\n  - touches: src/api/**\n- [ ] users\n  - id: users\n  - touches: src/api/users.rs\n- [ ] docs\n  - id: docs\n  - touches: docs/\n- [ ] free\n  - id: free\n",
+    );
+    let find = |id: &str| {
+        let ids = crate::storage::tasks::task_ids(&tasks);
+        let at = ids.iter().position(|each| each == id).unwrap();
+        tasks.tasks[at].clone()
+    };
+    let now = (at(10), TTL);
+    // Both claims took: the one on `users` sees the one on `api`, and the other way round.
+    let both = [claim("api", 5), claim("users", 5)];
+    let users = find("users");
+    assert_eq!(
+        overlapping_claim(&tasks, &both, ("users", &users), now).as_deref(),
+        Some("api")
+    );
+    let api = find("api");
+    assert_eq!(
+        overlapping_claim(&tasks, &both, ("api", &api), now).as_deref(),
+        Some("users")
+    );
+    // What touches nothing of theirs, or nothing declared, never gives way; nor to a stale claim.
+    let docs = find("docs");
+    assert_eq!(overlapping_claim(&tasks, &both, ("docs", &docs), now), None);
+    let free = find("free");
+    assert_eq!(overlapping_claim(&tasks, &both, ("free", &free), now), None);
+    let later = (at(10 + 2 * 900), TTL);
+    assert_eq!(
+        overlapping_claim(&tasks, &both, ("users", &users), later),
+        None
+    );
 }

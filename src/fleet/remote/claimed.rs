@@ -1,0 +1,74 @@
+//! A claim that took is checked on a fresh fetch before its task runs: a fetch reads the
+//! remote's refs one by one, so the view the task was picked from may predate a merge that
+//! landed it, or another worker's claim on a task touching the same files.
+
+use crate::event::Notice;
+use crate::git::{Update, claim_ref};
+use crate::run::wait;
+use crate::storage::tasks::{Task, TaskStatus};
+
+use super::super::base;
+use super::{Session, integrate};
+
+impl Session<'_> {
+    /// Whether the task just claimed (its claim: `sha`) is still this worker's to run, by a
+    /// fresh fetch: not done on the base meanwhile, and no other live claim on a task touching
+    /// the same files. If not, the claim is dropped.
+    pub(super) fn runs_what_it_claimed(
+        &mut self,
+        id: &str,
+        task: &Task,
+        sha: &str,
+    ) -> anyhow::Result<bool> {
+        // A fetch reads the remote's refs one by one: the base may have been read before a
+        // merge that landed the task and deleted its claim, the claims after. Now that the claim
+        // is this worker's, that merge is over: a base fetched again shows it.
+        self.site.fetch()?;
+        if !self.still_to_do(id) {
+            self.drop_claim(id, sha);
+            self.sink.notice(Notice::ClaimRaceLost { task: id });
+            return Ok(false);
+        }
+        if let Some(other) = self.touched_meanwhile(id, task) {
+            self.drop_claim(id, sha);
+            self.sink.notice(Notice::TouchesWait {
+                task: id,
+                behind: &other,
+            });
+            self.lost_races += 1;
+            // Apart from the other worker, which may have given way too.
+            wait::pause(
+                self.stop,
+                integrate::backoff(u32::try_from(self.lost_races).unwrap_or(8)),
+            );
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Another worker's live claim, as just fetched, on a task whose `touches` overlap task
+    /// `id`'s (made while this worker claimed `id`): that task.
+    pub(super) fn touched_meanwhile(&self, id: &str, task: &Task) -> Option<String> {
+        let list = self.site.list().ok()?;
+        let claims = self.site.repo.seen_claims(&self.site.remote);
+        let now = (crate::model::now(), self.config.options.claim_ttl);
+        super::pick::overlapping_claim(&list, &claims, (id, task), now)
+    }
+
+    /// Whether task `id` is still open in the base as last fetched.
+    pub(super) fn still_to_do(&self, id: &str) -> bool {
+        (self.site.list().ok())
+            .and_then(|list| base::find(&list, id))
+            .is_some_and(|task| matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress))
+    }
+
+    /// Deletes this worker's claim `claim` of task `id` on the remote, while it is still that.
+    pub(super) fn drop_claim(&self, id: &str, claim: &str) {
+        let update = Update {
+            dst: claim_ref(id),
+            new: None,
+            expect: Some(claim),
+        };
+        let _ = self.site.repo.push(&self.site.remote, &[update]);
+    }
+}
