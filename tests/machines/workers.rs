@@ -1,6 +1,7 @@
 //! `--worker`: workers on several "machines" (clones of one bare repository) share its task list.
 
 use std::fs;
+use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -893,6 +894,29 @@ echo "$n" > "work-$n.txt"
     assert!(!said.contains("interrupted iteration"), "{said}");
 }
 
+/// A copy of the remote as it is now (`stale.git`): its path.
+fn snapshot_remote(env: &TestEnv) -> String {
+    let stale = env.path().join("stale.git").to_string_lossy().into_owned();
+    env.git(&["clone", "-q", "--bare", &remote(env), &stale]);
+    stale
+}
+
+/// Makes `machine` fetch from the copy `stale` until the remote has a claim of task `task`, and
+/// from the remote from then on (`remote.origin.uploadpack`): the file that appears then.
+fn serve_stale_until(env: &TestEnv, (stale, machine_name): (&str, &str), task: &str) -> PathBuf {
+    let (bare, served) = (remote(env), env.path().join("served-new"));
+    let script = format!(
+        "#!/bin/sh\nif [ -f '{flag}' ] || git --git-dir='{bare}' rev-parse -q --verify refs/ralph/claims/{task} >/dev/null; then\n  touch '{flag}'; exec git upload-pack '{bare}'\nfi\nexec git upload-pack '{stale}'\n",
+        flag = served.display()
+    );
+    env.write_executable("stale-upload-pack", &script);
+    let clone = machine(env, machine_name).to_string_lossy().into_owned();
+    let wrapper = env.bin().join("stale-upload-pack");
+    let wrapper = wrapper.to_string_lossy();
+    env.git(&["-C", &clone, "config", "remote.origin.uploadpack", &wrapper]);
+    served
+}
+
 /// A fetch reads the remote's refs one by one, so a worker can see the base from before a merge
 /// and the claims from after it (the merge deleted the task's claim): the merged task looks free.
 /// The worker that claims it then finds it done and lets it go: its agent never runs again and
@@ -902,8 +926,7 @@ fn a_task_merged_while_the_worker_looked_is_neither_run_nor_merged_again() {
     let env = machines("- [ ] Left\n  - id: l\n", &["m0", "m1"]);
     let bare = remote(&env);
     // What m1's first look sees: the remote before the merge.
-    let stale = env.path().join("stale.git").to_string_lossy().into_owned();
-    env.git(&["clone", "-q", "--bare", &bare, &stale]);
+    let stale = snapshot_remote(&env);
     // Meanwhile another worker merged the task.
     let m0 = machine(&env, "m0").to_string_lossy().into_owned();
     let list = fs::read_to_string(machine(&env, "m0").join(".ralph/ralph-tasks.md")).unwrap();
@@ -924,21 +947,7 @@ fn a_task_merged_while_the_worker_looked_is_neither_run_nor_merged_again() {
     ]);
     env.git(&["-C", &m0, "push", "-q", "origin", "main"]);
     // m1 fetches from the stale copy until its claim of the task is on the remote.
-    let served = env.path().join("served-new");
-    let script = format!(
-        "#!/bin/sh\nif [ -f '{flag}' ] || git --git-dir='{bare}' rev-parse -q --verify refs/ralph/claims/l >/dev/null; then\n  touch '{flag}'; exec git upload-pack '{bare}'\nfi\nexec git upload-pack '{stale}'\n",
-        flag = served.display()
-    );
-    env.write_executable("stale-upload-pack", &script);
-    let m1 = machine(&env, "m1").to_string_lossy().into_owned();
-    let wrapper = env.bin().join("stale-upload-pack");
-    env.git(&[
-        "-C",
-        &m1,
-        "config",
-        "remote.origin.uploadpack",
-        &wrapper.to_string_lossy(),
-    ]);
+    let served = serve_stale_until(&env, (&stale, "m1"), "l");
     let (code, stdout, stderr) = finish(start_worker(&env, "m1", &[]));
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(served.exists(), "the worker claimed the task it saw free");
@@ -966,9 +975,7 @@ fn a_worker_that_claimed_a_task_touching_what_another_just_claimed_gives_way() {
         "- [ ] api\n  - id: api\n  - touches: src/api/**\n- [ ] users\n  - id: users\n  - touches: src/api/users.rs\n",
         &["m1", "m2"],
     );
-    let bare = remote(&env);
-    let stale = env.path().join("stale.git").to_string_lossy().into_owned();
-    env.git(&["clone", "-q", "--bare", &bare, &stale]);
+    let stale = snapshot_remote(&env);
     fs::write(
         env.agent_dir().join("script"),
         "if [ \"$machine\" = m2 ]; then touch \"$dir/m2-started\"; i=0; while [ ! -f \"$dir/go\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done; fi\n",
@@ -977,19 +984,7 @@ fn a_worker_that_claimed_a_task_touching_what_another_just_claimed_gives_way() {
     let holder = start_worker(&env, "m2", &[]);
     crate::support::wait_for_file(&env.agent_dir().join("m2-started"), Duration::from_secs(30));
     // m1 fetches from the copy made before m2's claim until its own claim of `users` is there.
-    let served = env.path().join("served-new");
-    let script = format!(
-        "#!/bin/sh\nif [ -f '{flag}' ] || git --git-dir='{bare}' rev-parse -q --verify refs/ralph/claims/users >/dev/null; then\n  touch '{flag}'; exec git upload-pack '{bare}'\nfi\nexec git upload-pack '{stale}'\n",
-        flag = served.display()
-    );
-    env.write_executable("stale-upload-pack", &script);
-    let m1 = machine(&env, "m1").to_string_lossy().into_owned();
-    let wrapper = env
-        .bin()
-        .join("stale-upload-pack")
-        .to_string_lossy()
-        .into_owned();
-    env.git(&["-C", &m1, "config", "remote.origin.uploadpack", &wrapper]);
+    let served = serve_stale_until(&env, (&stale, "m1"), "users");
     let mut giving_way = start_worker(&env, "m1", &["--wait"]);
     let said = read_until(&mut giving_way, "Waits for api");
     assert!(served.exists(), "m1 claimed users on a stale view: {said}");
