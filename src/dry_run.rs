@@ -11,7 +11,7 @@ use crate::exit::ExitStatus;
 use crate::git::Repo;
 use crate::output;
 use crate::prompt::TaskLoop;
-use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
+use crate::storage::tasks::{self, Task, TaskList};
 use crate::storage::{self, RalphDir};
 
 /// `--dry-run`'s line naming the `--fallback` agents, if any.
@@ -145,7 +145,7 @@ fn parallel_lines(config: &RunConfig, dir: &RalphDir, cwd: &Path) -> Vec<String>
         return lines;
     }
     let ids = tasks::task_ids(&list);
-    let open = |task: &Task| matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
+    let open = |task: &Task| task.status.is_to_do();
     let ready: Vec<usize> = (0..list.tasks.len())
         .filter(|&at| open(&list.tasks[at]) && list.blockers(&list.tasks[at]).is_empty())
         .take(limit as usize)
@@ -238,9 +238,7 @@ fn worker_lines(
         .map(|seen| seen.id)
         .collect();
     let first = (list.tasks.iter().zip(&ids)).position(|(task, id)| {
-        matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
-            && list.blockers(task).is_empty()
-            && !claimed.contains(id)
+        task.status.is_to_do() && list.blockers(task).is_empty() && !claimed.contains(id)
     });
     let Some(first) = first else {
         lines.push(format!(

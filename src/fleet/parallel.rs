@@ -543,9 +543,7 @@ impl<'a> Coordinator<'a> {
         // checkout is left clean (a resumed run marks them again).
         let interrupted = (list.tasks.iter().zip(tasks::task_ids(&list)))
             .filter(|(task, id)| {
-                matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
-                    && self.started.contains(id)
-                    && !self.failed.contains(id)
+                task.status.is_to_do() && self.started.contains(id) && !self.failed.contains(id)
             })
             .count();
         self.leave_list_clean();
@@ -597,10 +595,7 @@ impl<'a> Coordinator<'a> {
         list.tasks
             .iter()
             .zip(ids)
-            .filter(|(task, id)| {
-                matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
-                    && !self.started.contains(id)
-            })
+            .filter(|(task, id)| task.status.is_to_do() && !self.started.contains(id))
             .map(|(task, id)| {
                 let blockers = list.blockers(task);
                 let why = if !blockers.is_empty() {

@@ -26,6 +26,12 @@ pub(crate) enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// Whether a task in this status is still to be done: to do, or in progress (not complete,
+    /// not failed).
+    pub(crate) fn is_to_do(self) -> bool {
+        matches!(self, Self::Todo | Self::InProgress)
+    }
+
     fn from_char(c: char) -> Self {
         match c {
             '/' => Self::InProgress,
@@ -322,7 +328,7 @@ impl TaskList {
     /// How many open tasks could still be done: none of their blockers, nor the blockers'
     /// blockers, failed or is missing from the list.
     pub(crate) fn left_to_run(&self) -> usize {
-        let open = |task: &Task| matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
+        let open = |task: &Task| task.status.is_to_do();
         // Stuck: failed, or waiting (at any depth) on a failed or unknown task. Grown until
         // nothing changes; a cycle of open tasks is never stuck by this rule (nor runnable,
         // but that is the plan's fault, named where the plan is checked).

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::event::Notice;
-use crate::storage::tasks::{self, Task, TaskStatus};
+use crate::storage::tasks::{self, Task};
 
 use super::Coordinator;
 
@@ -19,7 +19,7 @@ impl Coordinator<'_> {
             .iter()
             .zip(ids)
             .filter(|(task, id)| {
-                matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
+                task.status.is_to_do()
                     && list.blockers(task).is_empty()
                     && !self.running.contains(id)
                     && !self.failed.contains(id)

@@ -5,7 +5,7 @@
 use crate::event::Notice;
 use crate::git::{Update, claim_ref};
 use crate::run::wait;
-use crate::storage::tasks::{Task, TaskStatus};
+use crate::storage::tasks::Task;
 
 use super::super::base;
 use super::{Session, integrate};
@@ -59,7 +59,7 @@ impl Session<'_> {
     pub(super) fn still_to_do(&self, id: &str) -> bool {
         (self.site.list().ok())
             .and_then(|list| base::find(&list, id))
-            .is_some_and(|task| matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress))
+            .is_some_and(|task| task.status.is_to_do())
     }
 
     /// Deletes this worker's claim `claim` of task `id` on the remote, while it is still that.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::git::SeenClaim;
-use crate::storage::tasks::{self, Task, TaskList, TaskStatus};
+use crate::storage::tasks::{self, Task, TaskList};
 
 /// What the worker does next.
 #[derive(Debug)]
@@ -55,13 +55,13 @@ pub(super) fn pick_spread(
     let ids = tasks::task_ids(list);
     // What the tasks other workers hold touch: a task that touches the same waits.
     let held_touches: Vec<Vec<String>> = (list.tasks.iter().zip(&ids))
-        .filter(|(task, id)| is_open(task) && live(id))
+        .filter(|(task, id)| task.status.is_to_do() && live(id))
         .map(|(task, _)| crate::protect::list(task.property(tasks::TOUCHES)))
         .collect();
     let mut held = Vec::new();
     let mut free = Vec::new();
     for (task, id) in list.tasks.iter().zip(ids) {
-        if !is_open(task) {
+        if !task.status.is_to_do() {
             continue;
         }
         // A task this worker let go of is another worker's now: held, never taken back.
@@ -117,21 +117,15 @@ pub(super) fn overlapping_claim(
     if mine.is_empty() {
         return None;
     }
-    let ids = tasks::task_ids(list);
     (claims.iter())
         .filter(|seen| seen.id != id && !is_stale(seen, now, ttl))
         .find(|seen| {
-            let at = ids.iter().position(|each| *each == seen.id);
-            at.is_some_and(|at| {
-                let theirs = crate::protect::list(list.tasks[at].property(tasks::TOUCHES));
-                is_open(&list.tasks[at]) && crate::protect::overlap(&mine, &theirs)
+            super::super::base::find(list, &seen.id).is_some_and(|theirs| {
+                let touches = crate::protect::list(theirs.property(tasks::TOUCHES));
+                theirs.status.is_to_do() && crate::protect::overlap(&mine, &touches)
             })
         })
         .map(|seen| seen.id.clone())
-}
-
-fn is_open(task: &Task) -> bool {
-    matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress)
 }
 
 /// Whether a claim's holder has not refreshed it for `ttl` (or it cannot be read, or its holder

@@ -6,7 +6,7 @@
 
 use crate::error::fail;
 use crate::event::Notice;
-use crate::git::{Pushed, Update, claim_ref};
+use crate::git::Pushed;
 use crate::storage::RalphDir;
 
 use super::Session;
@@ -52,24 +52,14 @@ impl Session<'_> {
         // so the claim was free again: the base is looked at once more before planning.
         let planned = self.site.fetch().map(|()| !self.site.has_no_task());
         if !matches!(planned, Ok(false)) {
-            self.release_plan_claim(&sha);
+            self.drop_claim(PLAN_CLAIM, &sha);
             return planned.map(|_| true);
         }
         if let Err(err) = self.plan_and_push(&sha) {
-            self.release_plan_claim(&sha);
+            self.drop_claim(PLAN_CLAIM, &sha);
             return Err(err);
         }
         Ok(true)
-    }
-
-    /// Deletes the plan's claim this worker holds (`sha`), if it still holds it.
-    fn release_plan_claim(&self, sha: &str) {
-        let gone = Update {
-            dst: claim_ref(PLAN_CLAIM),
-            new: None,
-            expect: Some(sha),
-        };
-        let _ = self.site.repo.push(&self.site.remote, &[gone]);
     }
 
     /// Plans at the fetched base in the integration worktree and pushes the plan to the base,

@@ -189,7 +189,7 @@ impl Session<'_> {
                 let claim = seen.claim?;
                 let commit = claim.ready?;
                 let task = base::find(list, &seen.id)?;
-                let open = matches!(task.status, TaskStatus::Todo | TaskStatus::InProgress);
+                let open = task.status.is_to_do();
                 let same_text = claim.fingerprint == Some(fingerprint(&task.text));
                 let pushed = self.site.repo.resolve(&self.site.task_branch(&seen.id));
                 (open && same_text && pushed.as_deref() == Some(commit.as_str())).then(|| Rider {
