@@ -67,6 +67,12 @@ fn nothing_left_running(home: &std::path::Path) {
     });
 }
 
+/// The question asked after `before` (the loop's first), waited for.
+fn asked_anew(env: &crate::support::TestEnv, before: &str) -> String {
+    let asked = waiting_questions(&env.ralph_file(""), 2);
+    asked.into_iter().find(|id| id != before).unwrap()
+}
+
 /// Kills `run` outright (SIGKILL) and reaps it.
 fn kill_outright(run: &mut std::process::Child) {
     nix::sys::signal::kill(
@@ -268,8 +274,7 @@ fn a_question_is_notified_with_the_pages_link_and_a_stop_withdraws_it() {
     );
     // Run again, the loop asks anew; the new question is answered and the loop ends well.
     let mut run = spawn_loop(&env, &["--resume", "--max-iterations", "2"]);
-    let asked = waiting_questions(&env.ralph_file(""), 2);
-    let again = asked.into_iter().find(|other| *other != id).unwrap();
+    let again = asked_anew(&env, &id);
     env.run(&["--answer", &again, "yes"]).assert_code(0);
     finished_well(&mut run);
 }
@@ -484,8 +489,7 @@ fn a_run_killed_while_a_question_waits_leaves_nothing_waiting_and_resumes_asking
     // Resumed (the killed iteration counts), the next iteration asks again; the new question is
     // answered and the loop ends well.
     let mut run = spawn_loop(&env, &["--resume", "--max-iterations", "2"]);
-    let asked = waiting_questions(&env.ralph_file(""), 2);
-    let second = asked.into_iter().find(|id| *id != first).unwrap();
+    let second = asked_anew(&env, &first);
     env.run(&["--answer", &second, "2"]).assert_code(0);
     finished_well(&mut run);
 }
@@ -520,8 +524,7 @@ fn a_task_list_loop_stopped_while_its_agent_asks_asks_anew_when_run_again() {
         .collect();
     again.extend(["--resume", "--max-iterations", "2"]);
     let mut run = spawn_loop(&env, &again);
-    let asked = waiting_questions(&env.ralph_file(""), 2);
-    let second = asked.into_iter().find(|id| *id != first).unwrap();
+    let second = asked_anew(&env, &first);
     env.run(&["--answer", &second, "2"]).assert_code(0);
     let output = wait_output(&mut run, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();

@@ -243,34 +243,15 @@ fn the_heartbeat_says_the_agent_waits_for_an_answer_and_ralph_context_tells_the_
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = run.stdout.take().unwrap();
-    let (send, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead as _;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = send.send(line);
-        }
-    });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut seen = Vec::new();
-    while !seen
-        .iter()
-        .any(|line: &String| line.contains("waiting for an answer ("))
-    {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        seen.push(
-            lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("{seen:#?}")),
-        );
-    }
+    let seen = crate::support::read_until(
+        &mut run,
+        "waiting for an answer (",
+        std::time::Duration::from_secs(20),
+    );
     let id = waiting_question(&env.ralph_file(""));
     env.run(&["--answer", &id, "2"]).assert_code(0);
     let output = crate::support::wait_output(&mut run, std::time::Duration::from_secs(60));
-    assert_eq!(output.status.code(), Some(0), "{seen:#?}");
+    assert_eq!(output.status.code(), Some(0), "{seen}");
     // The next iteration's ralph_context names the question, its answer, and the iteration.
     let told = env.agent_file("mcp-out.2");
     assert!(

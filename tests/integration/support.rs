@@ -499,17 +499,7 @@ pub(crate) fn finished_run() -> TestEnv {
 /// listens (`Serving … at http://127.0.0.1:PORT/#token=T`), waited for 30 s at most. Its stderr
 /// is drained to the end meanwhile, so it never fills.
 pub(crate) fn served_at(child: &mut std::process::Child) -> (u16, String) {
-    use std::io::BufRead as _;
-    let stderr = child.stderr.take().unwrap();
-    let (send, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = send.send(line);
-        }
-    });
+    let lines = lines_of(child.stderr.take().unwrap());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -521,6 +511,40 @@ pub(crate) fn served_at(child: &mut std::process::Child) -> (u16, String) {
             return (port.parse().unwrap(), token.trim().to_owned());
         }
     }
+}
+
+/// The lines `reader` yields, sent as they come by a thread of their own, which reads it to its
+/// end (also once the receiver is gone), so a child writing to it never blocks on a full pipe.
+pub(crate) fn lines_of(
+    reader: impl std::io::Read + Send + 'static,
+) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(reader)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = send.send(line);
+        }
+    });
+    lines
+}
+
+/// The lines `child` prints on stdout until one holds `text` (`within` at most), read as they
+/// come, so a test can act once the child says something; the rest of its stdout is drained.
+pub(crate) fn read_until(child: &mut std::process::Child, text: &str, within: Duration) -> String {
+    let lines = lines_of(child.stdout.take().unwrap());
+    let deadline = Instant::now() + within;
+    let mut said = String::new();
+    while !said.contains(text) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => said.push_str(&(line + "\n")),
+            Err(_) => panic!("{text:?} was not said within {within:?}: {said}"),
+        }
+    }
+    said
 }
 
 /// Shell code printing Claude stream-json events: a tool call, then a result with `final_text`.

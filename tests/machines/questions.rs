@@ -10,6 +10,13 @@ use crate::support::{TestEnv, wait_until};
 
 const FAKE_MCP_AGENT: &str = include_str!("../fixtures/fake-mcp-agent.sh");
 
+/// Every machine's agent (Claude Code, faked) calls `ralph_ask` with `arguments`.
+fn agents_ask(env: &TestEnv, arguments: &serde_json::Value) {
+    env.write_executable("claude", FAKE_MCP_AGENT);
+    let ask = serde_json::json!({"name": "ralph_ask", "arguments": arguments});
+    fs::write(env.agent_dir().join("call"), ask.to_string()).unwrap();
+}
+
 /// `ralph ARGS` run in clone `name`: its exit code and stdout.
 fn ralph_in(env: &TestEnv, name: &str, args: &[&str]) -> (Option<i32>, String) {
     let output = env
@@ -23,6 +30,21 @@ fn ralph_in(env: &TestEnv, name: &str, args: &[&str]) -> (Option<i32>, String) {
     (output.status.code(), format!("{stdout}{stderr}"))
 }
 
+/// The ids of the questions on the remote `bare` now.
+fn question_ids(env: &TestEnv, bare: &str) -> Vec<String> {
+    let refs = env.git(&[
+        "-C",
+        bare,
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/ralph/fleet/questions/",
+    ]);
+    (refs.lines())
+        .filter_map(|line| line.rsplit('/').next())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The ids of the `count` questions waiting on the remote `bare`, waited for.
 fn questions_on(env: &TestEnv, bare: &str, count: usize) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
@@ -30,17 +52,7 @@ fn questions_on(env: &TestEnv, bare: &str, count: usize) -> Vec<String> {
         Duration::from_secs(30),
         "the questions on the remote",
         || {
-            let refs = env.git(&[
-                "-C",
-                bare,
-                "for-each-ref",
-                "--format=%(refname)",
-                "refs/ralph/fleet/questions/",
-            ]);
-            ids = (refs.lines())
-                .filter_map(|line| line.rsplit('/').next())
-                .map(str::to_owned)
-                .collect();
+            ids = question_ids(env, bare);
             ids.len() == count
         },
     );
@@ -71,9 +83,10 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
         "- [ ] Pick the store\n  - id: store\n- [ ] Pick the queue\n  - id: queue\n",
         &["m1", "m2"],
     );
-    env.write_executable("claude", FAKE_MCP_AGENT);
-    let ask = serde_json::json!({"name": "ralph_ask", "arguments": {"question": "Which one?", "options": ["the first", "the second"]}});
-    fs::write(env.agent_dir().join("call"), ask.to_string()).unwrap();
+    agents_ask(
+        &env,
+        &serde_json::json!({"question": "Which one?", "options": ["the first", "the second"]}),
+    );
     fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
     let args = ["--agent", "claude-code", "--output-format", "text"];
     // The first worker's agent runs in the sandbox (where bwrap can run); the second speaks JSON.
@@ -150,9 +163,7 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
 #[test]
 fn a_killed_workers_question_stops_waiting_once_its_claim_is_stale() {
     let env = machines("- [ ] Pick the store\n  - id: store\n", &["m1", "m2"]);
-    env.write_executable("claude", FAKE_MCP_AGENT);
-    let ask = serde_json::json!({"name": "ralph_ask", "arguments": {"question": "Which one?"}});
-    fs::write(env.agent_dir().join("call"), ask.to_string()).unwrap();
+    agents_ask(&env, &serde_json::json!({"question": "Which one?"}));
     let ttl = ["--claim-ttl", "2s", "--claim-heartbeat", "500ms"];
     let mut args = vec!["--agent", "claude-code", "--output-format", "text"];
     args.extend(ttl);
@@ -192,9 +203,10 @@ fn a_killed_workers_question_stops_waiting_once_its_claim_is_stale() {
 #[test]
 fn a_worker_stopped_while_its_agent_asks_is_started_again_and_asks_anew() {
     let env = machines("- [ ] Pick the store\n  - id: store\n", &["m1", "m2"]);
-    env.write_executable("claude", FAKE_MCP_AGENT);
-    let ask = serde_json::json!({"name": "ralph_ask", "arguments": {"question": "Which one?", "options": ["the first", "the second"]}});
-    fs::write(env.agent_dir().join("call"), ask.to_string()).unwrap();
+    agents_ask(
+        &env,
+        &serde_json::json!({"question": "Which one?", "options": ["the first", "the second"]}),
+    );
     fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
     let args = ["--agent", "claude-code", "--output-format", "text"];
     let worker = start_worker(&env, "m1", &args);
@@ -217,18 +229,8 @@ fn a_worker_stopped_while_its_agent_asks_is_started_again_and_asks_anew() {
     let worker = start_worker(&env, "m1", &args);
     let mut again = String::new();
     wait_until(Duration::from_secs(30), "the new question", || {
-        let refs = env.git(&[
-            "-C",
-            &bare,
-            "for-each-ref",
-            "--format=%(refname)",
-            "refs/ralph/fleet/questions/",
-        ]);
-        again = (refs.lines())
-            .filter_map(|line| line.rsplit('/').next())
-            .find(|id| *id != first)
-            .unwrap_or_default()
-            .to_owned();
+        let ids = question_ids(&env, &bare);
+        again = ids.into_iter().find(|id| *id != first).unwrap_or_default();
         !again.is_empty()
     });
     let (code, said) = ralph_in(&env, "m2", &["--answer", &again, "2", "--remote", "origin"]);

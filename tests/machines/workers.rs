@@ -6,7 +6,10 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::fleet::{finish, machine, machines, remote, start_worker};
-use crate::support::TestEnv;
+use crate::support::{TestEnv, read_until};
+
+/// How long a worker is given to say what a test waits for.
+const SAYS_WITHIN: Duration = Duration::from_secs(30);
 
 /// Starts a worker on each machine at once and checks that each exits 0; their outputs.
 fn all_succeed(env: &TestEnv, names: &[&str]) -> Vec<String> {
@@ -795,7 +798,11 @@ fn a_worker_with_nothing_left_to_take_ends_and_names_what_others_run() {
     );
     // With --wait, it waits (it says so) until the task is done.
     let mut waiting = start_worker(&env, "m2", &["--wait"]);
-    let said = read_until(&mut waiting, "Waiting for one to finish or go stale");
+    let said = read_until(
+        &mut waiting,
+        "Waiting for one to finish or go stale",
+        SAYS_WITHIN,
+    );
     fs::write(env.agent_dir().join("go"), "").unwrap();
     let (code, stdout, stderr) = finish(first);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
@@ -810,34 +817,6 @@ fn a_worker_with_nothing_left_to_take_ends_and_names_what_others_run() {
         ]);
         assert_eq!(list.lines().count(), 1, "{name}: {list}");
     }
-}
-
-/// The lines `child` prints on stdout until one holds `text` (30 s at most): read as they come,
-/// so a test can act once a worker says it waits. The rest of its stdout is dropped.
-fn read_until(child: &mut std::process::Child, text: &str) -> String {
-    use std::io::BufRead as _;
-    let stdout = child.stdout.take().unwrap();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if sender.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut said = String::new();
-    while !said.contains(text) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match receiver.recv_timeout(left) {
-            Ok(line) => said.push_str(&(line + "\n")),
-            Err(_) => panic!("{text:?} was not said within 30 s: {said}"),
-        }
-    }
-    said
 }
 
 /// The heartbeat refreshes the claim while the task's loop pushes its branch: every commit of
@@ -986,7 +965,7 @@ fn a_worker_that_claimed_a_task_touching_what_another_just_claimed_gives_way() {
     // m1 fetches from the copy made before m2's claim until its own claim of `users` is there.
     let served = serve_stale_until(&env, (&stale, "m1"), "users");
     let mut giving_way = start_worker(&env, "m1", &["--wait"]);
-    let said = read_until(&mut giving_way, "Waits for api");
+    let said = read_until(&mut giving_way, "Waits for api", SAYS_WITHIN);
     assert!(served.exists(), "m1 claimed users on a stale view: {said}");
     assert_eq!(runs_of(&events(&env), "users"), 0, "{said}");
     fs::write(env.agent_dir().join("go"), "").unwrap();
