@@ -172,14 +172,16 @@ fn has_conflict_block(text: &str) -> bool {
     false
 }
 
-/// The check a landing makes of the files a merge changed (`files`, relative to `root`): failed
-/// when any holds a conflict block, naming them. A merge the agent was handed and did not finish
-/// (or one cut short by a kill) never reaches the base this way.
-pub(crate) fn no_conflict_blocks(root: &Path, files: &[String]) -> Option<Verification> {
+/// The check a landing makes of the files a merge changed (`files`, each as `read` gives it, or
+/// gone): failed when any holds a conflict block, naming them. A merge the agent was handed and
+/// did not finish (or one cut short by a kill) never reaches the base this way.
+pub(crate) fn no_conflict_blocks(
+    files: &[String],
+    read: &dyn Fn(&str) -> Option<Vec<u8>>,
+) -> Option<Verification> {
     let left: Vec<&str> = (files.iter())
         .filter(|file| {
-            std::fs::read(root.join(file))
-                .is_ok_and(|bytes| has_conflict_block(&String::from_utf8_lossy(&bytes)))
+            read(file).is_some_and(|bytes| has_conflict_block(&String::from_utf8_lossy(&bytes)))
         })
         .map(String::as_str)
         .collect();
@@ -361,11 +363,12 @@ mod tests {
             "clean.txt".to_owned(),
             "gone.txt".to_owned(),
         ];
-        let check = no_conflict_blocks(dir.path(), &files).unwrap();
+        let read = |file: &str| std::fs::read(dir.path().join(file)).ok();
+        let check = no_conflict_blocks(&files, &read).unwrap();
         assert!(
             !check.passed && check.output_tail.contains("left in left.txt:"),
             "{check:?}"
         );
-        assert!(no_conflict_blocks(dir.path(), &files[1..]).is_none());
+        assert!(no_conflict_blocks(&files[1..], &read).is_none());
     }
 }

@@ -5,11 +5,17 @@ use crate::git::Repo;
 use crate::storage::carry::{self, Carried};
 use crate::storage::{self, RalphDir, progress, tasks};
 
-/// Run in the base's work tree while `branch` is merged into it, once the base's versions of
-/// ralph's own files are back: appends what the branch added to the progress log (under task
-/// `id`) and to the task list. Never fails: what could not be carried is in `problems`.
-pub(super) fn into_base(repo: &Repo, dir: &RalphDir, branch: &str, id: &str) -> Carried {
-    into_base_from(repo, dir, (branch, "HEAD"), id, None)
+/// Run while `branch` is merged into the base at `onto` (`HEAD` in the base's work tree), with
+/// the base's versions of ralph's own files in `dir`: appends what the branch added to the
+/// progress log (under task `id`) and to the task list. Never fails: what could not be carried
+/// is in `problems`.
+pub(super) fn into_base(
+    repo: &Repo,
+    dir: &RalphDir,
+    (branch, onto): (&str, &str),
+    id: &str,
+) -> Carried {
+    into_base_from(repo, dir, (branch, onto), id, None)
 }
 
 /// [`into_base`] for a branch merged already onto `onto` (a commit before HEAD), when the
@@ -39,7 +45,7 @@ fn into_base_from(
     let mut carried = Carried::default();
     // Every version both need, read by one git process: the branch's, the base's and the merge
     // base's log, then the branch's and the merge base's task list.
-    let mut wanted = vec![(branch, log_path), ("HEAD", log_path)];
+    let mut wanted = vec![(branch, log_path), (onto, log_path)];
     wanted.extend(merge_base.as_deref().map(|rev| (rev, log_path)));
     wanted.push((branch, tasks_path));
     wanted.extend(merge_base.as_deref().map(|rev| (rev, tasks_path)));
@@ -158,7 +164,7 @@ mod tests {
             return;
         };
         let dir = RalphDir::new(tmp.path());
-        let carried = into_base(&repo, &dir, "ralph/t", "t");
+        let carried = into_base(&repo, &dir, ("ralph/t", "HEAD"), "t");
         assert_eq!(
             carried,
             Carried {
@@ -188,7 +194,7 @@ mod tests {
             return;
         };
         let dir = RalphDir::new(tmp.path());
-        let carried = into_base(&repo, &dir, "ralph/t", "t");
+        let carried = into_base(&repo, &dir, ("ralph/t", "HEAD"), "t");
         assert!(!carried.notes);
         assert_eq!(carried.tasks, ["New"]);
         assert_eq!(carried.problems.len(), 1, "{:?}", carried.problems);

@@ -19,10 +19,10 @@ use crate::config::RunConfig;
 use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
 use crate::exit::ExitStatus;
-use crate::git::{Claim, Pushed, Repo, SeenClaim};
+use crate::git::{Claim, Repo, SeenClaim};
 use crate::signal::StopFlag;
 use crate::storage::identity::fingerprint;
-use crate::storage::tasks::{Task, TaskStatus};
+use crate::storage::tasks::Task;
 use crate::storage::{self, RalphDir, progress, state};
 
 use super::base;
@@ -489,41 +489,6 @@ impl Session<'_> {
             .map_err(|why| fail(why).into())
     }
 
-    /// Marks the task `[!]` on the base (with why) and drops the claim; its branch is kept.
-    fn give_up(&self, id: &str, why: &str, claim: &str) -> anyhow::Result<TaskEnd> {
-        for _ in 0..PUSH_TRIES {
-            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, false)? else {
-                return Ok(if self.landed_elsewhere(id) {
-                    TaskEnd::Merged
-                } else {
-                    TaskEnd::LetGo
-                });
-            };
-            base::mark(&tree_dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;
-            let own = self.own_files(&tree);
-            tree.commit_paths(&[own[0].as_str()], &format!("Ralph: task {id} failed"))
-                .map_err(fail)?;
-            if self.push_base(&tree, &base_sha, (id, claim, &[]), false)? == Pushed::Done {
-                self.sink.emit(LoopEvent::TaskFailed {
-                    task: id.to_owned(),
-                    reason: why.to_owned(),
-                });
-                self.site
-                    .repo
-                    .remove_worktree(&self.dir.worktree(id), &base::branch(id), false);
-                return Ok(TaskEnd::Failed);
-            }
-            if !self.site.still_ours(id, claim)? {
-                return Ok(TaskEnd::LetGo);
-            }
-        }
-        Err(fail(format!(
-            "{} kept moving while task {id} was marked failed; start the worker again",
-            self.site.base_name()
-        ))
-        .into())
-    }
-
     /// The claim was taken over: the task is left to its new owner.
     fn let_go(&mut self, id: &str) -> TaskEnd {
         self.sink.emit(LoopEvent::ClaimLost {
@@ -576,6 +541,7 @@ mod integrate;
 mod job;
 mod pick;
 mod planning;
+mod plumbed;
 mod room;
 mod site;
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod fingerprint;
 mod index;
 mod land;
 mod operation;
+mod plumbing;
 mod refs;
 mod remote;
 mod restore;
@@ -24,6 +25,7 @@ mod watch;
 mod worktree;
 
 pub(crate) use land::{Landed, Landing};
+pub(crate) use plumbing::TreeMerge;
 pub(crate) use remote::{
     Claim, Job, LEDGER, Pushed, RemoteHeads, SeenClaim, Update, claim_ref, question_ref,
 };
@@ -31,7 +33,7 @@ pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;
 
 /// Hex digits of a commit's hash shown for it (git's shortest abbreviation).
-const SHORT_HASH: usize = 7;
+pub(crate) const SHORT_HASH: usize = 7;
 
 /// The repository that contains ralph's working directory.
 #[derive(Clone, Debug)]
@@ -256,16 +258,7 @@ impl Repo {
     }
 
     fn run_with_input(&self, args: &[&str], input: &[u8]) -> std::io::Result<Output> {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(input)?;
-        }
-        child.wait_with_output()
+        fed(self.command(args), input)
     }
 
     /// Runs a git command that changes the work tree or the history (a merge, its abort, a
@@ -298,6 +291,19 @@ impl Repo {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.run(&args)
     }
+}
+
+/// Runs `command` with `input` on its stdin, its output read.
+fn fed(mut command: Command, input: &[u8]) -> std::io::Result<Output> {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input)?;
+    }
+    child.wait_with_output()
 }
 
 fn git_command(dir: &Path, args: &[&str]) -> Command {

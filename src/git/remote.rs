@@ -19,7 +19,7 @@ const FLEET: &str = "refs/ralph/fleet";
 pub(crate) const LEDGER: &str = "refs/ralph/fleet/budget";
 
 /// The tree every claim commit points to (git knows the empty tree without storing it).
-const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+pub(super) const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// What a claim records: who holds the task and when they last said they still do.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -210,7 +210,19 @@ impl Repo {
     fn fetch_specs(&self, remote: &str, specs: &[String]) -> Result<(), String> {
         let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
         let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
-        let mut args = vec!["fetch", "-q", "--prune", "--no-tags", remote];
+        // A worker fetches often, each fetch a handful of objects: git's housekeeping is left
+        // to the user's own commands rather than run after each one.
+        let mut args = vec![
+            "-c",
+            "maintenance.auto=false",
+            "-c",
+            "gc.auto=0",
+            "fetch",
+            "-q",
+            "--prune",
+            "--no-tags",
+            remote,
+        ];
         args.extend(specs.iter().map(String::as_str));
         args.extend([claims_spec.as_str(), fleet_spec.as_str()]);
         check(self.remote_run(&args), &format!("git fetch {remote}")).map(drop)

@@ -12,6 +12,7 @@ mod support;
 
 mod budget;
 mod gates;
+mod merges;
 mod questions;
 mod room;
 mod workers;

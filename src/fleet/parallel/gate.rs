@@ -44,11 +44,37 @@ impl Gate<'_> {
     /// files hold conflict blocks never lands (a merge the agent was handed and left unresolved,
     /// or one a kill cut short), nor one that changes a protected path its task may not change.
     pub(in crate::fleet) fn merge_check(&self, id: &str, tree: &Repo) -> Option<Verification> {
-        let merged = tree.changed_since("HEAD^1", "HEAD");
-        let failed = crate::verify::no_conflict_blocks(tree.root(), &merged)
-            .or_else(|| self.protected_changes(id, tree, &merged))?;
+        let dir = crate::storage::RalphDir::new(&tree.root().join(tree.prefix()));
+        self.merge_check_of(id, tree, ("HEAD^1", "HEAD"), &dir)
+    }
+
+    /// [`Gate::merge_check`] of the merge commit `merge` (made on `parent`) in `repo`, task
+    /// `id`'s `protect:` read from the task list in `dir`: the merge need not be checked out.
+    pub(in crate::fleet) fn merge_check_of(
+        &self,
+        id: &str,
+        repo: &Repo,
+        (parent, merge): (&str, &str),
+        dir: &crate::storage::RalphDir,
+    ) -> Option<Verification> {
+        let merged = repo.changed_since(parent, merge);
+        let wanted: Vec<(&str, &str)> =
+            (merged.iter()).map(|file| (merge, file.as_str())).collect();
+        let files = repo.files_at(&wanted).unwrap_or_default();
+        let read = |file: &str| {
+            let at = merged.iter().position(|each| each == file)?;
+            files.get(at)?.clone().ok().flatten()
+        };
+        let failed = crate::verify::no_conflict_blocks(&merged, &read)
+            .or_else(|| self.protected_changes(id, dir, &merged))?;
         self.record(id, std::slice::from_ref(&failed));
         Some(failed)
+    }
+
+    /// Whether the run has commands to check a merge with (`--verify`, `--holdout`).
+    pub(in crate::fleet) fn has_checks(&self) -> bool {
+        let options = &self.config.options;
+        !options.verify.is_empty() || !options.holdout.is_empty()
     }
 
     /// The run's `--verify` commands, then its `--holdout` checks, in `tree` (recorded for
@@ -59,11 +85,11 @@ impl Gate<'_> {
         tree: &Repo,
         stop: &crate::signal::StopFlag,
     ) -> Option<Verification> {
-        let commands = &self.config.options.verify;
-        let holdout = &self.config.options.holdout;
-        if commands.is_empty() && holdout.is_empty() {
+        if !self.has_checks() {
             return None;
         }
+        let commands = &self.config.options.verify;
+        let holdout = &self.config.options.holdout;
         let hash = tree.work_tree_hash();
         // The commands run the agents' code: in the run's sandbox (around the integration
         // worktree) when it has one. One that cannot be made fails the check.
@@ -112,9 +138,13 @@ impl Gate<'_> {
 
     /// The failed check of a merge of task `id` that changes (`merged`) protected paths the task
     /// may not change: the run's `--protect` and the task's own `protect:`, less its
-    /// `may_change:` (read from the merged task list).
-    fn protected_changes(&self, id: &str, tree: &Repo, merged: &[String]) -> Option<Verification> {
-        let dir = crate::storage::RalphDir::new(&tree.root().join(tree.prefix()));
+    /// `may_change:` (read from the merged task list, in `dir`).
+    fn protected_changes(
+        &self,
+        id: &str,
+        dir: &crate::storage::RalphDir,
+        merged: &[String],
+    ) -> Option<Verification> {
         let list = crate::storage::read_text(&dir.tasks())
             .ok()
             .flatten()

@@ -242,7 +242,7 @@ impl<'a> Coordinator<'a> {
                     }
                 }
             }
-            carried = super::super::carry::into_base(tree, &tree_dir, &branch(id), id);
+            carried = super::super::carry::into_base(tree, &tree_dir, (&branch(id), "HEAD"), id);
             mark(&tree_dir, id, TaskStatus::Complete, None)
         };
         // The files `finish` copies from the base's `.ralph/` need not be put back first.

@@ -5,6 +5,7 @@
 use crate::error::fail;
 use crate::event::{LoopEvent, Notice};
 use crate::git::{Merge, Pushed, Repo, Update, claim_ref};
+use crate::model::Verification;
 use crate::run::{sandboxed, wait};
 use crate::storage::RalphDir;
 use crate::storage::carry::Carried;
@@ -50,33 +51,25 @@ impl Session<'_> {
                     base: &self.site.base_name(),
                 });
             }
-            let Some((tree, tree_dir, base_sha)) = self.fresh_base(id, claim, fetched)? else {
+            let Some(base_sha) = self.fresh_base(id, claim, fetched)? else {
                 return Ok(self.gone(id));
             };
             if !self.holds(id, claim) {
                 return Ok(self.gone(id));
             }
-            // The merge commit runs the repository's hooks: inside the run's sandbox.
-            let (tree, _sandbox) = sandboxed::merging_in(self.config, tree, self.dir)?;
-            let own = self.own_files(&tree);
-            let own: Vec<&str> = own.iter().map(String::as_str).collect();
-            let (hash, carried) = match self.merge_own((&tree, &tree_dir), id, &message, &own)? {
-                Ok(merged) => merged,
-                Err(end) => return Ok(end),
-            };
-            let riders = if alone {
-                Vec::new()
+            let made = if self.plumbs() {
+                self.plumbed_train(id, &base_sha, &message, alone)?
             } else {
-                let riders = self.riders(id, &self.site.list()?);
-                self.merge_riders((&tree, &tree_dir), riders, &own)
+                self.train_in_worktree(id, &base_sha, &message, alone)?
+            };
+            let train = match made {
+                Ok(train) => train,
+                Err(end) => return Ok(end),
             };
             // The run's --verify is the merge's gate, once for the whole train: the base moves
             // only when it passes.
-            let gate = self
-                .gate()
-                .run_checks(&train_label(id, &riders), &tree, self.stop);
-            if let Some(failed) = gate {
-                if riders.is_empty() {
+            if let Some(failed) = self.run_gate(id, &train)? {
+                if train.riders.is_empty() {
                     return Ok(Integrated::GateFailed(failed));
                 }
                 (alone, fetched) = (true, true);
@@ -84,11 +77,11 @@ impl Session<'_> {
             }
             // The task's branch goes with the merge (on the remote when it was ever pushed),
             // unless it keeps notes or tasks that could not be carried.
-            let delete = carried.problems.is_empty();
+            let delete = train.carried.problems.is_empty();
             let published = delete && self.site.repo.resolve(&self.site.task_branch(id)).is_some();
-            let claims = (id, claim, &riders[..]);
-            if self.push_base(&tree, &base_sha, claims, published)? == Pushed::Done {
-                self.merged(id, (hash, carried), &riders);
+            let claims = (id, claim, &train.riders[..]);
+            if self.push_base(&train.head, &base_sha, claims, published)? == Pushed::Done {
+                self.merged(id, (train.hash, train.carried), &train.riders);
                 return Ok(Integrated::Merged);
             }
             // Another worker's merge got there first, perhaps with this task on board.
@@ -106,6 +99,58 @@ impl Session<'_> {
         .into())
     }
 
+    /// [`Session::plumbed_train`] made in the integration worktree, for a repository whose
+    /// hooks a merge commit runs (in the run's sandbox), or a git that cannot merge otherwise.
+    fn train_in_worktree(
+        &self,
+        id: &str,
+        base_sha: &str,
+        message: &str,
+        alone: bool,
+    ) -> anyhow::Result<Result<Train, Integrated>> {
+        let (tree, tree_dir) = self.integration_tree(base_sha)?;
+        // The merge commit runs the repository's hooks: inside the run's sandbox.
+        let (tree, _sandbox) = sandboxed::merging_in(self.config, tree, self.dir)?;
+        let own = self.own_files(&self.site.repo);
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let (hash, carried) = match self.merge_own((&tree, &tree_dir), id, message, &own)? {
+            Ok(merged) => merged,
+            Err(end) => return Ok(Err(end)),
+        };
+        let riders = if alone {
+            Vec::new()
+        } else {
+            let riders = self.riders(id, &self.site.list()?);
+            self.merge_riders((&tree, &tree_dir), riders, &own)
+        };
+        let head = (tree.resolve("HEAD")).ok_or_else(|| fail("the merge commit is missing"))?;
+        Ok(Ok(Train {
+            head,
+            hash,
+            carried,
+            riders,
+        }))
+    }
+
+    /// The integration worktree, at `commit`, and ralph's folder in it.
+    fn integration_tree(&self, commit: &str) -> anyhow::Result<(Repo, RalphDir)> {
+        let path = self.dir.integration_worktree();
+        let tree = (self.site.repo.detached_worktree(&path, commit)).map_err(fail)?;
+        Ok((tree, RalphDir::new(&path.join(self.site.repo.prefix()))))
+    }
+
+    /// The run's checks (`--verify`, `--holdout`) on the train's last commit, checked out in
+    /// the integration worktree: the check that failed, if one did.
+    fn run_gate(&self, id: &str, train: &Train) -> anyhow::Result<Option<Verification>> {
+        let gate = self.gate();
+        if !gate.has_checks() {
+            return Ok(None);
+        }
+        let (tree, _) = self.integration_tree(&train.head)?;
+        let label = train_label(id, &train.riders);
+        Ok(gate.run_checks(&label, &tree, self.stop))
+    }
+
     /// Merges task `id`'s branch into `tree` (its notes and tasks carried, the task marked done)
     /// and checks the merge: its commit and what was carried, or how the merge ended.
     fn merge_own(
@@ -119,7 +164,7 @@ impl Session<'_> {
         // What the agent added to the progress log and the task list joins the base's.
         let mut carried = Carried::default();
         let mut finish = || {
-            carried = super::super::carry::into_base(tree, tree_dir, &branch, id);
+            carried = super::super::carry::into_base(tree, tree_dir, (&branch, "HEAD"), id);
             base::mark(tree_dir, id, TaskStatus::Complete, None)
         };
         let hash = match tree.merge_branch(&branch, message, (own, &[]), &mut finish) {
@@ -148,6 +193,44 @@ impl Session<'_> {
         }
         self.tell_riders(id, riders);
         (self.site.repo).remove_worktree(&self.dir.worktree(id), &branch, delete);
+    }
+
+    /// Marks the task `[!]` on the base (with why) and drops the claim; its branch is kept.
+    pub(super) fn give_up(&self, id: &str, why: &str, claim: &str) -> anyhow::Result<TaskEnd> {
+        for _ in 0..PUSH_TRIES {
+            let Some(base_sha) = self.fresh_base(id, claim, false)? else {
+                return Ok(if self.landed_elsewhere(id) {
+                    TaskEnd::Merged
+                } else {
+                    TaskEnd::LetGo
+                });
+            };
+            let (tree, tree_dir) = self.integration_tree(&base_sha)?;
+            base::mark(&tree_dir, id, TaskStatus::Failed, Some(why)).map_err(fail)?;
+            let own = self.own_files(&self.site.repo);
+            let message = format!("Ralph: task {id} failed");
+            tree.commit_paths(&[own[0].as_str()], &message)
+                .map_err(fail)?;
+            let head = (tree.resolve("HEAD")).ok_or_else(|| fail("the commit is missing"))?;
+            if self.push_base(&head, &base_sha, (id, claim, &[]), false)? == Pushed::Done {
+                self.sink.emit(LoopEvent::TaskFailed {
+                    task: id.to_owned(),
+                    reason: why.to_owned(),
+                });
+                self.site
+                    .repo
+                    .remove_worktree(&self.dir.worktree(id), &base::branch(id), false);
+                return Ok(TaskEnd::Failed);
+            }
+            if !self.site.still_ours(id, claim)? {
+                return Ok(TaskEnd::LetGo);
+            }
+        }
+        Err(fail(format!(
+            "{} kept moving while task {id} was marked failed; start the worker again",
+            self.site.base_name()
+        ))
+        .into())
     }
 
     /// The task's claim is gone: merged by another worker's merge train, or let go.
@@ -185,15 +268,15 @@ impl Session<'_> {
         Ok(None)
     }
 
-    /// The integration worktree at the freshly fetched base (fetched now unless `fetched`):
-    /// `None` when the task left the list or is done there already (its claim is dropped: work
-    /// on the base is never merged twice).
+    /// The base's commit, freshly fetched (fetched now unless `fetched`): `None` when the task
+    /// left the list or is done there already (its claim is dropped: work on the base is never
+    /// merged twice).
     pub(super) fn fresh_base(
         &self,
         id: &str,
         claim: &str,
         fetched: bool,
-    ) -> anyhow::Result<Option<(Repo, RalphDir, String)>> {
+    ) -> anyhow::Result<Option<String>> {
         if !fetched {
             self.site.fetch()?;
         }
@@ -202,37 +285,27 @@ impl Session<'_> {
             .repo
             .resolve(&self.site.base_ref())
             .ok_or_else(|| fail(format!("{} is gone", self.site.base_name())))?;
-        let path = self.dir.integration_worktree();
-        let tree = self
-            .site
-            .repo
-            .detached_worktree(&path, &base_sha)
-            .map_err(fail)?;
-        let tree_dir = RalphDir::new(&path.join(self.site.repo.prefix()));
         if !self.still_to_do(id) {
             self.drop_claim(id, claim);
             return Ok(None);
         }
-        Ok(Some((tree, tree_dir, base_sha)))
+        Ok(Some(base_sha))
     }
 
-    /// Pushes the integration tree's HEAD as the base (if the base is still `base_sha`) and
-    /// deletes task `id`'s claim (if it is still `claim`) and the riders', together; with
-    /// `delete_branch`, the task's branch too.
+    /// Pushes commit `head` as the base (if the base is still `base_sha`) and deletes task
+    /// `id`'s claim (if it is still `claim`) and the riders', together; with `delete_branch`,
+    /// the task's branch too.
     pub(super) fn push_base(
         &self,
-        tree: &Repo,
+        head: &str,
         base_sha: &str,
         (id, claim, riders): (&str, &str, &[Rider]),
         delete_branch: bool,
     ) -> anyhow::Result<Pushed> {
-        let head = tree
-            .resolve("HEAD")
-            .ok_or_else(|| fail("the merge commit is missing"))?;
         let mut updates = vec![
             Update {
                 dst: format!("refs/heads/{}", self.site.base),
-                new: Some(&head),
+                new: Some(head),
                 expect: Some(base_sha),
             },
             Update {
@@ -254,6 +327,18 @@ impl Session<'_> {
             .push(&self.site.remote, &updates)
             .map_err(|why| unreachable_remote(&self.site.remote, &why).into())
     }
+}
+
+/// A task's merge, with its train, made and ready to push.
+pub(super) struct Train {
+    /// The last commit: what the base becomes.
+    pub(super) head: String,
+    /// The task's own merge commit, short.
+    pub(super) hash: String,
+    /// Its notes and tasks carried into the base.
+    pub(super) carried: Carried,
+    /// The other workers' tasks merged after it.
+    pub(super) riders: Vec<Rider>,
 }
 
 /// What a merge's gate checks are recorded for: the task, or the tasks of its train.

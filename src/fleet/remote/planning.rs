@@ -95,7 +95,8 @@ impl Session<'_> {
         self.shared.edit_history(self.dir, |history| {
             calls.into_iter().for_each(|call| history.add_call(call));
         })?;
-        match self.push_base(&tree, &base_sha, (PLAN_CLAIM, claim, &[]), false)? {
+        let head = (tree.resolve("HEAD")).ok_or_else(|| fail("the plan's commit is missing"))?;
+        match self.push_base(&head, &base_sha, (PLAN_CLAIM, claim, &[]), false)? {
             Pushed::Done => Ok(()),
             Pushed::Moved => Err(fail(format!(
                 "{} moved while this worker planned; start the worker again to plan on the new base",

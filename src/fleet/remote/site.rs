@@ -22,6 +22,8 @@ pub(super) struct Site {
     pub(super) base: String,
     /// The task list's path, repository-relative.
     tasks_path: String,
+    /// This git merges by plumbing (`merge-tree --write-tree`), with no checkout.
+    pub(super) merges_trees: bool,
     /// The base's last read task list and the commit it was read at: a worker polling a base
     /// that did not move reads no file again.
     last_list: Mutex<Option<(String, Vec<u8>)>>,
@@ -46,6 +48,7 @@ impl Site {
             storage::TASKS_FILE
         );
         Ok(Self {
+            merges_trees: repo.merges_trees(),
             repo,
             remote: remote.to_owned(),
             base,

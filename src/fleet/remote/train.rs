@@ -31,7 +31,7 @@ pub(super) struct Rider {
     pub(super) claim: String,
     /// The branch's commit its claim marked ready.
     pub(super) commit: String,
-    text: String,
+    pub(super) text: String,
     /// Its notes and tasks carried into the base; its branch goes only when all were.
     pub(super) carried: Carried,
 }

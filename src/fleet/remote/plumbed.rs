@@ -1,0 +1,223 @@
+//! A worker's merge made by git's plumbing, when git can and the repository has no hook a merge
+//! commit would run: the task's branch (and its riders') merged into the fetched base by
+//! `merge-tree`, ralph's own files (the task list, the progress log) made in a folder of their
+//! own and set over the merged tree, each commit made by `commit-tree`. Nothing is checked out,
+//! so a merge whose push lost a race costs one fetch and a few processes.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::fail;
+use crate::git::{Repo, TreeMerge};
+use crate::storage::tasks::TaskStatus;
+use crate::storage::{self, RalphDir, progress};
+
+use super::super::{base, carry};
+use super::integrate::Train;
+use super::train::Rider;
+use super::{Integrated, Session};
+
+/// ralph's own files as a merge commit has them: each path with its blob (`None`: no such file).
+type OwnBlobs = Vec<(String, Option<String>)>;
+
+/// ralph's own files of the merge being made, in a folder of their own (removed when dropped).
+struct Scratch {
+    root: PathBuf,
+    dir: RalphDir,
+    /// Their paths, repository-relative.
+    paths: Vec<String>,
+}
+
+impl Scratch {
+    /// The folder, emptied, for ralph's own files of a repository whose run is in `prefix`.
+    fn new(root: PathBuf, prefix: &str, repo: &Repo) -> anyhow::Result<Self> {
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root)
+            .map_err(|err| fail(format!("{} could not be made: {err}", root.display())))?;
+        let dir = RalphDir::new(&root.join(prefix));
+        let paths = base::own_files(repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE]);
+        Ok(Self { root, dir, paths })
+    }
+
+    /// The conflicts of a merge in files other than ralph's own (those are made here).
+    fn real(&self, conflicts: &[String]) -> Vec<String> {
+        (conflicts.iter())
+            .filter(|path| !self.paths.contains(path))
+            .cloned()
+            .collect()
+    }
+
+    /// Writes each of ralph's own files as the first of `revs` that has it.
+    fn lay_out(&self, repo: &Repo, revs: &[&str]) -> Result<(), String> {
+        let wanted: Vec<(&str, &str)> = (self.paths.iter())
+            .flat_map(|path| revs.iter().map(move |rev| (*rev, path.as_str())))
+            .collect();
+        let mut files = repo.files_at(&wanted)?.into_iter();
+        for path in &self.paths {
+            let versions: Vec<_> = files.by_ref().take(revs.len()).collect();
+            let found = versions.into_iter().find_map(|version| version.transpose());
+            if let Some(content) = found.transpose()? {
+                let file = self.root.join(path);
+                if let Some(folder) = file.parent() {
+                    std::fs::create_dir_all(folder).map_err(|err| err.to_string())?;
+                }
+                std::fs::write(&file, content).map_err(|err| err.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// ralph's own files as they are here, written as blobs.
+    fn blobs(&self, repo: &Repo) -> Result<OwnBlobs, String> {
+        let files: Vec<PathBuf> = self.paths.iter().map(|path| self.root.join(path)).collect();
+        let present: Vec<&Path> = (files.iter().map(PathBuf::as_path))
+            .filter(|file| file.is_file())
+            .collect();
+        let mut ids = repo.write_blobs(&present)?.into_iter();
+        Ok((self.paths.iter().zip(&files))
+            .map(|(path, file)| (path.clone(), file.is_file().then(|| ids.next()).flatten()))
+            .collect())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+impl Session<'_> {
+    /// Whether this worker merges by plumbing: git can, and no hook of the repository would
+    /// run for a merge commit (one made by `git commit` runs them, in the run's sandbox).
+    pub(super) fn plumbs(&self) -> bool {
+        self.site.merges_trees && !self.site.repo.has_hooks()
+    }
+
+    /// Task `id`'s branch merged into the base at `base_sha` as a merge commit (`message`),
+    /// the task marked done and its notes and tasks carried; with the riders' branches merged
+    /// after it, unless `alone`. How the merge ended when it cannot go to the remote.
+    pub(super) fn plumbed_train(
+        &self,
+        id: &str,
+        base_sha: &str,
+        message: &str,
+        alone: bool,
+    ) -> anyhow::Result<Result<Train, Integrated>> {
+        let repo = &self.site.repo;
+        let branch = base::branch(id);
+        let failed = |why: String| fail(format!("merging task {id} failed: {why}"));
+        let tip = (repo.resolve(&format!("refs/heads/{branch}")))
+            .ok_or_else(|| failed(format!("its branch {branch} is gone")))?;
+        let merged = merge_trees(repo, base_sha, &tip).map_err(failed)?;
+        let root = self.dir.integration_worktree().with_extension("own");
+        let scratch = Scratch::new(root, repo.prefix(), repo)?;
+        let real = scratch.real(&merged.conflicts);
+        if !real.is_empty() {
+            return Ok(Err(Integrated::Conflict(real)));
+        }
+        // ralph's own files as the base has them (the branch's, for one the base has not),
+        // then what the branch added to them, and the task marked done.
+        scratch.lay_out(repo, &[base_sha, &tip]).map_err(failed)?;
+        let carried = carry::into_base(repo, &scratch.dir, (&branch, base_sha), id);
+        base::mark(&scratch.dir, id, TaskStatus::Complete, None).map_err(failed)?;
+        let own = scratch.blobs(repo).map_err(failed)?;
+        let parents = [base_sha, tip.as_str()];
+        let commit = commit_merge(repo, &merged.tree, &own, &parents, message).map_err(failed)?;
+        let gate = self.gate();
+        if let Some(check) = gate.merge_check_of(id, repo, (base_sha, &commit), &scratch.dir) {
+            return Ok(Err(Integrated::GateFailed(check)));
+        }
+        let hash = (commit.get(..crate::git::SHORT_HASH))
+            .unwrap_or(&commit)
+            .to_owned();
+        let riders = if alone {
+            Vec::new()
+        } else {
+            self.riders(id, &self.site.list()?)
+        };
+        let (head, riders) = self.plumbed_riders(&scratch, (commit, &own), riders);
+        Ok(Ok(Train {
+            head,
+            hash,
+            carried,
+            riders,
+        }))
+    }
+
+    /// Merges each rider in turn after `start` (this worker's own merge, whose own files are
+    /// `own`), one merge commit each with ralph's own files kept; then one commit carries their
+    /// notes and tasks and marks them done. A rider that conflicts or fails its merge's own
+    /// checks is left to its worker. The train's last commit, and the riders it merged.
+    fn plumbed_riders(
+        &self,
+        scratch: &Scratch,
+        (start, own): (String, &OwnBlobs),
+        riders: Vec<Rider>,
+    ) -> (String, Vec<Rider>) {
+        let repo = &self.site.repo;
+        let mut head = start.clone();
+        let mut merged = Vec::new();
+        for rider in riders {
+            let message = format!("Ralph: merge task {} — {}", rider.id, rider.text);
+            let Ok(tree) = merge_trees(repo, &head, &rider.commit) else {
+                continue;
+            };
+            if !scratch.real(&tree.conflicts).is_empty() {
+                continue;
+            }
+            let parents = [head.as_str(), rider.commit.as_str()];
+            let Ok(commit) = commit_merge(repo, &tree.tree, own, &parents, &message) else {
+                continue;
+            };
+            let on = (head.as_str(), commit.as_str());
+            // Its own worker meets a refusal and tells its agent.
+            if (self
+                .gate()
+                .merge_check_of(&rider.id, repo, on, &scratch.dir))
+            .is_none()
+            {
+                merged.push((rider, std::mem::replace(&mut head, commit)));
+            }
+        }
+        if merged.is_empty() {
+            return (start, Vec::new());
+        }
+        let mut riders = Vec::new();
+        for (mut rider, before) in merged {
+            let on = (rider.commit.as_str(), before.as_str());
+            rider.carried = carry::into_base_after(repo, &scratch.dir, on, &rider.id);
+            if base::mark(&scratch.dir, &rider.id, TaskStatus::Complete, None).is_err() {
+                return (start, Vec::new());
+            }
+            riders.push(rider);
+        }
+        let ids: Vec<&str> = riders.iter().map(|rider| rider.id.as_str()).collect();
+        let message = format!("Ralph: tasks {} merged", ids.join(", "));
+        let tree = format!("{head}^{{tree}}");
+        let own = scratch.blobs(repo);
+        match own.and_then(|own| commit_merge(repo, &tree, &own, &[&head], &message)) {
+            Ok(last) => (last, riders),
+            Err(_) => (start, Vec::new()),
+        }
+    }
+}
+
+/// [`Repo::merge_trees`], which [`Session::plumbs`] made sure this git can do.
+fn merge_trees(repo: &Repo, ours: &str, theirs: &str) -> Result<TreeMerge, String> {
+    repo.merge_trees(ours, theirs)?
+        .ok_or_else(|| "this git cannot merge without a checkout (git 2.38 or newer can)".into())
+}
+
+/// A commit of `tree` with ralph's own files set to `own`, on `parents`: its id.
+fn commit_merge(
+    repo: &Repo,
+    tree: &str,
+    own: &OwnBlobs,
+    parents: &[&str],
+    message: &str,
+) -> Result<String, String> {
+    let files: Vec<(&str, Option<&str>)> = (own.iter())
+        .map(|(path, blob)| (path.as_str(), blob.as_deref()))
+        .collect();
+    let tree = repo.tree_with(tree, &files)?;
+    repo.commit_tree(&tree, parents, message)
+}

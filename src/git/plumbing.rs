@@ -1,0 +1,240 @@
+//! Merges made by git's plumbing, with no work tree: `merge-tree --write-tree` merges two commits
+//! into a tree, a throwaway index changes a few files of a tree, and `commit-tree` makes the
+//! commit. Nothing is checked out, so a merge costs a handful of processes and no file of any
+//! work tree is written; what it makes is only objects, harmless when a kill cuts it off.
+
+use std::path::Path;
+
+use super::{Repo, check};
+
+/// Two commits merged by [`Repo::merge_trees`].
+#[derive(Debug)]
+pub(crate) struct TreeMerge {
+    /// The merged tree (conflicted files hold conflict blocks).
+    pub(crate) tree: String,
+    /// The files left in conflict, repository-relative.
+    pub(crate) conflicts: Vec<String>,
+}
+
+/// How `git merge-tree` says that it does not know `--write-tree` (git before 2.38).
+const USAGE: i32 = 129;
+
+impl Repo {
+    /// Merges commits `ours` and `theirs` into a tree (`git merge-tree --write-tree`), the
+    /// conflicted files named: `None` when this git is too old to.
+    pub(crate) fn merge_trees(
+        &self,
+        ours: &str,
+        theirs: &str,
+    ) -> Result<Option<TreeMerge>, String> {
+        let args = [
+            "merge-tree",
+            "--write-tree",
+            "--no-messages",
+            "--name-only",
+            "-z",
+            ours,
+            theirs,
+        ];
+        let output = self
+            .run(&args)
+            .map_err(|err| format!("git merge-tree could not run: {err}"))?;
+        match output.status.code() {
+            Some(0 | 1) => {}
+            Some(USAGE) => return Ok(None),
+            _ => return check(Ok(output), "git merge-tree").map(|_| None),
+        }
+        // `TREE NUL`, then each conflicted file `PATH NUL`.
+        let mut fields = (output.stdout.split(|&b| b == 0))
+            .filter(|field| !field.is_empty())
+            .map(|field| String::from_utf8_lossy(field).into_owned());
+        let tree = fields.next().ok_or("git merge-tree wrote no tree")?;
+        let mut conflicts: Vec<String> = fields.collect();
+        conflicts.dedup();
+        Ok(Some(TreeMerge { tree, conflicts }))
+    }
+
+    /// Whether this git merges by plumbing ([`Repo::merge_trees`]): 2.38 or newer.
+    pub(crate) fn merges_trees(&self) -> bool {
+        let empty = super::remote::EMPTY_TREE;
+        // Two trees are no commits: a git that knows `--write-tree` refuses them, not the option.
+        (self.run(&["merge-tree", "--write-tree", empty, empty]))
+            .is_ok_and(|output| output.status.code() != Some(USAGE))
+    }
+
+    /// Writes `files` (on disk) as blobs, as they are (no filter): their ids, in order.
+    pub(crate) fn write_blobs(&self, files: &[&Path]) -> Result<Vec<String>, String> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut input = String::new();
+        for file in files {
+            input.push_str(&file.to_string_lossy());
+            input.push('\n');
+        }
+        let args = ["hash-object", "-w", "--no-filters", "--stdin-paths"];
+        let output = check(
+            self.run_with_input(&args, input.as_bytes()),
+            "git hash-object",
+        )?;
+        let ids: Vec<String> = (String::from_utf8_lossy(&output.stdout).lines())
+            .map(str::to_owned)
+            .collect();
+        if ids.len() != files.len() {
+            return Err("git hash-object stopped short".to_owned());
+        }
+        Ok(ids)
+    }
+
+    /// `tree` (a tree or commit) with each of `files` (repository-relative) set to a blob, or
+    /// removed (`None`): the new tree's id. A throwaway index of its own does it.
+    pub(crate) fn tree_with(
+        &self,
+        tree: &str,
+        files: &[(&str, Option<&str>)],
+    ) -> Result<String, String> {
+        let scratch = tempfile::Builder::new()
+            .prefix("ralph-index")
+            .tempdir()
+            .map_err(|err| format!("a throwaway index could not be made: {err}"))?;
+        let index = scratch.path().join("index");
+        let with_index = |args: &[&str], input: Option<&[u8]>| {
+            let mut command = self.command(args);
+            command.env("GIT_INDEX_FILE", &index);
+            let output = match input {
+                None => command.output(),
+                Some(input) => super::fed(command, input),
+            };
+            check(output, &format!("git {}", args[0]))
+        };
+        with_index(&["read-tree", tree], None)?;
+        let mut info = String::new();
+        for (path, blob) in files {
+            match blob {
+                Some(blob) => info.push_str(&format!("100644 {blob}\t{path}\n")),
+                None => info.push_str(&format!("0 {}\t{path}\n", "0".repeat(40))),
+            }
+        }
+        with_index(&["update-index", "--index-info"], Some(info.as_bytes()))?;
+        let written = with_index(&["write-tree"], None)?;
+        Ok(String::from_utf8_lossy(&written.stdout).trim().to_owned())
+    }
+
+    /// A commit of `tree` with `parents` and `message` (`git commit-tree`), as the user's
+    /// identity and signing settings make it: its id.
+    pub(crate) fn commit_tree(
+        &self,
+        tree: &str,
+        parents: &[&str],
+        message: &str,
+    ) -> Result<String, String> {
+        let mut args = vec!["commit-tree", tree];
+        for parent in parents {
+            args.extend(["-p", parent]);
+        }
+        args.extend(["-m", message]);
+        let output = check(self.run(&args), "git commit-tree")?;
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+
+    /// Whether the repository has hooks a commit would run (any runnable file in its hooks
+    /// folder but git's samples).
+    pub(crate) fn has_hooks(&self) -> bool {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = (self.hooks_path()).unwrap_or_else(|| self.git_common_dir().join("hooks"));
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let runnable = (entry.metadata())
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+            runnable && !name.ends_with(".sample") && !name.starts_with('.')
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+    use crate::testing::git;
+
+    /// A repository on `main` with `f` and `g`, a branch `b` changing both and `main` then
+    /// changing `f`; `None` without git.
+    fn forked() -> Option<(tempfile::TempDir, Repo)> {
+        let dir = crate::testing::tempdir().unwrap();
+        let root = dir.path();
+        if !git(root, &["init", "-q", "-b", "main"]) {
+            return None;
+        }
+        // `commit-tree` runs as this process: the repository names who commits.
+        for (key, value) in [("user.name", "t"), ("user.email", "t@example.invalid")] {
+            assert!(git(root, &["config", key, value]));
+        }
+        let commit = |message: &str| assert!(git(root, &["commit", "-qam", message]));
+        fs::write(root.join("f"), "a\n").unwrap();
+        fs::write(root.join("g"), "x\n").unwrap();
+        assert!(git(root, &["add", "."]));
+        commit("a");
+        assert!(git(root, &["checkout", "-qb", "b"]));
+        fs::write(root.join("f"), "b\n").unwrap();
+        fs::write(root.join("g"), "y\n").unwrap();
+        commit("b");
+        assert!(git(root, &["checkout", "-q", "main"]));
+        fs::write(root.join("f"), "c\n").unwrap();
+        commit("c");
+        let repo = Repo::discover(root)?;
+        Some((dir, repo))
+    }
+
+    #[test]
+    fn two_commits_merge_into_a_tree_naming_the_conflicts_and_a_file_set_over_them() {
+        let Some((dir, repo)) = forked() else {
+            return;
+        };
+        if !repo.merges_trees() {
+            return;
+        }
+        let merged = repo.merge_trees("main", "b").unwrap().unwrap();
+        assert_eq!(merged.conflicts, ["f"]);
+        let kept = dir.path().join("kept");
+        fs::write(&kept, "both\n").unwrap();
+        let blobs = repo.write_blobs(&[&kept]).unwrap();
+        let tree = repo
+            .tree_with(&merged.tree, &[("f", Some(&blobs[0])), ("gone", None)])
+            .unwrap();
+        let commit = repo.commit_tree(&tree, &["main", "b"], "merged").unwrap();
+        let files = repo
+            .files_at(&[(commit.as_str(), "f"), (commit.as_str(), "g")])
+            .unwrap();
+        assert_eq!(files[0], Ok(Some(b"both\n".to_vec())));
+        assert_eq!(files[1], Ok(Some(b"y\n".to_vec())));
+        assert_eq!(
+            repo.merge_base(&commit, "b").as_deref(),
+            repo.resolve("b").as_deref()
+        );
+        // Nothing was checked out: the work tree is main's.
+        assert_eq!(fs::read_to_string(dir.path().join("f")).unwrap(), "c\n");
+        let clean = repo.merge_trees("main", "main~1").unwrap().unwrap();
+        assert!(clean.conflicts.is_empty());
+    }
+
+    #[test]
+    fn hooks_are_found_but_not_git_samples() {
+        let Some((dir, repo)) = forked() else {
+            return;
+        };
+        let hooks = dir.path().join(".git/hooks");
+        fs::create_dir_all(&hooks).unwrap();
+        fs::write(hooks.join("pre-commit.sample"), "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        let runnable = fs::Permissions::from_mode(0o755);
+        fs::set_permissions(hooks.join("pre-commit.sample"), runnable.clone()).unwrap();
+        assert!(!repo.has_hooks());
+        fs::write(hooks.join("commit-msg"), "#!/bin/sh\n").unwrap();
+        fs::set_permissions(hooks.join("commit-msg"), runnable).unwrap();
+        assert!(repo.has_hooks());
+    }
+}
