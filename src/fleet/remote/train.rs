@@ -24,6 +24,35 @@ const RIDERS_MAX: usize = 16;
 const TRAIN_WAIT: Duration = Duration::from_secs(3);
 const TRAIN_POLL: Duration = Duration::from_millis(100);
 
+/// A ready task's place in the merge train, as last fetched.
+struct TrainView {
+    /// It is the first ready: its worker merges next.
+    leads: bool,
+    /// Other workers' tasks still run.
+    running: bool,
+    /// How many tasks are ready.
+    waiting: usize,
+    /// The refs whose moves change this: the base, its claim, and the first ready task's.
+    watched: Vec<String>,
+}
+
+impl TrainView {
+    /// Whether the remote's refs moved, from `at` (as last fetched) to `now`, in a way that
+    /// changes this view. The first ready worker lingers on any move (a task still running may
+    /// have become ready); the others wait only on the base, their claim and the first's.
+    fn moved(&self, at: &[(String, String)], now: &[(String, String)]) -> bool {
+        if self.leads {
+            return at != now;
+        }
+        let find = |refs: &[(String, String)], name: &str| {
+            (refs.iter())
+                .find(|(each, _)| each == name)
+                .map(|(_, sha)| sha.clone())
+        };
+        (self.watched.iter()).any(|name| find(at, name) != find(now, name))
+    }
+}
+
 /// Another worker's finished task, ready to merge.
 pub(super) struct Rider {
     pub(super) id: String,
@@ -98,40 +127,54 @@ impl Session<'_> {
         let deadline = started + TRAIN_WAIT + linger;
         let (repo, remote) = (&self.site.repo, &self.site.remote);
         let unreachable = |why: String| super::site::unreachable_remote(remote, &why);
-        let mut seen = None;
+        let mut looked: Option<(Vec<(String, String)>, TrainView)> = None;
         loop {
-            // A look that fetches nothing, then a fetch only when the base or a claim moved.
+            // A look that fetches nothing, then a fetch only when what this worker waits on
+            // moved: many waiting workers fetching at each claim marked ready would fill the
+            // machine.
             let now = (repo.base_and_claims_now(remote, &self.site.base)).map_err(unreachable)?;
-            if seen.as_ref() != Some(&now) {
+            if looked
+                .as_ref()
+                .is_none_or(|(at, view)| view.moved(at, &now))
+            {
                 (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
-                seen = Some(now);
+                if !self.holds(id, claim) {
+                    return Ok(true);
+                }
+                looked = Some((now, self.train_view(id)));
             }
-            if !self.holds(id, claim) {
-                return Ok(true);
-            }
-            let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);
-            let claims = self.site.repo.seen_claims(&self.site.remote);
-            let live: Vec<_> = (claims.iter())
-                .filter(|seen| !pick::is_stale(seen, now, ttl) && seen.id != planning::PLAN_CLAIM)
-                .filter_map(|seen| Some((seen.claim.as_ref()?, seen)))
-                .collect();
-            let first = (live.iter())
-                .filter(|(claim, _)| claim.ready.is_some())
-                .min_by_key(|(claim, seen)| (claim.heartbeat_at, seen.id.as_str()));
-            let leads = first.is_none_or(|(_, seen)| seen.id == id);
-            let running = live.iter().any(|(claim, _)| claim.ready.is_none());
-            let lingers = running && started.elapsed() < linger;
-            if (leads && !lingers) || Instant::now() >= deadline || self.stop.is_stopping() {
+            let Some((_, view)) = &looked else {
+                continue;
+            };
+            let lingers = view.running && started.elapsed() < linger;
+            if (view.leads && !lingers) || Instant::now() >= deadline || self.stop.is_stopping() {
                 return Ok(false);
             }
             // The more workers wait, the less often each looks: their looks share the machine
             // with the merge they wait for.
-            let waiting = live
-                .iter()
-                .filter(|(claim, _)| claim.ready.is_some())
-                .count();
-            let every = TRAIN_POLL * u32::try_from(waiting.div_ceil(8).clamp(1, 5)).unwrap_or(5);
-            crate::run::wait::pause(self.stop, every);
+            let every = view.waiting.div_ceil(8).clamp(1, 5);
+            crate::run::wait::pause(self.stop, TRAIN_POLL * u32::try_from(every).unwrap_or(5));
+        }
+    }
+
+    /// Where task `id`'s ready claim stands among the live claims, as last fetched.
+    fn train_view(&self, id: &str) -> TrainView {
+        let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);
+        let claims = self.site.repo.seen_claims(&self.site.remote);
+        let live: Vec<_> = (claims.iter())
+            .filter(|seen| !pick::is_stale(seen, now, ttl) && seen.id != planning::PLAN_CLAIM)
+            .filter_map(|seen| Some((seen.claim.as_ref()?, seen)))
+            .collect();
+        let ready = || live.iter().filter(|(claim, _)| claim.ready.is_some());
+        let first = ready().min_by_key(|(claim, seen)| (claim.heartbeat_at, seen.id.as_str()));
+        let leads = first.is_none_or(|(_, seen)| seen.id == id);
+        let mut watched = vec![format!("refs/heads/{}", self.site.base), claim_ref(id)];
+        watched.extend(first.map(|(_, seen)| claim_ref(&seen.id)));
+        TrainView {
+            leads,
+            running: live.iter().any(|(claim, _)| claim.ready.is_none()),
+            waiting: ready().count(),
+            watched,
         }
     }
 
@@ -301,5 +344,53 @@ impl Session<'_> {
             along: &ids,
             base: &self.site.base_name(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TrainView;
+
+    fn refs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        (list.iter())
+            .map(|(name, sha)| ((*name).to_owned(), (*sha).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_waiting_worker_looks_again_only_when_what_it_waits_on_moved() {
+        let base = "refs/heads/main";
+        let (own, first, other) = (
+            "refs/ralph/claims/b",
+            "refs/ralph/claims/a",
+            "refs/ralph/claims/c",
+        );
+        let view = TrainView {
+            leads: false,
+            running: true,
+            waiting: 2,
+            watched: vec![base.to_owned(), own.to_owned(), first.to_owned()],
+        };
+        let at = refs(&[(base, "1"), (first, "2"), (own, "3"), (other, "4")]);
+        // Another claim marked ready, or a new one: nothing this worker waits on.
+        let now = refs(&[(base, "1"), (first, "2"), (own, "3"), (other, "5")]);
+        assert!(!view.moved(&at, &now));
+        let now = refs(&[(base, "1"), (first, "2"), (own, "3")]);
+        assert!(!view.moved(&at, &now));
+        // The base moved, its own claim went, the first one's went or changed.
+        let now = refs(&[(base, "9"), (first, "2"), (own, "3"), (other, "4")]);
+        assert!(view.moved(&at, &now));
+        let now = refs(&[(base, "1"), (first, "2"), (other, "4")]);
+        assert!(view.moved(&at, &now));
+        let now = refs(&[(base, "1"), (own, "3"), (other, "4")]);
+        assert!(view.moved(&at, &now));
+        // The first ready worker looks again on any move: a task still running may be ready.
+        let leader = TrainView {
+            leads: true,
+            ..view
+        };
+        let now = refs(&[(base, "1"), (first, "2"), (own, "3"), (other, "5")]);
+        assert!(leader.moved(&at, &now));
+        assert!(!leader.moved(&at, &at));
     }
 }
