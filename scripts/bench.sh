@@ -813,14 +813,15 @@ gap_notes() {
   fi
   if missed 11; then
     echo
-    echo "- **11, a fleet**: ready tasks land together (one worker merges every ready branch, one"
-    echo "  push), and a waiting worker looks with one \`git ls-remote\` and fetches only what moved,"
-    echo "  but every worker's git processes (about a hundred per task: claims, pushes, fetches, the"
-    echo "  merges in a checkout) share the machine's cores, so a train merged while the next"
-    echo "  round's workers start is slow. Between rounds a worker whose task rides another's train"
-    echo "  waits for that train to land before it claims its next task. Going on at once (its ready"
-    echo "  claim landed by a later train) only pays when no train leaves a rider behind: a rider"
-    echo "  that became ready after the train set out waits a whole task for its own worker."
+    echo "- **11, a fleet**: ready tasks land together (one worker merges every ready branch by"
+    echo "  git's plumbing, with no checkout, in one push), and a waiting worker looks with one"
+    echo "  \`git ls-remote\` and fetches only when what it waits on moved. Yet every worker's git"
+    echo "  processes (about ninety per task: claims, pushes and fetches, most of them on the remote's"
+    echo "  side too) share this machine's cores with the remote's, so at a round's end, when every"
+    echo "  worker pushes and claims at once, a train lands in one to two seconds instead of a few"
+    echo "  hundred milliseconds, and the next round starts that much later. Going on to the next"
+    echo "  task at once (the ready task parked on another worker's train) did not pay here: the"
+    echo "  claims and fetches it brings forward compete with the train for the same cores."
   fi
   if missed 4; then
     echo
