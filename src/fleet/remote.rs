@@ -79,6 +79,9 @@ struct Session<'a> {
     /// The tasks whose claim races this worker lost since its last fetch: held by others, so
     /// the next pick is made without fetching again.
     just_lost: BTreeSet<String>,
+    /// The base and the claims were fetched a moment ago (a merge train was waited for): the
+    /// next pick is made without fetching again.
+    fresh: bool,
     /// The worker said it waits for another worker's plan.
     told_plan_waits: bool,
     /// The worker said it waits for room on the machine (`--agent-memory`).
@@ -147,6 +150,7 @@ pub(crate) fn worker(
         failed: 0,
         lost_races: 0,
         just_lost: BTreeSet::new(),
+        fresh: false,
         told_plan_waits: false,
         told_room: false,
         warn_unsandboxed: unsandboxed,
@@ -178,7 +182,7 @@ impl Session<'_> {
                 return Ok(Some(Stop::Interrupted));
             }
             // Right after a lost race the last fetch is fresh but for the claim that was lost.
-            if self.just_lost.is_empty() {
+            if self.just_lost.is_empty() && !std::mem::take(&mut self.fresh) {
                 self.site.fetch()?;
             }
             if self.config.prompt != crate::config::WORKER_PROMPT && self.plan_if_empty()? {
@@ -276,6 +280,7 @@ impl Session<'_> {
             self.sink.notice(Notice::ClaimRaceLost { task: id });
             self.lost_races += 1;
             self.just_lost.insert(id.to_owned());
+            self.held_meanwhile();
             return Ok(None);
         };
         self.just_lost.clear();

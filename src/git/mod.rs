@@ -27,7 +27,7 @@ mod worktree;
 pub(crate) use land::{Landed, Landing};
 pub(crate) use plumbing::TreeMerge;
 pub(crate) use remote::{
-    Claim, Job, LEDGER, Pushed, RemoteHeads, SeenClaim, Update, claim_ref, question_ref,
+    CLAIMS, Claim, Job, LEDGER, Pushed, RemoteHeads, SeenClaim, Update, claim_ref, question_ref,
 };
 pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;

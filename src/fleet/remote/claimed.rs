@@ -55,6 +55,33 @@ impl Session<'_> {
         super::pick::overlapping_claim(&list, &claims, (id, task), now)
     }
 
+    /// After a lost claim race: the claims made on the remote since the last fetch, by one
+    /// `git ls-remote` that fetches nothing, count as held, so that the next pick, made without
+    /// fetching, does not race for them too; when the base moved, the next pick fetches.
+    pub(super) fn held_meanwhile(&mut self) {
+        let (repo, remote) = (&self.site.repo, &self.site.remote);
+        let Ok(now) = repo.base_and_claims_now(remote, &self.site.base) else {
+            return;
+        };
+        let base = format!("refs/heads/{}", self.site.base);
+        let fetched = repo.resolve(&self.site.base_ref());
+        let moved = (now.iter()).any(|(name, sha)| *name == base && Some(sha) != fetched.as_ref());
+        if moved {
+            self.just_lost.clear();
+            return;
+        }
+        let seen = repo.seen_claims(remote);
+        let prefix = format!("{}/", crate::git::CLAIMS);
+        for (name, _) in &now {
+            let Some(id) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            if !seen.iter().any(|claim| claim.id == id) {
+                self.just_lost.insert(id.to_owned());
+            }
+        }
+    }
+
     /// Whether task `id` is still open in the base as last fetched.
     pub(super) fn still_to_do(&self, id: &str) -> bool {
         (self.site.list().ok())

@@ -181,7 +181,9 @@ impl Session<'_> {
     /// The claim is no longer this worker's: another worker's merge train landed the task, or
     /// it was taken over.
     pub(super) fn claim_gone(&mut self, id: &str) -> anyhow::Result<TaskEnd> {
-        // The base as last fetched may have it done already.
+        // The base as last fetched (a moment ago, while the worker waited) may have it done
+        // already; the next pick is made on that fetch too.
+        self.fresh = true;
         if self.landed_elsewhere(id) {
             return Ok(TaskEnd::Merged);
         }
