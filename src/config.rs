@@ -88,6 +88,11 @@ pub(crate) enum Mode {
     Export,
     Reset,
     Resume,
+    /// `--resume --worktree NAME [--merge]`: the loop interrupted in that worktree goes on.
+    ResumeInWorktree {
+        name: String,
+        merge: bool,
+    },
     DryRun(Box<RunConfig>),
     /// `--plan`: the prompt planned into the task list, shown, nothing committed or run.
     Plan(Box<RunConfig>),
@@ -249,7 +254,10 @@ impl Config {
         let task_properties = task_properties(&cli_layer, commands.success.clone());
         let mode = match commands.mode(tasks_flag, task_properties)? {
             Some(mode) => mode,
-            None if resume => resume_mode(!prompt.is_empty() || prompt_file.is_some())?,
+            None if resume => {
+                let new_prompt = !prompt.is_empty() || prompt_file.is_some();
+                resume_mode(new_prompt, worktree, merge)?
+            }
             None if serving.is_some() => {
                 serve_mode(&settings.stack(&[&cli_layer]), serving.clone().flatten())?
             }

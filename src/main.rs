@@ -313,7 +313,28 @@ impl Loops<'_> {
                 merge,
             } => {
                 config.json = json;
-                fleet::in_worktree(&config, cwd, ralph_dir, (&name, merge), stop, knobs)
+                let place = (cwd, ralph_dir);
+                fleet::in_worktree(
+                    &config,
+                    place,
+                    (&name, merge),
+                    run::Start::Fresh,
+                    stop,
+                    knobs,
+                )
+            }
+            Mode::ResumeInWorktree { name, merge } => {
+                let worktree_dir = fleet::worktree_home(cwd, ralph_dir, &name)?;
+                let (config, start) =
+                    run::resume(self.cli_layer, self.settings, &worktree_dir, json)?;
+                fleet::in_worktree(
+                    &config,
+                    (cwd, ralph_dir),
+                    (&name, merge),
+                    start,
+                    stop,
+                    knobs,
+                )
             }
             Mode::Worker {
                 mut config,

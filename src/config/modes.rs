@@ -80,12 +80,7 @@ pub(super) fn loop_mode(
     Ok(match worktree {
         _ if dry_run => Mode::DryRun(run),
         Some(name) => {
-            if !crate::storage::tasks::is_ref_safe(&name) {
-                return Err(usage(format!(
-                    "--worktree needs a name of {}; '{name}' is not one",
-                    crate::storage::tasks::ID_RULE
-                )));
-            }
+            worktree_name(&name)?;
             if run.options.parallel.max > 0 {
                 return Err(usage(
                     "--worktree runs one loop; --parallel gives every task its own worktree already",
@@ -115,6 +110,7 @@ impl Mode {
             Self::Run(_)
                 | Self::Parallel(_)
                 | Self::Resume
+                | Self::ResumeInWorktree { .. }
                 | Self::RunInWorktree { .. }
                 | Self::Worker { .. }
         )
@@ -131,12 +127,34 @@ impl Mode {
     }
 }
 
-/// `--resume`: the saved loop goes on (refused with a new prompt).
-pub(super) fn resume_mode(new_prompt: bool) -> Result<Mode, Error> {
+/// `--resume`: the saved loop goes on, here or in the worktree `--worktree` names (refused
+/// with a new prompt).
+pub(super) fn resume_mode(
+    new_prompt: bool,
+    worktree: Option<String>,
+    merge: bool,
+) -> Result<Mode, Error> {
     if new_prompt {
         return Err(usage(
             "--resume continues the saved prompt; do not give a new one",
         ));
     }
-    Ok(Mode::Resume)
+    Ok(match worktree {
+        Some(name) => {
+            worktree_name(&name)?;
+            Mode::ResumeInWorktree { name, merge }
+        }
+        None => Mode::Resume,
+    })
+}
+
+/// Refuses a `--worktree` name that is not ref-safe.
+fn worktree_name(name: &str) -> Result<(), Error> {
+    if crate::storage::tasks::is_ref_safe(name) {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "--worktree needs a name of {}; '{name}' is not one",
+        crate::storage::tasks::ID_RULE
+    )))
 }

@@ -23,4 +23,4 @@ mod worktree;
 pub(crate) use base::clear as clear_task_worktrees;
 pub(crate) use parallel::run as run_parallel;
 pub(crate) use remote::{claim_live, remote_status, worker};
-pub(crate) use worktree::in_worktree;
+pub(crate) use worktree::{in_worktree, worktree_home};

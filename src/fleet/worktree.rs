@@ -17,12 +17,13 @@ use super::base::{base_branch, branch, own_files};
 use crate::run::sink::{Place, Scope, Sink};
 use crate::run::{Knobs, Start, start};
 
-/// Runs `--worktree NAME` (`merge`: `--merge`).
+/// Runs `--worktree NAME` (`merge`: `--merge`), afresh or resumed (`start`), from `cwd`, whose
+/// ralph folder is `dir`.
 pub(crate) fn in_worktree(
     config: &RunConfig,
-    cwd: &Path,
-    dir: &RalphDir,
+    (cwd, dir): (&Path, &RalphDir),
     (name, merge): (&str, bool),
+    start: Start,
     stop: &StopFlag,
     knobs: &Knobs,
 ) -> anyhow::Result<ExitStatus> {
@@ -44,14 +45,10 @@ pub(crate) fn in_worktree(
         branch: &branch(name),
     });
     let worktree_dir = RalphDir::new(&worktree_cwd);
-    let status = start::run(
-        config,
-        &worktree_cwd,
-        &worktree_dir,
-        Start::Fresh,
-        stop,
-        knobs,
-    )?;
+    if matches!(start, Start::Fresh) {
+        refuse_unfinished(&worktree_dir, (cwd, &path), (name, merge), knobs)?;
+    }
+    let status = start::run(config, &worktree_cwd, &worktree_dir, start, stop, knobs)?;
     if status != ExitStatus::Success {
         return Ok(status);
     }
@@ -79,6 +76,53 @@ pub(crate) fn in_worktree(
     });
     repo.remove_worktree(&path, &branch(name), true);
     Ok(status)
+}
+
+/// The ralph folder of worktree `name`'s loop (`dir`'s worktree `name`), for `--resume
+/// --worktree NAME`: refused when there is no such worktree.
+pub(crate) fn worktree_home(cwd: &Path, dir: &RalphDir, name: &str) -> anyhow::Result<RalphDir> {
+    let repo = Repo::discover(cwd)
+        .ok_or_else(|| fail("--worktree runs in a git repository, and this is not one"))?;
+    let path = dir.worktree(name);
+    if !path.join(".git").exists() {
+        return Err(fail(format!(
+            "there is no --worktree {name} loop to resume ({} does not exist); start one with: ralph \"<prompt>\" --worktree {name}",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(RalphDir::new(&path.join(repo.prefix())))
+}
+
+/// A fresh `--worktree NAME` loop is refused where the worktree's loop (its ralph folder `dir`,
+/// the worktree at `path`) was interrupted or crashed: it goes on with `ralph --resume
+/// --worktree NAME`, or is discarded in the worktree. A loop running there says so itself.
+fn refuse_unfinished(
+    dir: &RalphDir,
+    (cwd, path): (&Path, &Path),
+    (name, merge): (&str, bool),
+    knobs: &Knobs,
+) -> anyhow::Result<()> {
+    if !dir.state().exists() {
+        return Ok(());
+    }
+    let Ok(_lock) = crate::run::take_lock(dir, knobs) else {
+        return Ok(());
+    };
+    let storage::Loaded::Found(previous) = storage::state::load(&dir.state()) else {
+        return Ok(());
+    };
+    let resume = format!(
+        "ralph --resume --worktree {name}{}",
+        if merge { " --merge" } else { "" }
+    );
+    let shown = path.strip_prefix(cwd).unwrap_or(path);
+    let reset = format!("cd {} && ralph --reset", shown.display());
+    let go_on = crate::run::GoOn {
+        resume: &resume,
+        reset: &reset,
+    };
+    crate::run::refuse_fresh(Some(&previous), &dir.state(), &go_on)
 }
 
 /// A merged worktree loop's records join the base's `.ralph/` before its worktree goes: its

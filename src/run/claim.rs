@@ -40,18 +40,45 @@ pub(super) fn claim(
             Some(*saved)
         }
         Start::Fresh => {
-            if let Some(previous) = previous {
-                if previous.active {
-                    return Err(fail(crashed_loop(&previous, &dir.state())).into());
-                }
-                if previous.interrupted() {
-                    return Err(fail(interrupted_loop(&previous, &dir.state())).into());
-                }
-            }
+            refuse_fresh(previous.as_ref(), &dir.state(), &GoOn::HERE)?;
             None
         }
     };
     Ok((lock, resumed))
+}
+
+/// The commands that go on from a loop that crashed or was interrupted: for the loop here,
+/// `ralph --resume` and `ralph --reset`; a `--worktree` loop's name its worktree.
+pub(crate) struct GoOn<'a> {
+    pub(crate) resume: &'a str,
+    pub(crate) reset: &'a str,
+}
+
+impl GoOn<'_> {
+    const HERE: GoOn<'static> = GoOn {
+        resume: "ralph --resume",
+        reset: "ralph --reset",
+    };
+}
+
+/// Refuses a fresh loop where the saved state (`previous`, at `state_path`) says one crashed or
+/// was interrupted: that loop is for `go_on.resume`, which keeps its history and budgets, or
+/// `go_on.reset`.
+pub(crate) fn refuse_fresh(
+    previous: Option<&LoopState>,
+    state_path: &Path,
+    go_on: &GoOn<'_>,
+) -> anyhow::Result<()> {
+    let Some(previous) = previous else {
+        return Ok(());
+    };
+    if previous.active {
+        return Err(fail(crashed_loop(previous, state_path, go_on)).into());
+    }
+    if previous.interrupted() {
+        return Err(fail(interrupted_loop(previous, state_path, go_on)).into());
+    }
+    Ok(())
 }
 
 /// The directory's loop lock, or the error that says which loop holds it.
@@ -128,7 +155,7 @@ fn loop_already_running(state: Option<&LoopState>, state_path: &Path) -> String 
 
 /// The error when the state says a loop here was interrupted: the same command again would
 /// start over and drop its history and totals (and so its budgets), which only `--reset` does.
-fn interrupted_loop(state: &LoopState, state_path: &Path) -> String {
+fn interrupted_loop(state: &LoopState, state_path: &Path, go_on: &GoOn<'_>) -> String {
     let stopped = (state.stopped_at).map(|at| {
         format!(
             "stopped {}",
@@ -145,20 +172,23 @@ fn interrupted_loop(state: &LoopState, state_path: &Path) -> String {
     let details = details.map(|d| format!(" ({d})")).unwrap_or_default();
     format!(
         "{what} is recorded here{details}.\n       \
-         Continue it with `ralph --resume` (its history and budgets are kept), or discard it with `ralph --reset` and start again.\n       \
+         Continue it with `{}` (its history and budgets are kept), or discard it with `{}` and start again.\n       \
          State file: {}",
+        go_on.resume,
+        go_on.reset,
         state_path.display()
     )
 }
 
 /// The error when the state says a loop is active but nothing holds its lock: it crashed or was
 /// killed.
-fn crashed_loop(state: &LoopState, state_path: &Path) -> String {
+fn crashed_loop(state: &LoopState, state_path: &Path, go_on: &GoOn<'_>) -> String {
     if let Some(worker) = &state.worker {
         return format!(
             "the --worker {worker} that ran here stopped unexpectedly.\n       \
-             Start it again with `ralph --worker` (it goes on with the remote's tasks), or discard its state with `ralph --reset`.\n       \
+             Start it again with `ralph --worker` (it goes on with the remote's tasks), or discard its state with `{}`.\n       \
              State file: {}",
+            go_on.reset,
             state_path.display()
         );
     }
@@ -169,12 +199,14 @@ fn crashed_loop(state: &LoopState, state_path: &Path) -> String {
     };
     format!(
         "a previous Ralph loop here stopped unexpectedly at iteration {}{owner}, started {}.\n       \
-         Continue it with `ralph --resume`, or discard it with `ralph --reset` and start again.\n       \
+         Continue it with `{}`, or discard it with `{}` and start again.\n       \
          State file: {}",
         state.iteration,
         state
             .started_at
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        go_on.resume,
+        go_on.reset,
         state_path.display()
     )
 }

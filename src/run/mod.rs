@@ -46,7 +46,7 @@ use crate::storage::RalphDir;
 use crate::storage::history::{self, History, IterationRecord};
 use crate::storage::state::{self, LoopState};
 
-pub(crate) use claim::{Start, stop_leftover_agent, take_lock};
+pub(crate) use claim::{GoOn, Start, refuse_fresh, stop_leftover_agent, take_lock};
 pub(crate) use open::{Opened, open};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for, users_own};
 pub(crate) use planner::{plan_only, preview as planning_preview};

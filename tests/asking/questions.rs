@@ -622,3 +622,89 @@ fn a_parallel_run_killed_while_its_agents_ask_resumes_and_asks_anew() {
         "{list}"
     );
 }
+
+/// `--worktree`, sandboxed when the machine can: a Ctrl-C while its agent asks withdraws the
+/// question and leaves nothing running; the same loop started again in that worktree asks anew
+/// and, answered, merges.
+#[test]
+fn a_worktree_loop_stopped_while_its_agent_asks_asks_anew_when_started_again() {
+    let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
+    let env = asking_env("ralph_ask", &ask);
+    let sandbox = sandbox_args(&env);
+    let mut args = LOOP.to_vec();
+    args.extend(["--worktree", "store", "--merge"]);
+    if crate::support::bwrap_can_sandbox() {
+        args.extend(sandbox.iter().map(String::as_str));
+    }
+    let mut run = spawn_loop(&env, &args);
+    let home = env.ralph_file("worktrees/store/.ralph");
+    let first = waiting_question(&home);
+    crate::support::interrupt(&run);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(130));
+    nothing_left_running(&home);
+    env.run(&["--answer", &first, "1"]).assert_code(1);
+    // Started afresh, it is refused with the command that goes on with it.
+    let refused = env.run(&args);
+    refused.assert_code(1);
+    assert!(
+        refused
+            .stderr()
+            .contains("ralph --resume --worktree store --merge"),
+        "{}",
+        refused.stderr()
+    );
+    // The same options, without the prompt (a resumed loop keeps its own).
+    let mut again: Vec<&str> = (args.iter().copied().skip(1))
+        .filter(|arg| !["--max-iterations", "1"].contains(arg))
+        .collect();
+    again.extend(["--resume", "--max-iterations", "2"]);
+    let mut run = spawn_loop(&env, &again);
+    let asked = waiting_questions(&home, 2);
+    let second = asked.iter().find(|id| **id != first).unwrap();
+    env.run(&["--answer", second, "2"]).assert_code(0);
+    finished_well(&mut run);
+    assert_answered(&env, "A person answered: Postgres");
+    // Merged: the worktree and its branch are gone.
+    assert!(!home.exists());
+    assert_eq!(env.git(&["branch", "--list", "ralph/store"]), "");
+}
+
+/// `--tasks`, killed outright while the task's agent asks: nothing is left running or
+/// answerable, and `--resume` asks anew; answered, the task's promise is kept.
+#[test]
+fn a_task_list_loop_killed_while_its_agent_asks_asks_anew_on_resume() {
+    let env = asking_tasks_env("- [ ] Pick the store\n  - id: store\n");
+    let mut run = spawn_loop(&env, &TASK_LOOP);
+    let first = waiting_question(&env.ralph_file(""));
+    kill_outright(&mut run);
+    nothing_left_running(&env.ralph_file(""));
+    env.run(&["--answer", &first, "1"]).assert_code(1);
+    let mut again: Vec<&str> = (TASK_LOOP.iter().copied().skip(1))
+        .filter(|arg| !["--max-iterations", "1"].contains(arg))
+        .collect();
+    again.extend(["--resume", "--max-iterations", "2"]);
+    let mut run = spawn_loop(&env, &again);
+    let second = asked_anew(&env, &first);
+    env.run(&["--answer", &second, "2"]).assert_code(0);
+    let output = wait_output(&mut run, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    // The task's promise is kept after the answer; the list's limit of iterations ends the run.
+    assert_eq!(output.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("Task completion detected"), "{stdout}");
+    assert_answered(&env, "A person answered: Postgres");
+}
+
+/// Some call of the fake agent got `answer` from its `ralph_ask`.
+fn assert_answered(env: &crate::support::TestEnv, answer: &str) {
+    let outputs: Vec<String> = (fs::read_dir(env.agent_dir())
+        .unwrap()
+        .filter_map(Result::ok))
+    .filter(|entry| entry.file_name().to_string_lossy().starts_with("mcp-out."))
+    .filter_map(|entry| fs::read_to_string(entry.path()).ok())
+    .collect();
+    assert!(
+        outputs.iter().any(|output| output.contains(answer)),
+        "{outputs:?}"
+    );
+}

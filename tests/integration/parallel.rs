@@ -777,3 +777,59 @@ fn work_with_conflict_markers_never_lands_on_the_base() {
         assert!(!files.contains("marked.txt"), "{commit} holds the markers");
     }
 }
+
+/// A `--worktree` loop stopped by Ctrl-C: started afresh it is refused, naming the command
+/// that goes on with it; `--resume --worktree NAME --merge` goes on there and merges it. One
+/// with no such worktree says so.
+#[test]
+fn a_stopped_worktree_loop_goes_on_with_resume_worktree_and_merges() {
+    use std::time::Duration;
+    let env = TestEnv::new();
+    // Its first call waits to be stopped; the next completes.
+    env.write_executable(
+        "opencode",
+        r#"#!/bin/sh
+dir=${FAKE_AGENT_DIR:?}
+n=$(cat "$dir/count" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > "$dir/count"
+touch "$dir/started.$n"
+if [ "$n" = 1 ]; then sleep 30; fi
+echo done > done.txt
+echo "<promise>COMPLETE</promise>"
+"#,
+    );
+    let args = ["--pause", "0", "--worktree", "w", "--merge", "Do it"];
+    let mut run = env.spawn_quiet(&args);
+    crate::support::wait_for_file(&env.agent_dir().join("started.1"), Duration::from_secs(30));
+    crate::support::interrupt(&run);
+    let output = crate::signals::wait_output(&mut run, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(130));
+    let again = env.run(&args);
+    again.assert_code(1);
+    assert!(
+        again
+            .stderr()
+            .contains("ralph --resume --worktree w --merge")
+            && again
+                .stderr()
+                .contains("cd .ralph/worktrees/w && ralph --reset"),
+        "{}",
+        again.stderr()
+    );
+    let resumed = env.run(&["--resume", "--worktree", "w", "--merge"]);
+    resumed.assert_code(0);
+    assert!(
+        resumed.stdout().contains("[w] 🔀 Merged into main ("),
+        "{}",
+        resumed.stdout()
+    );
+    assert!(env.work().join("done.txt").exists());
+    assert!(!env.work().join(".ralph/worktrees/w").exists());
+    let none = env.run(&["--resume", "--worktree", "nope"]);
+    none.assert_code(1);
+    assert!(
+        none.stderr()
+            .contains("there is no --worktree nope loop to resume"),
+        "{}",
+        none.stderr()
+    );
+}
