@@ -190,7 +190,8 @@ pub(crate) struct CommandArgs {
     pub(crate) remove_task: Option<String>,
 
     /// Run this loop in its own git worktree, .ralph/worktrees/NAME on branch ralph/NAME, so
-    /// several loops can work in one repository at once.
+    /// several loops can work in one repository at once (with --resume: go on with the loop
+    /// stopped there).
     #[arg(long, value_name = "NAME", help_heading = "Commands")]
     pub(crate) worktree: Option<String>,
 
