@@ -45,11 +45,13 @@ fn two_editing_one_line(hooks: bool) -> TestEnv {
     env
 }
 
-/// Runs a worker on m1 and one on m2 on [`two_editing_one_line`]: both tasks land, the later
-/// one's agent having resolved the conflict. Both workers' outputs.
-fn conflict_resolved(env: &TestEnv) -> String {
+/// Runs a worker on m1 (with `m1_args` too) and one on m2 on [`two_editing_one_line`]: both
+/// tasks land, the later one's agent having resolved the conflict. Both workers' outputs.
+fn conflict_resolved(env: &TestEnv, m1_args: &[&str]) -> String {
+    let mut m1 = vec!["--max-iterations", "3"];
+    m1.extend_from_slice(m1_args);
     let workers = [
-        start_worker(env, "m1", &["--max-iterations", "3"]),
+        start_worker(env, "m1", &m1),
         start_worker(env, "m2", &["--max-iterations", "3"]),
     ];
     let mut all = String::new();
@@ -93,17 +95,27 @@ fn two_workers_conflicting_on_one_line_land_both_the_later_agent_resolving_it() 
         fs::create_dir_all(&worktrees).unwrap();
         fs::write(worktrees.join(".integrate"), "not a checkout\n").unwrap();
     }
-    conflict_resolved(&env);
+    conflict_resolved(&env, &[]);
     for name in ["m1", "m2"] {
         let blocker = machine(&env, name).join(".ralph/worktrees/.integrate");
         assert_eq!(fs::read_to_string(blocker).unwrap(), "not a checkout\n");
     }
 }
 
+/// m1's worker runs sandboxed where bwrap can: its merge commits' hooks run in the sandbox,
+/// which lets them write only the fake agent's folder.
 #[test]
 fn a_repository_with_hooks_merges_in_a_checkout_where_they_run_on_each_merge_commit() {
     let env = two_editing_one_line(true);
-    let all = conflict_resolved(&env);
+    let (bin, agent) = (env.bin(), env.agent_dir());
+    let writable = format!("{}:rw", agent.display());
+    let mut sandboxed = Vec::new();
+    if crate::support::bwrap_can_sandbox() {
+        sandboxed.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
+        sandboxed.extend(["--sandbox-mount", bin.to_str().unwrap()]);
+        sandboxed.extend(["--sandbox-mount", &writable]);
+    }
+    let all = conflict_resolved(&env, &sandboxed);
     let hooked = fs::read_to_string(env.agent_dir().join("hooked")).unwrap_or_default();
     let merges = (hooked.lines())
         .filter(|line| line.starts_with("Ralph: merge task "))
