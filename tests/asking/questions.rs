@@ -518,19 +518,7 @@ fn a_task_list_loop_stopped_while_its_agent_asks_asks_anew_when_run_again() {
         "{}",
         late.stderr()
     );
-    // The same run's options, without its prompt (a resumed run keeps the saved one).
-    let mut again: Vec<&str> = (args.iter().copied().skip(1))
-        .filter(|arg| !["--max-iterations", "1"].contains(arg))
-        .collect();
-    again.extend(["--resume", "--max-iterations", "2"]);
-    let mut run = spawn_loop(&env, &again);
-    let second = asked_anew(&env, &first);
-    env.run(&["--answer", &second, "2"]).assert_code(0);
-    let output = wait_output(&mut run, Duration::from_secs(60));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    // The task's promise is kept after the answer; the list's limit of iterations ends the run.
-    assert_eq!(output.status.code(), Some(2), "{stdout}");
-    assert!(stdout.contains("Task completion detected"), "{stdout}");
+    let second = resumed_and_answered(&env, &args, &first);
     let history = env.history();
     let recorded = (history["iterations"].as_array().unwrap().iter())
         .flat_map(|iteration| {
@@ -654,12 +642,7 @@ fn a_worktree_loop_stopped_while_its_agent_asks_asks_anew_when_started_again() {
         "{}",
         refused.stderr()
     );
-    // The same options, without the prompt (a resumed loop keeps its own).
-    let mut again: Vec<&str> = (args.iter().copied().skip(1))
-        .filter(|arg| !["--max-iterations", "1"].contains(arg))
-        .collect();
-    again.extend(["--resume", "--max-iterations", "2"]);
-    let mut run = spawn_loop(&env, &again);
+    let mut run = spawn_loop(&env, &resumed(&args));
     let asked = waiting_questions(&home, 2);
     let second = asked.iter().find(|id| **id != first).unwrap();
     env.run(&["--answer", second, "2"]).assert_code(0);
@@ -680,19 +663,32 @@ fn a_task_list_loop_killed_while_its_agent_asks_asks_anew_on_resume() {
     kill_outright(&mut run);
     nothing_left_running(&env.ralph_file(""));
     env.run(&["--answer", &first, "1"]).assert_code(1);
-    let mut again: Vec<&str> = (TASK_LOOP.iter().copied().skip(1))
+    resumed_and_answered(&env, &TASK_LOOP, &first);
+    assert_answered(&env, "A person answered: Postgres");
+}
+
+/// The options of a run of one iteration (`args`), to resume it: without its prompt (a resumed
+/// run keeps the saved one), with `--resume` and one iteration more.
+fn resumed<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut again: Vec<&str> = (args.iter().copied().skip(1))
         .filter(|arg| !["--max-iterations", "1"].contains(arg))
         .collect();
     again.extend(["--resume", "--max-iterations", "2"]);
-    let mut run = spawn_loop(&env, &again);
-    let second = asked_anew(&env, &first);
+    again
+}
+
+/// Resumes the `--tasks` loop run with `args` and answers (the second option) the question its
+/// agent asks anew after `first`: the task's promise is kept and the list's limit of iterations
+/// ends the run. The new question's id.
+fn resumed_and_answered(env: &crate::support::TestEnv, args: &[&str], first: &str) -> String {
+    let mut run = spawn_loop(env, &resumed(args));
+    let second = asked_anew(env, first);
     env.run(&["--answer", &second, "2"]).assert_code(0);
     let output = wait_output(&mut run, Duration::from_secs(60));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    // The task's promise is kept after the answer; the list's limit of iterations ends the run.
     assert_eq!(output.status.code(), Some(2), "{stdout}");
     assert!(stdout.contains("Task completion detected"), "{stdout}");
-    assert_answered(&env, "A person answered: Postgres");
+    second
 }
 
 /// Some call of the fake agent got `answer` from its `ralph_ask`.
