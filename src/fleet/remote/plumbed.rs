@@ -134,7 +134,20 @@ impl Session<'_> {
         } else {
             self.riders(id, &self.site.list()?)
         };
-        let (head, riders) = self.plumbed_riders(&scratch, (commit, &own), riders);
+        let (mut head, mut riders) = self.plumbed_riders(&scratch, (commit, &own), riders);
+        // Tasks that became ready while this train was made board it too: one push for both.
+        let late = if alone {
+            Vec::new()
+        } else {
+            self.late_riders(id, &riders)?
+        };
+        if !late.is_empty()
+            && let Ok(own) = scratch.blobs(repo)
+        {
+            let (last, more) = self.plumbed_riders(&scratch, (head.clone(), &own), late);
+            head = last;
+            riders.extend(more);
+        }
         Ok(Ok(Train {
             head,
             hash,
@@ -198,6 +211,33 @@ impl Session<'_> {
             Ok(last) => (last, riders),
             Err(_) => (start, Vec::new()),
         }
+    }
+}
+
+impl Session<'_> {
+    /// Other workers' tasks that became ready while this worker made its train (`aboard`):
+    /// looked for with one `git ls-remote`, fetched only when a claim moved since the last fetch.
+    fn late_riders(&self, id: &str, aboard: &[Rider]) -> anyhow::Result<Vec<Rider>> {
+        let (repo, remote) = (&self.site.repo, &self.site.remote);
+        let Ok(now) = repo.base_and_claims_now(remote, &self.site.base) else {
+            return Ok(Vec::new());
+        };
+        let seen = repo.seen_claims(remote);
+        let prefix = format!("{}/", crate::git::CLAIMS);
+        let moved = (now.iter())
+            .filter_map(|(name, sha)| Some((name.strip_prefix(&prefix)?, sha)))
+            .any(|(claim, sha)| !(seen.iter()).any(|s| s.id == claim && s.sha == *sha));
+        let room = super::train::RIDERS_MAX.saturating_sub(aboard.len());
+        if !moved || room == 0 {
+            return Ok(Vec::new());
+        }
+        self.site.fetch()?;
+        let list = self.site.list()?;
+        let aboard = |rider: &Rider| aboard.iter().any(|each| each.id == rider.id);
+        Ok((self.riders(id, &list).into_iter())
+            .filter(|rider| !aboard(rider))
+            .take(room)
+            .collect())
     }
 }
 

@@ -17,7 +17,7 @@ use super::pick;
 use super::{Holder, Session, TaskEnd, planning};
 
 /// The most branches of other workers one merge lands along with its own.
-const RIDERS_MAX: usize = 16;
+pub(super) const RIDERS_MAX: usize = 16;
 
 /// How long a ready task waits for the merge of a worker that was ready before it (which lands
 /// it too) before merging itself, and how often it looks.
