@@ -401,6 +401,8 @@ pub(crate) fn branch_of(id: &str) -> String {
 /// made unique with `-2`, `-3`…
 pub(crate) fn task_ids(list: &TaskList) -> Vec<String> {
     let mut ids: Vec<String> = Vec::with_capacity(list.tasks.len());
+    // The ids given so far, looked up in constant time: a list of thousands of tasks.
+    let mut taken = std::collections::HashSet::with_capacity(list.tasks.len());
     for task in &list.tasks {
         let base = match task.id() {
             Some(id) if is_ref_safe(id) => id.to_owned(),
@@ -409,10 +411,11 @@ pub(crate) fn task_ids(list: &TaskList) -> Vec<String> {
         };
         let mut id = base.clone();
         let mut n = 2;
-        while ids.contains(&id) {
+        while taken.contains(&id) {
             id = format!("{base}-{n}");
             n += 1;
         }
+        taken.insert(id.clone());
         ids.push(id);
     }
     ids
@@ -839,6 +842,9 @@ mod tests {
                 "task"
             ]
         );
+        // An id a suffix already gave is suffixed in its turn.
+        let list = TaskList::parse("- [ ] A\n- [ ] A\n- [ ] A 2\n");
+        assert_eq!(task_ids(&list), ["a", "a-2", "a-2-2"]);
     }
 
     #[test]
