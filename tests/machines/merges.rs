@@ -76,10 +76,9 @@ fn conflict_resolved(env: &TestEnv, m1_args: &[&str]) -> String {
         .filter(|line| line.contains(" Ralph: merge task "))
         .collect();
     assert_eq!(merges.len(), 2, "{log}");
+    let hex = |word: &str| word.len() >= 7 && word.bytes().all(|b| b.is_ascii_hexdigit());
     assert!(
-        merges
-            .iter()
-            .all(|line| line.split(' ').take(2).count() == 2),
+        (merges.iter()).all(|line| line.split(' ').take(2).all(hex)),
         "{log}"
     );
     assert_base_never_rewritten(env);
