@@ -70,16 +70,25 @@ impl Session<'_> {
             self.just_lost.clear();
             return;
         }
-        let seen = repo.seen_claims(remote);
+        let new = (self.claims_since_fetch(&now).into_iter())
+            .filter(|(_, seen)| !seen)
+            .map(|(id, _)| id.to_owned());
+        self.just_lost.extend(new);
+    }
+
+    /// The claims on the remote `now` (as `git ls-remote` lists them) that the last fetch did
+    /// not see as they are: each one's task, and whether the fetch saw a claim of it at all.
+    pub(super) fn claims_since_fetch<'n>(
+        &self,
+        now: &'n [(String, String)],
+    ) -> Vec<(&'n str, bool)> {
+        let seen = self.site.repo.seen_claims(&self.site.remote);
         let prefix = format!("{}/", crate::git::CLAIMS);
-        for (name, _) in &now {
-            let Some(id) = name.strip_prefix(&prefix) else {
-                continue;
-            };
-            if !seen.iter().any(|claim| claim.id == id) {
-                self.just_lost.insert(id.to_owned());
-            }
-        }
+        (now.iter())
+            .filter_map(|(name, sha)| Some((name.strip_prefix(&prefix)?, sha)))
+            .filter(|(id, sha)| !(seen.iter()).any(|s| s.id == *id && s.sha == **sha))
+            .map(|(id, _)| (id, seen.iter().any(|s| s.id == id)))
+            .collect()
     }
 
     /// Whether task `id` is still open in the base as last fetched.

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::fail;
 use crate::git::{Repo, TreeMerge};
+use crate::storage::RalphDir;
 use crate::storage::tasks::TaskStatus;
-use crate::storage::{self, RalphDir, progress};
 
 use super::super::{base, carry};
 use super::integrate::Train;
@@ -28,13 +28,13 @@ struct Scratch {
 }
 
 impl Scratch {
-    /// The folder, emptied, for ralph's own files of a repository whose run is in `prefix`.
-    fn new(root: PathBuf, prefix: &str, repo: &Repo) -> anyhow::Result<Self> {
+    /// The folder, emptied, for ralph's own files (`paths`) of a repository whose run is in
+    /// `prefix`.
+    fn new(root: PathBuf, prefix: &str, paths: Vec<String>) -> anyhow::Result<Self> {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root)
             .map_err(|err| fail(format!("{} could not be made: {err}", root.display())))?;
         let dir = RalphDir::new(&root.join(prefix));
-        let paths = base::own_files(repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE]);
         Ok(Self { root, dir, paths })
     }
 
@@ -109,7 +109,7 @@ impl Session<'_> {
             .ok_or_else(|| failed(format!("its branch {branch} is gone")))?;
         let merged = merge_trees(repo, base_sha, &tip).map_err(failed)?;
         let root = self.dir.integration_worktree().with_extension("own");
-        let scratch = Scratch::new(root, repo.prefix(), repo)?;
+        let scratch = Scratch::new(root, repo.prefix(), self.own_files(repo))?;
         let real = scratch.real(&merged.conflicts);
         if !real.is_empty() {
             return Ok(Err(Integrated::Conflict(real)));
@@ -212,9 +212,7 @@ impl Session<'_> {
             Err(_) => (start, Vec::new()),
         }
     }
-}
 
-impl Session<'_> {
     /// Other workers' tasks that became ready while this worker made its train (`aboard`):
     /// looked for with one `git ls-remote`, fetched only when a claim moved since the last fetch.
     fn late_riders(&self, id: &str, aboard: &[Rider]) -> anyhow::Result<Vec<Rider>> {
@@ -222,11 +220,7 @@ impl Session<'_> {
         let Ok(now) = repo.base_and_claims_now(remote, &self.site.base) else {
             return Ok(Vec::new());
         };
-        let seen = repo.seen_claims(remote);
-        let prefix = format!("{}/", crate::git::CLAIMS);
-        let moved = (now.iter())
-            .filter_map(|(name, sha)| Some((name.strip_prefix(&prefix)?, sha)))
-            .any(|(claim, sha)| !(seen.iter()).any(|s| s.id == claim && s.sha == *sha));
+        let moved = !self.claims_since_fetch(&now).is_empty();
         let room = super::train::RIDERS_MAX.saturating_sub(aboard.len());
         if !moved || room == 0 {
             return Ok(Vec::new());

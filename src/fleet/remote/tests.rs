@@ -289,11 +289,7 @@ fn a_claim_that_took_gives_way_to_a_live_one_on_a_task_touching_the_same_files()
     let tasks = list(
         "- [ ] api\n  - id: api\n  - touches: src/api/**\n- [ ] users\n  - id: users\n  - touches: src/api/users.rs\n- [ ] docs\n  - id: docs\n  - touches: docs/\n- [ ] free\n  - id: free\n",
     );
-    let find = |id: &str| {
-        let ids = crate::storage::tasks::task_ids(&tasks);
-        let at = ids.iter().position(|each| each == id).unwrap();
-        tasks.tasks[at].clone()
-    };
+    let find = |id: &str| super::super::base::find(&tasks, id).unwrap();
     let now = (at(10), TTL);
     // Both claims took: the one on `users` sees the one on `api`, and the other way round.
     let both = [claim("api", 5), claim("users", 5)];
