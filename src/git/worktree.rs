@@ -323,21 +323,29 @@ impl Repo {
     /// The repository-relative paths `branch` changed since it left `base` (`git diff
     /// base...branch`); empty when git cannot say.
     pub(crate) fn changed_since(&self, base: &str, branch: &str) -> Vec<String> {
-        self.run(&[
-            "diff",
-            "--name-only",
-            "--no-renames",
-            &format!("{base}...{branch}"),
-        ])
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| {
-            String::from_utf8_lossy(&output.stdout)
-                .lines()
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+        self.diff_names(&[&format!("{base}...{branch}")])
+    }
+
+    /// The repository-relative paths that differ between `from` and `to` (commits or trees);
+    /// empty when git cannot say.
+    pub(crate) fn changed_between(&self, from: &str, to: &str) -> Vec<String> {
+        self.diff_names(&[from, to])
+    }
+
+    /// The paths `git diff --name-only` names for `revs`.
+    fn diff_names(&self, revs: &[&str]) -> Vec<String> {
+        let mut args = vec!["diff", "--name-only", "--no-renames"];
+        args.extend(revs);
+        self.run(&args)
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| {
+                String::from_utf8_lossy(&output.stdout)
+                    .lines()
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Renames branch `from` to `to` (`git branch -m`).
@@ -546,6 +554,9 @@ impl Repo {
     /// process: `None` for a file (or revision) that does not exist, an error for a path that
     /// names something other than a file (a folder); git failing fails them all.
     pub(crate) fn files_at(&self, wanted: &[(&str, &str)]) -> Result<Vec<FileAt>, String> {
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut input = Vec::new();
         for (rev, path) in wanted {
             input.extend_from_slice(format!("{rev}:{path}\n").as_bytes());

@@ -58,6 +58,17 @@ impl Gate<'_> {
         dir: &crate::storage::RalphDir,
     ) -> Option<Verification> {
         let merged = repo.changed_since(parent, merge);
+        self.merged_check(id, repo, (merge, &merged), dir)
+    }
+
+    /// [`Gate::merge_check_of`] of a merge (a commit or tree) whose changed files are `merged`.
+    pub(in crate::fleet) fn merged_check(
+        &self,
+        id: &str,
+        repo: &Repo,
+        (merge, merged): (&str, &[String]),
+        dir: &crate::storage::RalphDir,
+    ) -> Option<Verification> {
         let wanted: Vec<(&str, &str)> =
             (merged.iter()).map(|file| (merge, file.as_str())).collect();
         let files = repo.files_at(&wanted).unwrap_or_default();
@@ -65,8 +76,8 @@ impl Gate<'_> {
             let at = merged.iter().position(|each| each == file)?;
             files.get(at)?.clone().ok().flatten()
         };
-        let failed = crate::verify::no_conflict_blocks(&merged, &read)
-            .or_else(|| self.protected_changes(id, dir, &merged))?;
+        let failed = crate::verify::no_conflict_blocks(merged, &read)
+            .or_else(|| self.protected_changes(id, dir, merged))?;
         self.record(id, std::slice::from_ref(&failed));
         Some(failed)
     }

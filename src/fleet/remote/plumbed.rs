@@ -170,34 +170,45 @@ impl Session<'_> {
         let mut head = start.clone();
         let mut merged = Vec::new();
         for rider in riders {
-            let message = format!("Ralph: merge task {} — {}", rider.id, rider.text);
             let Ok(tree) = merge_trees(repo, &head, &rider.commit) else {
                 continue;
             };
             if !scratch.real(&tree.conflicts).is_empty() {
                 continue;
             }
+            // What the rider brings: ralph's own files are kept as the train has them.
+            let (own_touched, changed): (Vec<String>, Vec<String>) =
+                (repo.changed_between(&head, &tree.tree).into_iter())
+                    .partition(|path| scratch.paths.contains(path));
+            // Its own worker meets a refusal and tells its agent.
+            let check =
+                (self.gate()).merged_check(&rider.id, repo, (&tree.tree, &changed), &scratch.dir);
+            if check.is_some() {
+                continue;
+            }
+            let message = format!("Ralph: merge task {} — {}", rider.id, rider.text);
             let parents = [head.as_str(), rider.commit.as_str()];
-            let Ok(commit) = commit_merge(repo, &tree.tree, own, &parents, &message) else {
+            let commit = if own_touched.is_empty() {
+                repo.commit_tree(&tree.tree, &parents, &message)
+            } else {
+                commit_merge(repo, &tree.tree, own, &parents, &message)
+            };
+            let Ok(commit) = commit else {
                 continue;
             };
-            let on = (head.as_str(), commit.as_str());
-            // Its own worker meets a refusal and tells its agent.
-            if (self
-                .gate()
-                .merge_check_of(&rider.id, repo, on, &scratch.dir))
-            .is_none()
-            {
-                merged.push((rider, std::mem::replace(&mut head, commit)));
-            }
+            let before = std::mem::replace(&mut head, commit);
+            merged.push((rider, before, !own_touched.is_empty()));
         }
         if merged.is_empty() {
             return (start, Vec::new());
         }
         let mut riders = Vec::new();
-        for (mut rider, before) in merged {
+        for (mut rider, before, own_touched) in merged {
             let on = (rider.commit.as_str(), before.as_str());
-            rider.carried = carry::into_base_after(repo, &scratch.dir, on, &rider.id);
+            // A branch that left ralph's own files as they were has no notes or tasks to carry.
+            if own_touched {
+                rider.carried = carry::into_base_after(repo, &scratch.dir, on, &rider.id);
+            }
             if base::mark(&scratch.dir, &rider.id, TaskStatus::Complete, None).is_err() {
                 return (start, Vec::new());
             }
