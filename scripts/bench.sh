@@ -814,14 +814,16 @@ gap_notes() {
   if missed 11; then
     echo
     echo "- **11, a fleet**: ready tasks land together (one worker merges every ready branch by"
-    echo "  git's plumbing, with no checkout, in one push), and a waiting worker looks with one"
-    echo "  \`git ls-remote\` and fetches only when what it waits on moved. Yet every worker's git"
-    echo "  processes (about ninety per task: claims, pushes and fetches, most of them on the remote's"
-    echo "  side too) share this machine's cores with the remote's, so at a round's end, when every"
-    echo "  worker pushes and claims at once, a train lands in one to two seconds instead of a few"
-    echo "  hundred milliseconds, and the next round starts that much later. Going on to the next"
-    echo "  task at once (the ready task parked on another worker's train) did not pay here: the"
-    echo "  claims and fetches it brings forward compete with the train for the same cores."
+    echo "  git's plumbing, with no checkout, in one push; a finished task's last commit goes in the"
+    echo "  push that marks its claim ready), the first ready worker lingers until the tasks running"
+    echo "  beside it are ready (one train a round), and a waiting worker looks with one"
+    echo "  \`git ls-remote\` and fetches only when what it waits on moved. What is left is the turn"
+    echo "  between rounds: each worker's fetch, worktree, claim push and check (about twenty-five git"
+    echo "  processes, most with a partner on the remote's side) made by every worker at once, on"
+    echo "  the same cores as the remote, so the next round's agents start one to two seconds after"
+    echo "  the train lands instead of a few hundred milliseconds. Going on to the next task at once"
+    echo "  (the ready task parked on another worker's train) did not pay here: the claims and"
+    echo "  fetches it brings forward compete with the train for the same cores."
   fi
   if missed 4; then
     echo

@@ -349,11 +349,15 @@ impl Session<'_> {
             }
             // Another worker merging first lands it along with its own.
             self.mark_ready(holder);
-            if holder.claim.ready.is_some() && self.wait_for_train(&id, &holder.sha)? {
-                return self.claim_gone(&id);
+            let mut fetched = false;
+            if holder.claim.ready.is_some() {
+                match self.wait_for_train(&id, &holder.sha)? {
+                    train::Waited::Gone => return self.claim_gone(&id),
+                    train::Waited::Merge { fetched: fresh } => fetched = fresh,
+                }
             }
             conflicts = loop {
-                match self.integrate(&id, task, &holder.sha)? {
+                match self.integrate(&id, task, &holder.sha, std::mem::take(&mut fetched))? {
                     Integrated::Merged => return Ok(TaskEnd::Merged),
                     Integrated::LetGo => return Ok(self.let_go(&id)),
                     // The task goes back to its agent: its branch is no longer ready.

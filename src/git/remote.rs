@@ -310,6 +310,16 @@ impl Repo {
         message: &str,
         expect: &str,
     ) -> Result<Option<String>, String> {
+        self.push_record_with(remote, (dst, message, expect), &[])
+    }
+
+    /// [`Repo::push_record`] with `also` updated in the same all-or-nothing push.
+    fn push_record_with(
+        &self,
+        remote: &str,
+        (dst, message, expect): (&str, &str, &str),
+        also: &[Update<'_>],
+    ) -> Result<Option<String>, String> {
         let output = check(
             git_command(self.root(), &["commit-tree", EMPTY_TREE, "-m", message])
                 .env("GIT_AUTHOR_NAME", "ralph")
@@ -320,12 +330,16 @@ impl Repo {
             "git commit-tree",
         )?;
         let commit = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        let update = Update {
+        let mut updates = vec![Update {
             dst: dst.to_owned(),
             new: Some(&commit),
             expect: Some(expect),
-        };
-        Ok(match self.push(remote, &[update])? {
+        }];
+        updates.extend(also.iter().map(|update| Update {
+            dst: update.dst.clone(),
+            ..*update
+        }));
+        Ok(match self.push(remote, &updates)? {
             Pushed::Done => Some(commit),
             Pushed::Moved => None,
         })
@@ -391,6 +405,25 @@ impl Repo {
     ) -> Result<Option<String>, String> {
         let message = serde_json::to_string(claim).map_err(|err| err.to_string())?;
         self.push_record(remote, &claim_ref(&claim.task), &message, expect)
+    }
+
+    /// [`Repo::push_claim`] with local branch `branch` pushed along, in one all-or-nothing
+    /// push: a finished task's last commits go with its claim marked ready.
+    pub(crate) fn push_claim_and_branch(
+        &self,
+        remote: &str,
+        (claim, expect): (&Claim, &str),
+        branch: &str,
+    ) -> Result<Option<String>, String> {
+        let message = serde_json::to_string(claim).map_err(|err| err.to_string())?;
+        let local = format!("refs/heads/{branch}");
+        let also = [Update {
+            dst: local.clone(),
+            new: Some(&local),
+            expect: None,
+        }];
+        let record = (claim_ref(&claim.task), message, expect);
+        self.push_record_with(remote, (&record.0, &record.1, record.2), &also)
     }
 
     /// A worktree at `path` with `rev` checked out on a detached HEAD (created, or reset there

@@ -586,7 +586,8 @@ fn apply(
         });
     }
     if decision.commit {
-        runner.commit(facts.iteration);
+        let done = matches!(decision.next, Next::Stop(Stop::Completed { .. }));
+        runner.commit(facts.iteration, done);
     }
     Ok(())
 }

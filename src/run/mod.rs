@@ -129,7 +129,7 @@ impl Knobs {
             leftover_grace: ms("RALPH_LEFTOVER_GRACE_MS", 3_000),
             lock_wait: ms("RALPH_LOCK_WAIT_MS", 300),
             worker_poll: ms("RALPH_WORKER_POLL_MS", 10_000),
-            train_linger: ms("RALPH_TRAIN_LINGER_MS", 300),
+            train_linger: ms("RALPH_TRAIN_LINGER_MS", 1_500),
         }
     }
 }

@@ -119,7 +119,7 @@ impl Runner<'_> {
             repo.wait_for_index(Duration::from_secs(60));
             if repo.head_subject().as_deref() != Some(iteration_commit_message(iteration).as_str())
             {
-                self.commit(iteration);
+                self.commit(iteration, false);
             }
         }
         self.state.iteration = iteration.saturating_add(1);

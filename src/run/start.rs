@@ -426,8 +426,10 @@ impl<'a> Runner<'a> {
         Ok(stop.status())
     }
 
-    /// Commits the agent's work of an iteration, with ralph's own files riding along.
-    pub(super) fn commit(&mut self, iteration: u32) {
+    /// Commits the agent's work of an iteration, with ralph's own files riding along. `last`:
+    /// the loop ends with its task done, and a `--worker` pushes the task's branch itself, in
+    /// the one push that marks its claim ready to merge.
+    pub(super) fn commit(&mut self, iteration: u32, last: bool) {
         if !self.env.config.options.commit || self.conflicts_unresolved() {
             return;
         }
@@ -437,7 +439,9 @@ impl<'a> Runner<'a> {
                     iteration,
                     hash: &hash,
                 });
-                self.publish();
+                if !last {
+                    self.publish();
+                }
             }
             Some(Err(reason)) => self.env.sink.notice(Notice::CommitFailed(&reason)),
             Some(Ok(None)) | None => {}

@@ -87,6 +87,11 @@ fn eight_tasks_three_workers_each_task_runs_once_and_all_are_merged() {
         .map(|n| format!("- [ ] Task {n}\n  - id: t{n}\n"))
         .collect();
     let env = machines(&format!("# Tasks\n\n{tasks}"), &["m1", "m2", "m3"]);
+    // The remote writes down the refs each push changed.
+    let hook = PathBuf::from(remote(&env)).join("hooks/post-receive");
+    fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    fs::write(&hook, "#!/bin/sh\n{ cat; echo --; } >> pushes\n").unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     // A worker that finds the last tasks held by the others ends then, saying which.
     for stdout in all_succeed(&env, &["m1", "m2", "m3"]) {
         assert!(
@@ -110,6 +115,27 @@ fn eight_tasks_three_workers_each_task_runs_once_and_all_are_merged() {
         "merged task branches are deleted"
     );
     assert_base_never_rewritten(&env);
+    // Each task's branch reached the remote once, with its last commit, in the push that marked
+    // its claim ready: no push of the branch alone before it.
+    let pushes = fs::read_to_string(PathBuf::from(remote(&env)).join("pushes")).unwrap();
+    let zero = "0".repeat(40);
+    for n in 1..=8 {
+        let (branch, claim) = (
+            format!("refs/heads/ralph/t{n}"),
+            format!("refs/ralph/claims/t{n}"),
+        );
+        let set: Vec<&str> = (pushes.split("--\n"))
+            .filter(|push| {
+                (push.lines())
+                    .any(|line| line.ends_with(&branch) && !line.contains(&format!(" {zero} ")))
+            })
+            .collect();
+        assert_eq!(set.len(), 1, "t{n}: {pushes}");
+        assert!(
+            set[0].lines().any(|line| line.ends_with(&claim)),
+            "t{n}: {pushes}"
+        );
+    }
 }
 
 #[test]

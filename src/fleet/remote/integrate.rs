@@ -33,17 +33,19 @@ impl Session<'_> {
     /// Merges the task's branch into a fresh copy of the base, with the branches other workers
     /// marked ready (a merge train), and pushes it with the claims' deletion, all or nothing;
     /// again while another worker's merge got there first, unless that merge landed this task.
+    /// `fetched`: the base and the claims were fetched (or seen unchanged) a moment ago.
     pub(super) fn integrate(
         &self,
         id: &str,
         task: &Task,
         claim: &str,
+        mut fetched: bool,
     ) -> anyhow::Result<Integrated> {
         let branch = base::branch(id);
         let message = format!("Ralph: merge task {id} — {}", task.text);
         // `fetched`: a retry follows the fetch that found the claim still ours (the base is
         // fresh); `alone`: the riders' branches broke the gate, this task is merged on its own.
-        let (mut fetched, mut alone) = (false, false);
+        let mut alone = false;
         for attempt in 0..PUSH_TRIES {
             if attempt > 0 {
                 self.sink.notice(Notice::BaseMoved {

@@ -28,8 +28,8 @@ const TRAIN_POLL: Duration = Duration::from_millis(100);
 struct TrainView {
     /// It is the first ready: its worker merges next.
     leads: bool,
-    /// Other workers' tasks still run.
-    running: bool,
+    /// The claims of other workers' tasks that still run.
+    running: Vec<String>,
     /// How many tasks are ready.
     waiting: usize,
     /// The refs whose moves change this: the base, its claim, and the first ready task's.
@@ -38,19 +38,28 @@ struct TrainView {
 
 impl TrainView {
     /// Whether the remote's refs moved, from `at` (as last fetched) to `now`, in a way that
-    /// changes this view. The first ready worker lingers on any move (a task still running may
-    /// have become ready); the others wait only on the base, their claim and the first's.
+    /// changes this view: the base, the worker's claim or the first ready one moved; or, for
+    /// the first ready worker, lingering for the tasks still running, each of those moved
+    /// (marked ready, or gone), so that it fetches once for all of them rather than once each.
     fn moved(&self, at: &[(String, String)], now: &[(String, String)]) -> bool {
-        if self.leads {
-            return at != now;
-        }
         let find = |refs: &[(String, String)], name: &str| {
             (refs.iter())
                 .find(|(each, _)| each == name)
                 .map(|(_, sha)| sha.clone())
         };
-        (self.watched.iter()).any(|name| find(at, name) != find(now, name))
+        let changed = |name: &String| find(at, name) != find(now, name);
+        (self.watched.iter()).any(changed)
+            || (self.leads && !self.running.is_empty() && self.running.iter().all(changed))
     }
+}
+
+/// How a ready task's wait for the merge train ended.
+pub(super) enum Waited {
+    /// Its claim went: another worker's train landed it, or it was taken over.
+    Gone,
+    /// This worker merges it; `fetched`: the base, the claims and the task branches were
+    /// fetched (or seen unchanged since) a moment ago, so the merge need not fetch them again.
+    Merge { fetched: bool },
 }
 
 /// Another worker's finished task, ready to merge.
@@ -78,19 +87,32 @@ impl Session<'_> {
         usize::try_from(seed >> 33).unwrap_or(0) + self.lost_races
     }
 
-    /// Marks the claim ready with the task branch's commit, when that commit is the one on the
-    /// remote, so that another worker's merge can land it; a claim that could not be marked
-    /// stays as it was (this worker merges its task itself).
+    /// Marks the claim ready with the task branch's commit, so that another worker's merge can
+    /// land it; the branch's commits the remote lacks (the task's last, which its loop left to
+    /// this push) go in the same push. A claim that could not be marked stays as it was (this
+    /// worker merges its task itself).
     pub(super) fn mark_ready(&self, holder: &mut Holder) {
         let id = &holder.claim.task;
-        let local = self
-            .site
-            .repo
-            .resolve(&format!("refs/heads/{}", base::branch(id)));
-        if local.is_none() || local != self.site.repo.resolve(&self.site.task_branch(id)) {
+        let branch = base::branch(id);
+        let Some(local) = self.site.repo.resolve(&format!("refs/heads/{branch}")) else {
+            return;
+        };
+        if Some(&local) == self.site.repo.resolve(&self.site.task_branch(id)).as_ref() {
+            self.push_ready(holder, Some(local));
             return;
         }
-        self.push_ready(holder, local);
+        let mut claim = holder.claim.clone();
+        claim.ready = Some(local);
+        claim.heartbeat_at = crate::model::now();
+        let pushed = (self.site.repo).push_claim_and_branch(
+            &self.site.remote,
+            (&claim, &holder.sha),
+            &branch,
+        );
+        if let Ok(Some(sha)) = pushed {
+            holder.claim = claim;
+            holder.sha = sha;
+        }
     }
 
     /// The task goes back to its agent: its claim is no longer ready (`false` when the claim is
@@ -122,12 +144,14 @@ impl Session<'_> {
     /// first, a while longer (`train_linger`) while other workers' tasks still run, so that tasks
     /// finishing together land in one merge: `true` when the claim went meanwhile (the task was
     /// merged, or taken over).
-    pub(super) fn wait_for_train(&self, id: &str, claim: &str) -> anyhow::Result<bool> {
+    pub(super) fn wait_for_train(&self, id: &str, claim: &str) -> anyhow::Result<Waited> {
         let (started, linger) = (Instant::now(), self.knobs.train_linger);
         let deadline = started + TRAIN_WAIT + linger;
         let (repo, remote) = (&self.site.repo, &self.site.remote);
         let unreachable = |why: String| super::site::unreachable_remote(remote, &why);
         let mut looked: Option<(Vec<(String, String)>, TrainView)> = None;
+        // The last fetch took the task branches too: what the merge needs of the riders.
+        let mut fetched_work = false;
         loop {
             // A look that fetches nothing, then a fetch only when what this worker waits on
             // moved: many waiting workers fetching at each claim marked ready would fill the
@@ -137,18 +161,27 @@ impl Session<'_> {
                 .as_ref()
                 .is_none_or(|(at, view)| view.moved(at, &now))
             {
-                (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
+                // The first ready worker, lingering, fetches what its merge will need; the
+                // others only what tells them their task landed.
+                fetched_work = looked.as_ref().is_some_and(|(_, view)| view.leads);
+                if fetched_work {
+                    self.site.fetch()?;
+                } else {
+                    (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
+                }
                 if !self.holds(id, claim) {
-                    return Ok(true);
+                    return Ok(Waited::Gone);
                 }
                 looked = Some((now, self.train_view(id)));
             }
             let Some((_, view)) = &looked else {
                 continue;
             };
-            let lingers = view.running && started.elapsed() < linger;
+            let lingers = !view.running.is_empty() && started.elapsed() < linger;
             if (view.leads && !lingers) || Instant::now() >= deadline || self.stop.is_stopping() {
-                return Ok(false);
+                return Ok(Waited::Merge {
+                    fetched: fetched_work,
+                });
             }
             // The more workers wait, the less often each looks: their looks share the machine
             // with the merge they wait for.
@@ -172,7 +205,10 @@ impl Session<'_> {
         watched.extend(first.map(|(_, seen)| claim_ref(&seen.id)));
         TrainView {
             leads,
-            running: live.iter().any(|(claim, _)| claim.ready.is_none()),
+            running: (live.iter())
+                .filter(|(claim, _)| claim.ready.is_none())
+                .map(|(_, seen)| claim_ref(&seen.id))
+                .collect(),
             waiting: ready().count(),
             watched,
         }
@@ -369,7 +405,7 @@ mod tests {
         );
         let view = TrainView {
             leads: false,
-            running: true,
+            running: vec![other.to_owned()],
             waiting: 2,
             watched: vec![base.to_owned(), own.to_owned(), first.to_owned()],
         };
@@ -386,12 +422,29 @@ mod tests {
         assert!(view.moved(&at, &now));
         let now = refs(&[(base, "1"), (own, "3"), (other, "4")]);
         assert!(view.moved(&at, &now));
-        // The first ready worker looks again on any move: a task still running may be ready.
+        // The first ready worker, lingering for the tasks still running, looks again once each
+        // of them moved (marked ready, or gone), not at each one, nor at a new claim.
+        let (second, new) = ("refs/ralph/claims/d", "refs/ralph/claims/e");
         let leader = TrainView {
             leads: true,
+            running: vec![other.to_owned(), second.to_owned()],
+            watched: vec![base.to_owned(), own.to_owned(), own.to_owned()],
             ..view
         };
-        let now = refs(&[(base, "1"), (first, "2"), (own, "3"), (other, "5")]);
+        let at = refs(&[(base, "1"), (own, "3"), (other, "4"), (second, "6")]);
+        let now = refs(&[(base, "1"), (own, "3"), (other, "5"), (second, "6")]);
+        assert!(!leader.moved(&at, &now));
+        let now = refs(&[
+            (base, "1"),
+            (own, "3"),
+            (other, "4"),
+            (second, "6"),
+            (new, "7"),
+        ]);
+        assert!(!leader.moved(&at, &now));
+        let now = refs(&[(base, "1"), (own, "3"), (other, "5")]);
+        assert!(leader.moved(&at, &now));
+        let now = refs(&[(base, "2"), (own, "3"), (other, "4"), (second, "6")]);
         assert!(leader.moved(&at, &now));
         assert!(!leader.moved(&at, &at));
     }
