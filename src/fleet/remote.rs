@@ -76,6 +76,9 @@ struct Session<'a> {
     failed: usize,
     /// Claim races lost in a row: the next pick spreads over the free tasks.
     lost_races: usize,
+    /// The other workers whose live claims this one saw while it waited for a merge train:
+    /// they look for their next tasks when it does, so its next pick is its place among them.
+    peers: std::sync::Mutex<Vec<String>>,
     /// The tasks whose claim races this worker lost since its last fetch: held by others, so
     /// the next pick is made without fetching again.
     just_lost: BTreeSet<String>,
@@ -149,6 +152,7 @@ pub(crate) fn worker(
         held_elsewhere: Vec::new(),
         failed: 0,
         lost_races: 0,
+        peers: std::sync::Mutex::default(),
         just_lost: BTreeSet::new(),
         fresh: false,
         told_plan_waits: false,
@@ -288,6 +292,7 @@ impl Session<'_> {
             return Ok(None);
         }
         self.lost_races = 0;
+        self.peers_seen(Vec::new());
         let from = over
             .and_then(|seen| seen.claim.as_ref())
             .map(|c| c.worker.as_str());

@@ -38,6 +38,12 @@ pub(super) fn pick(
     pick_spread(list, claims, when, skip, 0)
 }
 
+/// Worker `me`'s place among `peers` (other workers' names), by name: workers that saw one
+/// another each get a place of their own, the same whichever of them counts.
+pub(super) fn place_among(me: &str, peers: &[String]) -> usize {
+    (peers.iter()).filter(|peer| peer.as_str() < me).count()
+}
+
 /// [`pick`], but the `spread`-th (modulo) of the tasks that could be taken rather than the
 /// first: a worker that lost the race for the first spreads its next tries, so that workers
 /// started together claim their tasks in a round or two rather than one by one.

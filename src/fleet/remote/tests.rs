@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::pick::{overlapping_claim, pick, pick_spread};
+use super::pick::{overlapping_claim, pick, pick_spread, place_among};
 use super::{Pick, SeenClaim};
 use crate::git::Claim;
 use crate::storage::tasks::TaskList;
@@ -75,6 +75,27 @@ fn a_worker_that_lost_a_claim_race_spreads_over_the_free_tasks_only() {
         pick_spread(&list(text), &all, when, &none, 3),
         Pick::Wait { .. }
     ));
+}
+
+#[test]
+fn workers_that_waited_for_one_train_pick_a_task_each_after_it() {
+    let text = "- [ ] one\n  - id: a\n- [ ] two\n  - id: b\n- [ ] three\n  - id: c\n";
+    let (when, none) = ((at(10), TTL, None), BTreeSet::new());
+    let fleet = ["vm-30", "vm-112", "vm-7"];
+    let picks: BTreeSet<String> = (fleet.iter())
+        .map(|me| {
+            let peers: Vec<String> = (fleet.iter())
+                .filter(|peer| *peer != me)
+                .map(|peer| (*peer).to_owned())
+                .collect();
+            let spread = place_among(me, &peers);
+            let picked = pick_spread(&list(text), &[], when, &none, spread);
+            taken(&picked).unwrap().0.to_owned()
+        })
+        .collect();
+    assert_eq!(picks.len(), 3, "{picks:?}");
+    // A worker that saw no other takes the list's first.
+    assert_eq!(place_among("vm-7", &[]), 0);
 }
 
 #[test]

@@ -79,12 +79,31 @@ impl Session<'_> {
     /// race for one; then one of them by the worker's name, so that workers spread apart.
     pub(super) fn spread(&self) -> usize {
         if self.lost_races == 0 {
-            return 0;
+            return self.place_among_peers();
         }
         let seed = (self.me.bytes()).fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
             (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
         });
         usize::try_from(seed >> 33).unwrap_or(0) + self.lost_races
+    }
+
+    /// This worker's place among the peers it saw waiting for a merge train (by name, which
+    /// every one of them sees alike): right after a train lands they all pick at once, each
+    /// the free task at its own place rather than every one the first. 0 with no peers.
+    fn place_among_peers(&self) -> usize {
+        let peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        pick::place_among(&self.me, &peers)
+    }
+
+    /// Remembers `peers` as the other workers seen waiting for a train (empty: none now).
+    pub(super) fn peers_seen(&self, peers: Vec<String>) {
+        *self
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = peers;
     }
 
     /// Marks the claim ready with the task branch's commit, so that another worker's merge can
@@ -201,6 +220,13 @@ impl Session<'_> {
         let ready = || live.iter().filter(|(claim, _)| claim.ready.is_some());
         let first = ready().min_by_key(|(claim, seen)| (claim.heartbeat_at, seen.id.as_str()));
         let leads = first.is_none_or(|(_, seen)| seen.id == id);
+        let mut peers: Vec<String> = (live.iter())
+            .map(|(claim, _)| claim.worker.clone())
+            .filter(|worker| *worker != self.me)
+            .collect();
+        peers.sort();
+        peers.dedup();
+        self.peers_seen(peers);
         let mut watched = vec![format!("refs/heads/{}", self.site.base), claim_ref(id)];
         watched.extend(first.map(|(_, seen)| claim_ref(&seen.id)));
         TrainView {
