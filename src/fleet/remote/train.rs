@@ -161,11 +161,14 @@ impl Session<'_> {
     /// Waits while a worker whose task was ready before this one's merges (its merge lands this
     /// task too), for [`TRAIN_WAIT`] at most, so that one worker merges at a time, and, when
     /// first, a while longer (`train_linger`) while other workers' tasks still run, so that tasks
-    /// finishing together land in one merge: `true` when the claim went meanwhile (the task was
-    /// merged, or taken over).
+    /// finishing together land in one merge: [`Waited::Gone`] when the claim went meanwhile
+    /// (the task was merged, or taken over).
     pub(super) fn wait_for_train(&self, id: &str, claim: &str) -> anyhow::Result<Waited> {
-        let (started, linger) = (Instant::now(), self.knobs.train_linger);
-        let deadline = started + TRAIN_WAIT + linger;
+        // A ready claim is not refreshed while it waits: the wait ends well before it would go
+        // stale (`--claim-ttl`), so that no other worker takes the finished task over.
+        let ttl = self.config.options.claim_ttl;
+        let (started, linger) = (Instant::now(), self.knobs.train_linger.min(ttl / 4));
+        let deadline = started + (TRAIN_WAIT + linger).min(ttl / 2);
         let (repo, remote) = (&self.site.repo, &self.site.remote);
         let unreachable = |why: String| super::site::unreachable_remote(remote, &why);
         let mut looked: Option<(Vec<(String, String)>, TrainView)> = None;
