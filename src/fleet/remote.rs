@@ -78,7 +78,7 @@ struct Session<'a> {
     lost_races: usize,
     /// The other workers whose live claims this one saw while it waited for a merge train:
     /// they look for their next tasks when it does, so its next pick is its place among them.
-    peers: std::sync::Mutex<Vec<String>>,
+    peers: Vec<String>,
     /// The tasks whose claim races this worker lost since its last fetch: held by others, so
     /// the next pick is made without fetching again.
     just_lost: BTreeSet<String>,
@@ -152,7 +152,7 @@ pub(crate) fn worker(
         held_elsewhere: Vec::new(),
         failed: 0,
         lost_races: 0,
-        peers: std::sync::Mutex::default(),
+        peers: Vec::new(),
         just_lost: BTreeSet::new(),
         fresh: false,
         told_plan_waits: false,
@@ -160,20 +160,7 @@ pub(crate) fn worker(
         warn_unsandboxed: unsandboxed,
     };
     let ended = session.run();
-    // The worker is not resumed (it is started again), so its state goes with it, and so does
-    // the worktree its merges were made in.
-    super::pool::clear(&session.site.repo, dir);
-    storage::remove_file(&dir.state())?;
-    let (status, reason) = session.outcome(ended?.as_ref());
-    if status == ExitStatus::Success {
-        // Every task is done: the hints that reached a prompt are used up.
-        crate::storage::context::settle(dir)?;
-    }
-    session.sink.emit(LoopEvent::WorkerEnded {
-        reason,
-        exit_code: status.code(),
-    });
-    Ok(status)
+    session.end(ended)
 }
 
 impl Session<'_> {
@@ -292,7 +279,7 @@ impl Session<'_> {
             return Ok(None);
         }
         self.lost_races = 0;
-        self.peers_seen(Vec::new());
+        self.peers.clear();
         let from = over
             .and_then(|seen| seen.claim.as_ref())
             .map(|c| c.worker.as_str());
@@ -356,7 +343,9 @@ impl Session<'_> {
             self.mark_ready(holder);
             let mut fetched = false;
             if holder.claim.ready.is_some() {
-                match self.wait_for_train(&id, &holder.sha)? {
+                let (waited, peers) = self.wait_for_train(&id, &holder.sha)?;
+                self.peers = peers;
+                match waited {
                     train::Waited::Gone => return self.claim_gone(&id),
                     train::Waited::Merge { fetched: fresh } => fetched = fresh,
                 }

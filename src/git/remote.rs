@@ -108,6 +108,7 @@ struct RefRecord {
 
 /// One ref a push changes: `new` (a commit, or `None` to delete) with the value the remote must
 /// still have (`Some("")`: the ref must not exist).
+#[derive(Clone)]
 pub(crate) struct Update<'a> {
     pub(crate) dst: String,
     pub(crate) new: Option<&'a str>,
@@ -335,10 +336,7 @@ impl Repo {
             new: Some(&commit),
             expect: Some(expect),
         }];
-        updates.extend(also.iter().map(|update| Update {
-            dst: update.dst.clone(),
-            ..*update
-        }));
+        updates.extend_from_slice(also);
         Ok(match self.push(remote, &updates)? {
             Pushed::Done => Some(commit),
             Pushed::Moved => None,
@@ -422,8 +420,8 @@ impl Repo {
             new: Some(&local),
             expect: None,
         }];
-        let record = (claim_ref(&claim.task), message, expect);
-        self.push_record_with(remote, (&record.0, &record.1, record.2), &also)
+        let dst = claim_ref(&claim.task);
+        self.push_record_with(remote, (&dst, &message, expect), &also)
     }
 
     /// A worktree at `path` with `rev` checked out on a detached HEAD (created, or reset there

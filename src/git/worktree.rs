@@ -320,34 +320,6 @@ impl Repo {
         .is_ok_and(|output| output.status.success())
     }
 
-    /// The repository-relative paths `branch` changed since it left `base` (`git diff
-    /// base...branch`); empty when git cannot say.
-    pub(crate) fn changed_since(&self, base: &str, branch: &str) -> Vec<String> {
-        self.diff_names(&[&format!("{base}...{branch}")])
-    }
-
-    /// The repository-relative paths that differ between `from` and `to` (commits or trees);
-    /// empty when git cannot say.
-    pub(crate) fn changed_between(&self, from: &str, to: &str) -> Vec<String> {
-        self.diff_names(&[from, to])
-    }
-
-    /// The paths `git diff --name-only` names for `revs`.
-    fn diff_names(&self, revs: &[&str]) -> Vec<String> {
-        let mut args = vec!["diff", "--name-only", "--no-renames"];
-        args.extend(revs);
-        self.run(&args)
-            .ok()
-            .filter(|output| output.status.success())
-            .map(|output| {
-                String::from_utf8_lossy(&output.stdout)
-                    .lines()
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// Renames branch `from` to `to` (`git branch -m`).
     pub(crate) fn rename_branch(&self, from: &str, to: &str) -> Result<(), String> {
         check(self.run(&["branch", "-q", "-m", from, to]), "git branch -m").map(drop)

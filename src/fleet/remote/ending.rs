@@ -8,6 +8,25 @@ use crate::storage::tasks::TaskStatus;
 use super::{Session, budget};
 
 impl Session<'_> {
+    /// Ends the worker's run (`ended`: how [`Session::run`] ended): its state and integration
+    /// worktree go, its context is settled when every task is done, and `worker_ended` says why.
+    pub(super) fn end(&self, ended: anyhow::Result<Option<Stop>>) -> anyhow::Result<ExitStatus> {
+        // The worker is not resumed (it is started again), so its state goes with it, and so
+        // does the worktree its merges were made in.
+        super::super::pool::clear(&self.site.repo, self.dir);
+        crate::storage::remove_file(&self.dir.state())?;
+        let (status, reason) = self.outcome(ended?.as_ref());
+        if status == ExitStatus::Success {
+            // Every task is done: the hints that reached a prompt are used up.
+            crate::storage::context::settle(self.dir)?;
+        }
+        self.sink.emit(crate::event::LoopEvent::WorkerEnded {
+            reason,
+            exit_code: status.code(),
+        });
+        Ok(status)
+    }
+
     /// The exit status and why: 0 when every task is done, 3 when some failed or are left.
     pub(super) fn outcome(&self, ended: Option<&Stop>) -> (ExitStatus, String) {
         if let Some(stop) = ended {

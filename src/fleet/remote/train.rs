@@ -34,6 +34,8 @@ struct TrainView {
     waiting: usize,
     /// The refs whose moves change this: the base, its claim, and the first ready task's.
     watched: Vec<String>,
+    /// The other workers of the live claims, by name.
+    peers: Vec<String>,
 }
 
 impl TrainView {
@@ -91,19 +93,7 @@ impl Session<'_> {
     /// every one of them sees alike): right after a train lands they all pick at once, each
     /// the free task at its own place rather than every one the first. 0 with no peers.
     fn place_among_peers(&self) -> usize {
-        let peers = self
-            .peers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        pick::place_among(&self.me, &peers)
-    }
-
-    /// Remembers `peers` as the other workers seen waiting for a train (empty: none now).
-    pub(super) fn peers_seen(&self, peers: Vec<String>) {
-        *self
-            .peers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = peers;
+        pick::place_among(&self.me, &self.peers)
     }
 
     /// Marks the claim ready with the task branch's commit, so that another worker's merge can
@@ -116,36 +106,27 @@ impl Session<'_> {
         let Some(local) = self.site.repo.resolve(&format!("refs/heads/{branch}")) else {
             return;
         };
-        if Some(&local) == self.site.repo.resolve(&self.site.task_branch(id)).as_ref() {
-            self.push_ready(holder, Some(local));
-            return;
-        }
-        let mut claim = holder.claim.clone();
-        claim.ready = Some(local);
-        claim.heartbeat_at = crate::model::now();
-        let pushed = (self.site.repo).push_claim_and_branch(
-            &self.site.remote,
-            (&claim, &holder.sha),
-            &branch,
-        );
-        if let Ok(Some(sha)) = pushed {
-            holder.claim = claim;
-            holder.sha = sha;
-        }
+        let pushed = Some(&local) == self.site.repo.resolve(&self.site.task_branch(id)).as_ref();
+        self.push_ready(holder, Some(local), (!pushed).then_some(branch.as_str()));
     }
 
     /// The task goes back to its agent: its claim is no longer ready (`false` when the claim is
     /// no longer this worker's).
     pub(super) fn unmark_ready(&self, holder: &mut Holder) -> bool {
-        holder.claim.ready.is_none() || self.push_ready(holder, None)
+        holder.claim.ready.is_none() || self.push_ready(holder, None, None)
     }
 
-    /// Pushes the claim with `ready` (refreshed): `false` when it is no longer ours.
-    fn push_ready(&self, holder: &mut Holder, ready: Option<String>) -> bool {
+    /// Pushes the claim with `ready` (refreshed), with local branch `branch` in the same push
+    /// when given: `false` when the claim is no longer ours.
+    fn push_ready(&self, holder: &mut Holder, ready: Option<String>, branch: Option<&str>) -> bool {
         let mut claim = holder.claim.clone();
         claim.ready = ready;
         claim.heartbeat_at = crate::model::now();
-        let pushed = (self.site.repo).push_claim(&self.site.remote, &claim, &holder.sha);
+        let (repo, remote) = (&self.site.repo, &self.site.remote);
+        let pushed = match branch {
+            Some(branch) => repo.push_claim_and_branch(remote, (&claim, &holder.sha), branch),
+            None => repo.push_claim(remote, &claim, &holder.sha),
+        };
         match pushed {
             Ok(Some(sha)) => {
                 holder.claim = claim;
@@ -162,8 +143,12 @@ impl Session<'_> {
     /// task too), for [`TRAIN_WAIT`] at most, so that one worker merges at a time, and, when
     /// first, a while longer (`train_linger`) while other workers' tasks still run, so that tasks
     /// finishing together land in one merge: [`Waited::Gone`] when the claim went meanwhile
-    /// (the task was merged, or taken over).
-    pub(super) fn wait_for_train(&self, id: &str, claim: &str) -> anyhow::Result<Waited> {
+    /// (the task was merged, or taken over). With it, the other workers seen waiting too.
+    pub(super) fn wait_for_train(
+        &self,
+        id: &str,
+        claim: &str,
+    ) -> anyhow::Result<(Waited, Vec<String>)> {
         // A ready claim is not refreshed while it waits: the wait ends well before it would go
         // stale (`--claim-ttl`), so that no other worker takes the finished task over.
         let ttl = self.config.options.claim_ttl;
@@ -192,7 +177,8 @@ impl Session<'_> {
                     (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
                 }
                 if !self.holds(id, claim) {
-                    return Ok(Waited::Gone);
+                    let peers = looked.map(|(_, view)| view.peers).unwrap_or_default();
+                    return Ok((Waited::Gone, peers));
                 }
                 looked = Some((now, self.train_view(id)));
             }
@@ -201,9 +187,10 @@ impl Session<'_> {
             };
             let lingers = !view.running.is_empty() && started.elapsed() < linger;
             if (view.leads && !lingers) || Instant::now() >= deadline || self.stop.is_stopping() {
-                return Ok(Waited::Merge {
+                let merge = Waited::Merge {
                     fetched: fetched_work,
-                });
+                };
+                return Ok((merge, view.peers.clone()));
             }
             // The more workers wait, the less often each looks: their looks share the machine
             // with the merge they wait for.
@@ -229,7 +216,6 @@ impl Session<'_> {
             .collect();
         peers.sort();
         peers.dedup();
-        self.peers_seen(peers);
         let mut watched = vec![format!("refs/heads/{}", self.site.base), claim_ref(id)];
         watched.extend(first.map(|(_, seen)| claim_ref(&seen.id)));
         TrainView {
@@ -240,6 +226,7 @@ impl Session<'_> {
                 .collect(),
             waiting: ready().count(),
             watched,
+            peers,
         }
     }
 
@@ -437,6 +424,7 @@ mod tests {
             running: vec![other.to_owned()],
             waiting: 2,
             watched: vec![base.to_owned(), own.to_owned(), first.to_owned()],
+            peers: Vec::new(),
         };
         let at = refs(&[(base, "1"), (first, "2"), (own, "3"), (other, "4")]);
         // Another claim marked ready, or a new one: nothing this worker waits on.
