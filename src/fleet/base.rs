@@ -157,23 +157,29 @@ pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
             continue;
         }
         let keep = format!("ralph-kept/{id}-reset-{stamp}");
-        let kept = (repo.set_aside(&path, &branch(&id), &keep))
-            .map(|()| format!("its work is kept on branch {keep}"));
-        let why = kept.unwrap_or_else(|why| {
-            format!(
-                "its work could not be set aside ({why}); it stays on {}",
-                branch(&id)
-            )
-        });
-        swept.kept.push((id, why));
+        swept.set_aside(repo, dir, &id, &keep);
     }
     swept
 }
 
 impl Swept {
+    /// Sets task `id`'s work (its branch's commits, its worktree's uncommitted changes
+    /// committed) aside on branch `keep`, never merged, and says where it went.
+    pub(crate) fn set_aside(&mut self, repo: &Repo, dir: &RalphDir, id: &str, keep: &str) {
+        let kept = (repo.set_aside(&dir.worktree(id), &branch(id), keep))
+            .map(|()| format!("its work is kept on branch {keep}"));
+        let why = kept.unwrap_or_else(|why| {
+            format!(
+                "its work could not be set aside ({why}); it stays on {}",
+                branch(id)
+            )
+        });
+        self.kept.push((id.to_owned(), why));
+    }
+
     /// The uncommitted changes of the worktree at `path` (ralph's own files aside); none when it
     /// is gone.
-    fn dirty(path: &std::path::Path) -> Vec<String> {
+    pub(crate) fn dirty(path: &std::path::Path) -> Vec<String> {
         let Some(worktree) = Repo::linked_worktree(path) else {
             return Vec::new();
         };

@@ -140,7 +140,7 @@ impl Pool {
 }
 
 /// Removes every parked worktree of `dir`'s runs and the one merges are made in
-/// (`.ralph/worktrees/.integrate`), side by side (a thread each): a run's end, `--reset`.
+/// (`.ralph/worktrees/.integrate`, and its scratch beside it), side by side (a thread each): a run's end, `--reset`.
 pub(crate) fn clear(repo: &Repo, dir: &RalphDir) {
     let folder = folder(dir);
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&folder)
@@ -169,6 +169,10 @@ pub(crate) fn clear(repo: &Repo, dir: &RalphDir) {
         repo.prune_worktrees();
     }
     let _ = std::fs::remove_dir(&folder);
+    // Scratch a kill cut off in the middle of a merge.
+    for scratch in dir.integration_scratches() {
+        let _ = std::fs::remove_dir_all(&scratch).or_else(|_| std::fs::remove_file(&scratch));
+    }
 }
 
 /// `.ralph/worktrees/.pool`.

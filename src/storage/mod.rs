@@ -153,6 +153,27 @@ impl RalphDir {
         self.worktree(".integrate")
     }
 
+    /// A scratch file or folder beside the integration worktree
+    /// (`.ralph/worktrees/.integrate.<what>`), removed with it when a run ends.
+    pub(crate) fn integration_scratch(&self, what: &str) -> PathBuf {
+        self.worktree(&format!(".integrate.{what}"))
+    }
+
+    /// The scratch paths (`integration_scratch`) a run killed mid-merge may have left.
+    pub(crate) fn integration_scratches(&self) -> Vec<PathBuf> {
+        (std::fs::read_dir(self.root.join(WORKTREES_DIR)).into_iter())
+            .flatten()
+            .flatten()
+            .filter(|entry| {
+                entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".integrate.")
+            })
+            .map(|entry| entry.path())
+            .collect()
+    }
+
     /// The record of a merge being landed on the base (`.ralph/worktrees/.landing.json`), so a
     /// landing a kill cut off is finished at the next start.
     pub(crate) fn landing(&self) -> PathBuf {

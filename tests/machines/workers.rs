@@ -335,6 +335,53 @@ fn a_killed_workers_task_is_taken_over_after_the_claim_ttl() {
 }
 
 #[test]
+fn a_killed_workers_uncommitted_work_is_set_aside_once_another_worker_finished_its_task() {
+    let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
+    // m1's agent leaves a file uncommitted when it is killed.
+    let script = M1_STALLS.replace(
+        r#"echo ready > "$dir/ready""#,
+        r#"echo half > half.txt; echo ready > "$dir/ready""#,
+    );
+    fs::write(env.agent_dir().join("script"), script).unwrap();
+    kill_m1_mid_task(&env, &FAST_CLAIMS);
+    let (code, stdout, stderr) = finish(start_worker(&env, "m2", &FAST_CLAIMS));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(remote_tasks(&env).contains("- [x] Solo"));
+
+    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &FAST_CLAIMS));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let said = format!("{stdout}{stderr}");
+    assert!(
+        said.contains(
+            "Kept task solo's worktree or branch: its work is kept on branch ralph-kept/solo-"
+        ),
+        "{said}"
+    );
+    let m1 = machine(&env, "m1");
+    assert!(!m1.join(".ralph/worktrees/solo").exists(), "{said}");
+    let m1 = m1.to_string_lossy().into_owned();
+    let kept = env.git(&[
+        "-C",
+        &m1,
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/ralph-kept/",
+    ]);
+    let kept = kept.trim();
+    assert!(kept.starts_with("ralph-kept/solo-"), "{kept}");
+    let half = env.git(&["-C", &m1, "show", &format!("{kept}:half.txt")]);
+    assert_eq!(half.trim(), "half");
+    assert_eq!(
+        env.git(&["-C", &m1, "branch", "--list", "ralph/*"]).trim(),
+        ""
+    );
+    // Never merged: the remote's base has no trace of it.
+    let bare = remote(&env);
+    let on_base = env.git(&["-C", &bare, "ls-tree", "--name-only", "main"]);
+    assert!(!on_base.contains("half.txt"), "{on_base}");
+}
+
+#[test]
 fn a_worker_started_again_while_another_holds_its_task_removes_its_stale_worktree() {
     let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
     // m1 pushes some work, then hangs; m2 goes on with it and waits for the test's go.

@@ -108,7 +108,7 @@ impl Session<'_> {
         let tip = (repo.resolve(&format!("refs/heads/{branch}")))
             .ok_or_else(|| failed(format!("its branch {branch} is gone")))?;
         let merged = merge_trees(repo, base_sha, &tip).map_err(failed)?;
-        let root = self.dir.integration_worktree().with_extension("own");
+        let root = self.dir.integration_scratch("own");
         let scratch = Scratch::new(root, repo.prefix(), self.own_files(repo))?;
         let real = scratch.real(&merged.conflicts);
         if !real.is_empty() {

@@ -314,7 +314,7 @@ impl Session<'_> {
         let Some(start) = tree.resolve("HEAD") else {
             return Vec::new();
         };
-        let scratch = self.dir.integration_worktree().with_extension("attributes");
+        let scratch = self.dir.integration_scratch("attributes");
         let mut merged = Vec::new();
         for rider in riders {
             let before = tree.resolve("HEAD").unwrap_or_default();

@@ -83,8 +83,9 @@ impl Session<'_> {
     }
 
     /// Removes the worktrees (and local branches) this clone kept for tasks that are done on the
-    /// base or gone from its list: another worker finished them while this one was away. A
-    /// worktree with uncommitted changes is kept, and said.
+    /// base or gone from its list, or that another worker holds now: that worker finished them
+    /// or goes on with them. Work only this clone has (commits neither the base nor the remote
+    /// has, uncommitted changes) is set aside on `ralph-kept/<id>-<time>`, and said.
     pub(super) fn sweep_finished(&self, list: &TaskList, claims: &[SeenClaim]) {
         let ids = tasks::task_ids(list);
         // A task another worker holds now (this one's claim went stale and was taken over):
@@ -122,10 +123,17 @@ impl Session<'_> {
             let kept_elsewhere = [self.site.base_ref(), self.site.task_branch(&id)]
                 .iter()
                 .any(|there| self.site.repo.contains(there, &local));
-            if !kept_elsewhere {
-                let why =
-                    format!("its branch {local} has commits neither the base nor the remote has");
-                swept.kept.push((id, why));
+            // Work only this clone has (commits, or what a killed agent left uncommitted) is
+            // set aside on a branch of its own, never merged: the task is done or goes on
+            // elsewhere.
+            if !kept_elsewhere || !base::Swept::dirty(&self.dir.worktree(&id)).is_empty() {
+                let stamp = crate::model::now().format("%Y%m%d%H%M%S");
+                swept.set_aside(
+                    &self.site.repo,
+                    self.dir,
+                    &id,
+                    &format!("ralph-kept/{id}-{stamp}"),
+                );
                 continue;
             }
             let removed = swept.removed.len();
