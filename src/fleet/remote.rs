@@ -275,7 +275,7 @@ impl Session<'_> {
             return Ok(None);
         };
         self.just_lost.clear();
-        if !self.runs_what_it_claimed(id, task, &sha)? {
+        if !self.runs_what_it_claimed(id, task, (&sha, over.is_some()))? {
             return Ok(None);
         }
         self.lost_races = 0;

@@ -110,28 +110,41 @@ pub(super) fn pick_spread(
 
 /// Another live claim among `claims` (other than task `id`'s) on a task of `list` whose
 /// `touches` overlap `task`'s: that task. Two workers claiming such tasks at the same moment
-/// both succeed (claims are per task); each checks this once its claim took, with a fresh fetch,
-/// and gives way when it finds one: of two claims pushed one after the other, the later's fetch
-/// sees the earlier, so the two never both run.
+/// both succeed (claims are per task); each checks this once its claim took, on a fresh look at
+/// the remote's claims, and gives way when it finds one: of two claims pushed one after the
+/// other, the later's look sees the earlier, so the two never both run.
 pub(super) fn overlapping_claim(
     list: &TaskList,
     claims: &[SeenClaim],
     (id, task): (&str, &Task),
     (now, ttl): (DateTime<Utc>, Duration),
 ) -> Option<String> {
+    let live = (claims.iter())
+        .filter(|seen| !is_stale(seen, now, ttl))
+        .map(|seen| seen.id.as_str());
+    overlapping_task(list, live, (id, task))
+}
+
+/// The first of the tasks `held` (by their ids; task `id` itself aside) still to do in `list`
+/// whose `touches` overlap `task`'s.
+pub(super) fn overlapping_task<'a>(
+    list: &TaskList,
+    held: impl IntoIterator<Item = &'a str>,
+    (id, task): (&str, &Task),
+) -> Option<String> {
     let mine = crate::protect::list(task.property(tasks::TOUCHES));
     if mine.is_empty() {
         return None;
     }
-    (claims.iter())
-        .filter(|seen| seen.id != id && !is_stale(seen, now, ttl))
-        .find(|seen| {
-            super::super::base::find(list, &seen.id).is_some_and(|theirs| {
+    (held.into_iter())
+        .filter(|other| *other != id)
+        .find(|other| {
+            super::super::base::find(list, other).is_some_and(|theirs| {
                 let touches = crate::protect::list(theirs.property(tasks::TOUCHES));
                 theirs.status.is_to_do() && crate::protect::overlap(&mine, &touches)
             })
         })
-        .map(|seen| seen.id.clone())
+        .map(str::to_owned)
 }
 
 /// Whether a claim's holder has not refreshed it for `ttl` (or it cannot be read, or its holder
