@@ -140,7 +140,8 @@ impl Pool {
 }
 
 /// Removes every parked worktree of `dir`'s runs and the one merges are made in
-/// (`.ralph/worktrees/.integrate`, and its scratch beside it), side by side (a thread each): a run's end, `--reset`.
+/// (`.ralph/worktrees/.integrate`, and its scratch beside it), side by side (a thread each): a
+/// run's end, `--reset`.
 pub(crate) fn clear(repo: &Repo, dir: &RalphDir) {
     let folder = folder(dir);
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&folder)
