@@ -164,9 +164,17 @@ pub(crate) fn clear(repo: &Repo, dir: &RalphDir) -> Swept {
 
 impl Swept {
     /// Sets task `id`'s work (its branch's commits, its worktree's uncommitted changes
-    /// committed) aside on branch `keep`, never merged, and says where it went.
+    /// committed) aside on branch `keep` (`keep-2`, `-3`… when that exists: work set aside
+    /// within the same second), never merged, and says where it went.
     pub(crate) fn set_aside(&mut self, repo: &Repo, dir: &RalphDir, id: &str, keep: &str) {
-        let kept = (repo.set_aside(&dir.worktree(id), &branch(id), keep))
+        let keep = (1..)
+            .map(|n| match n {
+                1 => keep.to_owned(),
+                _ => format!("{keep}-{n}"),
+            })
+            .find(|name| !repo.has_branch(name))
+            .unwrap_or_else(|| keep.to_owned());
+        let kept = (repo.set_aside(&dir.worktree(id), &branch(id), &keep))
             .map(|()| format!("its work is kept on branch {keep}"));
         let why = kept.unwrap_or_else(|why| {
             format!(

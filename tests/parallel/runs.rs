@@ -370,14 +370,47 @@ fn a_task_worktree_has_the_bases_submodules_checked_out() {
 fn reset_after_an_interrupted_run_sets_its_work_aside_so_a_new_run_starts_afresh() {
     let env = setup("- [ ] Write tests\n- [ ] Write tests!\n");
     interrupt_during_write_tests(&env);
+    // Branches of the names the next seconds' set-aside would take (work set aside before,
+    // within the same second): they are kept as they are, and the work goes beside them.
+    let head = env.git(&["rev-parse", "HEAD"]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let taken: Vec<String> = (now - 1..now + 30)
+        .map(|at| {
+            let stamp = std::process::Command::new("date")
+                .args(["-u", "-d", &format!("@{at}"), "+%Y%m%d%H%M%S"])
+                .output()
+                .unwrap();
+            let name = format!(
+                "ralph-kept/write-tests-reset-{}",
+                String::from_utf8_lossy(&stamp.stdout).trim()
+            );
+            env.git(&["branch", &name, head.trim()]);
+            name
+        })
+        .collect();
     let reset = env.run(&["--reset"]);
     reset.assert_code(0);
+    let said = reset.stderr();
+    let kept = said
+        .split("its work is kept on branch ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_default()
+        .to_owned();
     assert!(
-        reset
-            .stderr()
-            .contains("its work is kept on branch ralph-kept/write-tests-reset-"),
-        "{}",
-        reset.stderr()
+        kept.starts_with("ralph-kept/write-tests-reset-") && kept.ends_with("-2"),
+        "{said}"
+    );
+    for name in &taken {
+        assert_eq!(env.git(&["rev-parse", name]), head, "{name} kept as it was");
+    }
+    assert_ne!(
+        env.git(&["rev-parse", &kept]),
+        head,
+        "{kept} holds the work"
     );
     assert_eq!(
         env.git(&["branch", "--list", "ralph/*"]).trim(),
