@@ -279,7 +279,7 @@ fn worker_base(repo: &Repo, remote: &str, base: Option<&str>) -> Result<String, 
     }
     match base {
         Some(base) => Ok(base.to_owned()),
-        None => (repo.remote_heads(remote))
+        None => (repo.remote_heads((remote, None)))
             .and_then(|heads| {
                 (heads.default).ok_or_else(|| format!("{remote} names no default branch"))
             })

@@ -15,8 +15,10 @@ mod discover;
 mod fingerprint;
 mod index;
 mod land;
+mod nearby;
 mod operation;
 mod plumbing;
+mod records;
 mod refs;
 mod remote;
 mod restore;
@@ -31,6 +33,9 @@ pub(crate) use remote::{
 };
 pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use worktree::Merge;
+
+/// The tree every claim commit points to (git knows the empty tree without storing it).
+pub(super) const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// Hex digits of a commit's hash shown for it (git's shortest abbreviation).
 pub(crate) const SHORT_HASH: usize = 7;

@@ -84,7 +84,7 @@ impl Repo {
 
     /// Whether this git merges by plumbing ([`Repo::merge_trees`]): 2.38 or newer.
     pub(crate) fn merges_trees(&self) -> bool {
-        let empty = super::remote::EMPTY_TREE;
+        let empty = super::EMPTY_TREE;
         // Two trees are no commits: a git that knows `--write-tree` refuses them, not the option.
         (self.run(&["merge-tree", "--write-tree", empty, empty]))
             .is_ok_and(|output| output.status.code() != Some(USAGE))

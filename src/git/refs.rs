@@ -3,7 +3,7 @@
 //! far more than a file. A repository whose refs live elsewhere (the reftable format) is asked
 //! through git.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::Repo;
 
@@ -113,6 +113,80 @@ impl Repo {
     }
 }
 
+/// The refs named `names` and those under `prefix` (`refs/ralph/claims/`) of the repository
+/// whose shared git directory is `common`, as `(name, commit)` in name order (as `git
+/// ls-remote` lists them), read from its files; `None` when the files cannot tell (another ref
+/// format, a symbolic ref, an unreadable file). Loose refs are read before `packed-refs`: git
+/// writes `packed-refs` before it removes the loose refs it packed, so no ref is missed.
+pub(super) fn listed(common: &Path, names: &[&str], prefix: &str) -> Option<Vec<(String, String)>> {
+    if common.join("reftable").exists() {
+        return None;
+    }
+    let mut found = std::collections::BTreeMap::new();
+    for name in names {
+        match std::fs::read_to_string(common.join(name)) {
+            Ok(text) => {
+                found.insert((*name).to_owned(), oid_in(&text)?);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return None,
+        }
+    }
+    loose_below(common, prefix.trim_end_matches('/'), &mut found)?;
+    let packed = match std::fs::read_to_string(common.join("packed-refs")) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(_) => return None,
+    };
+    for line in packed.lines() {
+        let Some((oid, name)) = line.split_once(' ') else {
+            continue;
+        };
+        let wanted = names.contains(&name) || name.starts_with(prefix);
+        if wanted && is_oid(oid) && !found.contains_key(name) {
+            found.insert(name.to_owned(), oid.to_owned());
+        }
+    }
+    Some(found.into_iter().collect())
+}
+
+/// The loose refs in folder `dir` of `common` and below it, into `found`; `None` when one
+/// cannot be read or is not a commit's name. Lock files of refs being written are no refs.
+fn loose_below(
+    common: &Path,
+    dir: &str,
+    found: &mut std::collections::BTreeMap<String, String>,
+) -> Option<()> {
+    let entries = match std::fs::read_dir(common.join(dir)) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(()),
+        Err(_) => return None,
+    };
+    for entry in entries {
+        let entry = entry.ok()?;
+        let name = format!("{dir}/{}", entry.file_name().to_str()?);
+        if entry.file_type().ok()?.is_dir() {
+            loose_below(common, &name, found)?;
+        } else if !name.ends_with(".lock") {
+            match std::fs::read_to_string(entry.path()) {
+                Ok(text) => {
+                    found.insert(name, oid_in(&text)?);
+                }
+                // Removed since the folder was read.
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(_) => return None,
+            }
+        }
+    }
+    Some(())
+}
+
+/// The commit a loose ref file names; `None` for a symbolic ref or anything else.
+fn oid_in(text: &str) -> Option<String> {
+    let oid = text.trim_end();
+    is_oid(oid).then(|| oid.to_owned())
+}
+
 /// Whether the folder `dir` holds a file at any depth (`Some(false)` when it does not exist);
 /// `None` when a folder cannot be read.
 fn has_file_below(dir: &std::path::Path) -> Option<bool> {
@@ -172,5 +246,62 @@ mod tests {
         assert!(repo.run(&["checkout", "-q", "--detach"]).is_ok());
         assert_eq!(repo.head_branch(), Some(None));
         assert_eq!(repo.current_branch(), None);
+    }
+
+    #[test]
+    fn refs_listed_from_files_are_those_git_lists() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        let head = repo.resolve("HEAD").unwrap();
+        let git_lists = |prefix: &str| {
+            let output =
+                (repo.run(&["for-each-ref", "--format=%(refname) %(objectname)", prefix])).unwrap();
+            (String::from_utf8_lossy(&output.stdout).lines())
+                .filter_map(|line| line.split_once(' '))
+                .map(|(name, sha)| (name.to_owned(), sha.to_owned()))
+                .collect::<Vec<_>>()
+        };
+        let common = repo.common_dir();
+        let claims = "refs/ralph/claims/";
+        assert_eq!(listed(&common, &[], claims), Some(Vec::new()));
+        for name in ["b", "a", "deep/c", "packed"] {
+            let name = format!("{claims}{name}");
+            assert!(repo.run(&["update-ref", &name, &head]).is_ok());
+        }
+        assert!(repo.run(&["pack-refs", "--all"]).is_ok());
+        // Loose again after packing, and one loose only; a lock file is no ref.
+        let other = repo
+            .run(&["commit-tree", "HEAD^{tree}", "-m", "x"])
+            .unwrap()
+            .stdout;
+        let other = String::from_utf8_lossy(&other).trim().to_owned();
+        assert!(
+            repo.run(&["update-ref", "refs/ralph/claims/a", &other])
+                .is_ok()
+        );
+        assert!(
+            repo.run(&["update-ref", "refs/ralph/claims/e", &other])
+                .is_ok()
+        );
+        std::fs::write(
+            common.join("refs/ralph/claims/f.lock"),
+            format!("{other}\n"),
+        )
+        .unwrap();
+        let from_files = listed(&common, &["refs/heads/nothing"], claims).unwrap();
+        assert_eq!(from_files, git_lists(claims));
+        assert_eq!(from_files.len(), 5);
+        // A name asked for by itself, beside the prefix.
+        let branch = repo.current_branch().unwrap();
+        let head_ref = format!("refs/heads/{branch}");
+        let both = listed(&common, &[&head_ref], claims).unwrap();
+        assert_eq!(both.first(), Some(&(head_ref, head)));
+        // A symbolic ref is not read from the files.
+        assert!(
+            repo.run(&["symbolic-ref", "refs/ralph/claims/s", "refs/ralph/claims/a"])
+                .is_ok()
+        );
+        assert_eq!(listed(&common, &[], claims), None);
     }
 }

@@ -3,11 +3,14 @@
 //! compare-and-swap push (`--force-with-lease` with the value last seen, or empty for "must not
 //! exist"), so two workers can never both win.
 
+use std::path::Path;
 use std::process::Output;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Repo, check, git_command, refs};
+use super::nearby::{Written, record_commit};
+use super::records::{self, RefRecord};
+use super::{Repo, check, refs};
 
 /// Where claims live on the remote.
 pub(crate) const CLAIMS: &str = "refs/ralph/claims";
@@ -17,9 +20,6 @@ const FLEET: &str = "refs/ralph/fleet";
 
 /// The fleet's budget ledger on the remote (`--fleet-budget`).
 pub(crate) const LEDGER: &str = "refs/ralph/fleet/budget";
-
-/// The tree every claim commit points to (git knows the empty tree without storing it).
-pub(super) const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// What a claim records: who holds the task and when they last said they still do.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,13 +99,6 @@ pub(crate) struct QuestionsNow {
     pub(crate) claims: Vec<SeenClaim>,
 }
 
-/// A record ralph keeps in a ref: the ref, its commit, and the commit's message.
-struct RefRecord {
-    name: String,
-    sha: String,
-    text: String,
-}
-
 /// One ref a push changes: `new` (a commit, or `None` to delete) with the value the remote must
 /// still have (`Some("")`: the ref must not exist).
 #[derive(Clone)]
@@ -139,13 +132,25 @@ impl Repo {
 
     /// Whether this clone has a remote `name`.
     pub(crate) fn has_remote(&self, name: &str) -> bool {
-        self.run(&["remote", "get-url", name])
-            .is_ok_and(|output| output.status.success())
+        self.remote_url(name).is_some()
+    }
+
+    /// The address of remote `name` (`None` when there is no such remote).
+    pub(crate) fn remote_url(&self, name: &str) -> Option<String> {
+        let output = self.run(&["remote", "get-url", name]).ok()?;
+        (output.status.success()).then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
     }
 
     /// The remote's branches (task branches included) and its default branch (what its HEAD
     /// points to, when it says), asked in one call.
-    pub(crate) fn remote_heads(&self, remote: &str) -> Result<RemoteHeads, String> {
+    /// A remote on this machine (`local`: its git directory) is read from its files.
+    pub(crate) fn remote_heads(
+        &self,
+        (remote, local): (&str, Option<&Path>),
+    ) -> Result<RemoteHeads, String> {
+        if let Some(heads) = local.and_then(heads_in) {
+            return Ok(heads);
+        }
         let output = check(
             self.remote_run(&["ls-remote", "--symref", remote, "HEAD", "refs/heads/*"]),
             &format!("git ls-remote {remote}"),
@@ -182,12 +187,17 @@ impl Repo {
     /// The commits of `remote`'s base `base` and of its claims now, each as `(ref, commit)` in
     /// the remote's order, by one `git ls-remote` that fetches nothing: a waiting worker looks at
     /// them often, and fetches only when they moved.
+    /// A remote on this machine (`local`: its git directory) is read from its files.
     pub(crate) fn base_and_claims_now(
         &self,
-        remote: &str,
+        (remote, local): (&str, Option<&Path>),
         base: &str,
     ) -> Result<Vec<(String, String)>, String> {
         let base_ref = format!("refs/heads/{base}");
+        let listed = local.and_then(|dir| refs::listed(dir, &[&base_ref], &format!("{CLAIMS}/")));
+        if let Some(listed) = listed {
+            return Ok(listed);
+        }
         let claims = format!("{CLAIMS}/*");
         let output = check(
             self.remote_run(&["ls-remote", "--refs", remote, &base_ref, &claims]),
@@ -283,6 +293,29 @@ impl Repo {
     /// The refs under `prefix` (or the ref of that name), each with its commit and the
     /// commit's message: the records ralph keeps in refs (claims, the ledger, questions).
     fn records_under(&self, prefix: &str) -> Vec<RefRecord> {
+        // A worker reads the claims many times between two fetches: while the refs are those
+        // of the last reading (each record a commit, whose message never changes), so are the
+        // records.
+        let common = self.common_dir();
+        let listed = refs::listed(&common, &[], prefix);
+        match &listed {
+            Some(refs) if refs.is_empty() => return Vec::new(),
+            Some(refs) => {
+                if let Some(records) = records::get((&common, prefix), refs) {
+                    return records;
+                }
+            }
+            None => {}
+        }
+        let records = self.records_read(prefix);
+        if let Some(refs) = listed {
+            records::put((common, prefix.to_owned()), refs, &records);
+        }
+        records
+    }
+
+    /// [`Repo::records_under`] by `git for-each-ref`.
+    fn records_read(&self, prefix: &str) -> Vec<RefRecord> {
         let Ok(output) = self.run(&[
             "for-each-ref",
             "--format=%(refname)%00%(objectname)%00%(contents)%00",
@@ -321,16 +354,14 @@ impl Repo {
         (dst, message, expect): (&str, &str, &str),
         also: &[Update<'_>],
     ) -> Result<Option<String>, String> {
-        let output = check(
-            git_command(self.root(), &["commit-tree", EMPTY_TREE, "-m", message])
-                .env("GIT_AUTHOR_NAME", "ralph")
-                .env("GIT_AUTHOR_EMAIL", "ralph@localhost")
-                .env("GIT_COMMITTER_NAME", "ralph")
-                .env("GIT_COMMITTER_EMAIL", "ralph@localhost")
-                .output(),
-            "git commit-tree",
-        )?;
-        let commit = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        if also.is_empty() {
+            match self.write_record_into(remote, (dst, message, expect)) {
+                Written::Done(commit) => return Ok(Some(commit)),
+                Written::Moved => return Ok(None),
+                Written::Push => {}
+            }
+        }
+        let commit = record_commit(self.root(), &[], message)?;
         let mut updates = vec![Update {
             dst: dst.to_owned(),
             new: Some(&commit),
@@ -561,6 +592,20 @@ fn push_lost_a_race(report: &str, messages: &str) -> bool {
     rejected || overtaken
 }
 
+/// What the files of the repository whose git directory is `dir` say of its branches, as `git
+/// ls-remote --symref` would: its HEAD's branch only when that branch exists.
+fn heads_in(dir: &Path) -> Option<RemoteHeads> {
+    let head = std::fs::read_to_string(dir.join("HEAD")).ok()?;
+    let listed = refs::listed(dir, &[], "refs/heads/")?;
+    let branches: Vec<String> = (listed.into_iter())
+        .filter_map(|(name, _)| name.strip_prefix("refs/heads/").map(str::to_owned))
+        .collect();
+    let default = (head.trim_end().strip_prefix("ref: refs/heads/"))
+        .filter(|name| branches.iter().any(|branch| branch == name))
+        .map(str::to_owned);
+    Some(RemoteHeads { branches, default })
+}
+
 /// The refspec that fetches the base `base` of `remote` to its remote-tracking ref.
 fn base_spec(remote: &str, base: &str) -> String {
     format!("+refs/heads/{base}:refs/remotes/{remote}/{base}")
@@ -568,7 +613,87 @@ fn base_spec(remote: &str, base: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::repo;
     use super::push_lost_a_race;
+
+    #[test]
+    fn a_remote_on_this_machine_is_found_by_its_address_and_read_as_git_reads_it() {
+        let Some((_dir, repo)) = repo() else { return };
+        let bare = repo.root().join("remote.git");
+        let init = repo.run(&["init", "-q", "--bare", "-b", "trunk", "remote.git"]);
+        assert!(init.is_ok_and(|output| output.status.success()));
+        let path = bare.display().to_string();
+        for url in [
+            path.clone(),
+            format!("file://{path}"),
+            "remote.git".to_owned(),
+        ] {
+            assert_eq!(repo.local_git_dir(&url).as_deref(), Some(&*bare), "{url}");
+        }
+        // A work tree's repository is its `.git`.
+        assert_eq!(
+            repo.local_git_dir(".").as_deref(),
+            Some(&*repo.common_dir())
+        );
+        for url in [
+            "git@host:owner/repo.git",
+            "https://host/repo.git",
+            "nothing-here",
+        ] {
+            assert_eq!(repo.local_git_dir(url), None, "{url}");
+        }
+        assert!(repo.run(&["remote", "add", "origin", &path]).is_ok());
+        assert!(
+            repo.run(&["push", "-q", "origin", "HEAD:refs/heads/trunk"])
+                .is_ok()
+        );
+        assert!(
+            repo.run(&["push", "-q", "origin", "HEAD:refs/heads/ralph/t1"])
+                .is_ok()
+        );
+        let asked = repo.remote_heads(("origin", None)).unwrap();
+        let read = repo.remote_heads(("origin", Some(&bare))).unwrap();
+        assert_eq!(
+            (&read.branches, &read.default),
+            (&asked.branches, &asked.default)
+        );
+        assert_eq!(read.default.as_deref(), Some("trunk"));
+        let claim = super::claim_ref("t1");
+        assert!(
+            repo.run(&["push", "-q", "origin", &format!("HEAD:{claim}")])
+                .is_ok()
+        );
+        let asked = repo.base_and_claims_now(("origin", None), "trunk").unwrap();
+        let read = repo
+            .base_and_claims_now(("origin", Some(&bare)), "trunk")
+            .unwrap();
+        assert_eq!(read, asked);
+        assert_eq!(read.len(), 2);
+    }
+
+    #[test]
+    fn records_read_again_follow_their_refs() {
+        let Some((_dir, repo)) = repo() else { return };
+        let prefix = "refs/ralph/seen/origin/";
+        let commit =
+            |message: &str| super::super::nearby::record_commit(repo.root(), &[], message).unwrap();
+        let texts = || -> Vec<String> {
+            (repo.records_under(prefix).into_iter())
+                .map(|record| record.text)
+                .collect()
+        };
+        assert!(texts().is_empty());
+        let name = format!("{prefix}t1");
+        assert!(repo.run(&["update-ref", &name, &commit("one")]).is_ok());
+        assert_eq!(texts(), ["one"]);
+        assert_eq!(texts(), ["one"], "read again, unchanged");
+        assert!(repo.run(&["update-ref", &name, &commit("two")]).is_ok());
+        assert_eq!(texts(), ["two"]);
+        assert!(repo.run(&["pack-refs", "--all"]).is_ok());
+        assert_eq!(texts(), ["two"], "packed");
+        assert!(repo.run(&["update-ref", "-d", &name]).is_ok());
+        assert!(texts().is_empty());
+    }
 
     #[test]
     fn a_moved_ref_is_told_from_a_refusal() {

@@ -69,7 +69,7 @@ impl Session<'_> {
     /// failed): then only a fetch tells.
     fn claims_on_unmoved_base(&self) -> Option<Vec<String>> {
         let (repo, remote) = (&self.site.repo, &self.site.remote);
-        let now = repo.base_and_claims_now(remote, &self.site.base).ok()?;
+        let now = self.site.refs_now().ok()?;
         let fetched = repo.resolve(&self.site.base_ref())?;
         let base = format!("refs/heads/{}", self.site.base);
         if !(now.iter()).any(|(name, sha)| *name == base && *sha == fetched) {
@@ -92,8 +92,8 @@ impl Session<'_> {
     /// `git ls-remote` that fetches nothing, count as held, so that the next pick, made without
     /// fetching, does not race for them too; when the base moved, the next pick fetches.
     pub(super) fn held_meanwhile(&mut self) {
-        let (repo, remote) = (&self.site.repo, &self.site.remote);
-        let Ok(now) = repo.base_and_claims_now(remote, &self.site.base) else {
+        let repo = &self.site.repo;
+        let Ok(now) = self.site.refs_now() else {
             return;
         };
         let base = format!("refs/heads/{}", self.site.base);

@@ -225,10 +225,9 @@ impl Session<'_> {
     }
 
     /// Other workers' tasks that became ready while this worker made its train (`aboard`):
-    /// looked for with one `git ls-remote`, fetched only when a claim moved since the last fetch.
+    /// looked for without fetching (`Site::refs_now`), fetched only when a claim moved since the last fetch.
     fn late_riders(&self, id: &str, aboard: &[Rider]) -> anyhow::Result<Vec<Rider>> {
-        let (repo, remote) = (&self.site.repo, &self.site.remote);
-        let Ok(now) = repo.base_and_claims_now(remote, &self.site.base) else {
+        let Ok(now) = self.site.refs_now() else {
             return Ok(Vec::new());
         };
         let moved = !self.claims_since_fetch(&now).is_empty();

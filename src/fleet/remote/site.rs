@@ -27,6 +27,8 @@ pub(super) struct Site {
     /// The base's last read task list and the commit it was read at: a worker polling a base
     /// that did not move reads no file again.
     last_list: Mutex<Option<(String, Vec<u8>)>>,
+    /// The remote's git directory, when it is a repository on this machine's file system.
+    local: Option<std::path::PathBuf>,
 }
 
 impl Site {
@@ -37,8 +39,8 @@ impl Site {
         if !repo.has_remote(remote) {
             return Err(no_such_remote(&repo, remote).into());
         }
-        let heads = repo
-            .remote_heads(remote)
+        let local = repo.local_remote(remote);
+        let heads = (repo.remote_heads((remote, local.as_deref())))
             .map_err(|why| unreachable_remote(remote, &why))?;
         let base = choose_base(&repo, remote, base, &heads)?;
         let tasks_path = format!(
@@ -49,12 +51,25 @@ impl Site {
         );
         Ok(Self {
             merges_trees: repo.merges_trees(),
-            repo,
             remote: remote.to_owned(),
             base,
             tasks_path,
             last_list: Mutex::default(),
+            local,
+            repo,
         })
+    }
+
+    /// Whether the remote is on this machine: a look at its refs reads files, with no process.
+    pub(super) fn reads_refs(&self) -> bool {
+        self.local.is_some()
+    }
+
+    /// The commits of the remote's base and of its claims now, as `(ref, commit)`, fetching
+    /// nothing: read from the remote's files when it is on this machine, else listed by `git
+    /// ls-remote`.
+    pub(super) fn refs_now(&self) -> Result<Vec<(String, String)>, String> {
+        (self.repo).base_and_claims_now((&self.remote, self.local.as_deref()), &self.base)
     }
 
     pub(super) fn fetch(&self) -> anyhow::Result<()> {

@@ -23,6 +23,8 @@ pub(super) const RIDERS_MAX: usize = 16;
 /// it too) before merging itself, and how often it looks.
 const TRAIN_WAIT: Duration = Duration::from_secs(3);
 const TRAIN_POLL: Duration = Duration::from_millis(100);
+/// How often it looks at a remote on this machine, whose refs are read from its files.
+const TRAIN_POLL_LOCAL: Duration = Duration::from_millis(40);
 
 /// A ready task's place in the merge train, as last fetched.
 struct TrainView {
@@ -163,7 +165,7 @@ impl Session<'_> {
             // A look that fetches nothing, then a fetch only when what this worker waits on
             // moved: many waiting workers fetching at each claim marked ready would fill the
             // machine.
-            let now = (repo.base_and_claims_now(remote, &self.site.base)).map_err(unreachable)?;
+            let now = self.site.refs_now().map_err(unreachable)?;
             if looked
                 .as_ref()
                 .is_none_or(|(at, view)| view.moved(at, &now))
@@ -193,9 +195,14 @@ impl Session<'_> {
                 return Ok((merge, view.peers.clone()));
             }
             // The more workers wait, the less often each looks: their looks share the machine
-            // with the merge they wait for.
+            // with the merge they wait for. A look at a remote on this machine reads its files.
             let every = view.waiting.div_ceil(8).clamp(1, 5);
-            crate::run::wait::pause(self.stop, TRAIN_POLL * u32::try_from(every).unwrap_or(5));
+            let every = if self.site.reads_refs() {
+                TRAIN_POLL_LOCAL
+            } else {
+                TRAIN_POLL * u32::try_from(every).unwrap_or(5)
+            };
+            crate::run::wait::pause(self.stop, every);
         }
     }
 

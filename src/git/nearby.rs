@@ -1,0 +1,245 @@
+//! Records written straight into a remote on this machine (a path, or a `file://` address, as
+//! on a cluster's shared disk): a claim is a commit with no files, so writing it takes two git
+//! processes in the remote's folder rather than a push's six on both sides. Only a remote whose
+//! pushes would do nothing more is written so: no hook, no `receive.*` or `transfer.*` setting,
+//! no `core.hooksPath`. Anything else (or a write that fails) goes by `git push`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::{EMPTY_TREE, Repo, check, fed, git_command, refs};
+
+/// Each clone's shared git directory and remote name, with the remote's git directory when
+/// records can be written into it. Asked once per remote and process.
+type Entry = ((PathBuf, String), Option<PathBuf>);
+static WRITABLE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+/// How a record written into the remote went.
+pub(super) enum Written {
+    /// The ref now names the record's commit.
+    Done(String),
+    /// The ref was no longer what it was expected to be: nothing was changed.
+    Moved,
+    /// It could not be written so: a push has to.
+    Push,
+}
+
+impl Repo {
+    /// The git directory of the repository at `url` when it is one on this machine's file
+    /// system (a path, or a `file://` address), as on a cluster's shared disk: its refs can be
+    /// read from its files rather than asked of it by a process on each side.
+    pub(super) fn local_git_dir(&self, url: &str) -> Option<PathBuf> {
+        let path = match url.strip_prefix("file://") {
+            Some(path) => PathBuf::from(path),
+            // `host:path` is an ssh address unless a `/` comes before the `:`.
+            None if url.contains("://") => return None,
+            None if url
+                .split('/')
+                .next()
+                .is_some_and(|first| first.contains(':')) =>
+            {
+                return None;
+            }
+            None => self.root.join(url),
+        };
+        let bare = path.join("HEAD").is_file() && path.join("refs").is_dir();
+        let dir = if bare { path } else { path.join(".git") };
+        let plain = dir.join("HEAD").is_file() && dir.join("refs").is_dir();
+        (plain && !dir.join("commondir").exists()).then_some(dir)
+    }
+
+    /// The git directory of remote `name` when it is a repository on this machine reached by
+    /// git's own programs (no `remote.<name>.uploadpack` or `receivepack` of its own).
+    pub(crate) fn local_remote(&self, name: &str) -> Option<PathBuf> {
+        let dir = self.local_git_dir(&self.remote_url(name)?)?;
+        let pattern = format!(
+            r"^remote\.{}\.(uploadpack|receivepack)$",
+            regex::escape(name)
+        );
+        let own = self.run(&["config", "--get-regexp", &pattern]).ok()?;
+        // `git config` exits with 1 when no setting matches.
+        (own.status.code() == Some(1)).then_some(dir)
+    }
+
+    /// The git directory of `remote` when records can be written straight into it.
+    fn writable_remote(&self, remote: &str) -> Option<PathBuf> {
+        let key = (self.common_dir(), remote.to_owned());
+        if let Some((_, dir)) = (WRITABLE.lock().ok()?.iter()).find(|(each, _)| *each == key) {
+            return dir.clone();
+        }
+        let dir = (self.local_remote(remote)).filter(|dir| pushes_do_nothing_more(self, dir));
+        if let Ok(mut known) = WRITABLE.lock() {
+            known.push((key, dir.clone()));
+        }
+        dir
+    }
+
+    /// Writes `message` as the commit of ref `dst` in `remote` when it is on this machine,
+    /// if the ref there is still `expect` (empty: it must not exist).
+    pub(super) fn write_record_into(
+        &self,
+        remote: &str,
+        (dst, message, expect): (&str, &str, &str),
+    ) -> Written {
+        let Some(dir) = self.writable_remote(remote) else {
+            return Written::Push;
+        };
+        let at = format!("--git-dir={}", dir.display());
+        let made = record_commit(self.root(), &[&at], message);
+        let Ok(commit) = made else {
+            return Written::Push;
+        };
+        let command = if expect.is_empty() {
+            format!("create {dst} {commit}\n")
+        } else {
+            format!("update {dst} {commit} {expect}\n")
+        };
+        let updated = fed(
+            git_command(self.root(), &[&at, "update-ref", "--stdin"]),
+            command.as_bytes(),
+        );
+        if updated.is_ok_and(|output| output.status.success()) {
+            return Written::Done(commit);
+        }
+        // Refused: because another worker moved the ref, or for a reason a push may not have.
+        let folder = dst.rsplit_once('/').map_or("", |(folder, _)| folder);
+        let now = refs::listed(&dir, &[dst], &format!("{folder}/")).map(|listed| {
+            let found = listed.into_iter().find(|(name, _)| name == dst);
+            found.map(|(_, sha)| sha).unwrap_or_default()
+        });
+        match now {
+            Some(now) if now != expect => Written::Moved,
+            _ => Written::Push,
+        }
+    }
+}
+
+/// A record's commit: `message` on no files, by ralph, made by git run in `dir` with `before`
+/// (`--git-dir=…`) before its command.
+pub(super) fn record_commit(dir: &Path, before: &[&str], message: &str) -> Result<String, String> {
+    let mut args = before.to_vec();
+    args.extend(["commit-tree", EMPTY_TREE, "-m", message]);
+    let output = check(
+        git_command(dir, &args)
+            .env("GIT_AUTHOR_NAME", "ralph")
+            .env("GIT_AUTHOR_EMAIL", "ralph@localhost")
+            .env("GIT_COMMITTER_NAME", "ralph")
+            .env("GIT_COMMITTER_EMAIL", "ralph@localhost")
+            .output(),
+        "git commit-tree",
+    )?;
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// Whether a push into the repository at `dir` would do no more than update its refs: it has
+/// no hook and no setting that changes what it receives.
+fn pushes_do_nothing_more(repo: &Repo, dir: &Path) -> bool {
+    let hooks = match std::fs::read_dir(dir.join("hooks")) {
+        Ok(entries) => entries
+            .map(|entry| entry.map(|entry| entry.file_name()))
+            .collect::<Result<Vec<_>, _>>()
+            .ok(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(Vec::new()),
+        Err(_) => None,
+    };
+    let no_hooks = hooks.is_some_and(|names| {
+        (names.iter()).all(|name| name.to_str().is_some_and(|name| name.ends_with(".sample")))
+    });
+    if !no_hooks {
+        return false;
+    }
+    let at = format!("--git-dir={}", dir.display());
+    let pattern = r"^(receive\.|transfer\.|core\.hookspath$)";
+    let settings = git_command(repo.root(), &[&at, "config", "--get-regexp", pattern]).output();
+    // `git config` exits with 1 when no setting matches.
+    settings.is_ok_and(|output| output.status.code() == Some(1) && output.stdout.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bare repository `remote.git` beside `repo`'s work tree, added as its remote `origin`.
+    fn remote_of(repo: &Repo) -> PathBuf {
+        let dir = repo.root().join("remote.git");
+        let made = git_command(repo.root(), &["init", "-q", "--bare", "remote.git"]).output();
+        assert!(made.is_ok_and(|output| output.status.success()));
+        // No sample hooks: a folder of them alone leaves the remote writable.
+        let _ = std::fs::remove_dir_all(dir.join("hooks"));
+        std::fs::create_dir_all(dir.join("hooks")).unwrap();
+        std::fs::write(dir.join("hooks/pre-receive.sample"), "#!/bin/sh\n").unwrap();
+        let url = dir.display().to_string();
+        assert!(repo.run(&["remote", "add", "origin", &url]).is_ok());
+        dir
+    }
+
+    fn remote_ref(dir: &Path, name: &str) -> Option<String> {
+        refs::listed(dir, &[name], "refs/ralph/claims/")
+            .and_then(|listed| listed.into_iter().find(|(each, _)| each == name))
+            .map(|(_, sha)| sha)
+    }
+
+    #[test]
+    fn a_record_is_written_into_a_remote_on_this_machine_only_while_its_ref_is_as_expected() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        let remote = remote_of(&repo);
+        assert_eq!(repo.writable_remote("origin").as_deref(), Some(&*remote));
+        let name = "refs/ralph/claims/t1";
+        let first = repo
+            .push_record("origin", name, "one", "")
+            .unwrap()
+            .unwrap();
+        assert_eq!(remote_ref(&remote, name).as_deref(), Some(first.as_str()));
+        let at = format!("--git-dir={}", remote.display());
+        let message = git_command(repo.root(), &[&at, "log", "-1", "--format=%B", &first])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&message.stdout).trim(), "one");
+        // Taken already, or no longer what it was: nothing changes.
+        assert_eq!(repo.push_record("origin", name, "two", "").unwrap(), None);
+        let other = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(
+            repo.push_record("origin", name, "two", other).unwrap(),
+            None
+        );
+        assert_eq!(remote_ref(&remote, name).as_deref(), Some(first.as_str()));
+        let second = repo
+            .push_record("origin", name, "two", &first)
+            .unwrap()
+            .unwrap();
+        assert_eq!(remote_ref(&remote, name), Some(second));
+    }
+
+    #[test]
+    fn a_remote_whose_pushes_run_a_hook_or_obey_a_setting_is_pushed_to() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        let remote = remote_of(&repo);
+        let hook = remote.join("hooks/pre-receive");
+        let marker = repo.root().join("hook-ran");
+        let script = format!("#!/bin/sh\ntouch '{}'\n", marker.display());
+        std::fs::write(&hook, script).unwrap();
+        let mut permissions = std::fs::metadata(&hook).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&hook, permissions).unwrap();
+        assert_eq!(repo.writable_remote("origin"), None);
+        let name = "refs/ralph/claims/t1";
+        let made = repo.push_record("origin", name, "one", "").unwrap();
+        assert!(made.is_some() && marker.exists(), "the push ran the hook");
+        // A setting of what the remote receives.
+        std::fs::remove_file(&hook).unwrap();
+        let at = format!("--git-dir={}", remote.display());
+        let mut set = git_command(repo.root(), &[&at, "config", "receive.denyDeletes", "true"]);
+        assert!(set.output().is_ok_and(|output| output.status.success()));
+        assert!(!pushes_do_nothing_more(&repo, &remote));
+        let mut unset = git_command(
+            repo.root(),
+            &[&at, "config", "--unset", "receive.denyDeletes"],
+        );
+        assert!(unset.output().is_ok_and(|output| output.status.success()));
+        assert!(pushes_do_nothing_more(&repo, &remote));
+    }
+}
