@@ -23,6 +23,7 @@ mod refs;
 mod remote;
 mod restore;
 mod scan;
+mod trees;
 mod watch;
 mod worktree;
 
@@ -32,6 +33,7 @@ pub(crate) use remote::{
     CLAIMS, Claim, Job, LEDGER, Pushed, RemoteHeads, SeenClaim, Update, claim_ref, question_ref,
 };
 pub(crate) use scan::{Snapshot, Tree};
+pub(crate) use trees::Trees;
 pub(crate) use worktree::Merge;
 
 /// The tree every claim commit points to (git knows the empty tree without storing it).

@@ -60,12 +60,6 @@ impl Repo {
         self.diff_names(&[&format!("{base}...{branch}")])
     }
 
-    /// The repository-relative paths that differ between `from` and `to` (commits or trees);
-    /// empty when git cannot say.
-    pub(crate) fn changed_between(&self, from: &str, to: &str) -> Vec<String> {
-        self.diff_names(&[from, to])
-    }
-
     /// The paths `git diff --name-only` names for `revs`.
     fn diff_names(&self, revs: &[&str]) -> Vec<String> {
         let mut args = vec!["diff", "--name-only", "--no-renames"];
@@ -112,40 +106,6 @@ impl Repo {
             return Err("git hash-object stopped short".to_owned());
         }
         Ok(ids)
-    }
-
-    /// `tree` (a tree or commit) with each of `files` (repository-relative) set to a blob, or
-    /// removed (`None`): the new tree's id. A throwaway index of its own does it.
-    pub(crate) fn tree_with(
-        &self,
-        tree: &str,
-        files: &[(&str, Option<&str>)],
-    ) -> Result<String, String> {
-        let scratch = tempfile::Builder::new()
-            .prefix("ralph-index")
-            .tempdir()
-            .map_err(|err| format!("a throwaway index could not be made: {err}"))?;
-        let index = scratch.path().join("index");
-        let with_index = |args: &[&str], input: Option<&[u8]>| {
-            let mut command = self.command(args);
-            command.env("GIT_INDEX_FILE", &index);
-            let output = match input {
-                None => command.output(),
-                Some(input) => super::fed(command, input),
-            };
-            check(output, &format!("git {}", args[0]))
-        };
-        with_index(&["read-tree", tree], None)?;
-        let mut info = String::new();
-        for (path, blob) in files {
-            match blob {
-                Some(blob) => info.push_str(&format!("100644 {blob}\t{path}\n")),
-                None => info.push_str(&format!("0 {}\t{path}\n", "0".repeat(40))),
-            }
-        }
-        with_index(&["update-index", "--index-info"], Some(info.as_bytes()))?;
-        let written = with_index(&["write-tree"], None)?;
-        Ok(String::from_utf8_lossy(&written.stdout).trim().to_owned())
     }
 
     /// A commit of `tree` with `parents` and `message` (`git commit-tree`), as the user's
@@ -230,9 +190,9 @@ mod tests {
         let kept = dir.path().join("kept");
         fs::write(&kept, "both\n").unwrap();
         let blobs = repo.write_blobs(&[&kept]).unwrap();
-        let tree = repo
-            .tree_with(&merged.tree, &[("f", Some(&blobs[0])), ("gone", None)])
-            .unwrap();
+        let mut trees = crate::git::Trees::open(&repo).unwrap();
+        let tree =
+            (trees.with_files(&merged.tree, &[("f", Some(&blobs[0])), ("gone", None)])).unwrap();
         let commit = repo.commit_tree(&tree, &["main", "b"], "merged").unwrap();
         let files = repo
             .files_at(&[(commit.as_str(), "f"), (commit.as_str(), "g")])

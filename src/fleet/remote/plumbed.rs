@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::fail;
-use crate::git::{Repo, TreeMerge};
+use crate::git::{Repo, TreeMerge, Trees};
 use crate::storage::RalphDir;
 use crate::storage::tasks::TaskStatus;
 
@@ -120,8 +120,10 @@ impl Session<'_> {
         let carried = carry::into_base(repo, &scratch.dir, (&branch, base_sha), id);
         base::mark(&scratch.dir, id, TaskStatus::Complete, None).map_err(failed)?;
         let own = scratch.blobs(repo).map_err(failed)?;
+        let mut trees = Trees::open(repo).map_err(failed)?;
         let parents = [base_sha, tip.as_str()];
-        let commit = commit_merge(repo, &merged.tree, &own, &parents, message).map_err(failed)?;
+        let made = commit_merge((repo, &mut trees), &merged.tree, &own, &parents, message);
+        let commit = made.map_err(failed)?;
         let gate = self.gate();
         if let Some(check) = gate.merge_check_of(id, repo, (base_sha, &commit), &scratch.dir) {
             return Ok(Err(Integrated::GateFailed(check)));
@@ -134,7 +136,8 @@ impl Session<'_> {
         } else {
             self.riders(id, &self.site.list()?)
         };
-        let (mut head, mut riders) = self.plumbed_riders(&scratch, (commit, &own), riders);
+        let (mut head, mut riders) =
+            self.plumbed_riders((&scratch, &mut trees), (commit, &own), riders);
         // Tasks that became ready while this train was made board it too: one push for both.
         let late = if alone {
             Vec::new()
@@ -144,7 +147,8 @@ impl Session<'_> {
         if !late.is_empty()
             && let Ok(own) = scratch.blobs(repo)
         {
-            let (last, more) = self.plumbed_riders(&scratch, (head.clone(), &own), late);
+            let (last, more) =
+                self.plumbed_riders((&scratch, &mut trees), (head.clone(), &own), late);
             head = last;
             riders.extend(more);
         }
@@ -162,7 +166,7 @@ impl Session<'_> {
     /// checks is left to its worker. The train's last commit, and the riders it merged.
     fn plumbed_riders(
         &self,
-        scratch: &Scratch,
+        (scratch, trees): (&Scratch, &mut Trees),
         (start, own): (String, &OwnBlobs),
         riders: Vec<Rider>,
     ) -> (String, Vec<Rider>) {
@@ -177,9 +181,11 @@ impl Session<'_> {
                 continue;
             }
             // What the rider brings: ralph's own files are kept as the train has them.
+            let Ok(changed) = trees.changed(&head, &tree.tree) else {
+                continue;
+            };
             let (own_touched, changed): (Vec<String>, Vec<String>) =
-                (repo.changed_between(&head, &tree.tree).into_iter())
-                    .partition(|path| scratch.paths.contains(path));
+                (changed.into_iter()).partition(|path| scratch.paths.contains(path));
             // Its own worker meets a refusal and tells its agent.
             let check =
                 (self.gate()).merged_check(&rider.id, repo, (&tree.tree, &changed), &scratch.dir);
@@ -191,7 +197,7 @@ impl Session<'_> {
             let commit = if own_touched.is_empty() {
                 repo.commit_tree(&tree.tree, &parents, &message)
             } else {
-                commit_merge(repo, &tree.tree, own, &parents, &message)
+                commit_merge((repo, trees), &tree.tree, own, &parents, &message)
             };
             let Ok(commit) = commit else {
                 continue;
@@ -218,7 +224,7 @@ impl Session<'_> {
         let message = format!("Ralph: tasks {} merged", ids.join(", "));
         let tree = format!("{head}^{{tree}}");
         let own = scratch.blobs(repo);
-        match own.and_then(|own| commit_merge(repo, &tree, &own, &[&head], &message)) {
+        match own.and_then(|own| commit_merge((repo, trees), &tree, &own, &[&head], &message)) {
             Ok(last) => (last, riders),
             Err(_) => (start, Vec::new()),
         }
@@ -253,7 +259,7 @@ fn merge_trees(repo: &Repo, ours: &str, theirs: &str) -> Result<TreeMerge, Strin
 
 /// A commit of `tree` with ralph's own files set to `own`, on `parents`: its id.
 fn commit_merge(
-    repo: &Repo,
+    (repo, trees): (&Repo, &mut Trees),
     tree: &str,
     own: &OwnBlobs,
     parents: &[&str],
@@ -262,6 +268,6 @@ fn commit_merge(
     let files: Vec<(&str, Option<&str>)> = (own.iter())
         .map(|(path, blob)| (path.as_str(), blob.as_deref()))
         .collect();
-    let tree = repo.tree_with(tree, &files)?;
+    let tree = trees.with_files(tree, &files)?;
     repo.commit_tree(&tree, parents, message)
 }
