@@ -9,10 +9,28 @@ use std::sync::Mutex;
 
 use super::{EMPTY_TREE, Repo, check, fed, git_command, refs};
 
-/// Each clone's shared git directory and remote name, with the remote's git directory when
-/// records can be written into it. Asked once per remote and process.
+/// Each clone's shared git directory and remote name, with the remote's git directory when it
+/// is on this machine (`LOCAL`), and when records can be written into it (`WRITABLE`). Asked
+/// once per remote and process.
 type Entry = ((PathBuf, String), Option<PathBuf>);
+static LOCAL: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 static WRITABLE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+/// What `memo` says of `key`, or else what `find` says (then kept).
+fn remembered(
+    memo: &Mutex<Vec<Entry>>,
+    key: (PathBuf, String),
+    find: impl FnOnce() -> Option<PathBuf>,
+) -> Option<PathBuf> {
+    if let Some((_, dir)) = (memo.lock().ok()?.iter()).find(|(each, _)| *each == key) {
+        return dir.clone();
+    }
+    let dir = find();
+    if let Ok(mut known) = memo.lock() {
+        known.push((key, dir.clone()));
+    }
+    dir
+}
 
 /// How a record written into the remote went.
 pub(super) enum Written {
@@ -51,27 +69,23 @@ impl Repo {
     /// The git directory of remote `name` when it is a repository on this machine reached by
     /// git's own programs (no `remote.<name>.uploadpack` or `receivepack` of its own).
     pub(crate) fn local_remote(&self, name: &str) -> Option<PathBuf> {
-        let dir = self.local_git_dir(&self.remote_url(name)?)?;
-        let pattern = format!(
-            r"^remote\.{}\.(uploadpack|receivepack)$",
-            regex::escape(name)
-        );
-        let own = self.run(&["config", "--get-regexp", &pattern]).ok()?;
-        // `git config` exits with 1 when no setting matches.
-        (own.status.code() == Some(1)).then_some(dir)
+        remembered(&LOCAL, (self.common_dir(), name.to_owned()), || {
+            let dir = self.local_git_dir(&self.remote_url(name)?)?;
+            let pattern = format!(
+                r"^remote\.{}\.(uploadpack|receivepack)$",
+                regex::escape(name)
+            );
+            let own = self.run(&["config", "--get-regexp", &pattern]).ok()?;
+            // `git config` exits with 1 when no setting matches.
+            (own.status.code() == Some(1)).then_some(dir)
+        })
     }
 
     /// The git directory of `remote` when records can be written straight into it.
     fn writable_remote(&self, remote: &str) -> Option<PathBuf> {
-        let key = (self.common_dir(), remote.to_owned());
-        if let Some((_, dir)) = (WRITABLE.lock().ok()?.iter()).find(|(each, _)| *each == key) {
-            return dir.clone();
-        }
-        let dir = (self.local_remote(remote)).filter(|dir| pushes_do_nothing_more(self, dir));
-        if let Ok(mut known) = WRITABLE.lock() {
-            known.push((key, dir.clone()));
-        }
-        dir
+        remembered(&WRITABLE, (self.common_dir(), remote.to_owned()), || {
+            (self.local_remote(remote)).filter(|dir| pushes_do_nothing_more(self, dir))
+        })
     }
 
     /// Writes `message` as the commit of ref `dst` in `remote` when it is on this machine,

@@ -293,10 +293,15 @@ impl Repo {
     /// The refs under `prefix` (or the ref of that name), each with its commit and the
     /// commit's message: the records ralph keeps in refs (claims, the ledger, questions).
     fn records_under(&self, prefix: &str) -> Vec<RefRecord> {
+        self.records_in(None, prefix)
+    }
+
+    /// [`Repo::records_under`] of this repository, or of the one whose git directory is `at`.
+    fn records_in(&self, at: Option<&Path>, prefix: &str) -> Vec<RefRecord> {
         // A worker reads the claims many times between two fetches: while the refs are those
         // of the last reading (each record a commit, whose message never changes), so are the
         // records.
-        let common = self.common_dir();
+        let common = at.map_or_else(|| self.common_dir(), Path::to_path_buf);
         let listed = refs::listed(&common, &[], prefix);
         match &listed {
             Some(refs) if refs.is_empty() => return Vec::new(),
@@ -307,20 +312,23 @@ impl Repo {
             }
             None => {}
         }
-        let records = self.records_read(prefix);
+        let records = self.records_read(at, prefix);
         if let Some(refs) = listed {
             records::put((common, prefix.to_owned()), refs, &records);
         }
         records
     }
 
-    /// [`Repo::records_under`] by `git for-each-ref`.
-    fn records_read(&self, prefix: &str) -> Vec<RefRecord> {
-        let Ok(output) = self.run(&[
+    /// [`Repo::records_in`] by `git for-each-ref`.
+    fn records_read(&self, at: Option<&Path>, prefix: &str) -> Vec<RefRecord> {
+        let dir = at.map(|dir| format!("--git-dir={}", dir.display()));
+        let mut args: Vec<&str> = dir.iter().map(String::as_str).collect();
+        args.extend([
             "for-each-ref",
             "--format=%(refname)%00%(objectname)%00%(contents)%00",
             prefix,
-        ]) else {
+        ]);
+        let Ok(output) = self.run(&args) else {
             return Vec::new();
         };
         let text = String::from_utf8_lossy(&output.stdout);
@@ -412,16 +420,14 @@ impl Repo {
     /// The claims last fetched from `remote`.
     pub(crate) fn seen_claims(&self, remote: &str) -> Vec<SeenClaim> {
         let prefix = seen_prefix(remote);
-        let prefix = prefix.trim_end_matches('*');
-        (self.records_under(prefix).into_iter())
-            .filter_map(|record| {
-                Some(SeenClaim {
-                    id: record.name.strip_prefix(prefix)?.to_owned(),
-                    claim: serde_json::from_str(&record.text).ok(),
-                    sha: record.sha,
-                })
-            })
-            .collect()
+        claims_of(self.records_under(prefix.trim_end_matches('*')), &prefix)
+    }
+
+    /// The claims of the repository on this machine whose git directory is `dir` (a remote
+    /// read without fetching).
+    pub(crate) fn claims_in(&self, dir: &Path) -> Vec<SeenClaim> {
+        let prefix = format!("{CLAIMS}/");
+        claims_of(self.records_in(Some(dir), &prefix), &prefix)
     }
 
     /// Writes `claim` for task `id` on the remote if the claim there is still `expect` (empty:
@@ -604,6 +610,20 @@ fn heads_in(dir: &Path) -> Option<RemoteHeads> {
         .filter(|name| branches.iter().any(|branch| branch == name))
         .map(str::to_owned);
     Some(RemoteHeads { branches, default })
+}
+
+/// The claims of `records`, each named by its ref below `prefix`.
+fn claims_of(records: Vec<RefRecord>, prefix: &str) -> Vec<SeenClaim> {
+    let prefix = prefix.trim_end_matches('*');
+    (records.into_iter())
+        .filter_map(|record| {
+            Some(SeenClaim {
+                id: record.name.strip_prefix(prefix)?.to_owned(),
+                claim: serde_json::from_str(&record.text).ok(),
+                sha: record.sha,
+            })
+        })
+        .collect()
 }
 
 /// The refspec that fetches the base `base` of `remote` to its remote-tracking ref.

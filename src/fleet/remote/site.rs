@@ -60,6 +60,11 @@ impl Site {
         })
     }
 
+    /// The remote's claims now, read there without fetching, when it is on this machine.
+    pub(super) fn claims_now(&self) -> Option<Vec<crate::git::SeenClaim>> {
+        (self.local.as_deref()).map(|dir| self.repo.claims_in(dir))
+    }
+
     /// Whether the remote is on this machine: a look at its refs reads files, with no process.
     pub(super) fn reads_refs(&self) -> bool {
         self.local.is_some()

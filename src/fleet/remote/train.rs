@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::event::{LoopEvent, Notice};
-use crate::git::{Repo, Update, claim_ref};
+use crate::git::{Repo, SeenClaim, Update, claim_ref};
 use crate::storage::RalphDir;
 use crate::storage::carry::Carried;
 use crate::storage::identity::fingerprint;
@@ -171,18 +171,25 @@ impl Session<'_> {
                 .is_none_or(|(at, view)| view.moved(at, &now))
             {
                 // The first ready worker, lingering, fetches what its merge will need; the
-                // others only what tells them their task landed.
+                // others only what tells them their task landed, and at a remote on this
+                // machine read its claims there until their own is gone.
                 fetched_work = looked.as_ref().is_some_and(|(_, view)| view.leads);
+                let read_there = (!fetched_work).then(|| self.site.claims_now()).flatten();
                 if fetched_work {
                     self.site.fetch()?;
-                } else {
+                } else if read_there.is_none() {
                     (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
                 }
-                if !self.holds(id, claim) {
+                let claims = read_there.unwrap_or_else(|| repo.seen_claims(remote));
+                if !held(&claims, id, claim) {
+                    if !fetched_work {
+                        // The base as fetched tells whether the task landed.
+                        (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
+                    }
                     let peers = looked.map(|(_, view)| view.peers).unwrap_or_default();
                     return Ok((Waited::Gone, peers));
                 }
-                looked = Some((now, self.train_view(id)));
+                looked = Some((now, self.train_view(id, &claims)));
             }
             let Some((_, view)) = &looked else {
                 continue;
@@ -207,9 +214,8 @@ impl Session<'_> {
     }
 
     /// Where task `id`'s ready claim stands among the live claims, as last fetched.
-    fn train_view(&self, id: &str) -> TrainView {
+    fn train_view(&self, id: &str, claims: &[SeenClaim]) -> TrainView {
         let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);
-        let claims = self.site.repo.seen_claims(&self.site.remote);
         let live: Vec<_> = (claims.iter())
             .filter(|seen| !pick::is_stale(seen, now, ttl) && seen.id != planning::PLAN_CLAIM)
             .filter_map(|seen| Some((seen.claim.as_ref()?, seen)))
@@ -256,7 +262,7 @@ impl Session<'_> {
 
     /// Whether the claim `claim` of task `id` is still on the remote, as last fetched.
     pub(super) fn holds(&self, id: &str, claim: &str) -> bool {
-        (self.site.repo.seen_claims(&self.site.remote).iter()).any(|s| s.id == id && s.sha == claim)
+        held(&self.site.repo.seen_claims(&self.site.remote), id, claim)
     }
 
     /// The claim of task `id` is gone: merged by another worker's train when the base as last
@@ -406,6 +412,11 @@ impl Session<'_> {
             base: &self.site.base_name(),
         });
     }
+}
+
+/// Whether `claims` hold the claim `claim` of task `id`.
+fn held(claims: &[SeenClaim], id: &str, claim: &str) -> bool {
+    (claims.iter()).any(|seen| seen.id == id && seen.sha == claim)
 }
 
 #[cfg(test)]
