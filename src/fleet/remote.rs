@@ -173,14 +173,19 @@ impl Session<'_> {
                 return Ok(Some(Stop::Interrupted));
             }
             // Right after a lost race the last fetch is fresh but for the claim that was lost.
+            let mut read_there = None;
             if self.just_lost.is_empty() && !std::mem::take(&mut self.fresh) {
-                self.site.fetch()?;
+                read_there = (!swept).then(|| self.site.claims_unfetched()).flatten();
+                if read_there.is_none() {
+                    self.site.fetch()?;
+                }
             }
             if self.config.prompt != crate::config::WORKER_PROMPT && self.plan_if_empty()? {
                 continue;
             }
             let list = self.site.list()?;
-            let claims = self.site.repo.seen_claims(&self.site.remote);
+            let claims =
+                read_there.unwrap_or_else(|| self.site.repo.seen_claims(&self.site.remote));
             if !swept {
                 swept = true;
                 self.sweep_finished(&list, &claims);

@@ -39,6 +39,12 @@ pub(crate) use worktree::Merge;
 /// The tree every claim commit points to (git knows the empty tree without storing it).
 pub(super) const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
+/// The refs under `prefix` of the repository whose shared git directory is `dir`, with their
+/// commits, read from its files (`None` when they cannot tell).
+pub(crate) fn refs_under(dir: &Path, prefix: &str) -> Option<Vec<(String, String)>> {
+    refs::listed(dir, &[], prefix)
+}
+
 /// Hex digits of a commit's hash shown for it (git's shortest abbreviation).
 pub(crate) const SHORT_HASH: usize = 7;
 

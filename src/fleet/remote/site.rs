@@ -60,6 +60,24 @@ impl Site {
         })
     }
 
+    /// At a worker's start, the remote's claims read there when a fetch would bring nothing
+    /// else: the remote is on this machine, its base is the one this clone last fetched, and
+    /// neither has a task branch.
+    pub(super) fn claims_unfetched(&self) -> Option<Vec<crate::git::SeenClaim>> {
+        let dir = self.local.as_deref()?;
+        let base = format!("refs/heads/{}", self.base);
+        let fetched = self.repo.resolve(&self.base_ref())?;
+        let now = self.refs_now().ok()?;
+        let unmoved = (now.iter()).any(|(name, sha)| *name == base && *sha == fetched);
+        let tracked = format!("refs/remotes/{}/ralph/", self.remote);
+        let no_branch = |dir: &Path, prefix: &str| {
+            crate::git::refs_under(dir, prefix).is_some_and(|refs| refs.is_empty())
+        };
+        let none =
+            no_branch(dir, "refs/heads/ralph/") && no_branch(&self.repo.git_common_dir(), &tracked);
+        (unmoved && none).then(|| self.repo.claims_in(dir))
+    }
+
     /// The remote's claims now, read there without fetching, when it is on this machine.
     pub(super) fn claims_now(&self) -> Option<Vec<crate::git::SeenClaim>> {
         (self.local.as_deref()).map(|dir| self.repo.claims_in(dir))
