@@ -717,9 +717,9 @@ fleet_remote() { # DIR TASKS
   )
 }
 # Seconds from starting WORKERS workers (one clone each) on a remote of TASKS tasks to the last
-# one's end; every task must be merged.
-fleet_run() { # WORKERS TASKS
-  local dir="$WORK/dirs/fleet-$1-$2" start end open w
+# one's end; every task must be merged. In folder ROOT (default: the suite's).
+fleet_run() { # WORKERS TASKS [ROOT]
+  local dir="${3:-$WORK/dirs}/fleet-$1-$2" start end open w
   fleet_remote "$dir" "$2"
   for w in $(seq 1 "$1"); do git clone -q "$dir/remote.git" "$dir/m$w"; done
   start=$(date +%s.%N)
@@ -755,6 +755,20 @@ row "11. 16 workers, 32 tasks of ${FLEET_S} s, one remote" "$(calc "$f_sixteen *
   "$(calc "2 * $f_one * 1000" 0) ms (2 rounds of 1 worker, 1 task)" "${f16_ratio}×" "≤ 1.2×" "$(verdict "$f16_ratio" 1.2)"
 row "11. \`--parallel 8\`, 8 tasks of ${FLEET_S} s" "$(calc "$f_par_eight * 1000" 0) ms" \
   "$(calc "$f_par_one * 1000" 0) ms (\`--parallel 1\`, 1 task)" "$(calc "$f_par_eight / $f_par_one")×" "report" "—"
+# The same fleets on tmpfs (reported, no target): creating and removing files (worktrees, loose
+# objects, refs) is most of what a disk adds, and how much moves with its recent history (see
+# case 8); on tmpfs the ratios measure the fleet's own work.
+if [ "$MODE" = full ] && [ -d /dev/shm ] && [ -w /dev/shm ] && SHM_WORK=$(mktemp -d /dev/shm/ralph-bench.XXXXXX); then
+  say "case 11 on tmpfs"
+  s_one=$(fleet_run 1 1 "$SHM_WORK")
+  s_eight=$(fleet_run 8 8 "$SHM_WORK")
+  s_sixteen=$(fleet_run 16 32 "$SHM_WORK")
+  rm -rf "$SHM_WORK"
+  row "11. 8 workers, 8 tasks, on tmpfs" "$(calc "$s_eight * 1000" 0) ms" \
+    "$(calc "$s_one * 1000" 0) ms (1 worker, 1 task, on tmpfs)" "$(calc "$s_eight / $s_one")×" "report" "—"
+  row "11. 16 workers, 32 tasks, on tmpfs" "$(calc "$s_sixteen * 1000" 0) ms" \
+    "$(calc "2 * $s_one * 1000" 0) ms (2 rounds, on tmpfs)" "$(calc "$s_sixteen / (2 * $s_one)")×" "report" "—"
+fi
 
 # --- Report ----------------------------------------------------------------------------------------
 missed() { # CASE-NUMBER: was a row of this case missed?
@@ -814,16 +828,12 @@ gap_notes() {
   if missed 11; then
     echo
     echo "- **11, a fleet**: ready tasks land together (one worker merges every ready branch by"
-    echo "  git's plumbing, with no checkout, in one push; a finished task's last commit goes in the"
-    echo "  push that marks its claim ready), the first ready worker lingers until the tasks running"
-    echo "  beside it are ready (one train a round), and a waiting worker looks with one"
-    echo "  \`git ls-remote\` and fetches only when what it waits on moved. What is left is the turn"
-    echo "  between rounds: each worker's fetch, worktree, claim push and check (about twenty-five git"
-    echo "  processes, most with a partner on the remote's side) made by every worker at once, on"
-    echo "  the same cores as the remote, so the next round's agents start one to two seconds after"
-    echo "  the train lands instead of a few hundred milliseconds. Going on to the next task at once"
-    echo "  (the ready task parked on another worker's train) did not pay here: the claims and"
-    echo "  fetches it brings forward compete with the train for the same cores."
+    echo "  git's plumbing, with no checkout, in one push), the first ready worker lingers until the"
+    echo "  tasks beside it are ready, and at a remote on this machine a worker reads its refs and"
+    echo "  claims from its files and writes claims straight into it (no push). What is left is each"
+    echo "  worker's fetch and new worktree between rounds, made by every worker at once on the same"
+    echo "  cores as the remote, and on a disk the file system's work for them: compare the tmpfs"
+    echo "  rows, which measure the same fleets without it."
   fi
   if missed 4; then
     echo
