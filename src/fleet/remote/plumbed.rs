@@ -231,7 +231,8 @@ impl Session<'_> {
     }
 
     /// Other workers' tasks that became ready while this worker made its train (`aboard`):
-    /// looked for without fetching (`Site::refs_now`), fetched only when a claim moved since the last fetch.
+    /// looked for without fetching (`Site::refs_now`), fetched only when a claim moved since the
+    /// last fetch.
     fn late_riders(&self, id: &str, aboard: &[Rider]) -> anyhow::Result<Vec<Rider>> {
         let Ok(now) = self.site.refs_now() else {
             return Ok(Vec::new());

@@ -180,9 +180,10 @@ impl Session<'_> {
                 } else if read_there.is_none() {
                     (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
                 }
+                let unfetched = read_there.is_some();
                 let claims = read_there.unwrap_or_else(|| repo.seen_claims(remote));
                 if !held(&claims, id, claim) {
-                    if !fetched_work {
+                    if unfetched {
                         // The base as fetched tells whether the task landed.
                         (repo.fetch_base_fleet(remote, &self.site.base)).map_err(unreachable)?;
                     }
