@@ -67,10 +67,15 @@ impl Repo {
     }
 
     /// The git directory of remote `name` when it is a repository on this machine reached by
-    /// git's own programs (no `remote.<name>.uploadpack` or `receivepack` of its own).
-    pub(crate) fn local_remote(&self, name: &str) -> Option<PathBuf> {
+    /// git's own programs (no `remote.<name>.uploadpack` or `receivepack` of its own); `url`:
+    /// its address, when known already.
+    pub(crate) fn local_remote(&self, (name, url): (&str, Option<&str>)) -> Option<PathBuf> {
         remembered(&LOCAL, (self.common_dir(), name.to_owned()), || {
-            let dir = self.local_git_dir(&self.remote_url(name)?)?;
+            let url = match url {
+                Some(url) => url.to_owned(),
+                None => self.remote_url(name)?,
+            };
+            let dir = self.local_git_dir(&url)?;
             let pattern = format!(
                 r"^remote\.{}\.(uploadpack|receivepack)$",
                 regex::escape(name)
@@ -84,7 +89,7 @@ impl Repo {
     /// The git directory of `remote` when records can be written straight into it.
     fn writable_remote(&self, remote: &str) -> Option<PathBuf> {
         remembered(&WRITABLE, (self.common_dir(), remote.to_owned()), || {
-            (self.local_remote(remote)).filter(|dir| pushes_do_nothing_more(self, dir))
+            (self.local_remote((remote, None))).filter(|dir| pushes_do_nothing_more(self, dir))
         })
     }
 
@@ -98,6 +103,10 @@ impl Repo {
         let Some(dir) = self.writable_remote(remote) else {
             return Written::Push;
         };
+        // A ref that moved already is a lost race, told without a process.
+        if ref_in(&dir, dst).is_some_and(|now| now != expect) {
+            return Written::Moved;
+        }
         let at = format!("--git-dir={}", dir.display());
         let made = record_commit(self.root(), &[&at], message);
         let Ok(commit) = made else {
@@ -116,16 +125,20 @@ impl Repo {
             return Written::Done(commit);
         }
         // Refused: because another worker moved the ref, or for a reason a push may not have.
-        let folder = dst.rsplit_once('/').map_or("", |(folder, _)| folder);
-        let now = refs::listed(&dir, &[dst], &format!("{folder}/")).map(|listed| {
-            let found = listed.into_iter().find(|(name, _)| name == dst);
-            found.map(|(_, sha)| sha).unwrap_or_default()
-        });
-        match now {
+        match ref_in(&dir, dst) {
             Some(now) if now != expect => Written::Moved,
             _ => Written::Push,
         }
     }
+}
+
+/// The commit ref `name` of the repository whose git directory is `dir` names, read from its
+/// files: empty when there is no such ref, `None` when the files cannot tell.
+fn ref_in(dir: &Path, name: &str) -> Option<String> {
+    let folder = name.rsplit_once('/').map_or("", |(folder, _)| folder);
+    let listed = refs::listed(dir, &[name], &format!("{folder}/"))?;
+    let found = listed.into_iter().find(|(each, _)| each == name);
+    Some(found.map(|(_, sha)| sha).unwrap_or_default())
 }
 
 /// A record's commit: `message` on no files, by ralph, made by git run in `dir` with `before`

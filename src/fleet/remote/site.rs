@@ -36,10 +36,10 @@ impl Site {
         let repo = Repo::discover(cwd).ok_or_else(|| {
             fail("a worker runs in a clone of the shared repository, and this is not a git repository; clone it first (git clone URL)")
         })?;
-        if !repo.has_remote(remote) {
+        let Some(url) = repo.remote_url(remote) else {
             return Err(no_such_remote(&repo, remote).into());
-        }
-        let local = repo.local_remote(remote);
+        };
+        let local = repo.local_remote((remote, Some(&url)));
         let heads = (repo.remote_heads((remote, local.as_deref())))
             .map_err(|why| unreachable_remote(remote, &why))?;
         let base = choose_base(&repo, remote, base, &heads)?;
