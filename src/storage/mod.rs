@@ -309,6 +309,9 @@ fn write_atomic_with(
             path.display()
         );
     }
+    // What a merge is made of is turned into git objects and its folder removed at once: after
+    // a power loss the merge simply was not made.
+    let sync = sync && !in_merge_scratch(dir);
     let mut temp = tempfile::Builder::new()
         .prefix(".tmp")
         .permissions(fs::Permissions::from_mode(mode))
@@ -328,6 +331,18 @@ fn write_atomic_with(
         .map_err(|err| err.error)
         .with_context(|| format!("failed to replace `{}`", path.display()))?;
     Ok(())
+}
+
+/// Whether `dir` is in the folder a merge is made in (`.ralph/worktrees/.integrate`, or its
+/// scratch `.integrate.<what>`).
+fn in_merge_scratch(dir: &Path) -> bool {
+    let parts: Vec<&std::ffi::OsStr> = dir.ancestors().filter_map(Path::file_name).collect();
+    (parts.windows(3)).any(|window| {
+        let (name, worktrees, ralph) = (window[0].to_string_lossy(), window[1], window[2]);
+        (name == ".integrate" || name.starts_with(".integrate."))
+            && worktrees == WORKTREES_DIR
+            && ralph == RALPH_DIR
+    })
 }
 
 /// The OS's reason for an error of the `tempfile` crate, without the path it adds (the
@@ -456,6 +471,26 @@ pub(crate) fn remove_file(path: &Path) -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_what_a_merge_is_made_of_is_written_without_a_sync() {
+        let dir = RalphDir::new(Path::new("/repo"));
+        for scratch in [dir.integration_scratch("own"), dir.integration_worktree()] {
+            assert!(
+                in_merge_scratch(&scratch.join(".ralph")),
+                "{}",
+                scratch.display()
+            );
+            assert!(in_merge_scratch(&scratch.join("sub/.ralph")));
+        }
+        for kept in [dir.root().to_path_buf(), dir.worktree("t1").join(".ralph")] {
+            assert!(!in_merge_scratch(&kept), "{}", kept.display());
+        }
+        // A folder of the project named so is not ralph's.
+        assert!(!in_merge_scratch(Path::new(
+            "/repo/worktrees/.integrate.x/a"
+        )));
+    }
 
     #[test]
     fn an_atomic_write_that_cannot_start_names_no_temporary_file() {
