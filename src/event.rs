@@ -29,6 +29,17 @@ pub(crate) struct PlannedTask {
     pub(crate) blocked_by: Vec<String>,
 }
 
+/// Why a ready task waits for a running one (`task_waits`' `reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum WaitReason {
+    /// Their declared `touches:` overlap.
+    Touches,
+    /// Their changes conflicted earlier in the run: a merge conflict paired them, or made a
+    /// conflicted file an implicit `touches` of one of them.
+    Conflicted,
+}
+
 /// Every happening of a run that leaves ralph. Names and fields are the public schema:
 /// `specs/output.md` (a loop), `specs/parallel.md` (a `--parallel` run), `specs/workers.md`
 /// (a `--worker`) and `specs/planning.md` (a plan) name every one; new fields may be added, none
@@ -216,9 +227,13 @@ pub(crate) enum LoopEvent {
         status: String,
         why: String,
     },
-    /// A ready task waits: what it touches (`touches:`) overlaps what the running task `behind`
-    /// touches.
-    TaskWaits { task: String, behind: String },
+    /// A ready task waits for the running task `behind`: what the two touch (`touches:`)
+    /// overlaps, or their changes conflicted earlier in the run (`reason`).
+    TaskWaits {
+        task: String,
+        behind: String,
+        reason: WaitReason,
+    },
     /// `--parallel auto`: a ready task waits for room on the machine; `why`: `waiting for memory:
     /// 1.2G free, 2G needed` or `waiting for load: …`.
     TaskWaitsForRoom { task: String, why: String },
@@ -521,6 +536,7 @@ mod tests {
             LoopEvent::TaskWaits {
                 task: text(),
                 behind: text(),
+                reason: WaitReason::Touches,
             },
             LoopEvent::TaskWaitsForRoom {
                 task: text(),

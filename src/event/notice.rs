@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::LoopEvent;
+use super::{LoopEvent, WaitReason};
 use crate::agents::Usage;
 
 /// What the loop is about to do.
@@ -133,6 +133,7 @@ pub(crate) enum Notice<'a> {
     TouchesWait {
         task: &'a str,
         behind: &'a str,
+        reason: WaitReason,
     },
     /// `--parallel auto`: a ready task waits for room on the machine (memory, load); `why` says
     /// which.
@@ -450,9 +451,14 @@ impl Notice<'_> {
                 why: text(why),
             },
             Self::WorkerWaiting { held } => LoopEvent::WorkerWaiting { held: *held },
-            Self::TouchesWait { task, behind } => LoopEvent::TaskWaits {
+            Self::TouchesWait {
+                task,
+                behind,
+                reason,
+            } => LoopEvent::TaskWaits {
                 task: text(task),
                 behind: text(behind),
+                reason: *reason,
             },
             Self::RoomWait { task, why } => LoopEvent::TaskWaitsForRoom {
                 task: text(task),

@@ -26,7 +26,7 @@ use std::io::{self, BufWriter, IsTerminal as _, Stdout, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use crate::event::{Ending, LoopEvent, Notice, Reporter, Stamped};
+use crate::event::{Ending, LoopEvent, Notice, Reporter, Stamped, WaitReason};
 
 pub(crate) use agents::*;
 pub(crate) use commands::*;
@@ -282,8 +282,19 @@ fn start_notice(out: &Voice, notice: &crate::event::Notice<'_>) -> bool {
         Notice::HoldoutNotSecret => out.warn(&[
             "⚠️  --holdout checks are hidden from the agent only under --sandbox: without one it can read their files and their results in .ralph/. Add --sandbox to keep them secret.",
         ]),
-        Notice::TouchesWait { task, behind } => out.say(&[&format!(
+        Notice::TouchesWait {
+            task,
+            behind,
+            reason: WaitReason::Touches,
+        } => out.say(&[&format!(
             "[{task}] ⏳ Waits for {behind}: the two touch the same files (touches:), so they do not run at the same time."
+        )]),
+        Notice::TouchesWait {
+            task,
+            behind,
+            reason: WaitReason::Conflicted,
+        } => out.say(&[&format!(
+            "[{task}] ⏳ Waits for {behind}: their changes conflicted earlier in this run, so they do not run at the same time."
         )]),
         Notice::RoomWait { task, why } => out.say(&[&format!(
             "[{task}] ⏳ Waits, {why}: it starts when a running task ends or the machine has room (--parallel auto, --agent-memory)."

@@ -148,3 +148,84 @@ fn a_parallel_run_reaches_an_otlp_receiver_as_one_trace_and_its_cost() {
         "2"
     );
 }
+
+/// Claude Code answering with the promise `promise`, at 0.25 USD.
+fn claude_keeping(promise: &str) -> String {
+    format!(
+        "#!/bin/sh\necho made > \"made-$$.txt\"\necho '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":1,\"result\":\"done <promise>{promise}</promise>\",\"total_cost_usd\":0.25,\"usage\":{{\"input_tokens\":10,\"output_tokens\":1}}}}'\n"
+    )
+}
+
+#[test]
+fn a_single_run_reaches_an_otlp_receiver_as_its_iteration_under_the_run() {
+    let receiver = Receiver::start();
+    let env = crate::support::TestEnv::new();
+    env.write_executable("claude", &claude_keeping("COMPLETE"));
+    let run = env.run_loop(&["Build", "--agent", "claude-code", "--otel", &receiver.url]);
+    assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    let spans = receiver.spans();
+    let run_span = (spans.iter())
+        .find(|span| span["name"] == "ralph run")
+        .unwrap_or_else(|| panic!("no run span: {spans:#?}"));
+    assert!(run_span.get("parentSpanId").is_none(), "{run_span}");
+    let iteration = (spans.iter())
+        .find(|span| span["name"] == "iteration 1")
+        .unwrap_or_else(|| panic!("no iteration: {spans:#?}"));
+    assert_eq!(iteration["parentSpanId"], run_span["spanId"], "{iteration}");
+    let agent = (spans.iter())
+        .find(|span| span["parentSpanId"] == iteration["spanId"])
+        .unwrap_or_else(|| panic!("no agent call: {spans:#?}"));
+    assert_eq!(agent["name"], "agent claude-code");
+    assert!(
+        spans
+            .iter()
+            .all(|span| span["traceId"] == run_span["traceId"])
+    );
+    let cost = receiver.metric("ralph.cost").unwrap();
+    assert_eq!(cost["sum"]["dataPoints"][0]["asDouble"], 0.25, "{cost}");
+}
+
+#[test]
+fn a_worker_reaches_an_otlp_receiver_with_each_claimed_task_and_its_merge() {
+    let receiver = Receiver::start();
+    let env = crate::fleet::machines("- [ ] A\n  - id: a\n- [ ] B\n  - id: b\n", &["m1"]);
+    env.write_executable("claude", &claude_keeping("READY_FOR_NEXT_TASK"));
+    let worker = crate::fleet::start_worker(
+        &env,
+        "m1",
+        &["--agent", "claude-code", "--otel", &receiver.url],
+    );
+    let (code, stdout, stderr) = crate::fleet::finish(worker);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let spans = receiver.spans();
+    let named = |name: &str| {
+        (spans.iter())
+            .find(|span| span["name"] == name)
+            .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
+            .clone()
+    };
+    let run_span = named("ralph run");
+    assert!(run_span.get("parentSpanId").is_none(), "{run_span}");
+    for task in ["a", "b"] {
+        let task_span = named(&format!("task {task}"));
+        assert_eq!(task_span["parentSpanId"], run_span["spanId"], "{task_span}");
+        let merge = named(&format!("merge {task}"));
+        assert_eq!(merge["parentSpanId"], task_span["spanId"], "{merge}");
+        let iteration = (spans.iter())
+            .find(|span| {
+                span["name"] == "iteration 1" && span["parentSpanId"] == task_span["spanId"]
+            })
+            .unwrap_or_else(|| panic!("no iteration of {task}: {spans:#?}"));
+        let agent = (spans.iter())
+            .find(|span| span["parentSpanId"] == iteration["spanId"])
+            .unwrap();
+        assert_eq!(agent["name"], "agent claude-code");
+    }
+    assert!(
+        spans
+            .iter()
+            .all(|span| span["traceId"] == run_span["traceId"])
+    );
+    let cost = receiver.metric("ralph.cost").unwrap();
+    assert_eq!(cost["sum"]["dataPoints"][0]["asDouble"], 0.5, "{cost}");
+}

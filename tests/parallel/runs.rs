@@ -504,8 +504,9 @@ fn a_kept_branch_of_a_failed_task_is_not_taken_up_by_the_task_reworded() {
 }
 
 /// Two tasks whose `touches` overlap never run at the same time; a third runs beside them.
-#[test]
-fn tasks_that_touch_the_same_files_never_run_at_once_and_a_third_runs_beside() {
+/// A run of the tasks `api` and `users`, whose `touches` overlap, and `docs`, with `args`; each
+/// agent writes its start and end to `events`.
+fn touching_tasks(args: &[&str]) -> (crate::support::TestEnv, crate::support::Run) {
     let env = crate::support::TestEnv::new();
     fs::create_dir_all(env.work().join(".ralph")).unwrap();
     fs::write(
@@ -520,8 +521,14 @@ echo "start $id" >> "$dir/events"; sleep 0.4; echo "$id" > "$id.txt"; echo "end 
 echo '<promise>READY_FOR_NEXT_TASK</promise>'
 "#,
     );
-    let run = env.run_loop(&["Build", "--parallel", "3"]);
+    let run = env.run_loop(&[&["Build", "--parallel", "3"], args].concat());
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
+    (env, run)
+}
+
+/// Whether the tasks of [`touching_tasks`] ran as they should: `api` and `users` apart, `docs`
+/// beside one of them.
+fn assert_touching_tasks_kept_apart(env: &crate::support::TestEnv) {
     let events = fs::read_to_string(env.agent_dir().join("events")).unwrap();
     let at = |what: &str| {
         events
@@ -540,12 +547,35 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
         !apart(docs, api) || !apart(docs, users),
         "docs ran beside: {events}"
     );
+}
+
+#[test]
+fn tasks_that_touch_the_same_files_never_run_at_once_and_a_third_runs_beside() {
+    let (env, run) = touching_tasks(&[]);
+    assert_touching_tasks_kept_apart(&env);
     assert!(
         run.stdout()
             .contains("[users] ⏳ Waits for api: the two touch the same files (touches:)"),
         "{}",
         run.stdout()
     );
+}
+
+/// With `--json` the wait is a `task_waits` line naming the two tasks and why.
+#[test]
+fn a_task_kept_apart_by_its_touches_is_a_task_waits_event_in_json() {
+    let (env, run) = touching_tasks(&["--json"]);
+    assert_touching_tasks_kept_apart(&env);
+    let lines: Vec<serde_json::Value> = (run.stdout().lines())
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    let waits: Vec<_> = (lines.iter())
+        .filter(|line| line["event"] == "task_waits")
+        .collect();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert_eq!(waits[0]["task"], "users", "{}", waits[0]);
+    assert_eq!(waits[0]["behind"], "api", "{}", waits[0]);
+    assert_eq!(waits[0]["reason"], "touches", "{}", waits[0]);
 }
 
 /// `--parallel auto` with `--agent-memory` at 40% of the machine's available memory: two agents
@@ -803,7 +833,9 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
     let run = env.run_loop(&["Build", "--parallel", "3"]);
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
     assert!(
-        run.stdout().contains("[three] ⏳ Waits for one"),
+        run.stdout().contains(
+            "[three] ⏳ Waits for one: their changes conflicted earlier in this run, so they do not run at the same time."
+        ),
         "{}",
         run.stdout()
     );

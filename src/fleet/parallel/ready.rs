@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::event::Notice;
+use crate::event::{Notice, WaitReason};
 use crate::storage::tasks::{self, Task};
 
 use super::Coordinator;
@@ -33,7 +33,6 @@ impl Coordinator<'_> {
     /// Whether task `id` must wait because what it touches (`touches:`) overlaps what a running
     /// task touches; said once per task.
     pub(super) fn waits_for_touches(&mut self, id: &str, task: &Task) -> anyhow::Result<bool> {
-        let mine = self.learned.touches(id, task);
         if self.running.is_empty() {
             return Ok(false);
         }
@@ -41,18 +40,18 @@ impl Coordinator<'_> {
         let ids = tasks::task_ids(&list);
         let behind = (list.tasks.iter().zip(&ids))
             .filter(|(_, other)| self.running.contains(*other))
-            .find(|(other, other_id)| {
-                self.learned.apart(id, other_id)
-                    || crate::protect::overlap(&mine, &self.learned.touches(other_id, other))
-            })
-            .map(|(_, other)| other.clone());
-        let Some(behind) = behind else {
+            .find_map(|(other, other_id)| {
+                let reason = self.learned.keeps_apart((id, task), (other_id, other))?;
+                Some((other_id.clone(), reason))
+            });
+        let Some((behind, reason)) = behind else {
             return Ok(false);
         };
         if self.told_touch_waits.insert(id.to_owned()) {
             self.sink.notice(Notice::TouchesWait {
                 task: id,
                 behind: &behind,
+                reason,
             });
         }
         Ok(true)
@@ -96,12 +95,27 @@ impl Learned {
     }
 
     /// Whether tasks `a` and `b` conflicted in this run.
-    pub(super) fn apart(&self, a: &str, b: &str) -> bool {
+    fn apart(&self, a: &str, b: &str) -> bool {
         self.apart.contains(&ordered(a, b))
     }
 
+    /// Why tasks `a` and `b` (each an id and its task) may not run side by side, if they may
+    /// not: their declared `touches:` overlap, or their changes conflicted in this run.
+    pub(super) fn keeps_apart(&self, a: (&str, &Task), b: (&str, &Task)) -> Option<WaitReason> {
+        let declared = |task: &Task| crate::protect::list(task.property(tasks::TOUCHES));
+        if crate::protect::overlap(&declared(a.1), &declared(b.1)) {
+            Some(WaitReason::Touches)
+        } else if self.apart(a.0, b.0)
+            || crate::protect::overlap(&self.touches(a.0, a.1), &self.touches(b.0, b.1))
+        {
+            Some(WaitReason::Conflicted)
+        } else {
+            None
+        }
+    }
+
     /// What task `id` touches: its `touches:` and what it learnt.
-    pub(super) fn touches(&self, id: &str, task: &Task) -> Vec<String> {
+    fn touches(&self, id: &str, task: &Task) -> Vec<String> {
         let mut all = crate::protect::list(task.property(tasks::TOUCHES));
         all.extend(self.touches.get(id).into_iter().flatten().cloned());
         all
@@ -143,5 +157,37 @@ mod tests {
             ["src/**", "src/api.rs"]
         );
         assert!(learned.touches("docs", &task(None)).is_empty());
+    }
+
+    #[test]
+    fn a_wait_says_whether_declared_touches_or_a_conflict_keep_two_tasks_apart() {
+        let mut learned = Learned::default();
+        let (api, users, docs) = (
+            task(Some("src/api/**")),
+            task(Some("src/api/users.rs")),
+            task(Some("docs/")),
+        );
+        assert_eq!(
+            learned.keeps_apart(("users", &users), ("api", &api)),
+            Some(WaitReason::Touches)
+        );
+        assert_eq!(learned.keeps_apart(("docs", &docs), ("api", &api)), None);
+        learned.landed("api", vec!["docs/api.md".to_owned()]);
+        learned.conflicted("docs", &["docs/api.md".to_owned()]);
+        assert_eq!(
+            learned.keeps_apart(("docs", &docs), ("api", &api)),
+            Some(WaitReason::Conflicted),
+            "paired by their conflict"
+        );
+        let (plain, readme) = (task(None), task(Some("docs/api.md")));
+        assert_eq!(
+            learned.keeps_apart(("other", &readme), ("docs", &plain)),
+            Some(WaitReason::Conflicted),
+            "docs learnt it touches docs/api.md"
+        );
+        assert_eq!(
+            learned.keeps_apart(("other", &plain), ("docs", &plain)),
+            None
+        );
     }
 }

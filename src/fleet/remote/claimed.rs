@@ -2,7 +2,7 @@
 //! reads the remote's refs one by one, so the view the task was picked from may predate a merge
 //! that landed it, or another worker's claim on a task touching the same files.
 
-use crate::event::Notice;
+use crate::event::{Notice, WaitReason};
 use crate::git::{CLAIMS, Update, claim_ref};
 use crate::run::wait;
 use crate::storage::tasks::Task;
@@ -51,6 +51,7 @@ impl Session<'_> {
             self.sink.notice(Notice::TouchesWait {
                 task: id,
                 behind: &other,
+                reason: WaitReason::Touches,
             });
             self.lost_races += 1;
             // Apart from the other worker, which may have given way too.

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::agents::{Failure, FailureKind, Usage};
-use crate::event::{Ending, IterationSummary, LoopEvent, Notice, RunEnd, Summary};
+use crate::event::{Ending, IterationSummary, LoopEvent, Notice, RunEnd, Summary, WaitReason};
 use crate::model::Verification;
 use crate::storage::history::AgentShare;
 
@@ -338,6 +338,12 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
         Notice::TouchesWait {
             task: "ui",
             behind: "api",
+            reason: WaitReason::Touches,
+        },
+        Notice::TouchesWait {
+            task: "web",
+            behind: "api",
+            reason: WaitReason::Conflicted,
         },
         Notice::RoomWait {
             task: "db",
