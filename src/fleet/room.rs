@@ -200,6 +200,28 @@ mod tests {
     }
 
     #[test]
+    fn a_tasks_need_is_its_memory_then_the_sandboxs_limit_then_agent_memory() {
+        use crate::sandbox::{Backend, Bytes};
+        let task = |memory: Option<&str>| {
+            let line = memory.map_or_else(String::new, |m| format!("\n  - memory: {m}"));
+            tasks::TaskList::parse(&format!("- [ ] Some task{line}\n")).tasks[0].clone()
+        };
+        let mut options = LoopOptions::default();
+        assert_eq!(need(&options, &task(None)), 2 * G, "the default");
+        options.agent_memory = Some(Bytes(3 * G));
+        assert_eq!(need(&options, &task(None)), 3 * G);
+        options.sandbox_memory = Some(Bytes(G));
+        assert_eq!(
+            need(&options, &task(None)),
+            3 * G,
+            "--sandbox-memory limits nothing without a sandbox"
+        );
+        options.sandbox = Backend::Bwrap;
+        assert_eq!(need(&options, &task(None)), G, "the limit is the need");
+        assert_eq!(need(&options, &task(Some("5G"))), 5 * G, "the task's own");
+    }
+
+    #[test]
     fn sizes_are_shown_short() {
         assert_eq!(size(G + G / 5), "1.2G");
         assert_eq!(size(2 * G), "2G");

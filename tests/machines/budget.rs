@@ -6,9 +6,11 @@ use std::fs;
 use crate::fleet::{finish, machine, machines, start_worker};
 use crate::support::TestEnv;
 
-/// Claude Code reporting 0.02 USD per call; no task is ever done.
+/// Claude Code reporting 0.02 USD per call (and noting when it can see the remote); no task is
+/// ever done.
 const SPENDS: &str = r#"#!/bin/sh
 echo x >> "$FAKE_AGENT_DIR/calls"
+[ -d "$FAKE_AGENT_DIR/../remote.git" ] && echo x >> "$FAKE_AGENT_DIR/saw-remote"
 sleep 0.1
 echo '{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"working","total_cost_usd":0.02,"usage":{"input_tokens":10,"output_tokens":1}}'
 "#;
@@ -33,19 +35,45 @@ fn spent(env: &TestEnv, names: &[&str]) -> f64 {
 
 #[test]
 fn three_workers_spend_one_budget_together_and_each_ends_with_exit_2() {
+    three_workers_spend_one_budget(&[]);
+}
+
+/// The same with every agent in the sandbox: the ledger is ralph's, outside it.
+#[test]
+fn three_sandboxed_workers_spend_one_budget_together() {
+    if !crate::support::bwrap_can_sandbox() {
+        eprintln!(
+            "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)"
+        );
+        return;
+    }
+    three_workers_spend_one_budget(&["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
+}
+
+/// Three workers with `sandbox` (arguments, with the fake agent's folders mounted for them)
+/// share `--fleet-budget --max-cost 0.10`; each iteration costs 0.02.
+fn three_workers_spend_one_budget(sandbox: &[&str]) {
     let names = ["m1", "m2", "m3"];
     let env = machines(
         "- [ ] A\n  - id: a\n- [ ] B\n  - id: b\n- [ ] C\n  - id: c\n",
         &names,
     );
     env.write_executable("claude", SPENDS);
-    let args = [
+    let (bin, writable) = (
+        env.bin().to_string_lossy().into_owned(),
+        format!("{}:rw", env.agent_dir().display()),
+    );
+    let mut args = vec![
         "--agent",
         "claude-code",
         "--fleet-budget",
         "--max-cost",
         "0.10",
     ];
+    if !sandbox.is_empty() {
+        args.extend(sandbox);
+        args.extend(["--sandbox-mount", &bin, "--sandbox-mount", &writable]);
+    }
     let workers: Vec<_> = (names.iter())
         .map(|name| start_worker(&env, name, &args))
         .collect();
@@ -89,4 +117,100 @@ fn three_workers_spend_one_budget_together_and_each_ends_with_exit_2() {
     );
     assert_eq!(budget["reserved_usd"], 0.0, "no iteration runs: {budget}");
     assert_eq!(budget["workers"].as_array().unwrap().len(), 3, "{budget}");
+    // In the sandbox the agents never saw the remote the ledger is on.
+    assert_eq!(
+        env.agent_dir().join("saw-remote").exists(),
+        sandbox.is_empty()
+    );
+}
+
+/// What `ralph --status --remote origin --json` on `name` shows of the fleet's budget, judging
+/// claims with the workers' `--claim-ttl`.
+fn budget_seen(env: &TestEnv, name: &str, ttl: &str) -> serde_json::Value {
+    let status = env
+        .ralph()
+        .current_dir(machine(env, name))
+        .args([
+            "--status",
+            "--remote",
+            "origin",
+            "--json",
+            "--claim-ttl",
+            ttl,
+        ])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&status.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&status.stderr)));
+    json["budget"].clone()
+}
+
+/// Polls [`budget_seen`] until `ready` holds of it (15 s at most).
+fn budget_until(
+    env: &TestEnv,
+    ttl: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let budget = budget_seen(env, "m2", ttl);
+        if ready(&budget) {
+            return budget;
+        }
+        assert!(std::time::Instant::now() < deadline, "{budget}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A worker killed (SIGKILL) while its iteration holds a reservation leaves it in the ledger
+/// until its claim goes stale; then it no longer counts, and the worker started again in the
+/// clone takes the task back and spends what the dead reservation held.
+#[test]
+fn a_killed_workers_reservation_expires_with_its_claim_and_the_restarted_worker_spends_it() {
+    let env = machines("- [ ] Solo\n  - id: solo\n", &["m1", "m2"]);
+    // m1's first call hangs once it is running.
+    fs::write(
+        env.agent_dir().join("script"),
+        r#"if [ "$machine" = m1 ] && [ ! -f "$dir/m1-first" ]; then
+  touch "$dir/m1-first"; echo ready > "$dir/ready"; sleep 600
+fi
+"#,
+    )
+    .unwrap();
+    // Room for one reservation of 0.5, not two.
+    let args = [
+        "--fleet-budget",
+        "--max-cost",
+        "0.6",
+        "--reserve",
+        "0.5",
+        "--claim-heartbeat",
+        "400ms",
+        "--claim-ttl",
+        "1s",
+        "--max-iterations",
+        "5",
+        "--wait",
+    ];
+    let mut first = start_worker(&env, "m1", &args);
+    crate::support::wait_for_file(
+        &env.agent_dir().join("ready"),
+        std::time::Duration::from_secs(30),
+    );
+    // Judged with a long TTL, the reservation is alive while the claim is.
+    let held = budget_seen(&env, "m2", "10m");
+    assert_eq!(held["reserved_usd"], 0.5, "{held}");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let expired = budget_until(&env, "1s", |budget| budget["reserved_usd"] == 0.0);
+    assert_eq!(expired["left_usd"], 0.6, "{expired}");
+
+    let (code, stdout, stderr) = finish(start_worker(&env, "m1", &args));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("taken over from"), "{stdout}");
+    let tasks = crate::workers::remote_tasks(&env);
+    assert!(tasks.contains("- [x] Solo"), "{tasks}");
+    let after = budget_seen(&env, "m2", "1s");
+    assert_eq!(after["reserved_usd"], 0.0, "{after}");
+    assert_eq!(after["workers"].as_array().unwrap().len(), 2, "{after}");
 }

@@ -583,20 +583,51 @@ fn a_task_kept_apart_by_its_touches_is_a_task_waits_event_in_json() {
 /// is done.
 #[test]
 fn parallel_auto_starts_only_the_agents_the_memory_has_room_for() {
+    parallel_auto_admits("--agent-memory", &[]);
+}
+
+/// The same with the agents in the sandbox and `--sandbox-memory` at 40%: the limit is the need.
+#[test]
+fn parallel_auto_under_the_sandbox_takes_its_memory_limit_as_the_need() {
+    if !crate::support::bwrap_can_sandbox() {
+        eprintln!(
+            "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)"
+        );
+        return;
+    }
+    parallel_auto_admits(
+        "--sandbox-memory",
+        &["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"],
+    );
+}
+
+/// A `--parallel auto` run of four tasks with `memory` (`--agent-memory` or `--sandbox-memory`)
+/// at 40% of the machine's available memory, and `sandbox`'s arguments.
+fn parallel_auto_admits(memory: &str, sandbox: &[&str]) {
     use std::process::Stdio;
     use std::time::Duration;
     let need = (crate::support::available_memory() / 10 * 4).to_string();
     let env = crate::support::TestEnv::new();
+    let (bin, writable) = (
+        env.bin().to_string_lossy().into_owned(),
+        format!("{}:rw", env.agent_dir().display()),
+    );
+    let mut mounts = Vec::new();
+    if !sandbox.is_empty() {
+        mounts = vec!["--sandbox-mount", &bin, "--sandbox-mount", &writable];
+    }
     fs::create_dir_all(env.work().join(".ralph")).unwrap();
     fs::write(
         env.ralph_file("ralph-tasks.md"),
         "- [ ] One\n  - id: one\n- [ ] Two\n  - id: two\n- [ ] Three\n  - id: three\n- [ ] Four\n  - id: four\n",
     )
     .unwrap();
-    // Every agent waits for the test's `go` (30 s at most).
+    // Every agent waits for the test's `go` (30 s at most); the sandbox's check of the agent
+    // (`--version`) does nothing.
     env.agent_script(
         None,
-        r#"id=${PWD##*/worktrees/}; id=${id%%/*}
+        r#"[ "$1" = --version ] && exit 0
+id=${PWD##*/worktrees/}; id=${id%%/*}
 echo "start $id" >> "$dir/events"
 i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 echo "$id" > "$id.txt"; echo "end $id" >> "$dir/events"
@@ -605,15 +636,9 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
     );
     let mut ralph = env
         .ralph()
-        .args([
-            "--pause",
-            "0",
-            "Build",
-            "--parallel",
-            "auto",
-            "--agent-memory",
-            &need,
-        ])
+        .args(["--pause", "0", "Build", "--parallel", "auto", memory, &need])
+        .args(sandbox)
+        .args(&mounts)
         // The load of a machine running many tests at once is not what this test is about.
         .env("RALPH_MAX_LOAD", "1000")
         .stdout(Stdio::piped())
