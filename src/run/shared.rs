@@ -55,9 +55,35 @@ pub(crate) struct Shared {
 #[derive(Debug, Default)]
 struct Book {
     next: u64,
-    live: BTreeMap<u64, Amount>,
+    live: BTreeMap<u64, Live>,
     /// By agent, oldest first, the last [`EXPECTED_OVER`] iterations.
     recent: BTreeMap<String, Vec<Amount>>,
+}
+
+/// An iteration running now: its agent and what it reserved.
+#[derive(Debug)]
+struct Live {
+    agent: String,
+    ask: Amount,
+    /// Started before anything was known of its agent (and without `--reserve`): it reserved
+    /// nothing, and counts as what its agent's iterations have cost since.
+    blind: bool,
+}
+
+impl Book {
+    /// What the running iterations hold: each its reservation, a blind one what its agent's
+    /// last iterations cost (nothing while none ended).
+    fn reserved(&self, reserve: Option<f64>) -> Amount {
+        (self.live.values()).fold(Amount::default(), |sum, live| {
+            let held = if live.blind {
+                let recent = self.recent.get(&live.agent).map_or(&[][..], Vec::as_slice);
+                decision::expected(recent, reserve)
+            } else {
+                live.ask
+            };
+            sum.plus(held)
+        })
+    }
 }
 
 /// What one iteration reserved; given back by [`Shared::settle`] when it ends.
@@ -69,11 +95,18 @@ pub(crate) struct Reservation {
 impl Shared {
     /// The totals of a run so far (a resumed run's saved ones, or nothing).
     pub(crate) fn resumed(state: &LoopState) -> Self {
+        Self::after(
+            Duration::from_millis(state.runtime_ms),
+            state.spent_cost_usd,
+            state.spent_tokens,
+        )
+    }
+
+    /// The totals of a run that ran for `runtime` and spent `cost` and `tokens`.
+    fn after(runtime: Duration, cost: Option<f64>, tokens: u64) -> Self {
         let now = Instant::now();
         let shared = Self {
-            started: now
-                .checked_sub(Duration::from_millis(state.runtime_ms))
-                .unwrap_or(now),
+            started: now.checked_sub(runtime).unwrap_or(now),
             cost_nanos: 0.into(),
             cost_seen: false.into(),
             tokens: 0.into(),
@@ -82,7 +115,7 @@ impl Shared {
             book: Mutex::default(),
             ledger: None,
         };
-        shared.add(state.spent_cost_usd, state.spent_tokens);
+        shared.add(cost, tokens);
         shared
     }
 
@@ -171,6 +204,7 @@ impl Shared {
     ) -> Result<Reservation, Stop> {
         let mut book = self.book();
         let recent = book.recent.get(agent).map_or(&[][..], Vec::as_slice);
+        let blind = recent.is_empty() && rules.reserve.is_none();
         let ask = decision::expected(recent, rules.reserve);
         if let Some(ledger) = &self.ledger {
             let here = self.spent();
@@ -189,7 +223,7 @@ impl Shared {
             }
         } else {
             let spent = Spent {
-                reserved: (book.live.values()).fold(Amount::default(), |sum, one| sum.plus(*one)),
+                reserved: book.reserved(rules.reserve),
                 ..self.spent()
             };
             if let Some(stop) = decision::admit(rules, spent, ask) {
@@ -198,7 +232,14 @@ impl Shared {
         }
         book.next += 1;
         let id = book.next;
-        book.live.insert(id, ask);
+        book.live.insert(
+            id,
+            Live {
+                agent: agent.to_owned(),
+                ask,
+                blind,
+            },
+        );
         Ok(Reservation { id })
     }
 
@@ -239,5 +280,60 @@ impl Shared {
         };
         change(&mut history);
         history::save(&path, &history)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(max_cost: f64) -> Rules {
+        let options = crate::options::LoopOptions {
+            max_cost: Some(max_cost),
+            ..crate::options::LoopOptions::default()
+        };
+        Rules::new(&options, Duration::ZERO, true)
+    }
+
+    /// Three loops start blind; one ends at 0.02 and goes on: the two still running count as
+    /// 0.02 each from then on, so the run stops where their real cost would reach the budget.
+    #[test]
+    fn iterations_started_blind_count_as_what_their_agent_costs_once_it_is_known() {
+        let shared = Shared::after(Duration::ZERO, None, 0);
+        let budget = rules(0.10);
+        let first: Vec<_> = (0..3)
+            .map(|_| shared.reserve(&budget, "claude-code", "t").unwrap())
+            .collect();
+        let mut first = first.into_iter();
+        shared.add_iteration("claude-code", Some(0.02), 0);
+        shared.settle(first.next().unwrap());
+        // 0.02 spent, two running at 0.02, this one 0.02: 0.08.
+        let second = shared.reserve(&budget, "claude-code", "t").unwrap();
+        shared.add_iteration("claude-code", Some(0.02), 0);
+        shared.settle(second);
+        // 0.04 spent, two running at 0.02, this one: 0.10.
+        let third = shared.reserve(&budget, "claude-code", "t").unwrap();
+        shared.add_iteration("claude-code", Some(0.02), 0);
+        shared.settle(third);
+        assert!(
+            shared.reserve(&budget, "claude-code", "t").is_err(),
+            "0.06 spent and 0.04 running: no room for 0.02 more"
+        );
+        // The two blind ones end: 0.10 in all, never more.
+        for running in first {
+            shared.add_iteration("claude-code", Some(0.02), 0);
+            shared.settle(running);
+        }
+        assert!((shared.spent().cost.unwrap() - 0.10).abs() < 1e-9);
+    }
+
+    /// Another agent's cost says nothing of a blind iteration's.
+    #[test]
+    fn a_blind_iteration_is_judged_by_its_own_agent() {
+        let shared = Shared::after(Duration::ZERO, None, 0);
+        let budget = rules(0.10);
+        let _blind = shared.reserve(&budget, "codex", "a").unwrap();
+        shared.add_iteration("claude-code", Some(0.05), 0);
+        assert!(shared.reserve(&budget, "claude-code", "b").is_ok(), "0.05 + 0.05");
     }
 }
