@@ -334,6 +334,9 @@ mod tests {
         let budget = rules(0.10);
         let _blind = shared.reserve(&budget, "codex", "a").unwrap();
         shared.add_iteration("claude-code", Some(0.05), 0);
-        assert!(shared.reserve(&budget, "claude-code", "b").is_ok(), "0.05 + 0.05");
+        assert!(
+            shared.reserve(&budget, "claude-code", "b").is_ok(),
+            "0.05 + 0.05"
+        );
     }
 }

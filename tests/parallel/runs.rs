@@ -871,3 +871,93 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
     assert!(at("end one 2") < at("start three 1"), "{events}");
     assert_eq!(env.git(&["show", "main:shared.txt"]).trim(), "one and two");
 }
+
+/// Ctrl-C while the gate judges a merge train: the run stops (exit 130) and the gate's process
+/// with it; the base is as the train found it (no merge under way, nothing uncommitted, the
+/// train's tasks not landed), and `--resume` lands them, the base clean after.
+#[test]
+fn ctrl_c_during_a_merge_train_stops_its_gate_and_resume_lands_the_train() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let env = crate::support::TestEnv::new();
+    fs::create_dir_all(env.work().join(".ralph")).unwrap();
+    fs::write(
+        env.ralph_file("ralph-tasks.md"),
+        "- [ ] Task lead\n  - id: lead\n- [ ] Task one\n  - id: one\n- [ ] Task two\n  - id: two\n",
+    )
+    .unwrap();
+    env.agent_script(
+        None,
+        r#"id=${PWD##*/worktrees/}; id=${id%%/*}
+[ "$id" = lead ] || sleep 0.2
+echo "$id" > "$id.txt"
+echo '<promise>READY_FOR_NEXT_TASK</promise>'
+"#,
+    );
+    // In the integration worktree: the lead's merge waits until the other loops have ended, so
+    // they land as a train; the train's gate holds (60 s) until the test lets it go.
+    let dir = env.agent_dir().display().to_string();
+    let gate = format!(
+        "case \"$PWD\" in */worktrees/.integrate*) ;; *) exit 0 ;; esac; if [ -f lead.txt ] && [ ! -f one.txt ]; then i=0; while [ $i -lt 600 ] && [ \"$(grep -c '\"event\":\"run_ended\"' ../../events.jsonl)\" -lt 3 ]; do sleep 0.05; i=$((i + 1)); done; fi; if [ -f one.txt ] && [ -f two.txt ] && [ ! -f '{dir}/released' ]; then echo $$ > '{dir}/gate-pid'; sleep 60; fi"
+    );
+    let mut ralph = env
+        .ralph()
+        .args([
+            "--pause",
+            "0",
+            "Build",
+            "--parallel",
+            "3",
+            "--verify",
+            &gate,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let gate_pid = env.agent_dir().join("gate-pid");
+    crate::support::wait_for_text(&gate_pid, "\n");
+    let pid: i32 = fs::read_to_string(&gate_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    crate::support::interrupt(&ralph);
+    let output = crate::support::wait_output(&mut ralph, Duration::from_secs(20));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(130), "{said}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while crate::support::is_alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!crate::support::is_alive(pid), "the gate outlived the run");
+    assert!(!env.work().join(".git/MERGE_HEAD").exists());
+    assert_eq!(env.git(&["status", "--porcelain"]).trim(), "", "{said}");
+    let landed = env.git(&["ls-tree", "--name-only", "main"]);
+    assert!(landed.contains("lead.txt"), "{landed}");
+    assert!(
+        !landed.contains("one.txt") && !landed.contains("two.txt"),
+        "{landed}"
+    );
+
+    fs::write(env.agent_dir().join("released"), "").unwrap();
+    let resumed = env.run(&["--resume"]);
+    assert_eq!(
+        resumed.code(),
+        0,
+        "{}{}",
+        resumed.stdout(),
+        resumed.stderr()
+    );
+    let list = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
+    assert_eq!(list.matches("- [x]").count(), 3, "{list}");
+    for id in ["lead", "one", "two"] {
+        assert_eq!(env.git(&["show", &format!("main:{id}.txt")]).trim(), id);
+    }
+    assert_eq!(env.git(&["status", "--porcelain"]).trim(), "");
+    env.assert_no_task_leftovers("after --resume");
+}
