@@ -91,6 +91,9 @@ struct Session<'a> {
     told_room: bool,
     /// The agents run with every permission and no sandbox: said when the first task starts.
     warn_unsandboxed: bool,
+    /// The task whose loop a stop request ended (its claim released), if one did: a stop
+    /// between tasks leaves none.
+    stopped_in: Option<String>,
 }
 
 /// Runs `ralph --worker`.
@@ -158,6 +161,7 @@ pub(crate) fn worker(
         told_plan_waits: false,
         told_room: false,
         warn_unsandboxed: unsandboxed,
+        stopped_in: None,
     };
     let ended = session.run();
     session.end(ended)
@@ -321,7 +325,12 @@ impl Session<'_> {
                 self.failed += 1;
                 None
             }
-            TaskEnd::Ended(stop) => Some(stop),
+            TaskEnd::Ended(stop) => {
+                if stop == Stop::Interrupted {
+                    self.stopped_in = Some(id.to_owned());
+                }
+                Some(stop)
+            }
         })
     }
 

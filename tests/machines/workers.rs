@@ -249,6 +249,70 @@ fn tasks_finishing_together_land_in_one_merge_train() {
     assert_base_never_rewritten(&env);
 }
 
+/// Ctrl-C to a worker whose task is done and who waits to lead a merge train: it lands its task
+/// at once rather than wait for the other, and stops (exit 130) saying it holds nothing; the
+/// other lands its own, and the first, started again, finds nothing left: both tasks merged, no
+/// claim left, the base never rewritten.
+#[test]
+fn ctrl_c_to_a_worker_waiting_to_lead_a_merge_train_loses_nothing() {
+    let env = machines(
+        "- [ ] Solo\n  - id: solo\n- [ ] Duo\n  - id: duo\n",
+        &["m1", "m2"],
+    );
+    let hold = r#"if [ "$machine" = m2 ]; then touch "$dir/held-m2"
+i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done; fi
+"#;
+    fs::write(env.agent_dir().join("script"), hold).unwrap();
+    let second = start_worker(&env, "m2", &[]);
+    crate::support::wait_for_file(&env.agent_dir().join("held-m2"), Duration::from_secs(30));
+    let linger = [("RALPH_TRAIN_LINGER_MS", "30000")];
+    let first = crate::fleet::start_worker_with(&env, "m1", &[], &linger);
+    // m1's claim says its task is ready to land: m1 waits for m2's to come along.
+    let bare = remote(&env);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let claims = env.git(&[
+            "-C",
+            &bare,
+            "for-each-ref",
+            "--format=%(contents)",
+            "refs/ralph/claims/",
+        ]);
+        if claims.contains("\"ready\"") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no claim became ready: {claims}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped = Instant::now();
+    crate::support::interrupt(&first);
+    let (code, stdout, stderr) = finish(first);
+    assert_eq!(code, Some(130), "{stdout}\n{stderr}");
+    // It landed what was ready, then stopped.
+    assert!(stdout.contains("🔀 Merged into origin/main"), "{stdout}");
+    assert!(
+        stdout.contains("interrupted between tasks; this worker holds no claim"),
+        "{stdout}"
+    );
+    assert!(stopped.elapsed() < Duration::from_secs(10), "{stdout}");
+    fs::write(env.agent_dir().join("go"), "").unwrap();
+    let (code, stdout, stderr) = finish(second);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let (code, again, stderr) = finish(start_worker(&env, "m1", &[]));
+    assert_eq!(code, Some(0), "{again}\n{stderr}");
+    let list = remote_tasks(&env);
+    assert_eq!(
+        list.matches("- [x]").count(),
+        2,
+        "{list}\n{stdout}\n{again}"
+    );
+    for file in ["Solo.txt", "Duo.txt"] {
+        env.git(&["-C", &bare, "cat-file", "-e", &format!("main:{file}")]);
+    }
+    assert_eq!(remote_claims(&env), "", "no claim is left");
+    assert_base_never_rewritten(&env);
+}
+
 /// The agent's script on m1: its first call pushes some work and stops short of the promise, the
 /// second says `ready` and hangs. What follows it is m2's.
 const M1_STALLS: &str = r#"if [ "$machine" = m1 ]; then
@@ -476,7 +540,10 @@ fn ctrl_c_releases_the_claim_and_leaves_no_agent() {
     crate::support::interrupt(&worker);
     let (code, stdout, stderr) = finish(worker);
     assert_eq!(code, Some(130), "{stdout}\n{stderr}");
-    assert!(stdout.contains("the claim is released"), "{stdout}");
+    assert!(
+        stdout.contains("interrupted in task long; its claim is released"),
+        "{stdout}"
+    );
     // Released, not deleted: free to take at once, and it still names the text it was for.
     let claim = env.git(&[
         "-C",

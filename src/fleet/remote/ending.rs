@@ -31,7 +31,10 @@ impl Session<'_> {
     pub(super) fn outcome(&self, ended: Option<&Stop>) -> (ExitStatus, String) {
         if let Some(stop) = ended {
             let reason = match stop {
-                Stop::Interrupted => "interrupted; the claim is released and what was committed is pushed, so any worker (this one again: ralph --worker) goes on with the task".to_owned(),
+                Stop::Interrupted => match &self.stopped_in {
+                    Some(id) => format!("interrupted in task {id}; its claim is released and what was committed is pushed, so any worker (this one again: ralph --worker) goes on with it"),
+                    None => "interrupted between tasks; this worker holds no claim and every task it finished is merged (ralph --worker starts it again)".to_owned(),
+                },
                 stop @ (Stop::MaxCost(_) | Stop::MaxTokens(_) | Stop::MaxRuntime(_))
                     if self.config.options.fleet_budget =>
                 {
