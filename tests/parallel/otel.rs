@@ -158,10 +158,27 @@ fn claude_keeping(promise: &str) -> String {
 
 #[test]
 fn a_single_run_reaches_an_otlp_receiver_as_its_iteration_under_the_run() {
+    single_loop_reaches_a_receiver(&[]);
+}
+
+/// The same for a loop in its own worktree, merged when done.
+#[test]
+fn a_worktree_run_reaches_an_otlp_receiver_as_its_iteration_under_the_run() {
+    single_loop_reaches_a_receiver(&["--worktree", "side", "--merge"]);
+}
+
+/// A loop (with `shape`'s arguments) of one iteration at 0.25 USD, against a receiver: run →
+/// iteration → agent, one trace, the cost.
+fn single_loop_reaches_a_receiver(shape: &[&str]) {
     let receiver = Receiver::start();
     let env = crate::support::TestEnv::new();
     env.write_executable("claude", &claude_keeping("COMPLETE"));
-    let run = env.run_loop(&["Build", "--agent", "claude-code", "--otel", &receiver.url]);
+    let args = [
+        &["Build", "--agent", "claude-code", "--otel", &receiver.url],
+        shape,
+    ]
+    .concat();
+    let run = env.run_loop(&args);
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
     let spans = receiver.spans();
     let run_span = (spans.iter())
