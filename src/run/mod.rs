@@ -51,7 +51,7 @@ pub(crate) use open::{Opened, open};
 pub(crate) use plan::{agent_plan, iteration_prompt, opencode_config_for, users_own};
 pub(crate) use planner::{plan_only, preview as planning_preview};
 pub(crate) use resume::resume;
-pub(crate) use shared::{Ledger, Shared};
+pub(crate) use shared::{Here, Ledger, Shared};
 pub(crate) use start::run;
 
 use decision::{Counters, Next, Rules, Spent};

@@ -18,18 +18,26 @@ use crate::storage::{Loaded, RalphDir};
 /// each reserved for the iteration it runs.
 pub(crate) trait Ledger: Send + Sync + std::fmt::Debug {
     /// Reserves `ask` for the next iteration of task `task` when the fleet's budgets (`rules`)
-    /// can pay for it, with `spent_here` what this worker has spent in all; the stop due
-    /// otherwise.
+    /// can pay for it, with `here` what this worker has spent in all; the stop due otherwise.
+    /// An ask marked blind (`true`: nothing known of the agent yet, no `--reserve`) is for the
+    /// ledger to make.
     fn reserve(
         &self,
         rules: &Rules,
-        ask: Amount,
-        spent_here: Amount,
+        ask: (Amount, bool),
+        here: Here,
         task: &str,
     ) -> anyhow::Result<Option<Stop>>;
 
-    /// Settles this worker's reservation: `spent_here` is what it has spent in all.
-    fn settle(&self, spent_here: Amount);
+    /// Settles this worker's reservation: `here` is what it has spent in all.
+    fn settle(&self, here: Here);
+}
+
+/// What a worker has spent in all, and in how many iterations.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Here {
+    pub(crate) spent: Amount,
+    pub(crate) iterations: u32,
 }
 
 /// What every task loop of a parallel run (or a worker's task loops, one after another) spends,
@@ -207,12 +215,7 @@ impl Shared {
         let blind = recent.is_empty() && rules.reserve.is_none();
         let ask = decision::expected(recent, rules.reserve);
         if let Some(ledger) = &self.ledger {
-            let here = self.spent();
-            let here = Amount {
-                cost: here.cost.unwrap_or(0.0),
-                tokens: here.tokens,
-            };
-            match ledger.reserve(rules, ask, here, task) {
+            match ledger.reserve(rules, (ask, blind), self.here(), task) {
                 Ok(None) => {}
                 Ok(Some(stop)) => return Err(stop),
                 Err(err) => {
@@ -247,11 +250,19 @@ impl Shared {
     pub(super) fn settle(&self, reservation: Reservation) {
         self.book().live.remove(&reservation.id);
         if let Some(ledger) = &self.ledger {
-            let spent = self.spent();
-            ledger.settle(Amount {
+            ledger.settle(self.here());
+        }
+    }
+
+    /// What this session spent in all, and in how many iterations, for the fleet's ledger.
+    fn here(&self) -> Here {
+        let spent = self.spent();
+        Here {
+            spent: Amount {
                 cost: spent.cost.unwrap_or(0.0),
                 tokens: spent.tokens,
-            });
+            },
+            iterations: self.iterations(),
         }
     }
 

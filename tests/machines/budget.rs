@@ -92,7 +92,8 @@ fn three_workers_spend_one_budget(sandbox: &[&str]) {
     }
     // At most the budget and one reservation per worker.
     let total = spent(&env, &names);
-    assert!(total <= 0.10 + 3.0 * 0.02 + 1e-9, "the fleet spent {total}");
+    // Blind first iterations count as the fleet's average once one ended: within the budget.
+    assert!(total <= 0.10 + 1e-9, "the fleet spent {total}");
     assert!(total >= 0.10 - 1e-9, "the fleet spent {total}");
     let status = env
         .ralph()

@@ -16,7 +16,7 @@ use crate::git::{LEDGER, Repo, SeenClaim};
 use crate::output::format::cost_text;
 use crate::output::{FleetAccount, FleetBudget};
 use crate::run::decision::{self, Amount, Rules, Spent, Stop};
-use crate::run::{Ledger, Shared, start};
+use crate::run::{Here, Ledger, Shared, start};
 
 /// Writes tried before a ledger that keeps moving is given up on.
 const TRIES: u32 = 30;
@@ -44,6 +44,9 @@ pub(crate) struct Account {
     /// Its `--max-cost` (what `ralph --status --remote` counts what is left against).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) max_cost: Option<f64>,
+    /// The iterations its spending is of (absent in an older ralph's ledger).
+    #[serde(default)]
+    pub(crate) iterations: u32,
     pub(crate) updated_at: DateTime<Utc>,
 }
 
@@ -53,6 +56,10 @@ pub(crate) struct Reserved {
     pub(crate) cost: f64,
     pub(crate) tokens: u64,
     pub(crate) task: String,
+    /// Made knowing nothing of what an iteration costs (no `--reserve`, no iteration ended in
+    /// the fleet): it holds nothing, and counts as the fleet's average iteration once one ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) blind: bool,
 }
 
 /// Where the ledger's reservations are judged alive: the claims as fetched, now, the TTL.
@@ -80,9 +87,30 @@ impl Book {
         })
     }
 
+    /// What an iteration of the fleet's has cost on average, from the accounts that say over
+    /// how many iterations they spent (`None`: none has ended yet).
+    fn average(&self) -> Option<Amount> {
+        let (spent, iterations) = (self.workers.values())
+            .filter(|account| account.iterations > 0)
+            .fold((Amount::default(), 0u64), |(sum, n), account| {
+                let spent = Amount {
+                    cost: account.cost,
+                    tokens: account.tokens,
+                };
+                (sum.plus(spent), n + u64::from(account.iterations))
+            });
+        #[expect(clippy::cast_precision_loss, reason = "a count of iterations")]
+        (iterations > 0).then(|| Amount {
+            cost: spent.cost / iterations as f64,
+            tokens: spent.tokens / iterations,
+        })
+    }
+
     /// What the fleet has committed besides `me`'s reservation: every account's spending (`me`'s
-    /// as `here`) and the live reservations of the others.
+    /// as `here`) and the live reservations of the others, a blind one (it reserved nothing,
+    /// knowing nothing) counted as the fleet's average iteration.
     pub(crate) fn committed(&self, me: &str, here: Amount, live: &Liveness<'_>) -> Spent {
+        let average = self.average().unwrap_or_default();
         let mut spent = here;
         let mut reserved = Amount::default();
         for (name, account) in &self.workers {
@@ -98,9 +126,13 @@ impl Book {
                 .as_ref()
                 .filter(|r| Self::alive(name, r, live))
             {
-                reserved = reserved.plus(Amount {
-                    cost: r.cost,
-                    tokens: r.tokens,
+                reserved = reserved.plus(if r.blind {
+                    average
+                } else {
+                    Amount {
+                        cost: r.cost,
+                        tokens: r.tokens,
+                    }
                 });
             }
         }
@@ -142,13 +174,42 @@ impl Book {
         }
     }
 
+    /// `me` reserves `ask` (marked blind when nothing is known of its agent) for an iteration of
+    /// `task`, having spent `here`, when the fleet's budgets (`rules`) can pay for it; the stop
+    /// due otherwise. Either way its spending is written, for the others to count.
+    fn reserve(
+        &mut self,
+        me: &str,
+        rules: &Rules,
+        (ask, blind): (Amount, bool),
+        (here, task): (Here, &str),
+        live: &Liveness<'_>,
+    ) -> Option<Stop> {
+        // Knowing nothing of its agent, a worker expects what the fleet's iterations cost (its
+        // own counted as they are now).
+        self.set(me, here, None, rules.max_cost);
+        let average = blind.then(|| self.average()).flatten();
+        let (ask, blind) = (average.unwrap_or(ask), blind && average.is_none());
+        let committed = self.committed(me, here.spent, live);
+        let stop = decision::admit(rules, committed, ask);
+        let reserved = stop.is_none().then(|| Reserved {
+            cost: ask.cost,
+            tokens: ask.tokens,
+            task: task.to_owned(),
+            blind,
+        });
+        self.set(me, here, reserved, rules.max_cost);
+        stop
+    }
+
     /// `me`'s account set to `here` spent, with `reserved` (or none) and its `--max-cost`.
-    fn set(&mut self, me: &str, here: Amount, reserved: Option<Reserved>, max_cost: Option<f64>) {
+    fn set(&mut self, me: &str, here: Here, reserved: Option<Reserved>, max_cost: Option<f64>) {
         let now = crate::model::now();
         self.started_at.get_or_insert(now);
         let account = self.workers.entry(me.to_owned()).or_default();
-        account.cost = here.cost;
-        account.tokens = here.tokens;
+        account.cost = here.spent.cost;
+        account.tokens = here.spent.tokens;
+        account.iterations = here.iterations;
         account.reserved = reserved;
         account.max_cost = max_cost;
         account.updated_at = now;
@@ -254,32 +315,17 @@ impl Ledger for RemoteLedger {
     fn reserve(
         &self,
         rules: &Rules,
-        ask: Amount,
-        here: Amount,
+        (ask, blind): (Amount, bool),
+        here: Here,
         task: &str,
     ) -> anyhow::Result<Option<Stop>> {
         self.update(|book, live| {
-            let committed = book.committed(&self.me, here, live);
-            match decision::admit(rules, committed, ask) {
-                // What this worker spent is written all the same, for the others to count.
-                Some(stop) => {
-                    book.set(&self.me, here, None, rules.max_cost);
-                    (true, Some(stop))
-                }
-                None => {
-                    let reserved = Reserved {
-                        cost: ask.cost,
-                        tokens: ask.tokens,
-                        task: task.to_owned(),
-                    };
-                    book.set(&self.me, here, Some(reserved), rules.max_cost);
-                    (true, None)
-                }
-            }
+            let stop = book.reserve(&self.me, rules, (ask, blind), (here, task), live);
+            (true, stop)
         })
     }
 
-    fn settle(&self, here: Amount) {
+    fn settle(&self, here: Here) {
         // A failed write leaves the reservation to expire with the claim, and the next
         // reservation writes what was spent.
         let _ = self.update(|book, _| {
@@ -324,8 +370,10 @@ mod tests {
                 cost,
                 tokens: 5,
                 task: task.to_owned(),
+                blind: false,
             }),
             max_cost: Some(0.1),
+            iterations: 2,
             updated_at: crate::model::now(),
         }
     }
@@ -383,5 +431,45 @@ mod tests {
         let text = serde_json::to_string(&book).unwrap();
         assert_eq!(Book::parse(&text), Some(book));
         assert_eq!(Book::parse("a claim?"), None);
+    }
+
+    /// Workers whose first iterations knew nothing: once one of the fleet's iterations has
+    /// ended, a blind reservation counts as the fleet's average, and a blind ask is that average.
+    #[test]
+    fn a_blind_reservation_counts_as_the_fleets_average_once_one_is_known() {
+        let claims = [claim("a", "w1", 10, false), claim("b", "w2", 10, false)];
+        let live = Liveness {
+            claims: &claims,
+            now: crate::model::now(),
+            ttl: Duration::from_secs(900),
+        };
+        let options = crate::options::LoopOptions {
+            max_cost: Some(0.12),
+            ..crate::options::LoopOptions::default()
+        };
+        let rules = Rules::new(&options, Duration::ZERO, true);
+        let nothing = (Amount::default(), true);
+        let mut book = Book::default();
+        let here = |cost: f64, iterations: u32| Here {
+            spent: Amount { cost, tokens: 0 },
+            iterations,
+        };
+        // w1 and w2 start knowing nothing: both reserve nothing.
+        assert_eq!(book.reserve("w1", &rules, nothing, (here(0.0, 0), "a"), &live), None);
+        assert_eq!(book.reserve("w2", &rules, nothing, (here(0.0, 0), "b"), &live), None);
+        assert!(book.workers["w2"].reserved.as_ref().unwrap().blind);
+        // w1's iteration cost 0.04; it asks blind again (its agent's average is the loop's to
+        // know, but the ledger's is the fleet's): 0.04 spent, w2's blind one at 0.04, 0.04 more.
+        assert_eq!(book.reserve("w1", &rules, nothing, (here(0.04, 1), "a"), &live), None);
+        let mine = book.workers["w1"].reserved.clone().unwrap();
+        assert!(!mine.blind && (mine.cost - 0.04).abs() < 1e-9, "{mine:?}");
+        let spent = book.committed("w3", Amount::default(), &live);
+        assert!((spent.reserved.cost - 0.08).abs() < 1e-9, "{spent:?}");
+        // 0.08 spent by w1, w2's blind one at 0.04: no room for 0.04 more (without counting
+        // w2's, there would be).
+        assert_eq!(
+            book.reserve("w1", &rules, nothing, (here(0.08, 2), "a"), &live),
+            Some(Stop::MaxCost(0.12))
+        );
     }
 }
