@@ -135,11 +135,12 @@ pub(crate) enum Notice<'a> {
         behind: &'a str,
         reason: WaitReason,
     },
-    /// `--parallel auto`: a ready task waits for room on the machine (memory, load); `why` says
-    /// which.
+    /// `--parallel auto` (or a `--worker` that counts room): a ready task waits for room on the
+    /// machine (memory, load); `why` says which, `need_from` what set its memory need.
     RoomWait {
         task: &'a str,
         why: &'a str,
+        need_from: &'a str,
     },
     /// A `--protect` pattern matches no file (yet).
     ProtectMatchesNothing(&'a str),
@@ -460,7 +461,7 @@ impl Notice<'_> {
                 behind: text(behind),
                 reason: *reason,
             },
-            Self::RoomWait { task, why } => LoopEvent::TaskWaitsForRoom {
+            Self::RoomWait { task, why, .. } => LoopEvent::TaskWaitsForRoom {
                 task: text(task),
                 why: text(why),
             },

@@ -17,14 +17,23 @@ const AGENT_MEMORY: u64 = 2 << 30;
 /// The memory task `task`'s agent may need: its `memory:` property, else `--sandbox-memory`
 /// under a sandbox (the limit is the need), else `--agent-memory`, else 2G.
 pub(super) fn need(options: &LoopOptions, task: &Task) -> u64 {
+    need_and_source(options, task).0
+}
+
+/// [`need`], and what set it, as a waiting task's line names it.
+pub(super) fn need_and_source(options: &LoopOptions, task: &Task) -> (u64, &'static str) {
     let sandboxed = (options.sandbox != crate::sandbox::Backend::None)
         .then_some(options.sandbox_memory)
         .flatten();
-    (task.property(tasks::MEMORY))
-        .and_then(|text| Bytes::parse(text).ok())
-        .or(sandboxed)
-        .or(options.agent_memory)
-        .map_or(AGENT_MEMORY, |bytes| bytes.0)
+    let own = (task.property(tasks::MEMORY)).and_then(|text| Bytes::parse(text).ok());
+    let (need, source) = if let Some(own) = own {
+        (Some(own), "the task's memory: property")
+    } else if let Some(limit) = sandboxed {
+        (Some(limit), "--sandbox-memory")
+    } else {
+        (options.agent_memory, "--agent-memory")
+    };
+    (need.map_or(AGENT_MEMORY, |bytes| bytes.0), source)
 }
 
 /// What the machine has, as read from `/proc`.
@@ -217,8 +226,15 @@ mod tests {
             "--sandbox-memory limits nothing without a sandbox"
         );
         options.sandbox = Backend::Bwrap;
-        assert_eq!(need(&options, &task(None)), G, "the limit is the need");
-        assert_eq!(need(&options, &task(Some("5G"))), 5 * G, "the task's own");
+        assert_eq!(
+            need_and_source(&options, &task(None)),
+            (G, "--sandbox-memory"),
+            "the limit is the need"
+        );
+        assert_eq!(
+            need_and_source(&options, &task(Some("5G"))),
+            (5 * G, "the task's memory: property")
+        );
     }
 
     #[test]

@@ -296,9 +296,20 @@ fn start_notice(out: &Voice, notice: &crate::event::Notice<'_>) -> bool {
         } => out.say(&[&format!(
             "[{task}] ⏳ Waits for {behind}: their changes conflicted earlier in this run, so they do not run at the same time."
         )]),
-        Notice::RoomWait { task, why } => out.say(&[&format!(
-            "[{task}] ⏳ Waits, {why}: it starts when a running task ends or the machine has room (--parallel auto, --agent-memory)."
-        )]),
+        Notice::RoomWait {
+            task,
+            why,
+            need_from,
+        } => {
+            let until = if why.starts_with("waiting for load") {
+                "the load average falls below the number of cores".to_owned()
+            } else {
+                format!("the machine has room (the need is set by {need_from})")
+            };
+            out.say(&[&format!(
+                "[{task}] ⏳ Waits, {why}: it starts when a running agent ends or {until}."
+            )]);
+        }
         Notice::ProtectMatchesNothing(pattern) => out.warn(&[&format!(
             "⚠️  --protect '{pattern}' matches no file here; globs are relative to the repository's top (e.g. 'tests/**'). Check the pattern."
         )]),

@@ -682,6 +682,10 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
         stdout.contains("[three] ⏳ Waits, waiting for memory: "),
         "{stdout}"
     );
+    assert!(
+        stdout.contains(&format!("(the need is set by {memory}).")),
+        "{stdout}"
+    );
     let tasks = fs::read_to_string(env.ralph_file("ralph-tasks.md")).unwrap();
     assert_eq!(tasks.matches("- [x]").count(), 4, "{tasks}");
 }

@@ -3,7 +3,7 @@
 
 use crate::storage::tasks::{self, Task};
 
-use super::super::room::{Machine, held, need};
+use super::super::room::{Machine, held, need, need_and_source};
 use super::Coordinator;
 
 impl Coordinator<'_> {
@@ -22,7 +22,8 @@ impl Coordinator<'_> {
             .filter(|(_, other)| self.running.contains(*other))
             .map(|(other, _)| need(&self.config.options, other))
             .collect();
-        let Some(why) = held(&running, need(&self.config.options, task), &machine) else {
+        let (needed, need_from) = need_and_source(&self.config.options, task);
+        let Some(why) = held(&running, needed, &machine) else {
             return Ok(false);
         };
         let said = why.split(':').next().unwrap_or_default().to_owned();
@@ -30,6 +31,7 @@ impl Coordinator<'_> {
             self.sink.notice(crate::event::Notice::RoomWait {
                 task: id,
                 why: &why,
+                need_from,
             });
         }
         self.note_waiting(id, Some(&why));

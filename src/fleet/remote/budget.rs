@@ -455,12 +455,21 @@ mod tests {
             iterations,
         };
         // w1 and w2 start knowing nothing: both reserve nothing.
-        assert_eq!(book.reserve("w1", &rules, nothing, (here(0.0, 0), "a"), &live), None);
-        assert_eq!(book.reserve("w2", &rules, nothing, (here(0.0, 0), "b"), &live), None);
+        assert_eq!(
+            book.reserve("w1", &rules, nothing, (here(0.0, 0), "a"), &live),
+            None
+        );
+        assert_eq!(
+            book.reserve("w2", &rules, nothing, (here(0.0, 0), "b"), &live),
+            None
+        );
         assert!(book.workers["w2"].reserved.as_ref().unwrap().blind);
         // w1's iteration cost 0.04; it asks blind again (its agent's average is the loop's to
         // know, but the ledger's is the fleet's): 0.04 spent, w2's blind one at 0.04, 0.04 more.
-        assert_eq!(book.reserve("w1", &rules, nothing, (here(0.04, 1), "a"), &live), None);
+        assert_eq!(
+            book.reserve("w1", &rules, nothing, (here(0.04, 1), "a"), &live),
+            None
+        );
         let mine = book.workers["w1"].reserved.clone().unwrap();
         assert!(!mine.blind && (mine.cost - 0.04).abs() < 1e-9, "{mine:?}");
         let spent = book.committed("w3", Amount::default(), &live);

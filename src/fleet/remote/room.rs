@@ -6,14 +6,16 @@
 use crate::event::Notice;
 use crate::storage::tasks::{self, Task};
 
-use super::super::room::{Machine, Neighbour, held, need};
+use super::super::room::{Machine, Neighbour, held, need, need_and_source};
 use super::Session;
 
 impl Session<'_> {
-    /// Whether the machine's room is looked at for task `task`: `--agent-memory`, or its
-    /// `memory:` property.
+    /// Whether the machine's room is looked at for task `task`: `--agent-memory`,
+    /// `--sandbox-memory` under a sandbox, or its `memory:` property.
     fn counts_room(&self, task: &Task) -> bool {
-        self.config.options.agent_memory.is_some() || task.property(tasks::MEMORY).is_some()
+        let o = &self.config.options;
+        let limited = o.sandbox != crate::sandbox::Backend::None && o.sandbox_memory.is_some();
+        o.agent_memory.is_some() || limited || task.property(tasks::MEMORY).is_some()
     }
 
     /// Whether the worker waits before claiming task `id`: the machine has no room for its
@@ -25,11 +27,8 @@ impl Session<'_> {
         let Some(machine) = Machine::read() else {
             return false;
         };
-        let Some(why) = held(
-            &Neighbour::others(),
-            need(&self.config.options, task),
-            &machine,
-        ) else {
+        let (needed, need_from) = need_and_source(&self.config.options, task);
+        let Some(why) = held(&Neighbour::others(), needed, &machine) else {
             self.told_room = false;
             return false;
         };
@@ -37,6 +36,7 @@ impl Session<'_> {
             self.sink.notice(Notice::RoomWait {
                 task: id,
                 why: &why,
+                need_from,
             });
         }
         true

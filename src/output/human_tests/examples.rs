@@ -348,6 +348,12 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
         Notice::RoomWait {
             task: "db",
             why: "waiting for memory: 1.2G free, 2G needed",
+            need_from: "--agent-memory",
+        },
+        Notice::RoomWait {
+            task: "db",
+            why: "waiting for load: load average 3.1 with 2 cores",
+            need_from: "--sandbox-memory",
         },
         Notice::HoldoutNotSecret,
         Notice::ProtectWithoutGit,
