@@ -2,7 +2,8 @@
 //! on a cluster's shared disk): a claim is a commit with no files, so writing it takes two git
 //! processes in the remote's folder rather than a push's six on both sides. Only a remote whose
 //! pushes would do nothing more is written so: no hook, no `receive.*` or `transfer.*` setting,
-//! no `core.hooksPath`. Anything else (or a write that fails) goes by `git push`.
+//! no `core.hooksPath`. A task branch written with its claim has its new loose objects copied
+//! in first (`copy_objects_into`). Anything else (or a write that fails) goes by `git push`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -15,6 +16,8 @@ use super::{EMPTY_TREE, Repo, check, fed, git_command, refs};
 type Entry = ((PathBuf, String), Option<PathBuf>);
 static LOCAL: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 static WRITABLE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+/// The same, when objects can be copied into it too (`COPYABLE`).
+static COPYABLE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
 /// What `memo` says of `key`, or else what `find` says (then kept).
 fn remembered(
@@ -93,6 +96,22 @@ impl Repo {
         })
     }
 
+    /// The git directory of `remote` when this clone's objects can be copied into it as they
+    /// are: writable, with SHA-1 names as this clone's, and no `core.sharedRepository` (whose
+    /// permissions git would set and a copy would not).
+    fn copyable_remote(&self, remote: &str) -> Option<PathBuf> {
+        remembered(&COPYABLE, (self.common_dir(), remote.to_owned()), || {
+            let dir = self.writable_remote(remote)?;
+            let at = format!("--git-dir={}", dir.display());
+            let pattern = r"^(core\.sharedrepository|extensions\.objectformat)$";
+            let mut settings = git_command(self.root(), &[&at, "config", "--get-regexp", pattern]);
+            let plain = (settings.output())
+                .is_ok_and(|output| output.status.code() == Some(1) && output.stdout.is_empty());
+            let sha1 = self.resolve("HEAD").is_some_and(|oid| oid.len() == 40);
+            (plain && sha1).then_some(dir)
+        })
+    }
+
     /// Writes `message` as the commit of ref `dst` in `remote` when it is on this machine,
     /// if the ref there is still `expect` (empty: it must not exist).
     pub(super) fn write_record_into(
@@ -107,16 +126,84 @@ impl Repo {
         if ref_in(&dir, dst).is_some_and(|now| now != expect) {
             return Written::Moved;
         }
+        self.record_into(&dir, (dst, message, expect), &[])
+    }
+
+    /// [`Repo::write_record_into`] with the local branches `branches` (full names,
+    /// `refs/heads/…`) set to the same names in the remote in the same all-or-nothing change,
+    /// once the objects of theirs that the remote's branches do not reach are copied into it. A
+    /// loose object is a file named by its content, so copying it is all a push would do with
+    /// it. A branch there may only move forward, as a push's would. Anything else (an object
+    /// this clone keeps in a pack, a branch that would not move forward) goes by push.
+    pub(super) fn write_record_with_branches_into(
+        &self,
+        remote: &str,
+        record: (&str, &str, &str),
+        branches: &[&str],
+    ) -> Written {
+        let Some(dir) = self.copyable_remote(remote) else {
+            return Written::Push;
+        };
+        let (dst, _, expect) = record;
+        if ref_in(&dir, dst).is_some_and(|now| now != expect) {
+            return Written::Moved;
+        }
+        let Some(heads) = refs::listed(&dir, &[], "refs/heads/") else {
+            return Written::Push;
+        };
+        let mut moves = Vec::new();
+        for branch in branches {
+            let Some(new) = self.resolve(branch) else {
+                return Written::Push;
+            };
+            let old = (heads.iter().find(|(name, _)| name == branch))
+                .map(|(_, sha)| sha.clone())
+                .unwrap_or_default();
+            let forward = old.is_empty() || old == new || self.is_ancestor(&old, &new);
+            if !forward {
+                return Written::Push;
+            }
+            moves.push(((*branch).to_owned(), new, old));
+        }
+        let tips: Vec<&str> = heads.iter().map(|(_, sha)| sha.as_str()).collect();
+        let wanted: Vec<&str> = moves.iter().map(|(_, new, _)| new.as_str()).collect();
+        if !self.copy_objects_into(&dir, &wanted, &tips) {
+            return Written::Push;
+        }
+        self.record_into(&dir, record, &moves)
+    }
+
+    /// Writes the record (`dst`, `message`, `expect`) into the repository whose git directory
+    /// is `dir`, with the refs `moves` (name, new value, old value or empty) in the same
+    /// transaction.
+    fn record_into(
+        &self,
+        dir: &Path,
+        (dst, message, expect): (&str, &str, &str),
+        moves: &[(String, String, String)],
+    ) -> Written {
         let at = format!("--git-dir={}", dir.display());
+        // git takes the empty tree a record is made on as there without its object, but its
+        // `fsck` does not: written once, so the remote checks whole.
+        let (folder, name) = EMPTY_TREE.split_at(2);
+        if !dir.join("objects").join(folder).join(name).exists() {
+            let _ = fed(git_command(self.root(), &[&at, "mktree"]), b"");
+        }
         let made = record_commit(self.root(), &[&at], message);
         let Ok(commit) = made else {
             return Written::Push;
         };
-        let command = if expect.is_empty() {
-            format!("create {dst} {commit}\n")
-        } else {
-            format!("update {dst} {commit} {expect}\n")
+        let line = |name: &str, new: &str, old: &str| {
+            if old.is_empty() {
+                format!("create {name} {new}\n")
+            } else {
+                format!("update {name} {new} {old}\n")
+            }
         };
+        let mut command = line(dst, &commit, expect);
+        for (name, new, old) in moves {
+            command.push_str(&line(name, new, old));
+        }
         let updated = fed(
             git_command(self.root(), &[&at, "update-ref", "--stdin"]),
             command.as_bytes(),
@@ -125,10 +212,76 @@ impl Repo {
             return Written::Done(commit);
         }
         // Refused: because another worker moved the ref, or for a reason a push may not have.
-        match ref_in(&dir, dst) {
+        match ref_in(dir, dst) {
             Some(now) if now != expect => Written::Moved,
             _ => Written::Push,
         }
+    }
+
+    /// Whether commit `old` is `new` or one of its ancestors.
+    fn is_ancestor(&self, old: &str, new: &str) -> bool {
+        (self.run(&["merge-base", "--is-ancestor", old, new]))
+            .is_ok_and(|output| output.status.success())
+    }
+
+    /// Copies into the repository whose git directory is `dir` every object reachable from the
+    /// commits `wanted` that its commits `tips` do not reach: `false` when one is not a loose
+    /// object here (a push must send it) or cannot be copied.
+    fn copy_objects_into(&self, dir: &Path, wanted: &[&str], tips: &[&str]) -> bool {
+        let mut input = String::new();
+        for sha in wanted {
+            input.push_str(sha);
+            input.push('\n');
+        }
+        for sha in tips {
+            input.push('^');
+            input.push_str(sha);
+            input.push('\n');
+        }
+        let args = [
+            "rev-list",
+            "--objects",
+            "--no-object-names",
+            "--ignore-missing",
+            "--stdin",
+        ];
+        let listed = fed(git_command(self.root(), &args), input.as_bytes());
+        let Ok(listed) = listed
+            .map_err(drop)
+            .and_then(|output| output.status.success().then_some(output.stdout).ok_or(()))
+        else {
+            return false;
+        };
+        let (from, to) = (self.common_dir().join("objects"), dir.join("objects"));
+        String::from_utf8_lossy(&listed)
+            .lines()
+            .all(|oid| copy_object(&from, &to, oid.trim()).is_ok())
+    }
+}
+
+/// Copies the loose object `oid` from the objects folder `from` into `to` unless `to` has it
+/// loose already: written beside its place and linked there, so it appears whole or not at all.
+fn copy_object(from: &Path, to: &Path, oid: &str) -> std::io::Result<()> {
+    if oid.len() < 3 || !oid.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Err(std::io::Error::other("not an object name"));
+    }
+    let (folder, name) = oid.split_at(2);
+    let target = to.join(folder).join(name);
+    if target.exists() {
+        return Ok(());
+    }
+    let bytes = std::fs::read(from.join(folder).join(name))?;
+    std::fs::create_dir_all(to.join(folder))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("tmp_obj_")
+        .tempfile_in(to.join(folder))?;
+    std::fs::write(scratch.path(), &bytes)?;
+    let mut permissions = std::fs::metadata(scratch.path())?.permissions();
+    permissions.set_readonly(true);
+    std::fs::set_permissions(scratch.path(), permissions)?;
+    match std::fs::hard_link(scratch.path(), &target) {
+        Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => Err(err),
+        _ => Ok(()),
     }
 }
 
@@ -268,5 +421,95 @@ mod tests {
         );
         assert!(unset.output().is_ok_and(|output| output.status.success()));
         assert!(pushes_do_nothing_more(&repo, &remote));
+    }
+
+    /// Runs git in `repo` (`at`: before the command, `--git-dir=…`), asserting it succeeds; its
+    /// output.
+    fn git_ok(repo: &Repo, args: &[&str]) -> String {
+        let output = git_command(repo.root(), args).output().unwrap();
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// Commits `file` on the checked-out branch; its commit.
+    fn commit_file(repo: &Repo, file: &str) -> String {
+        std::fs::write(repo.root().join(file), file).unwrap();
+        git_ok(repo, &["add", file]);
+        git_ok(repo, &["commit", "-q", "-m", file]);
+        git_ok(repo, &["rev-parse", "HEAD"])
+    }
+
+    #[test]
+    fn a_branch_goes_with_its_record_into_a_remote_on_this_machine_and_only_forward() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        let remote = remote_of(&repo);
+        let at = format!("--git-dir={}", remote.display());
+        git_ok(&repo, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        git_ok(&repo, &["checkout", "-q", "-b", "ralph/t1"]);
+        let branch = "refs/heads/ralph/t1";
+        let claim = "refs/ralph/claims/t1";
+        let first = commit_file(&repo, "one.txt");
+        let Written::Done(record) =
+            repo.write_record_with_branches_into("origin", (claim, "ready", ""), &[branch])
+        else {
+            panic!("not written");
+        };
+        assert_eq!(ref_in(&remote, branch), Some(first.clone()));
+        assert_eq!(ref_in(&remote, claim), Some(record.clone()));
+        // Every object is there: the remote checks whole.
+        git_ok(&repo, &[&at, "fsck", "--strict", "--no-dangling"]);
+        assert_eq!(
+            git_ok(&repo, &[&at, "show", &format!("{first}:one.txt")]),
+            "one.txt"
+        );
+        // Forward again, with the record as it is there.
+        let second = commit_file(&repo, "two.txt");
+        let written =
+            repo.write_record_with_branches_into("origin", (claim, "again", &record), &[branch]);
+        assert!(matches!(written, Written::Done(_)));
+        assert_eq!(ref_in(&remote, branch), Some(second));
+        git_ok(&repo, &[&at, "fsck", "--strict", "--no-dangling"]);
+        // A branch that would not move forward, or objects kept in a pack, go by push.
+        let now = ref_in(&remote, claim).unwrap();
+        git_ok(&repo, &["reset", "-q", "--hard", &first]);
+        commit_file(&repo, "other.txt");
+        let diverged =
+            repo.write_record_with_branches_into("origin", (claim, "no", &now), &[branch]);
+        assert!(matches!(diverged, Written::Push));
+        git_ok(&repo, &["checkout", "-q", "-b", "ralph/t2"]);
+        commit_file(&repo, "three.txt");
+        git_ok(&repo, &["repack", "-a", "-d", "-q"]);
+        git_ok(&repo, &["prune-packed"]);
+        let claim2 = "refs/ralph/claims/t2";
+        let in_pack = repo.write_record_with_branches_into(
+            "origin",
+            (claim2, "p", ""),
+            &["refs/heads/ralph/t2"],
+        );
+        assert!(matches!(in_pack, Written::Push));
+        assert_eq!(ref_in(&remote, claim), Some(now), "nothing was changed");
+        assert_eq!(ref_in(&remote, claim2).as_deref(), Some(""));
+    }
+
+    #[test]
+    fn a_shared_remote_gets_its_branches_by_push() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        let remote = remote_of(&repo);
+        let at = format!("--git-dir={}", remote.display());
+        git_ok(&repo, &[&at, "config", "core.sharedRepository", "group"]);
+        git_ok(&repo, &["checkout", "-q", "-b", "ralph/t1"]);
+        commit_file(&repo, "one.txt");
+        let record = ("refs/ralph/claims/t1", "ready", "");
+        let written =
+            repo.write_record_with_branches_into("origin", record, &["refs/heads/ralph/t1"]);
+        assert!(matches!(written, Written::Push));
+        assert!(
+            repo.writable_remote("origin").is_some(),
+            "records alone still are written"
+        );
     }
 }

@@ -362,8 +362,21 @@ impl Repo {
         (dst, message, expect): (&str, &str, &str),
         also: &[Update<'_>],
     ) -> Result<Option<String>, String> {
-        if also.is_empty() {
-            match self.write_record_into(remote, (dst, message, expect)) {
+        // Branches pushed to their own names (a task's work with its claim) can be written
+        // straight into a remote on this machine too.
+        let branches: Option<Vec<&str>> = (also.iter())
+            .map(|update| {
+                (update.expect.is_none() && update.new == Some(update.dst.as_str()))
+                    .then_some(update.dst.as_str())
+            })
+            .collect();
+        if let Some(branches) = branches {
+            let written = if branches.is_empty() {
+                self.write_record_into(remote, (dst, message, expect))
+            } else {
+                self.write_record_with_branches_into(remote, (dst, message, expect), &branches)
+            };
+            match written {
                 Written::Done(commit) => return Ok(Some(commit)),
                 Written::Moved => return Ok(None),
                 Written::Push => {}

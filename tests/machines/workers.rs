@@ -227,6 +227,8 @@ fn tasks_finishing_together_land_in_one_merge_train() {
     for file in ["Solo.txt", "Duo.txt"] {
         env.git(&["-C", &bare, "cat-file", "-e", &format!("main:{file}")]);
     }
+    // What the workers wrote straight into it (claims, their branches' objects) checks whole.
+    env.git(&["-C", &bare, "fsck", "--strict", "--no-dangling"]);
     // The base moved once: its log has one update, carrying both merges.
     let moves = base_moves(&env);
     assert_eq!(moves.lines().count(), 1, "{moves}\n{all}");

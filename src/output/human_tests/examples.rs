@@ -271,7 +271,7 @@ pub(super) fn every_notice<'a>(
 
 /// What a loop tells as it starts.
 fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>> {
-    vec![
+    let mut notices = vec![
         Notice::Banner {
             agent: "Claude Code",
         },
@@ -335,6 +335,15 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
             fails: true,
         },
         Notice::ProtectMatchesNothing("tests/**"),
+    ];
+    notices.extend(wait_notices());
+    notices.extend([Notice::HoldoutNotSecret, Notice::ProtectWithoutGit]);
+    notices
+}
+
+/// What a task that waits to start tells.
+fn wait_notices() -> Vec<Notice<'static>> {
+    vec![
         Notice::TouchesWait {
             task: "ui",
             behind: "api",
@@ -355,8 +364,6 @@ fn start_notices<'a>(data: &'a Data, summary: &'a Summary<'a>) -> Vec<Notice<'a>
             why: "waiting for load: load average 3.1 with 2 cores",
             need_from: "--sandbox-memory",
         },
-        Notice::HoldoutNotSecret,
-        Notice::ProtectWithoutGit,
     ]
 }
 
