@@ -2,13 +2,18 @@
 //! on a cluster's shared disk): a claim is a commit with no files, so writing it takes two git
 //! processes in the remote's folder rather than a push's six on both sides. Only a remote whose
 //! pushes would do nothing more is written so: no hook, no `receive.*` or `transfer.*` setting,
-//! no `core.hooksPath`. A task branch written with its claim has its new loose objects copied
-//! in first (`copy_objects_into`). Anything else (or a write that fails) goes by `git push`.
+//! no `core.hooksPath`. Pushes of commits (a task branch with its claim, a landing on the base)
+//! are made so too at a bare remote, their new loose objects copied in first
+//! (`write_updates_into`). Anything else (or a write that fails) goes by `git push`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{EMPTY_TREE, Repo, check, fed, git_command, refs};
+use super::{EMPTY_TREE, Repo, Update, check, fed, git_command, refs};
+
+/// A ref change made straight in a remote: its name, new value (empty: deleted) and old value
+/// (empty: it must not exist).
+type Move = (String, String, String);
 
 /// Each clone's shared git directory and remote name, with the remote's git directory when it
 /// is on this machine (`LOCAL`), and when records can be written into it (`WRITABLE`). Asked
@@ -96,17 +101,20 @@ impl Repo {
         })
     }
 
-    /// The git directory of `remote` when this clone's objects can be copied into it as they
-    /// are: writable, with SHA-1 names as this clone's, and no `core.sharedRepository` (whose
-    /// permissions git would set and a copy would not).
+    /// The git directory of `remote` when its refs may be changed straight in it as a push
+    /// would, this clone's objects copied into it as they are: writable, a bare repository (a
+    /// push to a work tree's branch is refused), with SHA-1 names as this clone's, and no
+    /// `core.sharedRepository` (whose permissions git would set and a copy would not).
     fn copyable_remote(&self, remote: &str) -> Option<PathBuf> {
         remembered(&COPYABLE, (self.common_dir(), remote.to_owned()), || {
             let dir = self.writable_remote(remote)?;
             let at = format!("--git-dir={}", dir.display());
-            let pattern = r"^(core\.sharedrepository|extensions\.objectformat)$";
+            let pattern = r"^(core\.bare|core\.sharedrepository|extensions\.objectformat)$";
             let mut settings = git_command(self.root(), &[&at, "config", "--get-regexp", pattern]);
-            let plain = (settings.output())
-                .is_ok_and(|output| output.status.code() == Some(1) && output.stdout.is_empty());
+            let plain = (settings.output()).is_ok_and(|output| {
+                output.status.success()
+                    && String::from_utf8_lossy(&output.stdout).trim() == "core.bare true"
+            });
             let sha1 = self.resolve("HEAD").is_some_and(|oid| oid.len() == 40);
             (plain && sha1).then_some(dir)
         })
@@ -126,20 +134,16 @@ impl Repo {
         if ref_in(&dir, dst).is_some_and(|now| now != expect) {
             return Written::Moved;
         }
-        self.record_into(&dir, (dst, message, expect), &[])
+        self.record_into(&dir, Some((dst, message, expect)), &[])
     }
 
-    /// [`Repo::write_record_into`] with the local branches `branches` (full names,
-    /// `refs/heads/…`) set to the same names in the remote in the same all-or-nothing change,
-    /// once the objects of theirs that the remote's branches do not reach are copied into it. A
-    /// loose object is a file named by its content, so copying it is all a push would do with
-    /// it. A branch there may only move forward, as a push's would. Anything else (an object
-    /// this clone keeps in a pack, a branch that would not move forward) goes by push.
-    pub(super) fn write_record_with_branches_into(
+    /// [`Repo::write_record_into`] with the ref changes `also` (as a push's) made in the same
+    /// all-or-nothing change: see [`Repo::write_updates_into`].
+    pub(super) fn write_record_with_updates_into(
         &self,
         remote: &str,
         record: (&str, &str, &str),
-        branches: &[&str],
+        also: &[Update<'_>],
     ) -> Written {
         let Some(dir) = self.copyable_remote(remote) else {
             return Written::Push;
@@ -148,59 +152,115 @@ impl Repo {
         if ref_in(&dir, dst).is_some_and(|now| now != expect) {
             return Written::Moved;
         }
-        let Some(heads) = refs::listed(&dir, &[], "refs/heads/") else {
-            return Written::Push;
-        };
-        let mut moves = Vec::new();
-        for branch in branches {
-            let Some(new) = self.resolve(branch) else {
-                return Written::Push;
-            };
-            let old = (heads.iter().find(|(name, _)| name == branch))
-                .map(|(_, sha)| sha.clone())
-                .unwrap_or_default();
-            let forward = old.is_empty() || old == new || self.is_ancestor(&old, &new);
-            if !forward {
-                return Written::Push;
-            }
-            moves.push(((*branch).to_owned(), new, old));
+        match self.moves_into(&dir, also) {
+            Ok(moves) => self.record_into(&dir, Some(record), &moves),
+            Err(written) => written,
         }
-        let tips: Vec<&str> = heads.iter().map(|(_, sha)| sha.as_str()).collect();
-        let wanted: Vec<&str> = moves.iter().map(|(_, new, _)| new.as_str()).collect();
-        if !self.copy_objects_into(&dir, &wanted, &tips) {
-            return Written::Push;
-        }
-        self.record_into(&dir, record, &moves)
     }
 
-    /// Writes the record (`dst`, `message`, `expect`) into the repository whose git directory
-    /// is `dir`, with the refs `moves` (name, new value, old value or empty) in the same
-    /// transaction.
+    /// Makes the ref changes `updates` (as [`Repo::push`] takes them) straight in `remote` when
+    /// it is on this machine and a push into it would change nothing more than its refs: the
+    /// objects of the new values that the remote's branches do not reach are copied in as the
+    /// loose object files they are (a file named by its content: all a push does with it), then
+    /// every ref changes in one `update-ref --stdin` transaction, each from its expected value
+    /// (a branch with none only forward, as a push's). [`Written::Push`] when that cannot be
+    /// done so: an object this clone keeps in a pack, a branch that would not move forward.
+    pub(super) fn write_updates_into(&self, remote: &str, updates: &[Update<'_>]) -> Written {
+        let Some(dir) = self.copyable_remote(remote) else {
+            return Written::Push;
+        };
+        let moves = match self.moves_into(&dir, updates) {
+            Ok(moves) => moves,
+            Err(written) => return written,
+        };
+        let written = self.record_into(&dir, None, &moves);
+        if matches!(written, Written::Done(_)) {
+            // As after a push: the remote packs its loose objects once there are many.
+            let at = format!("--git-dir={}", dir.display());
+            let _ = git_command(self.root(), &[&at, "gc", "--auto", "--quiet"]).output();
+        }
+        written
+    }
+
+    /// The ref changes of `updates` as `(name, new, old)` (empty new: delete; empty old: must
+    /// not exist) for the repository whose git directory is `dir`, their new objects copied in;
+    /// `Err` with how it went otherwise: a ref no longer as expected ([`Written::Moved`]), or
+    /// one that only a push can change ([`Written::Push`]).
+    fn moves_into(&self, dir: &Path, updates: &[Update<'_>]) -> Result<Vec<Move>, Written> {
+        let names: Vec<&str> = updates.iter().map(|update| update.dst.as_str()).collect();
+        let Some(now) = refs::listed(dir, &names, "refs/heads/") else {
+            return Err(Written::Push);
+        };
+        let current = |name: &str| {
+            (now.iter().find(|(each, _)| each == name))
+                .map_or(String::new(), |(_, sha)| sha.clone())
+        };
+        let mut moves = Vec::new();
+        for update in updates {
+            let here = current(&update.dst);
+            let new = match update.new {
+                Some(source) => self.resolve(source).ok_or(Written::Push)?,
+                None => String::new(),
+            };
+            let old = match update.expect {
+                Some(expect) if expect != here => return Err(Written::Moved),
+                Some(expect) => expect.to_owned(),
+                // A deletion of what is not there, or a branch that would not move forward.
+                None if new.is_empty() && here.is_empty() => return Err(Written::Push),
+                None if !new.is_empty() && !here.is_empty() && !self.is_ancestor(&here, &new) => {
+                    return Err(Written::Push);
+                }
+                None => here,
+            };
+            if new.is_empty() && old.is_empty() {
+                return Err(Written::Push);
+            }
+            moves.push((update.dst.clone(), new, old));
+        }
+        let tips: Vec<&str> = now
+            .iter()
+            .filter(|(name, _)| name.starts_with("refs/heads/"))
+            .map(|(_, sha)| sha.as_str())
+            .collect();
+        let wanted: Vec<&str> = (moves.iter())
+            .map(|(_, new, _)| new.as_str())
+            .filter(|new| !new.is_empty())
+            .collect();
+        if !self.copy_objects_into(dir, &wanted, &tips) {
+            return Err(Written::Push);
+        }
+        Ok(moves)
+    }
+
+    /// Writes the record (`dst`, `message`, `expect`), when given, into the repository whose git
+    /// directory is `dir`, with the ref changes `moves` in the same transaction.
     fn record_into(
         &self,
         dir: &Path,
-        (dst, message, expect): (&str, &str, &str),
-        moves: &[(String, String, String)],
+        record: Option<(&str, &str, &str)>,
+        moves: &[Move],
     ) -> Written {
         let at = format!("--git-dir={}", dir.display());
-        // git takes the empty tree a record is made on as there without its object, but its
-        // `fsck` does not: written once, so the remote checks whole.
-        let (folder, name) = EMPTY_TREE.split_at(2);
-        if !dir.join("objects").join(folder).join(name).exists() {
-            let _ = fed(git_command(self.root(), &[&at, "mktree"]), b"");
-        }
-        let made = record_commit(self.root(), &[&at], message);
-        let Ok(commit) = made else {
-            return Written::Push;
+        let line = |name: &str, new: &str, old: &str| match (new.is_empty(), old.is_empty()) {
+            (true, _) => format!("delete {name} {old}\n"),
+            (false, true) => format!("create {name} {new}\n"),
+            (false, false) => format!("update {name} {new} {old}\n"),
         };
-        let line = |name: &str, new: &str, old: &str| {
-            if old.is_empty() {
-                format!("create {name} {new}\n")
-            } else {
-                format!("update {name} {new} {old}\n")
+        let mut command = String::new();
+        let mut made = String::new();
+        if let Some((dst, message, expect)) = record {
+            // git takes the empty tree a record is made on as there without its object, but
+            // its `fsck` does not: written once, so the remote checks whole.
+            let (folder, name) = EMPTY_TREE.split_at(2);
+            if !dir.join("objects").join(folder).join(name).exists() {
+                let _ = fed(git_command(self.root(), &[&at, "mktree"]), b"");
             }
-        };
-        let mut command = line(dst, &commit, expect);
+            let Ok(commit) = record_commit(self.root(), &[&at], message) else {
+                return Written::Push;
+            };
+            command.push_str(&line(dst, &commit, expect));
+            made = commit;
+        }
         for (name, new, old) in moves {
             command.push_str(&line(name, new, old));
         }
@@ -209,13 +269,18 @@ impl Repo {
             command.as_bytes(),
         );
         if updated.is_ok_and(|output| output.status.success()) {
-            return Written::Done(commit);
+            return Written::Done(made);
         }
-        // Refused: because another worker moved the ref, or for a reason a push may not have.
-        match ref_in(dir, dst) {
-            Some(now) if now != expect => Written::Moved,
-            _ => Written::Push,
-        }
+        // Refused: because another worker moved a ref, or for a reason a push may not have.
+        let expected = (record.map(|(dst, _, expect)| (dst, expect)).into_iter()).chain(
+            moves
+                .iter()
+                .map(|(name, _, old)| (name.as_str(), old.as_str())),
+        );
+        let moved = expected
+            .into_iter()
+            .any(|(name, old)| ref_in(dir, name).is_some_and(|now| now != old));
+        if moved { Written::Moved } else { Written::Push }
     }
 
     /// Whether commit `old` is `new` or one of its ancestors.
@@ -431,6 +496,15 @@ mod tests {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
+    /// Local branch `name` pushed to the same name, as a push would take it.
+    fn branch_update(name: &str) -> [Update<'_>; 1] {
+        [Update {
+            dst: name.to_owned(),
+            new: Some(name),
+            expect: None,
+        }]
+    }
+
     /// Commits `file` on the checked-out branch; its commit.
     fn commit_file(repo: &Repo, file: &str) -> String {
         std::fs::write(repo.root().join(file), file).unwrap();
@@ -451,9 +525,11 @@ mod tests {
         let branch = "refs/heads/ralph/t1";
         let claim = "refs/ralph/claims/t1";
         let first = commit_file(&repo, "one.txt");
-        let Written::Done(record) =
-            repo.write_record_with_branches_into("origin", (claim, "ready", ""), &[branch])
-        else {
+        let Written::Done(record) = repo.write_record_with_updates_into(
+            "origin",
+            (claim, "ready", ""),
+            &branch_update(branch),
+        ) else {
             panic!("not written");
         };
         assert_eq!(ref_in(&remote, branch), Some(first.clone()));
@@ -466,8 +542,11 @@ mod tests {
         );
         // Forward again, with the record as it is there.
         let second = commit_file(&repo, "two.txt");
-        let written =
-            repo.write_record_with_branches_into("origin", (claim, "again", &record), &[branch]);
+        let written = repo.write_record_with_updates_into(
+            "origin",
+            (claim, "again", &record),
+            &branch_update(branch),
+        );
         assert!(matches!(written, Written::Done(_)));
         assert_eq!(ref_in(&remote, branch), Some(second));
         git_ok(&repo, &[&at, "fsck", "--strict", "--no-dangling"]);
@@ -475,18 +554,21 @@ mod tests {
         let now = ref_in(&remote, claim).unwrap();
         git_ok(&repo, &["reset", "-q", "--hard", &first]);
         commit_file(&repo, "other.txt");
-        let diverged =
-            repo.write_record_with_branches_into("origin", (claim, "no", &now), &[branch]);
+        let diverged = repo.write_record_with_updates_into(
+            "origin",
+            (claim, "no", &now),
+            &branch_update(branch),
+        );
         assert!(matches!(diverged, Written::Push));
         git_ok(&repo, &["checkout", "-q", "-b", "ralph/t2"]);
         commit_file(&repo, "three.txt");
         git_ok(&repo, &["repack", "-a", "-d", "-q"]);
         git_ok(&repo, &["prune-packed"]);
         let claim2 = "refs/ralph/claims/t2";
-        let in_pack = repo.write_record_with_branches_into(
+        let in_pack = repo.write_record_with_updates_into(
             "origin",
             (claim2, "p", ""),
-            &["refs/heads/ralph/t2"],
+            &branch_update("refs/heads/ralph/t2"),
         );
         assert!(matches!(in_pack, Written::Push));
         assert_eq!(ref_in(&remote, claim), Some(now), "nothing was changed");
@@ -494,7 +576,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_remote_gets_its_branches_by_push() {
+    fn a_shared_remote_or_one_with_a_work_tree_gets_its_branches_by_push() {
         let Some((_dir, repo)) = super::super::tests::repo() else {
             return;
         };
@@ -504,12 +586,73 @@ mod tests {
         git_ok(&repo, &["checkout", "-q", "-b", "ralph/t1"]);
         commit_file(&repo, "one.txt");
         let record = ("refs/ralph/claims/t1", "ready", "");
-        let written =
-            repo.write_record_with_branches_into("origin", record, &["refs/heads/ralph/t1"]);
+        let written = repo.write_record_with_updates_into(
+            "origin",
+            record,
+            &branch_update("refs/heads/ralph/t1"),
+        );
         assert!(matches!(written, Written::Push));
         assert!(
             repo.writable_remote("origin").is_some(),
             "records alone still are written"
         );
+        // A repository with a work tree: its branches change only by push.
+        git_ok(&repo, &["init", "-q", "plain"]);
+        let url = repo.root().join("plain").display().to_string();
+        git_ok(&repo, &["remote", "add", "plain", &url]);
+        assert!(repo.writable_remote("plain").is_some());
+        assert_eq!(repo.copyable_remote("plain"), None);
+        assert_eq!(repo.copyable_remote("origin"), None);
+    }
+
+    /// A landing as `push` makes it: the base forward from what it was, a claim and a branch
+    /// deleted, all at once; a lease that no longer holds changes nothing.
+    #[test]
+    fn a_landing_is_made_straight_in_a_remote_on_this_machine_all_at_once() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        let remote = remote_of(&repo);
+        let at = format!("--git-dir={}", remote.display());
+        git_ok(
+            &repo,
+            &[
+                "push",
+                "-q",
+                "origin",
+                "HEAD:refs/heads/main",
+                "HEAD:refs/heads/ralph/t1",
+            ],
+        );
+        let base = git_ok(&repo, &["rev-parse", "HEAD"]);
+        let claim = repo
+            .push_record("origin", "refs/ralph/claims/t1", "c", "")
+            .unwrap()
+            .unwrap();
+        let head = commit_file(&repo, "merged.txt");
+        fn landing<'a>(head: &'a str, claim: &'a str, expect: &'a str) -> [Update<'a>; 3] {
+            let update = |dst: &str, new, expect| Update {
+                dst: dst.to_owned(),
+                new,
+                expect,
+            };
+            [
+                update("refs/heads/main", Some(head), Some(expect)),
+                update("refs/ralph/claims/t1", None, Some(claim)),
+                update("refs/heads/ralph/t1", None, None),
+            ]
+        }
+        let stale = "0123456789abcdef0123456789abcdef01234567";
+        assert!(matches!(
+            repo.write_updates_into("origin", &landing(&head, &claim, stale)),
+            Written::Moved
+        ));
+        assert_eq!(ref_in(&remote, "refs/heads/main"), Some(base.clone()));
+        let landed = repo.write_updates_into("origin", &landing(&head, &claim, &base));
+        assert!(matches!(landed, Written::Done(_)));
+        assert_eq!(ref_in(&remote, "refs/heads/main"), Some(head.clone()));
+        assert_eq!(ref_in(&remote, "refs/ralph/claims/t1").as_deref(), Some(""));
+        assert_eq!(ref_in(&remote, "refs/heads/ralph/t1").as_deref(), Some(""));
+        git_ok(&repo, &[&at, "fsck", "--strict", "--no-dangling"]);
     }
 }

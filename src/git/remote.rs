@@ -362,25 +362,15 @@ impl Repo {
         (dst, message, expect): (&str, &str, &str),
         also: &[Update<'_>],
     ) -> Result<Option<String>, String> {
-        // Branches pushed to their own names (a task's work with its claim) can be written
-        // straight into a remote on this machine too.
-        let branches: Option<Vec<&str>> = (also.iter())
-            .map(|update| {
-                (update.expect.is_none() && update.new == Some(update.dst.as_str()))
-                    .then_some(update.dst.as_str())
-            })
-            .collect();
-        if let Some(branches) = branches {
-            let written = if branches.is_empty() {
-                self.write_record_into(remote, (dst, message, expect))
-            } else {
-                self.write_record_with_branches_into(remote, (dst, message, expect), &branches)
-            };
-            match written {
-                Written::Done(commit) => return Ok(Some(commit)),
-                Written::Moved => return Ok(None),
-                Written::Push => {}
-            }
+        let written = if also.is_empty() {
+            self.write_record_into(remote, (dst, message, expect))
+        } else {
+            self.write_record_with_updates_into(remote, (dst, message, expect), also)
+        };
+        match written {
+            Written::Done(commit) => return Ok(Some(commit)),
+            Written::Moved => return Ok(None),
+            Written::Push => {}
         }
         let commit = record_commit(self.root(), &[], message)?;
         let mut updates = vec![Update {
@@ -531,6 +521,12 @@ impl Repo {
     /// Changes every ref of `updates` on the remote, or none of them (`--atomic`), each only
     /// if it still has its expected value.
     pub(crate) fn push(&self, remote: &str, updates: &[Update<'_>]) -> Result<Pushed, String> {
+        // At a remote on this machine, straight into it when a push would do nothing more.
+        match self.write_updates_into(remote, updates) {
+            Written::Done(_) => return Ok(Pushed::Done),
+            Written::Moved => return Ok(Pushed::Moved),
+            Written::Push => {}
+        }
         let mut args = vec![
             "push".to_owned(),
             "--porcelain".to_owned(),
