@@ -591,6 +591,38 @@ pub(crate) fn round_seeds(replay: &str, rounds: u64, salt: u64) -> Vec<u64> {
     (0..rounds).map(|_| seeds.below(u64::MAX - 1) | 1).collect()
 }
 
+/// Whether a test can run its agents in bwrap here; says why not when it cannot.
+#[allow(dead_code, reason = "for the machines and parallel targets")]
+#[expect(
+    clippy::print_stderr,
+    reason = "the one line that explains a skipped test"
+)]
+pub(crate) fn can_sandbox_agents() -> bool {
+    let can = bwrap_can_sandbox();
+    if !can {
+        eprintln!(
+            "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)"
+        );
+    }
+    can
+}
+
+/// The arguments that run `env`'s fake agents in bwrap: `FAKE_AGENT_DIR` passed in, the fake
+/// agents' folder mounted, and their own folder writable.
+#[allow(dead_code, reason = "for the machines and parallel targets")]
+pub(crate) fn sandboxed_agents(env: &TestEnv) -> Vec<String> {
+    let mut args: Vec<String> = ["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]
+        .map(str::to_owned)
+        .to_vec();
+    args.extend([
+        "--sandbox-mount".to_owned(),
+        env.bin().display().to_string(),
+        "--sandbox-mount".to_owned(),
+        format!("{}:rw", env.agent_dir().display()),
+    ]);
+    args
+}
+
 /// Whether bwrap is installed and can make the namespaces a sandbox needs here.
 pub(crate) fn bwrap_can_sandbox() -> bool {
     Command::new("bwrap")

@@ -35,34 +35,31 @@ fn spent(env: &TestEnv, names: &[&str]) -> f64 {
 
 #[test]
 fn three_workers_spend_one_budget_together_and_each_ends_with_exit_2() {
-    three_workers_spend_one_budget(&[]);
+    three_workers_spend_one_budget(false);
 }
 
 /// The same with every agent in the sandbox: the ledger is ralph's, outside it.
 #[test]
 fn three_sandboxed_workers_spend_one_budget_together() {
-    if !crate::support::bwrap_can_sandbox() {
-        eprintln!(
-            "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)"
-        );
-        return;
+    if crate::support::can_sandbox_agents() {
+        three_workers_spend_one_budget(true);
     }
-    three_workers_spend_one_budget(&["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
 }
 
-/// Three workers with `sandbox` (arguments, with the fake agent's folders mounted for them)
-/// share `--fleet-budget --max-cost 0.10`; each iteration costs 0.02.
-fn three_workers_spend_one_budget(sandbox: &[&str]) {
+/// Three workers (their agents `sandboxed` or not) share `--fleet-budget --max-cost 0.10`;
+/// each iteration costs 0.02.
+fn three_workers_spend_one_budget(sandboxed: bool) {
     let names = ["m1", "m2", "m3"];
     let env = machines(
         "- [ ] A\n  - id: a\n- [ ] B\n  - id: b\n- [ ] C\n  - id: c\n",
         &names,
     );
     env.write_executable("claude", SPENDS);
-    let (bin, writable) = (
-        env.bin().to_string_lossy().into_owned(),
-        format!("{}:rw", env.agent_dir().display()),
-    );
+    let sandbox = if sandboxed {
+        crate::support::sandboxed_agents(&env)
+    } else {
+        Vec::new()
+    };
     let mut args = vec![
         "--agent",
         "claude-code",
@@ -70,10 +67,7 @@ fn three_workers_spend_one_budget(sandbox: &[&str]) {
         "--max-cost",
         "0.10",
     ];
-    if !sandbox.is_empty() {
-        args.extend(sandbox);
-        args.extend(["--sandbox-mount", &bin, "--sandbox-mount", &writable]);
-    }
+    args.extend(sandbox.iter().map(String::as_str));
     let workers: Vec<_> = (names.iter())
         .map(|name| start_worker(&env, name, &args))
         .collect();
@@ -119,10 +113,7 @@ fn three_workers_spend_one_budget(sandbox: &[&str]) {
     assert_eq!(budget["reserved_usd"], 0.0, "no iteration runs: {budget}");
     assert_eq!(budget["workers"].as_array().unwrap().len(), 3, "{budget}");
     // In the sandbox the agents never saw the remote the ledger is on.
-    assert_eq!(
-        env.agent_dir().join("saw-remote").exists(),
-        sandbox.is_empty()
-    );
+    assert_eq!(env.agent_dir().join("saw-remote").exists(), !sandboxed);
 }
 
 /// What `ralph --status --remote origin --json` on `name` shows of the fleet's budget, judging
@@ -179,20 +170,8 @@ fi
     )
     .unwrap();
     // Room for one reservation of 0.5, not two.
-    let args = [
-        "--fleet-budget",
-        "--max-cost",
-        "0.6",
-        "--reserve",
-        "0.5",
-        "--claim-heartbeat",
-        "400ms",
-        "--claim-ttl",
-        "1s",
-        "--max-iterations",
-        "5",
-        "--wait",
-    ];
+    let budget = ["--fleet-budget", "--max-cost", "0.6", "--reserve", "0.5"];
+    let args = [&budget[..], &crate::workers::FAST_CLAIMS].concat();
     let mut first = start_worker(&env, "m1", &args);
     crate::support::wait_for_file(
         &env.agent_dir().join("ready"),

@@ -8,27 +8,20 @@ use crate::fleet::{finish, machine, machines, start_worker_with};
 
 #[test]
 fn a_second_worker_waits_for_room_on_the_machine_and_says_why() {
-    second_worker_waits_for_room("--agent-memory", &[]);
+    second_worker_waits_for_room("--agent-memory", false);
 }
 
 /// The same with the agents in the sandbox and `--sandbox-memory` as the need.
 #[test]
 fn a_sandboxed_worker_takes_its_memory_limit_as_the_need() {
-    if !crate::support::bwrap_can_sandbox() {
-        eprintln!(
-            "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)"
-        );
-        return;
+    if crate::support::can_sandbox_agents() {
+        second_worker_waits_for_room("--sandbox-memory", true);
     }
-    second_worker_waits_for_room(
-        "--sandbox-memory",
-        &["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"],
-    );
 }
 
 /// Two workers with `memory` (the flag that sets the need) at 60% of the machine's available
-/// memory and `sandbox`'s arguments: the second waits for the first's agent.
-fn second_worker_waits_for_room(memory: &str, sandbox: &[&str]) {
+/// memory, their agents `sandboxed` or not: the second waits for the first's agent.
+fn second_worker_waits_for_room(memory: &str, sandboxed: bool) {
     // Room for one agent, not for two.
     let need = (crate::support::available_memory() / 10 * 6).to_string();
     let env = machines(
@@ -44,15 +37,13 @@ i=0; while [ ! -f "$dir/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); do
     fs::write(env.agent_dir().join("script"), hold).unwrap();
     // The load of a machine running many tests at once is not what this test is about.
     let vars = [("RALPH_MAX_LOAD", "1000")];
-    let (bin, writable) = (
-        env.bin().to_string_lossy().into_owned(),
-        format!("{}:rw", env.agent_dir().display()),
-    );
+    let sandbox = if sandboxed {
+        crate::support::sandboxed_agents(&env)
+    } else {
+        Vec::new()
+    };
     let mut args = vec![memory, need.as_str(), "--wait"];
-    if !sandbox.is_empty() {
-        args.extend(sandbox);
-        args.extend(["--sandbox-mount", &bin, "--sandbox-mount", &writable]);
-    }
+    args.extend(sandbox.iter().map(String::as_str));
     let first = start_worker_with(&env, "m1", &args, &vars);
     crate::support::wait_for_file(&env.agent_dir().join("running-m1"), Duration::from_secs(30));
     let second = start_worker_with(&env, "m2", &args, &vars);

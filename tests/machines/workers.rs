@@ -325,7 +325,7 @@ fi
 
 /// Claims quick to go stale, so a take-over comes within a second (`--wait`: a worker waits for
 /// the claims other workers hold, to take a stale one over).
-const FAST_CLAIMS: [&str; 7] = [
+pub(crate) const FAST_CLAIMS: [&str; 7] = [
     "--claim-heartbeat",
     "400ms",
     "--claim-ttl",

@@ -91,6 +91,40 @@ impl Receiver {
     }
 }
 
+/// `spans` are one trace: the run's span with no parent, each of `tasks` under it, its merge
+/// and its first iteration under the task, the agent's call under the iteration.
+fn assert_tasks_traced(spans: &[Value], tasks: &[&str]) {
+    let named = |name: &str| {
+        (spans.iter())
+            .find(|span| span["name"] == name)
+            .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
+            .clone()
+    };
+    let run_span = named("ralph run");
+    assert!(run_span.get("parentSpanId").is_none(), "{run_span}");
+    for task in tasks {
+        let task_span = named(&format!("task {task}"));
+        assert_eq!(task_span["parentSpanId"], run_span["spanId"], "{task_span}");
+        let merge = named(&format!("merge {task}"));
+        assert_eq!(merge["parentSpanId"], task_span["spanId"], "{merge}");
+        let iteration = (spans.iter())
+            .find(|span| {
+                span["name"] == "iteration 1" && span["parentSpanId"] == task_span["spanId"]
+            })
+            .unwrap_or_else(|| panic!("no iteration of {task}: {spans:#?}"));
+        let agent = (spans.iter())
+            .find(|span| span["parentSpanId"] == iteration["spanId"])
+            .unwrap();
+        assert_eq!(agent["name"], "agent claude-code");
+    }
+    assert!(
+        spans
+            .iter()
+            .all(|span| span["traceId"] == run_span["traceId"]),
+        "one trace: {spans:#?}"
+    );
+}
+
 #[test]
 fn a_parallel_run_reaches_an_otlp_receiver_as_one_trace_and_its_cost() {
     let receiver = Receiver::start();
@@ -118,29 +152,7 @@ fn a_parallel_run_reaches_an_otlp_receiver_as_one_trace_and_its_cost() {
             .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
             .clone()
     };
-    let run_span = named("ralph run");
-    assert!(run_span.get("parentSpanId").is_none(), "{run_span}");
-    for task in ["alpha", "beta"] {
-        let task_span = named(&format!("task {task}"));
-        assert_eq!(task_span["parentSpanId"], run_span["spanId"], "{task_span}");
-        let merge = named(&format!("merge {task}"));
-        assert_eq!(merge["parentSpanId"], task_span["spanId"]);
-        let iteration = (spans.iter())
-            .find(|span| {
-                span["name"] == "iteration 1" && span["parentSpanId"] == task_span["spanId"]
-            })
-            .unwrap_or_else(|| panic!("no iteration of {task}: {spans:#?}"));
-        let agent = (spans.iter())
-            .find(|span| span["parentSpanId"] == iteration["spanId"])
-            .unwrap();
-        assert_eq!(agent["name"], "agent claude-code");
-    }
-    assert!(
-        spans
-            .iter()
-            .all(|span| span["traceId"] == run_span["traceId"]),
-        "one trace: {spans:#?}"
-    );
+    assert_tasks_traced(&spans, &["alpha", "beta"]);
     let cost = receiver.metric("ralph.cost").unwrap();
     assert_eq!(cost["sum"]["dataPoints"][0]["asDouble"], 0.5, "{cost}");
     assert_eq!(
@@ -221,28 +233,7 @@ fn a_worker_reaches_an_otlp_receiver_with_each_claimed_task_and_its_merge() {
             .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
             .clone()
     };
-    let run_span = named("ralph run");
-    assert!(run_span.get("parentSpanId").is_none(), "{run_span}");
-    for task in ["a", "b"] {
-        let task_span = named(&format!("task {task}"));
-        assert_eq!(task_span["parentSpanId"], run_span["spanId"], "{task_span}");
-        let merge = named(&format!("merge {task}"));
-        assert_eq!(merge["parentSpanId"], task_span["spanId"], "{merge}");
-        let iteration = (spans.iter())
-            .find(|span| {
-                span["name"] == "iteration 1" && span["parentSpanId"] == task_span["spanId"]
-            })
-            .unwrap_or_else(|| panic!("no iteration of {task}: {spans:#?}"));
-        let agent = (spans.iter())
-            .find(|span| span["parentSpanId"] == iteration["spanId"])
-            .unwrap();
-        assert_eq!(agent["name"], "agent claude-code");
-    }
-    assert!(
-        spans
-            .iter()
-            .all(|span| span["traceId"] == run_span["traceId"])
-    );
+    assert_tasks_traced(&spans, &["a", "b"]);
     let cost = receiver.metric("ralph.cost").unwrap();
     assert_eq!(cost["sum"]["dataPoints"][0]["asDouble"], 0.5, "{cost}");
 }

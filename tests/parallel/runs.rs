@@ -583,39 +583,29 @@ fn a_task_kept_apart_by_its_touches_is_a_task_waits_event_in_json() {
 /// is done.
 #[test]
 fn parallel_auto_starts_only_the_agents_the_memory_has_room_for() {
-    parallel_auto_admits("--agent-memory", &[]);
+    parallel_auto_admits("--agent-memory", false);
 }
 
 /// The same with the agents in the sandbox and `--sandbox-memory` at 40%: the limit is the need.
 #[test]
 fn parallel_auto_under_the_sandbox_takes_its_memory_limit_as_the_need() {
-    if !crate::support::bwrap_can_sandbox() {
-        eprintln!(
-            "skipped: bubblewrap is not installed or cannot make namespaces here (bash scripts/install-test-tools.sh)"
-        );
-        return;
+    if crate::support::can_sandbox_agents() {
+        parallel_auto_admits("--sandbox-memory", true);
     }
-    parallel_auto_admits(
-        "--sandbox-memory",
-        &["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"],
-    );
 }
 
 /// A `--parallel auto` run of four tasks with `memory` (`--agent-memory` or `--sandbox-memory`)
-/// at 40% of the machine's available memory, and `sandbox`'s arguments.
-fn parallel_auto_admits(memory: &str, sandbox: &[&str]) {
+/// at 40% of the machine's available memory, its agents `sandboxed` or not.
+fn parallel_auto_admits(memory: &str, sandboxed: bool) {
     use std::process::Stdio;
     use std::time::Duration;
     let need = (crate::support::available_memory() / 10 * 4).to_string();
     let env = crate::support::TestEnv::new();
-    let (bin, writable) = (
-        env.bin().to_string_lossy().into_owned(),
-        format!("{}:rw", env.agent_dir().display()),
-    );
-    let mut mounts = Vec::new();
-    if !sandbox.is_empty() {
-        mounts = vec!["--sandbox-mount", &bin, "--sandbox-mount", &writable];
-    }
+    let sandbox = if sandboxed {
+        crate::support::sandboxed_agents(&env)
+    } else {
+        Vec::new()
+    };
     fs::create_dir_all(env.work().join(".ralph")).unwrap();
     fs::write(
         env.ralph_file("ralph-tasks.md"),
@@ -637,8 +627,7 @@ echo '<promise>READY_FOR_NEXT_TASK</promise>'
     let mut ralph = env
         .ralph()
         .args(["--pause", "0", "Build", "--parallel", "auto", memory, &need])
-        .args(sandbox)
-        .args(&mounts)
+        .args(&sandbox)
         // The load of a machine running many tests at once is not what this test is about.
         .env("RALPH_MAX_LOAD", "1000")
         .stdout(Stdio::piped())
