@@ -145,13 +145,6 @@ fn a_parallel_run_reaches_an_otlp_receiver_as_one_trace_and_its_cost() {
     ]);
     assert_eq!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
     let spans = receiver.spans();
-    let named = |name: &str| {
-        spans
-            .iter()
-            .find(|span| span["name"] == name)
-            .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
-            .clone()
-    };
     assert_tasks_traced(&spans, &["alpha", "beta"]);
     let cost = receiver.metric("ralph.cost").unwrap();
     assert_eq!(cost["sum"]["dataPoints"][0]["asDouble"], 0.5, "{cost}");
@@ -227,12 +220,6 @@ fn a_worker_reaches_an_otlp_receiver_with_each_claimed_task_and_its_merge() {
     let (code, stdout, stderr) = crate::fleet::finish(worker);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     let spans = receiver.spans();
-    let named = |name: &str| {
-        (spans.iter())
-            .find(|span| span["name"] == name)
-            .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
-            .clone()
-    };
     assert_tasks_traced(&spans, &["a", "b"]);
     let cost = receiver.metric("ralph.cost").unwrap();
     assert_eq!(cost["sum"]["dataPoints"][0]["asDouble"], 0.5, "{cost}");
