@@ -837,12 +837,13 @@ gap_notes() {
   if missed 11; then
     echo
     echo "- **11, a fleet**: ready tasks land together (one worker merges every ready branch by"
-    echo "  git's plumbing, with no checkout, in one push), the first ready worker lingers until the"
-    echo "  tasks beside it are ready, and at a remote on this machine a worker reads its refs and"
-    echo "  claims from its files and writes claims straight into it (no push). What is left is each"
-    echo "  worker's fetch and new worktree between rounds, made by every worker at once on the same"
-    echo "  cores as the remote, and on a disk the file system's work for them: compare the tmpfs"
-    echo "  rows, which measure the same fleets without it."
+    echo "  git's plumbing, with no checkout, in one landing), the first ready worker lingers until"
+    echo "  the tasks beside it are ready, and at a bare remote on this machine a worker reads its"
+    echo "  refs and claims from its files and writes claims, its branch and the landing straight"
+    echo "  into it (objects copied as files, one update-ref transaction; no push). What is left is"
+    echo "  each worker's fetch and new worktree between rounds, made by every worker at once on the"
+    echo "  same cores as the remote, and on a disk the file system's work for them: compare the"
+    echo "  tmpfs rows, which measure the same fleets without it."
   fi
   if missed 4; then
     echo
