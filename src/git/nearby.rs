@@ -283,12 +283,6 @@ impl Repo {
         if moved { Written::Moved } else { Written::Push }
     }
 
-    /// Whether commit `old` is `new` or one of its ancestors.
-    fn is_ancestor(&self, old: &str, new: &str) -> bool {
-        (self.run(&["merge-base", "--is-ancestor", old, new]))
-            .is_ok_and(|output| output.status.success())
-    }
-
     /// Copies into the repository whose git directory is `dir` every object reachable from the
     /// commits `wanted` that its commits `tips` do not reach: `false` when one is not a loose
     /// object here (a push must send it) or cannot be copied.

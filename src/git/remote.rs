@@ -379,7 +379,8 @@ impl Repo {
             expect: Some(expect),
         }];
         updates.extend_from_slice(also);
-        Ok(match self.push(remote, &updates)? {
+        // Not straight into the remote: that was tried above.
+        Ok(match self.push_by_git(remote, &updates)? {
             Pushed::Done => Some(commit),
             Pushed::Moved => None,
         })
@@ -523,10 +524,14 @@ impl Repo {
     pub(crate) fn push(&self, remote: &str, updates: &[Update<'_>]) -> Result<Pushed, String> {
         // At a remote on this machine, straight into it when a push would do nothing more.
         match self.write_updates_into(remote, updates) {
-            Written::Done(_) => return Ok(Pushed::Done),
-            Written::Moved => return Ok(Pushed::Moved),
-            Written::Push => {}
+            Written::Done(_) => Ok(Pushed::Done),
+            Written::Moved => Ok(Pushed::Moved),
+            Written::Push => self.push_by_git(remote, updates),
         }
+    }
+
+    /// [`Repo::push`] by `git push`.
+    fn push_by_git(&self, remote: &str, updates: &[Update<'_>]) -> Result<Pushed, String> {
         let mut args = vec![
             "push".to_owned(),
             "--porcelain".to_owned(),

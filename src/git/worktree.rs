@@ -294,13 +294,13 @@ impl Repo {
 
     /// Whether `rev` has every commit of the local branch `branch`.
     pub(crate) fn contains(&self, rev: &str, branch: &str) -> bool {
-        self.run(&[
-            "merge-base",
-            "--is-ancestor",
-            &format!("refs/heads/{branch}"),
-            rev,
-        ])
-        .is_ok_and(|output| output.status.success())
+        self.is_ancestor(&format!("refs/heads/{branch}"), rev)
+    }
+
+    /// Whether commit `old` is `new` or one of its ancestors.
+    pub(super) fn is_ancestor(&self, old: &str, new: &str) -> bool {
+        (self.run(&["merge-base", "--is-ancestor", old, new]))
+            .is_ok_and(|output| output.status.success())
     }
 
     /// Whether the local branch `branch` exists.
