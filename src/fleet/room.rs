@@ -22,9 +22,7 @@ pub(super) fn need(options: &LoopOptions, task: &Task) -> u64 {
 
 /// [`need`], and what set it, as a waiting task's line names it.
 pub(super) fn need_and_source(options: &LoopOptions, task: &Task) -> (u64, &'static str) {
-    let sandboxed = (options.sandbox != crate::sandbox::Backend::None)
-        .then_some(options.sandbox_memory)
-        .flatten();
+    let sandboxed = sandbox_limit(options);
     let own = (task.property(tasks::MEMORY)).and_then(|text| Bytes::parse(text).ok());
     let (need, source) = if let Some(own) = own {
         (Some(own), "the task's memory: property")
@@ -34,6 +32,13 @@ pub(super) fn need_and_source(options: &LoopOptions, task: &Task) -> (u64, &'sta
         (options.agent_memory, "--agent-memory")
     };
     (need.map_or(AGENT_MEMORY, |bytes| bytes.0), source)
+}
+
+/// `--sandbox-memory`, when the agents run in a sandbox (without one it limits nothing).
+pub(super) fn sandbox_limit(options: &LoopOptions) -> Option<Bytes> {
+    (options.sandbox != crate::sandbox::Backend::None)
+        .then_some(options.sandbox_memory)
+        .flatten()
 }
 
 /// What the machine has, as read from `/proc`.

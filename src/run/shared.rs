@@ -81,11 +81,12 @@ struct Live {
 impl Book {
     /// What the running iterations hold: each its reservation, a blind one what its agent's
     /// last iterations cost (nothing while none ended).
-    fn reserved(&self, reserve: Option<f64>) -> Amount {
+    fn reserved(&self) -> Amount {
         (self.live.values()).fold(Amount::default(), |sum, live| {
             let held = if live.blind {
+                // Blind only without `--reserve`.
                 let recent = self.recent.get(&live.agent).map_or(&[][..], Vec::as_slice);
-                decision::expected(recent, reserve)
+                decision::expected(recent, None)
             } else {
                 live.ask
             };
@@ -226,7 +227,7 @@ impl Shared {
             }
         } else {
             let spent = Spent {
-                reserved: book.reserved(rules.reserve),
+                reserved: book.reserved(),
                 ..self.spent()
             };
             if let Some(stop) = decision::admit(rules, spent, ask) {

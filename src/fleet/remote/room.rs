@@ -6,16 +6,17 @@
 use crate::event::Notice;
 use crate::storage::tasks::{self, Task};
 
-use super::super::room::{Machine, Neighbour, held, need, need_and_source};
+use super::super::room::{Machine, Neighbour, held, need, need_and_source, sandbox_limit};
 use super::Session;
 
 impl Session<'_> {
     /// Whether the machine's room is looked at for task `task`: `--agent-memory`,
     /// `--sandbox-memory` under a sandbox, or its `memory:` property.
     fn counts_room(&self, task: &Task) -> bool {
-        let o = &self.config.options;
-        let limited = o.sandbox != crate::sandbox::Backend::None && o.sandbox_memory.is_some();
-        o.agent_memory.is_some() || limited || task.property(tasks::MEMORY).is_some()
+        let options = &self.config.options;
+        options.agent_memory.is_some()
+            || sandbox_limit(options).is_some()
+            || task.property(tasks::MEMORY).is_some()
     }
 
     /// Whether the worker waits before claiming task `id`: the machine has no room for its
