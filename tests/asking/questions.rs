@@ -83,24 +83,6 @@ fn kill_outright(run: &mut std::process::Child) {
     let _ = run.wait();
 }
 
-/// The options that run the fake agent in bubblewrap: its variable, its program's folder and its
-/// own folder (written) reach it.
-fn sandbox_args(env: &crate::support::TestEnv) -> Vec<String> {
-    let writable = format!("{}:rw", env.agent_dir().display());
-    let bin = env.bin().display().to_string();
-    [
-        "--sandbox",
-        "bwrap",
-        "--sandbox-env",
-        "FAKE_AGENT_DIR",
-        "--sandbox-mount",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .chain([bin, "--sandbox-mount".to_owned(), writable])
-    .collect()
-}
-
 /// Two tasks (`api`, `page`) whose agents ask which store, committed.
 fn two_asking_tasks() -> crate::support::TestEnv {
     let env =
@@ -311,7 +293,7 @@ fn a_sandboxed_agent_asks_through_its_tools() {
     }
     let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
     let env = asking_env("ralph_ask", &ask);
-    let sandbox = sandbox_args(&env);
+    let sandbox = crate::support::sandboxed_agents(&env);
     let mut args = LOOP.to_vec();
     args.extend(sandbox.iter().map(String::as_str));
     let mut run = spawn_loop(&env, &args);
@@ -386,7 +368,7 @@ fn questions_from_parallel_tasks(sandboxed: bool) {
     let env = two_asking_tasks();
     let mut args = PARALLEL_TWO.to_vec();
     args.extend(["--max-iterations", "2", "--json"]);
-    let sandbox = sandbox_args(&env);
+    let sandbox = crate::support::sandboxed_agents(&env);
     if sandboxed {
         args.extend(sandbox.iter().map(String::as_str));
     }
@@ -500,7 +482,7 @@ fn a_run_killed_while_a_question_waits_leaves_nothing_waiting_and_resumes_asking
 #[test]
 fn a_task_list_loop_stopped_while_its_agent_asks_asks_anew_when_run_again() {
     let env = asking_tasks_env("- [ ] Pick the store\n  - id: store\n");
-    let sandbox = sandbox_args(&env);
+    let sandbox = crate::support::sandboxed_agents(&env);
     let mut args = TASK_LOOP.to_vec();
     if crate::support::bwrap_can_sandbox() {
         args.extend(sandbox.iter().map(String::as_str));
@@ -618,7 +600,7 @@ fn a_parallel_run_killed_while_its_agents_ask_resumes_and_asks_anew() {
 fn a_worktree_loop_stopped_while_its_agent_asks_asks_anew_when_started_again() {
     let ask = serde_json::json!({"question": "Which store?", "options": ["SQLite", "Postgres"]});
     let env = asking_env("ralph_ask", &ask);
-    let sandbox = sandbox_args(&env);
+    let sandbox = crate::support::sandboxed_agents(&env);
     let mut args = LOOP.to_vec();
     args.extend(["--worktree", "store", "--merge"]);
     if crate::support::bwrap_can_sandbox() {

@@ -609,7 +609,7 @@ pub(crate) fn can_sandbox_agents() -> bool {
 
 /// The arguments that run `env`'s fake agents in bwrap: `FAKE_AGENT_DIR` passed in, the fake
 /// agents' folder mounted, and their own folder writable.
-#[allow(dead_code, reason = "for the machines and parallel targets")]
+#[allow(dead_code, reason = "for the machines, parallel and asking targets")]
 pub(crate) fn sandboxed_agents(env: &TestEnv) -> Vec<String> {
     let mut args: Vec<String> = ["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]
         .map(str::to_owned)

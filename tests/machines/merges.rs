@@ -106,13 +106,10 @@ fn two_workers_conflicting_on_one_line_land_both_the_later_agent_resolving_it() 
 #[test]
 fn a_repository_with_hooks_merges_in_a_checkout_where_they_run_on_each_merge_commit() {
     let env = two_editing_one_line(true);
-    let (bin, agent) = (env.bin(), env.agent_dir());
-    let writable = format!("{}:rw", agent.display());
+    let sandbox = crate::support::sandboxed_agents(&env);
     let mut sandboxed = Vec::new();
     if crate::support::bwrap_can_sandbox() {
-        sandboxed.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
-        sandboxed.extend(["--sandbox-mount", bin.to_str().unwrap()]);
-        sandboxed.extend(["--sandbox-mount", &writable]);
+        sandboxed.extend(sandbox.iter().map(String::as_str));
     }
     let all = conflict_resolved(&env, &sandboxed);
     let hooked = fs::read_to_string(env.agent_dir().join("hooked")).unwrap_or_default();

@@ -90,13 +90,10 @@ fn each_workers_question_is_answered_from_the_other_workers_clone() {
     fs::write(env.agent_dir().join("promise"), "READY_FOR_NEXT_TASK").unwrap();
     let args = ["--agent", "claude-code", "--output-format", "text"];
     // The first worker's agent runs in the sandbox (where bwrap can run); the second speaks JSON.
-    let (bin, agent) = (env.bin(), env.agent_dir());
-    let writable = format!("{}:rw", agent.display());
+    let sandbox = crate::support::sandboxed_agents(&env);
     let mut sandboxed = args.to_vec();
     if crate::support::bwrap_can_sandbox() {
-        sandboxed.extend(["--sandbox", "bwrap", "--sandbox-env", "FAKE_AGENT_DIR"]);
-        sandboxed.extend(["--sandbox-mount", bin.to_str().unwrap()]);
-        sandboxed.extend(["--sandbox-mount", &writable]);
+        sandboxed.extend(sandbox.iter().map(String::as_str));
     }
     let mut json = args.to_vec();
     json.push("--json");
