@@ -43,6 +43,7 @@ impl Agent for ClaudeCode {
             args.push("--dangerously-skip-permissions".to_owned());
         }
         args.extend(request.extra_args.iter().cloned());
+        let mut env = Vec::new();
         if let Some(tools) = request.tools {
             // Both take several values: last, after the prompt, they take nothing else.
             let config = tools.mcp_servers_json(&serde_json::json!({"type": "stdio"}));
@@ -50,8 +51,9 @@ impl Agent for ClaudeCode {
             if !request.allow_all {
                 args.extend(["--allowedTools".to_owned(), "mcp__ralph".to_owned()]);
             }
+            env.extend(connect_wait());
         }
-        command_from(request, args, Vec::new())
+        command_from(request, args, env)
     }
 
     fn takes_tools(&self) -> bool {
@@ -65,6 +67,19 @@ impl Agent for ClaudeCode {
     fn parse_event(&self, line: &str) -> Option<Vec<AgentEvent>> {
         parse_stream_json(line, "Claude Code")
     }
+}
+
+/// The variable saying how long `claude -p` waits for its tool servers before its first request.
+const CONNECT_WAIT_VARIABLE: &str = "MCP_CONNECT_TIMEOUT_MS";
+
+/// How long Claude Code waits for ralph's tool server, unless the user's environment says.
+/// Its own default is five seconds, after which the first request goes without the tools that
+/// are not connected yet: on a loaded machine (a fleet of agents starting at once) ralph's server
+/// can take longer, and the agent would not be offered `ralph_ask` when it needs it. The wait ends
+/// as soon as the servers are connected; thirty seconds is Claude Code's own limit on connecting one.
+fn connect_wait() -> Option<(String, std::ffi::OsString)> {
+    (std::env::var_os(CONNECT_WAIT_VARIABLE).is_none())
+        .then(|| (CONNECT_WAIT_VARIABLE.to_owned(), "30000".into()))
 }
 
 /// One line of Claude Code's `stream-json` output, a format Qwen Code shares; `who` names the
@@ -205,6 +220,26 @@ mod tests {
             assert_eq!(command.display_args(), expected);
             assert!(command.env.is_empty());
         }
+    }
+
+    #[test]
+    fn with_ralphs_tools_it_waits_for_their_server_before_its_first_request() {
+        let tools = super::super::ToolServer {
+            command: "/bin/ralph".to_owned(),
+            args: vec!["__agent-tools".to_owned()],
+        };
+        let mut req = request("go", None, true);
+        req.tools = Some(&tools);
+        let env = ClaudeCode.command(&req).env;
+        // The test's environment does not set it (`connect_wait` leaves the user's value).
+        if std::env::var_os(CONNECT_WAIT_VARIABLE).is_none() {
+            assert_eq!(
+                env,
+                vec![(CONNECT_WAIT_VARIABLE.to_owned(), "30000".into())]
+            );
+        }
+        let args = ClaudeCode.command(&req).display_args();
+        assert!(args.contains(&"--mcp-config".to_owned()), "{args:?}");
     }
 
     #[test]

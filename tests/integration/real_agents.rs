@@ -18,8 +18,10 @@ use crate::real_agents_support::{
 };
 use crate::support::{Run, TestEnv};
 
-/// The most one ralph run with a real agent may take.
-const DEADLINE: Duration = Duration::from_secs(120);
+/// The most one ralph run with a real agent may take. A Kilo Code iteration alone is about twenty
+/// seconds of CPU, and beside the rest of the suite on two cores one took a minute; the limit is
+/// there to end a run that hangs, not to time one.
+const DEADLINE: Duration = Duration::from_secs(240);
 
 /// Runs `ralph PROMPT --agent A --model M --pause 0 ARGS -- AGENT_ARGS` with the agent set up
 /// against `mock`.
@@ -1004,8 +1006,9 @@ fn asks_and_is_answered(agent: Agent, through: Option<(&str, &str)>, tool: &str,
             let _ = run.kill();
             let said = crate::support::wait_output(&mut run, Duration::from_secs(10));
             panic!(
-                "no question asked (ralph ended: {ended}); the model was offered {:?}; {}\n--- stdout\n{}\n--- stderr\n{}",
+                "no question asked (ralph ended: {ended}); the model was offered {:?}; the tools answered {:?}; {}\n--- stdout\n{}\n--- stderr\n{}",
                 offered_tools(&mock),
+                tool_results(&mock),
                 mock.summary(),
                 String::from_utf8_lossy(&said.stdout),
                 String::from_utf8_lossy(&said.stderr)
@@ -1170,15 +1173,51 @@ fn copilot_asks_a_person_through_ralph_ask() {
 
 /// The names of the tools the model was offered that name `ralph` (how each CLI names an MCP
 /// server's tools).
-fn offered_tools(mock: &MockModel) -> Vec<String> {
-    let mut names = Vec::new();
+/// What the agent's tools answered, as the model's requests carry it back (Anthropic's
+/// `tool_result` blocks, OpenAI's `tool` messages, Gemini's `functionResponse` parts).
+fn tool_results(mock: &MockModel) -> Vec<String> {
+    fn walk(value: &serde_json::Value, found: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let answer = map.get("type").and_then(serde_json::Value::as_str)
+                    == Some("tool_result")
+                    || map.get("role").and_then(serde_json::Value::as_str) == Some("tool")
+                    || map.contains_key("functionResponse");
+                if answer {
+                    let text = value.to_string();
+                    if !found.contains(&text) {
+                        found.push(text);
+                    }
+                    return;
+                }
+                map.values().for_each(|inner| walk(inner, found));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|inner| walk(inner, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
     for request in mock.conversation_requests() {
-        let text = request.body.to_string();
-        for piece in text.split('"') {
-            if piece.contains("ralph_") && piece.len() < 60 && !names.contains(&piece.to_owned()) {
+        walk(&request.body, &mut found);
+    }
+    found
+}
+
+/// The ralph tools each of the model's requests offered, request by request (a CLI that sends its
+/// first request before its tool servers are connected offers them only later).
+fn offered_tools(mock: &MockModel) -> Vec<Vec<String>> {
+    let mut offered = Vec::new();
+    for request in mock.conversation_requests() {
+        let mut names: Vec<String> = Vec::new();
+        for piece in request.body.to_string().split('"') {
+            if piece.contains("ralph_")
+                && piece.len() < 60
+                && !names.iter().any(|name| name == piece)
+            {
                 names.push(piece.to_owned());
             }
         }
+        offered.push(names);
     }
-    names
+    offered
 }

@@ -84,11 +84,12 @@ impl Tmux {
         self.run(&["capture-pane", "-p", "-t", "watch"])
     }
 
-    /// Waits (10 s at most) until the screen shows every one of `texts`.
+    /// Waits (30 s at most: the suite's real agents may be loading the machine) until the screen
+    /// shows every one of `texts`.
     pub(crate) fn wait_for(&self, texts: &[&str]) -> String {
         let mut screen = String::new();
         wait_until(
-            Duration::from_secs(10),
+            Duration::from_secs(30),
             &format!("{texts:?} on the screen"),
             || {
                 screen = self.screen();
