@@ -180,7 +180,8 @@ impl Repo {
             // No path would commit the whole index.
             return Ok(None);
         }
-        let args = [
+        let mut args = self.commit_settings();
+        args.extend([
             "--literal-pathspecs",
             "commit",
             "-q",
@@ -188,7 +189,7 @@ impl Repo {
             message,
             "--pathspec-from-file=-",
             "--pathspec-file-nul",
-        ];
+        ]);
         match check(self.run_with_input(&args, paths), "git commit") {
             Ok(_) => self.new_head().map(Some),
             Err(why) => {
@@ -268,11 +269,24 @@ impl Repo {
     /// refs (asked of git only when they cannot be read). Quiet, since the summary git prints
     /// otherwise costs a diff of the whole commit; one process instead of two per commit.
     pub(super) fn commit(&self, args: &[&str]) -> Result<String, String> {
-        let mut all = vec!["commit", "-q"];
+        let mut all = self.commit_settings();
+        all.extend(["commit", "-q"]);
         all.extend_from_slice(args);
         // Output to files: a kill of ralph must not kill git (or a hook) half way with SIGPIPE.
         check(self.run_unpiped(&all), "git commit")?;
         self.new_head()
+    }
+
+    /// The settings of ralph's `git commit`s: in a task's worktree (a linked worktree of the
+    /// clone), git's housekeeping after each commit (`maintenance run --auto`) is left to the
+    /// clone's own commands, as after a worker's fetches: the tasks of a fleet commit at the
+    /// same moment, and each commit would start it once more.
+    pub(super) fn commit_settings(&self) -> Vec<&'static str> {
+        if self.git_dir == self.common_dir() {
+            Vec::new()
+        } else {
+            vec!["-c", "maintenance.auto=false"]
+        }
     }
 
     /// The abbreviated hash of the commit just made, read from the refs (asked of git only

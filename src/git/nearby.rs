@@ -9,6 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod fetch;
+
 use super::{EMPTY_TREE, Repo, Update, check, fed, git_command, refs};
 
 /// A ref change made straight in a remote: its name, new value (empty: deleted) and old value
@@ -23,6 +25,9 @@ static LOCAL: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 static WRITABLE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 /// The same, when objects can be copied into it too (`COPYABLE`).
 static COPYABLE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+/// The same, when this clone has no setting that keeps it from fetching by reading the remote
+/// (`FETCH_PLAIN`, filled in with `LOCAL`).
+static FETCH_PLAIN: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
 /// What `memo` says of `key`, or else what `find` says (then kept).
 fn remembered(
@@ -78,19 +83,38 @@ impl Repo {
     /// git's own programs (no `remote.<name>.uploadpack` or `receivepack` of its own); `url`:
     /// its address, when known already.
     pub(crate) fn local_remote(&self, (name, url): (&str, Option<&str>)) -> Option<PathBuf> {
-        remembered(&LOCAL, (self.common_dir(), name.to_owned()), || {
+        let key = (self.common_dir(), name.to_owned());
+        remembered(&LOCAL, key.clone(), || {
             let url = match url {
                 Some(url) => url.to_owned(),
                 None => self.remote_url(name)?,
             };
             let dir = self.local_git_dir(&url)?;
+            // With the settings that keep this clone from fetching by reading the remote
+            // (`fetch::fetch_nearby`), asked by the same process.
+            let remote = format!(r"remote\.{}\.", regex::escape(name));
             let pattern = format!(
-                r"^remote\.{}\.(uploadpack|receivepack)$",
-                regex::escape(name)
+                r"^({remote}(uploadpack|receivepack|promisor|partialclonefilter)$|extensions\.|fetch\.fsck|transfer\.fsck)"
             );
             let own = self.run(&["config", "--get-regexp", &pattern]).ok()?;
             // `git config` exits with 1 when no setting matches.
-            (own.status.code() == Some(1)).then_some(dir)
+            if own.status.code() != Some(1) && !own.status.success() {
+                return None;
+            }
+            // Each line is a setting's name (its variable in lower case), then its value.
+            let settings = String::from_utf8_lossy(&own.stdout);
+            let programs = ["uploadpack", "receivepack"].map(|var| format!("remote.{name}.{var}"));
+            let own_programs = (settings.lines())
+                .filter_map(|line| line.split(' ').next())
+                .any(|setting| programs.iter().any(|program| program == setting));
+            if own_programs {
+                return None;
+            }
+            let plain = settings.trim().is_empty() && !self.common_dir().join("shallow").exists();
+            if let Ok(mut known) = FETCH_PLAIN.lock() {
+                known.push((key.clone(), plain.then(|| dir.clone())));
+            }
+            Some(dir)
         })
     }
 
@@ -347,10 +371,11 @@ fn copy_object(from: &Path, to: &Path, oid: &str) -> std::io::Result<()> {
 /// The commit ref `name` of the repository whose git directory is `dir` names, read from its
 /// files: empty when there is no such ref, `None` when the files cannot tell.
 fn ref_in(dir: &Path, name: &str) -> Option<String> {
-    let folder = name.rsplit_once('/').map_or("", |(folder, _)| folder);
-    let listed = refs::listed(dir, &[name], &format!("{folder}/"))?;
-    let found = listed.into_iter().find(|(each, _)| each == name);
-    Some(found.map(|(_, sha)| sha).unwrap_or_default())
+    match refs::read_in(&[], dir, name) {
+        refs::Read::Found(oid) => Some(oid),
+        refs::Read::Absent => Some(String::new()),
+        refs::Read::Unknown => None,
+    }
 }
 
 /// A record's commit: `message` on no files, by ralph, made by git run in `dir` with `before`
@@ -388,7 +413,7 @@ fn pushes_do_nothing_more(repo: &Repo, dir: &Path) -> bool {
         return false;
     }
     let at = format!("--git-dir={}", dir.display());
-    let pattern = r"^(receive\.|transfer\.|core\.hookspath$)";
+    let pattern = r"^(receive\.|transfer\.|uploadpack\.|core\.hookspath$)";
     let settings = git_command(repo.root(), &[&at, "config", "--get-regexp", pattern]).output();
     // `git config` exits with 1 when no setting matches.
     settings.is_ok_and(|output| output.status.code() == Some(1) && output.stdout.is_empty())
@@ -648,5 +673,95 @@ mod tests {
         assert_eq!(ref_in(&remote, "refs/ralph/claims/t1").as_deref(), Some(""));
         assert_eq!(ref_in(&remote, "refs/heads/ralph/t1").as_deref(), Some(""));
         git_ok(&repo, &[&at, "fsck", "--strict", "--no-dangling"]);
+    }
+
+    #[test]
+    fn a_fetch_from_a_bare_remote_here_reads_it_as_git_fetch_would_and_leaves_packs_to_git() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        let remote = remote_of(&repo);
+        let at = format!("--git-dir={}", remote.display());
+        git_ok(&repo, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        git_ok(&repo, &[&at, "symbolic-ref", "HEAD", "refs/heads/main"]);
+        let url = remote.display().to_string();
+        git_ok(&repo, &["clone", "-q", &url, "other"]);
+        let other = Repo::discover(&repo.root().join("other")).unwrap();
+        let specs = [
+            "+refs/heads/main:refs/remotes/origin/main".to_owned(),
+            "+refs/heads/ralph/*:refs/remotes/origin/ralph/*".to_owned(),
+            "+refs/ralph/claims/*:refs/ralph/seen/origin/*".to_owned(),
+        ];
+        let refs_of = |clone: &Repo| {
+            git_ok(
+                clone,
+                &["for-each-ref", "--format=%(refname) %(objectname)"],
+            )
+        };
+        // Nothing moved: nothing changes.
+        let before = refs_of(&other);
+        assert!(other.fetch_nearby("origin", &specs));
+        assert_eq!(refs_of(&other), before);
+        // A new commit of main, a task branch (loose objects there, as a small push leaves
+        // them) and a claim written into the remote.
+        let main = commit_file(&repo, "c.txt");
+        git_ok(&repo, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        git_ok(&repo, &["checkout", "-q", "-b", "ralph/t1"]);
+        let task = commit_file(&repo, "d.txt");
+        git_ok(&repo, &["push", "-q", "origin", "ralph/t1"]);
+        let claim = (repo.push_record("origin", "refs/ralph/claims/t1", "mine", ""))
+            .unwrap()
+            .unwrap();
+        assert!(other.fetch_nearby("origin", &specs));
+        let fetched = |name: &str| git_ok(&other, &["rev-parse", "--verify", "-q", name]);
+        assert_eq!(fetched("refs/remotes/origin/main"), main);
+        assert_eq!(fetched("refs/remotes/origin/ralph/t1"), task);
+        assert_eq!(fetched("refs/ralph/seen/origin/t1"), claim);
+        git_ok(&other, &["fsck", "--strict", "--no-dangling"]);
+        // `git fetch --prune` of the same specs finds nothing left to do.
+        let nearby = refs_of(&other);
+        let mut fetch = vec!["fetch", "-q", "--prune", "--no-tags", "origin"];
+        fetch.extend(specs.iter().map(String::as_str));
+        git_ok(&other, &fetch);
+        assert_eq!(refs_of(&other), nearby);
+        // Gone from the remote: pruned here.
+        git_ok(&repo, &[&at, "update-ref", "-d", "refs/ralph/claims/t1"]);
+        git_ok(&repo, &[&at, "update-ref", "-d", "refs/heads/ralph/t1"]);
+        assert!(other.fetch_nearby("origin", &specs));
+        let left = refs_of(&other);
+        assert!(!left.contains("refs/ralph/seen/origin/t1"), "{left}");
+        assert!(!left.contains("refs/remotes/origin/ralph/t1"), "{left}");
+        // An object the remote keeps in a pack is left to git fetch, and nothing changes.
+        git_ok(&repo, &["checkout", "-q", "-"]);
+        commit_file(&repo, "e.txt");
+        git_ok(&repo, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        git_ok(&repo, &[&at, "gc", "-q"]);
+        assert!(!other.fetch_nearby("origin", &specs));
+        assert_eq!(refs_of(&other), left);
+        // A base the remote does not have is for git fetch to say.
+        let missing = ["+refs/heads/nothing:refs/remotes/origin/nothing".to_owned()];
+        assert!(!other.fetch_nearby("origin", &missing));
+        // A clone that checks what it fetches, or a shallow one, fetches by git.
+        for (name, extra) in [
+            ("checking", "--config=fetch.fsckObjects=true"),
+            ("shallow", "--depth=1"),
+        ] {
+            let dst = format!("file://{url}");
+            git_ok(&repo, &["clone", "-q", extra, &dst, name]);
+            let clone = Repo::discover(&repo.root().join(name)).unwrap();
+            assert!(clone.local_remote(("origin", None)).is_some(), "{name}");
+            assert!(!clone.fetch_nearby("origin", &specs), "{name}");
+        }
+    }
+
+    #[test]
+    fn commits_in_a_tasks_worktree_leave_gits_housekeeping_to_the_clone() {
+        let Some((_dir, repo)) = super::super::tests::repo() else {
+            return;
+        };
+        assert!(repo.commit_settings().is_empty());
+        git_ok(&repo, &["worktree", "add", "-q", "-b", "ralph/t1", "wt"]);
+        let task = Repo::discover(&repo.root().join("wt")).unwrap();
+        assert_eq!(task.commit_settings(), ["-c", "maintenance.auto=false"]);
     }
 }

@@ -50,38 +50,7 @@ impl Repo {
 
     /// The ref `name` (`refs/heads/…`), as its files say.
     pub(super) fn read_ref(&self, name: &str) -> Read {
-        let common = self.common_dir();
-        if common.join("reftable").exists() {
-            return Read::Unknown;
-        }
-        for dir in [&self.git_dir, &common] {
-            match std::fs::read_to_string(dir.join(name)) {
-                Ok(text) => {
-                    let oid = text.trim_end();
-                    return if is_oid(oid) {
-                        Read::Found(oid.to_owned())
-                    } else {
-                        Read::Unknown
-                    };
-                }
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                // A folder where the ref would be (`refs/heads/a` when `a/b` exists), or a file
-                // that cannot be read.
-                Err(_) => return Read::Unknown,
-            }
-        }
-        let packed = match std::fs::read_to_string(common.join("packed-refs")) {
-            Ok(text) => text,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Read::Absent,
-            Err(_) => return Read::Unknown,
-        };
-        packed
-            .lines()
-            .find_map(|line| {
-                let (oid, reference) = line.split_once(' ')?;
-                (reference == name && is_oid(oid)).then(|| Read::Found(oid.to_owned()))
-            })
-            .unwrap_or(Read::Absent)
+        read_in(&[&self.git_dir], &self.common_dir(), name)
     }
 
     /// Whether any ref starts with `prefix` (`refs/heads/ralph/`), as the loose ref files and
@@ -111,6 +80,42 @@ impl Repo {
             Err(_) => self.git_dir.clone(),
         }
     }
+}
+
+/// The ref `name` as the files of a repository say: looked for in the git directories `own`
+/// (a worktree's), then in its shared one, `common`, and its `packed-refs`.
+pub(super) fn read_in(own: &[&Path], common: &Path, name: &str) -> Read {
+    if common.join("reftable").exists() {
+        return Read::Unknown;
+    }
+    for dir in own.iter().copied().chain([common]) {
+        match std::fs::read_to_string(dir.join(name)) {
+            Ok(text) => {
+                let oid = text.trim_end();
+                return if is_oid(oid) {
+                    Read::Found(oid.to_owned())
+                } else {
+                    Read::Unknown
+                };
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            // A folder where the ref would be (`refs/heads/a` when `a/b` exists), or a file
+            // that cannot be read.
+            Err(_) => return Read::Unknown,
+        }
+    }
+    let packed = match std::fs::read_to_string(common.join("packed-refs")) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Read::Absent,
+        Err(_) => return Read::Unknown,
+    };
+    packed
+        .lines()
+        .find_map(|line| {
+            let (oid, reference) = line.split_once(' ')?;
+            (reference == name && is_oid(oid)).then(|| Read::Found(oid.to_owned()))
+        })
+        .unwrap_or(Read::Absent)
 }
 
 /// The refs named `names` and those under `prefix` (`refs/ralph/claims/`) of the repository

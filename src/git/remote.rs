@@ -221,6 +221,10 @@ impl Repo {
     fn fetch_specs(&self, remote: &str, specs: &[String]) -> Result<(), String> {
         let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
         let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
+        let all = [specs, &[claims_spec.clone(), fleet_spec.clone()]].concat();
+        if self.fetch_nearby(remote, &all) {
+            return Ok(()); // Read from a bare remote on this machine.
+        }
         // A worker fetches often, each fetch a handful of objects: git's housekeeping is left
         // to the user's own commands rather than run after each one.
         let mut args = vec![
