@@ -1,7 +1,7 @@
 //! At a task's merge, the notes and tasks its agent added on its branch join the base, for
 //! `--parallel` and `--worker` alike (the rule: `storage::carry`).
 
-use crate::git::Repo;
+use crate::git::{FileAt, Repo};
 use crate::storage::carry::{self, Carried};
 use crate::storage::{self, RalphDir, progress, tasks};
 
@@ -15,25 +15,35 @@ pub(super) fn into_base(
     (branch, onto): (&str, &str),
     id: &str,
 ) -> Carried {
-    into_base_from(repo, dir, (branch, onto), id, None)
+    into_base_from(
+        (repo, &mut |wanted| repo.files_at(wanted)),
+        dir,
+        (branch, onto),
+        id,
+        None,
+    )
 }
 
+/// Reads files `(rev, path)` of the repository, as [`Repo::files_at`] does.
+pub(super) type ReadFiles<'a> = &'a mut dyn FnMut(&[(&str, &str)]) -> Result<Vec<FileAt>, String>;
+
 /// [`into_base`] for a branch merged already onto `onto` (a commit before HEAD), when the
-/// base's log is the work tree's (with what the merges before it wrote in it).
+/// base's log is the work tree's (with what the merges before it wrote in it); the files of
+/// the commits read by `read` (a merge train's kept reader).
 pub(super) fn into_base_after(
-    repo: &Repo,
+    (repo, read): (&Repo, ReadFiles<'_>),
     dir: &RalphDir,
     (branch, onto): (&str, &str),
     id: &str,
 ) -> Carried {
     let log = std::fs::read(dir.file(progress::PROGRESS_FILE)).ok();
-    into_base_from(repo, dir, (branch, onto), id, Some(log))
+    into_base_from((repo, read), dir, (branch, onto), id, Some(log))
 }
 
 /// [`into_base`] with the merge base of `branch` and `onto`, and the base's log as given
 /// (`None`: as HEAD has it).
 fn into_base_from(
-    repo: &Repo,
+    (repo, read): (&Repo, ReadFiles<'_>),
     dir: &RalphDir,
     (branch, onto): (&str, &str),
     id: &str,
@@ -49,7 +59,7 @@ fn into_base_from(
     wanted.extend(merge_base.as_deref().map(|rev| (rev, log_path)));
     wanted.push((branch, tasks_path));
     wanted.extend(merge_base.as_deref().map(|rev| (rev, tasks_path)));
-    let files = match repo.files_at(&wanted) {
+    let files = match read(&wanted) {
         Ok(files) => files,
         Err(why) => vec![Err(why); wanted.len()],
     };

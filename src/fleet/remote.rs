@@ -94,6 +94,8 @@ struct Session<'a> {
     /// The task whose loop a stop request ended (its claim released), if one did: a stop
     /// between tasks leaves none.
     stopped_in: Option<String>,
+    /// The removal of the last task's worktree, while it runs on a thread of its own.
+    removing: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// Runs `ralph --worker`.
@@ -162,6 +164,7 @@ pub(crate) fn worker(
         told_room: false,
         warn_unsandboxed: unsandboxed,
         stopped_in: None,
+        removing: std::sync::Mutex::new(None),
     };
     let ended = session.run();
     session.end(ended)

@@ -34,7 +34,7 @@ pub(crate) use remote::{
 };
 pub(crate) use scan::{Snapshot, Tree};
 pub(crate) use trees::Trees;
-pub(crate) use worktree::Merge;
+pub(crate) use worktree::{FileAt, Merge};
 
 /// The tree every claim commit points to (git knows the empty tree without storing it).
 pub(super) const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
+use super::worktree::FileAt;
 use super::{EMPTY_TREE, Repo};
 
 /// One entry of a tree: its mode (`100644`, `40000`…), its name, its object.
@@ -86,12 +87,21 @@ impl Trees {
 
     /// Object `name`'s id, type and content.
     fn read(&mut self, name: &str) -> Result<(String, String, Vec<u8>), String> {
+        self.ask(name)?
+            .ok_or_else(|| format!("git cat-file: no object {name}"))
+    }
+
+    /// Object `name`'s id, type and content; `None` when there is no such object.
+    fn ask(&mut self, name: &str) -> Result<Option<(String, String, Vec<u8>)>, String> {
         let reader = &mut self.reader;
         (reader.input)
             .write_all(format!("{name}\n").as_bytes())
             .and_then(|()| reader.input.flush())
             .map_err(|err| format!("git cat-file: {err}"))?;
         let header = reader.line()?;
+        if header.ends_with(" missing") {
+            return Ok(None);
+        }
         let mut fields = header.split(' ');
         let (oid, kind, size) = (fields.next(), fields.next(), fields.next());
         let size = size.and_then(|size| size.parse::<usize>().ok());
@@ -104,7 +114,20 @@ impl Trees {
             .read_exact(&mut content)
             .map_err(|err| format!("git cat-file: {err}"))?;
         content.pop();
-        Ok((oid.to_owned(), kind.to_owned(), content))
+        Ok(Some((oid.to_owned(), kind.to_owned(), content)))
+    }
+
+    /// The files `(rev, path)` as [`Repo::files_at`] reads them, through the kept reader.
+    pub(crate) fn files_at(&mut self, wanted: &[(&str, &str)]) -> Result<Vec<FileAt>, String> {
+        let mut files = Vec::with_capacity(wanted.len());
+        for (rev, path) in wanted {
+            files.push(match self.ask(&format!("{rev}:{path}"))? {
+                None => Ok(None),
+                Some((_, kind, content)) if kind == "blob" => Ok(Some(content)),
+                Some(_) => Err(format!("not a file at {rev}")),
+            });
+        }
+        Ok(files)
     }
 
     /// The entries of tree `name` (or of a commit's tree); none for `None`.
@@ -308,6 +331,16 @@ mod tests {
         assert_eq!(listed, ".ralph/ralph-tasks.md\na.txt\ndeep/er/file.txt\n");
         let read = repo.files_at(&[(&edited, "deep/er/file.txt")]).unwrap();
         assert_eq!(read[0], Ok(Some(b"two\n".to_vec())));
+        // Read through the kept reader as by a process of its own: a file, none, a folder.
+        let wanted = [
+            (edited.as_str(), "deep/er/file.txt"),
+            (edited.as_str(), "no/such.txt"),
+            (edited.as_str(), "deep"),
+        ];
+        let kept = trees.files_at(&wanted).unwrap();
+        assert_eq!(kept, repo.files_at(&wanted).unwrap());
+        assert_eq!(kept[1], Ok(None));
+        assert!(kept[2].is_err());
         // Back again: the folders left empty go.
         let b = blob("b\n");
         let back = [

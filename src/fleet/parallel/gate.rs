@@ -58,20 +58,25 @@ impl Gate<'_> {
         dir: &crate::storage::RalphDir,
     ) -> Option<Verification> {
         let merged = repo.changed_since(parent, merge);
-        self.merged_check(id, repo, (merge, &merged), dir)
+        self.merged_check(
+            id,
+            &mut |wanted| repo.files_at(wanted),
+            (merge, &merged),
+            dir,
+        )
     }
 
     /// [`Gate::merge_check_of`] of a merge (a commit or tree) whose changed files are `merged`.
     pub(in crate::fleet) fn merged_check(
         &self,
         id: &str,
-        repo: &Repo,
+        read: crate::fleet::carry::ReadFiles<'_>,
         (merge, merged): (&str, &[String]),
         dir: &crate::storage::RalphDir,
     ) -> Option<Verification> {
         let wanted: Vec<(&str, &str)> =
             (merged.iter()).map(|file| (merge, file.as_str())).collect();
-        let files = repo.files_at(&wanted).unwrap_or_default();
+        let files = read(&wanted).unwrap_or_default();
         let read = |file: &str| {
             let at = merged.iter().position(|each| each == file)?;
             files.get(at)?.clone().ok().flatten()

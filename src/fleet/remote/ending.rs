@@ -13,6 +13,7 @@ impl Session<'_> {
     pub(super) fn end(&self, ended: anyhow::Result<Option<Stop>>) -> anyhow::Result<ExitStatus> {
         // The worker is not resumed (it is started again), so its state goes with it, and so
         // does the worktree its merges were made in.
+        self.settle_removal();
         super::super::pool::clear(&self.site.repo, self.dir);
         crate::storage::remove_file(&self.dir.state())?;
         let (status, reason) = self.outcome(ended?.as_ref());

@@ -194,7 +194,7 @@ impl Session<'_> {
             self.sink.emit(event);
         }
         self.tell_riders(id, riders);
-        (self.site.repo).remove_worktree(&self.dir.worktree(id), &branch, delete);
+        self.remove_task_worktree(id, delete);
     }
 
     /// Marks the task `[!]` on the base (with why) and drops the claim; its branch is kept.

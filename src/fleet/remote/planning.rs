@@ -25,6 +25,7 @@ impl Session<'_> {
         if !self.site.has_no_task() {
             return Ok(false);
         }
+        self.settle_removal();
         let claims = self.site.repo.seen_claims(&self.site.remote);
         let held = claims.iter().find(|seen| seen.id == PLAN_CLAIM);
         let (now, ttl) = (crate::model::now(), self.config.options.claim_ttl);

@@ -187,8 +187,9 @@ impl Session<'_> {
             let (own_touched, changed): (Vec<String>, Vec<String>) =
                 (changed.into_iter()).partition(|path| scratch.paths.contains(path));
             // Its own worker meets a refusal and tells its agent.
+            let read = &mut |wanted: &[(&str, &str)]| trees.files_at(wanted);
             let check =
-                (self.gate()).merged_check(&rider.id, repo, (&tree.tree, &changed), &scratch.dir);
+                (self.gate()).merged_check(&rider.id, read, (&tree.tree, &changed), &scratch.dir);
             if check.is_some() {
                 continue;
             }
@@ -213,7 +214,8 @@ impl Session<'_> {
             let on = (rider.commit.as_str(), before.as_str());
             // A branch that left ralph's own files as they were has no notes or tasks to carry.
             if own_touched {
-                rider.carried = carry::into_base_after(repo, &scratch.dir, on, &rider.id);
+                let read = &mut |wanted: &[(&str, &str)]| trees.files_at(wanted);
+                rider.carried = carry::into_base_after((repo, read), &scratch.dir, on, &rider.id);
             }
             if base::mark(&scratch.dir, &rider.id, TaskStatus::Complete, None).is_err() {
                 return (start, Vec::new());

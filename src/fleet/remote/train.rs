@@ -282,8 +282,7 @@ impl Session<'_> {
             commit,
         });
         // Its branch went with the merge on the remote; here too.
-        let branch = base::branch(id);
-        (self.site.repo).remove_worktree(&self.dir.worktree(id), &branch, true);
+        self.remove_task_worktree(id, true);
         true
     }
 
@@ -349,7 +348,10 @@ impl Session<'_> {
         let mut riders = Vec::new();
         for (mut rider, before) in merged {
             let on = (rider.commit.as_str(), before.as_str());
-            rider.carried = super::super::carry::into_base_after(tree, tree_dir, on, &rider.id);
+            let read = &mut |wanted: &[(&str, &str)]| tree.files_at(wanted);
+            let carried =
+                super::super::carry::into_base_after((tree, read), tree_dir, on, &rider.id);
+            rider.carried = carried;
             if base::mark(tree_dir, &rider.id, TaskStatus::Complete, None).is_err() {
                 return self.given_up(&start);
             }

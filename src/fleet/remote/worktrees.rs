@@ -15,10 +15,42 @@ use super::Session;
 use super::pick::is_stale;
 
 impl Session<'_> {
+    /// Removes task `id`'s worktree, with its branch when `with_branch`, on a thread of its
+    /// own: the worker looks for its next task and claims it meanwhile (on a machine of many
+    /// workers, every one of them removes its worktree at the same moment, right after a
+    /// landing). Waited for ([`Session::settle_removal`]) before any other worktree of this
+    /// clone is made or removed, and before the worker ends.
+    pub(super) fn remove_task_worktree(&self, id: &str, with_branch: bool) {
+        self.settle_removal();
+        let (repo, path, branch) = (
+            self.site.repo.clone(),
+            self.dir.worktree(id),
+            base::branch(id),
+        );
+        let removing = std::thread::spawn(move || {
+            repo.remove_worktree(&path, &branch, with_branch);
+        });
+        *self
+            .removing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(removing);
+    }
+
+    /// Waits for the removal [`Session::remove_task_worktree`] started, if one still runs.
+    pub(super) fn settle_removal(&self) {
+        let removing = (self.removing.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(removing) = removing {
+            let _ = removing.join();
+        }
+    }
+
     /// The task's branch on the remote holds work made for another text of the task (the stale
     /// claim it was pushed under says so): it is kept on `ralph-kept/<id>-<time>` there, never
     /// merged, and the task starts from the base.
     pub(super) fn set_pushed_work_aside(&self, id: &str) -> anyhow::Result<()> {
+        self.settle_removal();
         let repo = &self.site.repo;
         let Some(sha) = repo.resolve(&self.site.task_branch(id)) else {
             return Ok(());
@@ -57,6 +89,7 @@ impl Session<'_> {
     /// (work pushed by a worker whose claim went stale), and whether it was laid now (nothing
     /// uncommitted in it is an agent's: pushed work is all committed).
     pub(super) fn task_worktree(&self, id: &str, task: &Task) -> anyhow::Result<(PathBuf, bool)> {
+        self.settle_removal();
         let repo = &self.site.repo;
         // Work this clone saved for another text of the task is set aside, never merged.
         if let Some(aside) = base::set_aside_if_stale(repo, self.dir, id, task)? {
