@@ -265,11 +265,6 @@ impl Repo {
         moves: &[Move],
     ) -> Written {
         let at = format!("--git-dir={}", dir.display());
-        let line = |name: &str, new: &str, old: &str| match (new.is_empty(), old.is_empty()) {
-            (true, _) => format!("delete {name} {old}\n"),
-            (false, true) => format!("create {name} {new}\n"),
-            (false, false) => format!("update {name} {new} {old}\n"),
-        };
         let mut command = String::new();
         let mut made = String::new();
         if let Some((dst, message, expect)) = record {
@@ -282,11 +277,11 @@ impl Repo {
             let Ok(commit) = record_commit(self.root(), &[&at], message) else {
                 return Written::Push;
             };
-            command.push_str(&line(dst, &commit, expect));
+            command.push_str(&transaction_line(dst, &commit, expect));
             made = commit;
         }
         for (name, new, old) in moves {
-            command.push_str(&line(name, new, old));
+            command.push_str(&transaction_line(name, new, old));
         }
         let updated = fed(
             git_command(self.root(), &[&at, "update-ref", "--stdin"]),
@@ -311,34 +306,60 @@ impl Repo {
     /// commits `wanted` that its commits `tips` do not reach: `false` when one is not a loose
     /// object here (a push must send it) or cannot be copied.
     fn copy_objects_into(&self, dir: &Path, wanted: &[&str], tips: &[&str]) -> bool {
-        let mut input = String::new();
-        for sha in wanted {
-            input.push_str(sha);
-            input.push('\n');
-        }
-        for sha in tips {
-            input.push('^');
-            input.push_str(sha);
-            input.push('\n');
-        }
-        let args = [
-            "rev-list",
-            "--objects",
-            "--no-object-names",
-            "--ignore-missing",
-            "--stdin",
-        ];
-        let listed = fed(git_command(self.root(), &args), input.as_bytes());
-        let Ok(listed) = listed
-            .map_err(drop)
-            .and_then(|output| output.status.success().then_some(output.stdout).ok_or(()))
-        else {
-            return false;
-        };
-        let (from, to) = (self.common_dir().join("objects"), dir.join("objects"));
-        String::from_utf8_lossy(&listed)
-            .lines()
-            .all(|oid| copy_object(&from, &to, oid.trim()).is_ok())
+        copy_reachable(self.root(), (&self.common_dir(), dir), wanted, tips)
+    }
+}
+
+/// Copies from the repository whose git directory is `from` into the one at `to` every object
+/// reachable from the commits `wanted` that the commits `known` do not reach, as `from` lists
+/// them (`git rev-list --objects`, run in `root`): `false` when one is not a loose object
+/// there or cannot be copied.
+fn copy_reachable(
+    root: &Path,
+    (from, to): (&Path, &Path),
+    wanted: &[&str],
+    known: &[&str],
+) -> bool {
+    let mut input = String::new();
+    for sha in wanted {
+        input.push_str(sha);
+        input.push('\n');
+    }
+    for sha in known {
+        input.push('^');
+        input.push_str(sha);
+        input.push('\n');
+    }
+    let at = format!("--git-dir={}", from.display());
+    let args = [
+        at.as_str(),
+        "rev-list",
+        "--objects",
+        "--no-object-names",
+        "--ignore-missing",
+        "--stdin",
+    ];
+    let listed = fed(git_command(root, &args), input.as_bytes());
+    let Some(listed) = listed
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| output.stdout)
+    else {
+        return false;
+    };
+    let (from, to) = (from.join("objects"), to.join("objects"));
+    String::from_utf8_lossy(&listed)
+        .lines()
+        .all(|oid| copy_object(&from, &to, oid.trim()).is_ok())
+}
+
+/// One line of an `update-ref --stdin` transaction: ref `name` to `new` (empty: deleted) from
+/// `old` (empty: it must not exist).
+fn transaction_line(name: &str, new: &str, old: &str) -> String {
+    match (new.is_empty(), old.is_empty()) {
+        (true, _) => format!("delete {name} {old}\n"),
+        (false, true) => format!("create {name} {new}\n"),
+        (false, false) => format!("update {name} {new} {old}\n"),
     }
 }
 

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::super::{Repo, fed, git_command, refs};
-use super::{FETCH_PLAIN, copy_object, ref_in};
+use super::super::{Repo, fed, refs};
+use super::{FETCH_PLAIN, copy_reachable, ref_in, transaction_line};
 
 /// A ref change in this clone: its name, new value (empty: deleted) and old value (empty: it
 /// does not exist).
@@ -36,17 +36,14 @@ impl Repo {
             .map(|(_, new, _)| new.as_str())
             .filter(|new| !new.is_empty())
             .collect();
-        if !wanted.is_empty() && !self.copy_objects_from(&dir, &wanted, &known) {
+        let known: Vec<&str> = known.iter().map(String::as_str).collect();
+        let into = (dir.as_path(), self.common_dir());
+        if !wanted.is_empty() && !copy_reachable(self.root(), (into.0, &into.1), &wanted, &known) {
             return false;
         }
-        let mut command = String::new();
-        for (name, new, old) in &changes {
-            command.push_str(&match (new.is_empty(), old.is_empty()) {
-                (true, _) => format!("delete {name} {old}\n"),
-                (false, true) => format!("create {name} {new}\n"),
-                (false, false) => format!("update {name} {new} {old}\n"),
-            });
-        }
+        let command: String = (changes.iter())
+            .map(|(name, new, old)| transaction_line(name, new, old))
+            .collect();
         let updated = fed(self.command(&["update-ref", "--stdin"]), command.as_bytes());
         updated.is_ok_and(|output| output.status.success())
     }
@@ -62,43 +59,6 @@ impl Repo {
             .find(|(each, _)| *each == key)
             .and_then(|(_, dir)| dir.clone());
         plain.filter(|plain| *plain == dir)
-    }
-
-    /// Copies into this clone every object reachable from the remote's commits `wanted` that
-    /// the commits `known` (this clone's values of the refs fetched) do not reach, listed by
-    /// the remote (`dir`): `false` when one is not a loose object there or cannot be copied.
-    fn copy_objects_from(&self, dir: &Path, wanted: &[&str], known: &[String]) -> bool {
-        let mut input = String::new();
-        for sha in wanted {
-            input.push_str(sha);
-            input.push('\n');
-        }
-        for sha in known {
-            input.push('^');
-            input.push_str(sha);
-            input.push('\n');
-        }
-        let at = format!("--git-dir={}", dir.display());
-        let args = [
-            at.as_str(),
-            "rev-list",
-            "--objects",
-            "--no-object-names",
-            "--ignore-missing",
-            "--stdin",
-        ];
-        let listed = fed(git_command(self.root(), &args), input.as_bytes());
-        let Some(listed) = listed
-            .ok()
-            .filter(|output| output.status.success())
-            .map(|output| output.stdout)
-        else {
-            return false;
-        };
-        let (from, to) = (dir.join("objects"), self.common_dir().join("objects"));
-        String::from_utf8_lossy(&listed)
-            .lines()
-            .all(|oid| copy_object(&from, &to, oid.trim()).is_ok())
     }
 }
 
