@@ -16,7 +16,7 @@ use super::{Repo, check, refs};
 pub(crate) const CLAIMS: &str = "refs/ralph/claims";
 
 /// Where the fleet's shared records live on the remote: its budget ledger (`budget`).
-const FLEET: &str = "refs/ralph/fleet";
+pub(super) const FLEET: &str = "refs/ralph/fleet";
 
 /// The fleet's budget ledger on the remote (`--fleet-budget`).
 pub(crate) const LEDGER: &str = "refs/ralph/fleet/budget";
@@ -126,7 +126,7 @@ pub(crate) struct RemoteHeads {
 
 impl Repo {
     /// Runs git with no terminal prompt (a worker runs unattended).
-    fn remote_run(&self, args: &[&str]) -> std::io::Result<Output> {
+    pub(super) fn remote_run(&self, args: &[&str]) -> std::io::Result<Output> {
         self.command(args).env("GIT_TERMINAL_PROMPT", "0").output()
     }
 
@@ -214,33 +214,6 @@ impl Repo {
     /// Fetches every claim and the fleet's records (its budget ledger), nothing else.
     pub(crate) fn fetch_fleet(&self, remote: &str) -> Result<(), String> {
         self.fetch_specs(remote, &[])
-    }
-
-    /// Fetches `specs`, every claim and the fleet's records; what is gone from the remote is
-    /// forgotten.
-    fn fetch_specs(&self, remote: &str, specs: &[String]) -> Result<(), String> {
-        let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
-        let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
-        let all = [specs, &[claims_spec.clone(), fleet_spec.clone()]].concat();
-        if self.fetch_nearby(remote, &all) {
-            return Ok(()); // Read from a bare remote on this machine.
-        }
-        // A worker fetches often, each fetch a handful of objects: git's housekeeping is left
-        // to the user's own commands rather than run after each one.
-        let mut args = vec![
-            "-c",
-            "maintenance.auto=false",
-            "-c",
-            "gc.auto=0",
-            "fetch",
-            "-q",
-            "--prune",
-            "--no-tags",
-            remote,
-        ];
-        args.extend(specs.iter().map(String::as_str));
-        args.extend([claims_spec.as_str(), fleet_spec.as_str()]);
-        check(self.remote_run(&args), &format!("git fetch {remote}")).map(drop)
     }
 
     /// The fleet's budget ledger last fetched from `remote`: its commit and its text (`None`
@@ -567,12 +540,12 @@ impl Repo {
 }
 
 /// Where the claims of `remote` are kept locally once fetched.
-fn seen_prefix(remote: &str) -> String {
+pub(super) fn seen_prefix(remote: &str) -> String {
     format!("refs/ralph/seen/{remote}/*")
 }
 
 /// Where the fleet's records of `remote` are kept locally once fetched.
-fn fleet_seen(remote: &str) -> String {
+pub(super) fn fleet_seen(remote: &str) -> String {
     format!("refs/ralph/fleet-seen/{remote}")
 }
 

@@ -10,7 +10,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::super::{Repo, fed, refs};
+use super::super::remote::{CLAIMS, FLEET, fleet_seen, seen_prefix};
+use super::super::{Repo, check, fed, refs};
 use super::{FETCH_PLAIN, copy_reachable, ref_in, transaction_line};
 
 /// A ref change in this clone: its name, new value (empty: deleted) and old value (empty: it
@@ -18,6 +19,39 @@ use super::{FETCH_PLAIN, copy_reachable, ref_in, transaction_line};
 type Change = (String, String, String);
 
 impl Repo {
+    /// Fetches `specs`, every claim and the fleet's records; what is gone from the remote is
+    /// forgotten.
+    pub(in crate::git) fn fetch_specs(&self, remote: &str, specs: &[String]) -> Result<(), String> {
+        let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
+        let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
+        let all = [specs, &[claims_spec.clone(), fleet_spec.clone()]].concat();
+        if self.fetch_nearby(remote, &all) {
+            return Ok(()); // Read from a bare remote on this machine.
+        }
+        // A worker fetches often, each fetch a handful of objects: git's housekeeping is left
+        // to the user's own commands rather than run after each one.
+        let mut args = vec![
+            "-c",
+            "maintenance.auto=false",
+            "-c",
+            "gc.auto=0",
+            "fetch",
+            "-q",
+            "--prune",
+            "--no-tags",
+            remote,
+        ];
+        args.extend(specs.iter().map(String::as_str));
+        args.extend([claims_spec.as_str(), fleet_spec.as_str()]);
+        // A ref of this clone changed under the fetch (by a git of a worker killed a moment
+        // ago, or another thread's fetch): fetched again, from what it is now.
+        let fetch = || check(self.remote_run(&args), &format!("git fetch {remote}")).map(drop);
+        (0..2).fold(fetch(), |done, _| match done {
+            Err(why) if why.contains("cannot lock ref") => fetch(),
+            done => done,
+        })
+    }
+
     /// Fetches the forced refspecs `specs` (`+SRC:DST`, both ending in `*` or neither) from
     /// `remote` with `--prune`, as `git fetch` would, by reading the remote when it is a bare
     /// repository on this machine: `false` when it cannot be done so (and nothing was changed
