@@ -24,7 +24,7 @@ impl Repo {
     pub(in crate::git) fn fetch_specs(&self, remote: &str, specs: &[String]) -> Result<(), String> {
         let claims_spec = format!("+{CLAIMS}/*:{}", seen_prefix(remote));
         let fleet_spec = format!("+{FLEET}/*:{}/*", fleet_seen(remote));
-        let all = [specs, &[claims_spec.clone(), fleet_spec.clone()]].concat();
+        let all = [specs, &[claims_spec, fleet_spec]].concat();
         if self.fetch_nearby(remote, &all) {
             return Ok(()); // Read from a bare remote on this machine.
         }
@@ -41,8 +41,7 @@ impl Repo {
             "--no-tags",
             remote,
         ];
-        args.extend(specs.iter().map(String::as_str));
-        args.extend([claims_spec.as_str(), fleet_spec.as_str()]);
+        args.extend(all.iter().map(String::as_str));
         // A ref of this clone changed under the fetch (by a git of a worker killed a moment
         // ago, or another thread's fetch): fetched again, from what it is now.
         let fetch = || check(self.remote_run(&args), &format!("git fetch {remote}")).map(drop);
@@ -70,9 +69,11 @@ impl Repo {
             .map(|(_, new, _)| new.as_str())
             .filter(|new| !new.is_empty())
             .collect();
-        let known: Vec<&str> = known.iter().map(String::as_str).collect();
-        let into = (dir.as_path(), self.common_dir());
-        if !wanted.is_empty() && !copy_reachable(self.root(), (into.0, &into.1), &wanted, &known) {
+        let (known, here): (Vec<&str>, _) = (
+            known.iter().map(String::as_str).collect(),
+            self.common_dir(),
+        );
+        if !wanted.is_empty() && !copy_reachable(self.root(), (&dir, &here), &wanted, &known) {
             return false;
         }
         let command: String = (changes.iter())
