@@ -364,7 +364,11 @@ fn transaction_line(name: &str, new: &str, old: &str) -> String {
 }
 
 /// Copies the loose object `oid` from the objects folder `from` into `to` unless `to` has it
-/// loose already: written beside its place and linked there, so it appears whole or not at all.
+/// loose already. A loose object is never changed once written, so both repositories may share
+/// its file, as `git clone` of a local repository does: a hard link, which makes no new file
+/// (on a file system that has just deleted many, making one costs more than the copy). Where
+/// that cannot be (another file system, a file this user may not link), a copy written beside
+/// its place and linked there, so it appears whole or not at all.
 fn copy_object(from: &Path, to: &Path, oid: &str) -> std::io::Result<()> {
     if oid.len() < 3 || !oid.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return Err(std::io::Error::other("not an object name"));
@@ -374,8 +378,14 @@ fn copy_object(from: &Path, to: &Path, oid: &str) -> std::io::Result<()> {
     if target.exists() {
         return Ok(());
     }
-    let bytes = std::fs::read(from.join(folder).join(name))?;
+    let source = from.join(folder).join(name);
     std::fs::create_dir_all(to.join(folder))?;
+    match std::fs::hard_link(&source, &target) {
+        Ok(()) => return Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(_) => {}
+    }
+    let bytes = std::fs::read(&source)?;
     let scratch = tempfile::Builder::new()
         .prefix("tmp_obj_")
         .tempfile_in(to.join(folder))?;
@@ -739,6 +749,16 @@ mod tests {
         assert_eq!(fetched("refs/remotes/origin/ralph/t1"), task);
         assert_eq!(fetched("refs/ralph/seen/origin/t1"), claim);
         git_ok(&other, &["fsck", "--strict", "--no-dangling"]);
+        // A loose object is shared with the remote, not copied: no new file.
+        let inode = |dir: &Path| {
+            let (folder, name) = task.split_at(2);
+            use std::os::unix::fs::MetadataExt as _;
+            std::fs::metadata(dir.join("objects").join(folder).join(name)).map(|meta| meta.ino())
+        };
+        assert_eq!(
+            inode(&other.git_common_dir()).unwrap(),
+            inode(&remote).unwrap()
+        );
         // `git fetch --prune` of the same specs finds nothing left to do.
         let nearby = refs_of(&other);
         let mut fetch = vec!["fetch", "-q", "--prune", "--no-tags", "origin"];
@@ -773,6 +793,35 @@ mod tests {
             assert!(clone.local_remote(("origin", None)).is_some(), "{name}");
             assert!(!clone.fetch_nearby("origin", &specs), "{name}");
         }
+    }
+
+    #[test]
+    #[allow(clippy::print_stderr)] // it says why it skipped
+    fn an_object_that_cannot_be_linked_is_copied_whole() {
+        use std::os::unix::fs::MetadataExt as _;
+        // Two file systems: a link between them cannot be made.
+        let shm = Path::new("/dev/shm");
+        let (Ok(from), Ok(to)) = (
+            tempfile::Builder::new().tempdir_in("/tmp"),
+            tempfile::Builder::new().tempdir_in(shm),
+        ) else {
+            eprintln!("skipped: no /dev/shm to copy an object to");
+            return;
+        };
+        let device = |dir: &Path| std::fs::metadata(dir).map(|meta| meta.dev()).ok();
+        if device(from.path()) == device(to.path()) {
+            eprintln!("skipped: /tmp and /dev/shm are one file system here");
+            return;
+        }
+        let oid = "ab".to_owned() + &"c".repeat(38);
+        std::fs::create_dir_all(from.path().join("ab")).unwrap();
+        std::fs::write(from.path().join("ab").join(&oid[2..]), b"object").unwrap();
+        copy_object(from.path(), to.path(), &oid).unwrap();
+        let copied = to.path().join("ab").join(&oid[2..]);
+        assert_eq!(std::fs::read(&copied).unwrap(), b"object");
+        assert!(std::fs::metadata(&copied).unwrap().permissions().readonly());
+        // Nothing is left beside it.
+        assert_eq!(std::fs::read_dir(to.path().join("ab")).unwrap().count(), 1);
     }
 
     #[test]

@@ -11,17 +11,22 @@ use crate::support::{TestEnv, read_until};
 /// How long a worker is given to say what a test waits for.
 const SAYS_WITHIN: Duration = Duration::from_secs(30);
 
-/// Starts a worker on each machine at once and checks that each exits 0; their outputs.
+/// Starts a worker on each machine at once and checks that each exits 0, having set no work
+/// aside (each task's worktree and branch go once it is merged, whoever landed it); their
+/// outputs.
 fn all_succeed(env: &TestEnv, names: &[&str]) -> Vec<String> {
     let workers: Vec<Child> = names
         .iter()
         .map(|name| start_worker(env, name, &[]))
         .collect();
-    workers
-        .into_iter()
-        .map(|worker| {
+    (workers.into_iter().zip(names))
+        .map(|(worker, name)| {
             let (code, stdout, stderr) = finish(worker);
             assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+            assert!(!stderr.contains("Kept task"), "{name}: {stderr}");
+            let clone = machine(env, name).display().to_string();
+            let kept = env.git(&["-C", &clone, "branch", "--list", "ralph-kept/*"]);
+            assert_eq!(kept, "", "{name}: {stderr}");
             stdout
         })
         .collect()

@@ -19,7 +19,8 @@ impl Session<'_> {
     /// own: the worker looks for its next task and claims it meanwhile (on a machine of many
     /// workers, every one of them removes its worktree at the same moment, right after a
     /// landing). Waited for ([`Session::settle_removal`]) before any other worktree of this
-    /// clone is made or removed, and before the worker ends.
+    /// clone is made or removed, before the clone's worktrees are swept, and before the worker
+    /// ends.
     pub(super) fn remove_task_worktree(&self, id: &str, with_branch: bool) {
         self.settle_removal();
         let (repo, path, branch) = (
@@ -120,6 +121,8 @@ impl Session<'_> {
     /// or goes on with them. Work only this clone has (commits neither the base nor the remote
     /// has, uncommitted changes) is set aside on `ralph-kept/<id>-<time>`, and said.
     pub(super) fn sweep_finished(&self, list: &TaskList, claims: &[SeenClaim]) {
+        // A removal still running would look like a worktree or branch left behind.
+        self.settle_removal();
         let ids = tasks::task_ids(list);
         // A task another worker holds now (this one's claim went stale and was taken over):
         // that worker goes on from the pushed branch, so the work here is stale.
