@@ -15,43 +15,55 @@ pub(super) fn into_base(
     (branch, onto): (&str, &str),
     id: &str,
 ) -> Carried {
+    let merge_base = repo.merge_base(onto, branch);
     into_base_from(
         (repo, &mut |wanted| repo.files_at(wanted)),
         dir,
-        (branch, onto),
+        (branch, onto, merge_base),
         id,
         None,
     )
 }
 
+/// The merge bases of a merge train's branches, each `(tip, onto)`: `tip` merged onto `onto`,
+/// a commit of the train made on `start` (one `git rev-list` for them all where it tells;
+/// `git merge-base` for the others).
+pub(super) fn merge_bases(repo: &Repo, start: &str, on: &[(&str, &str)]) -> Vec<Option<String>> {
+    let tips: Vec<&str> = on.iter().map(|(tip, _)| *tip).collect();
+    let forks = repo.fork_points(start, &tips);
+    (forks.into_iter().zip(on))
+        .map(|(fork, (tip, onto))| fork.or_else(|| repo.merge_base(onto, tip)))
+        .collect()
+}
+
 /// Reads files `(rev, path)` of the repository, as [`Repo::files_at`] does.
 pub(super) type ReadFiles<'a> = &'a mut dyn FnMut(&[(&str, &str)]) -> Result<Vec<FileAt>, String>;
 
-/// [`into_base`] for a branch merged already onto `onto` (a commit before HEAD), when the
-/// base's log is the work tree's (with what the merges before it wrote in it); the files of
-/// the commits read by `read` (a merge train's kept reader).
+/// [`into_base`] for a branch merged already onto `onto` (a commit before HEAD) whose merge
+/// base with it is `merge_base` ([`merge_bases`]), when the base's log is the work tree's (with
+/// what the merges before it wrote in it); the files of the commits read by `read` (a merge
+/// train's kept reader).
 pub(super) fn into_base_after(
     (repo, read): (&Repo, ReadFiles<'_>),
     dir: &RalphDir,
-    (branch, onto): (&str, &str),
+    on: (&str, &str, Option<String>),
     id: &str,
 ) -> Carried {
     let log = std::fs::read(dir.file(progress::PROGRESS_FILE)).ok();
-    into_base_from((repo, read), dir, (branch, onto), id, Some(log))
+    into_base_from((repo, read), dir, on, id, Some(log))
 }
 
-/// [`into_base`] with the merge base of `branch` and `onto`, and the base's log as given
-/// (`None`: as HEAD has it).
+/// [`into_base`] with the merge base of `branch` and `onto` as given, and the base's log as
+/// given (`None`: as HEAD has it).
 fn into_base_from(
     (repo, read): (&Repo, ReadFiles<'_>),
     dir: &RalphDir,
-    (branch, onto): (&str, &str),
+    (branch, onto, merge_base): (&str, &str, Option<String>),
     id: &str,
     base_log: Option<Option<Vec<u8>>>,
 ) -> Carried {
     let paths = super::base::own_files(repo, &[storage::TASKS_FILE, progress::PROGRESS_FILE]);
     let (tasks_path, log_path) = (paths[0].as_str(), paths[1].as_str());
-    let merge_base = repo.merge_base(onto, branch);
     let mut carried = Carried::default();
     // Every version both need, read by one git process: the branch's, the base's and the merge
     // base's log, then the branch's and the merge base's task list.

@@ -125,6 +125,22 @@ impl Repo {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     }
 
+    /// For each of `tips`, its merge base with `start` joined by the other tips (so, in a merge
+    /// train whose tips land one after another on `start`, its merge base with the train before
+    /// it), read from one `git rev-list` when it can be: when the tip's own commits (those
+    /// `start` lacks) leave that history through one commit only and share none with another
+    /// tip's, that commit is the merge base. `None` where it cannot be told so (ask
+    /// [`Repo::merge_base`]); all `None` when git fails.
+    pub(crate) fn fork_points(&self, start: &str, tips: &[&str]) -> Vec<Option<String>> {
+        let not_start = format!("^{start}");
+        let mut args = vec!["rev-list", "--parents", "--boundary", not_start.as_str()];
+        args.extend(tips.iter().copied());
+        match check(self.run(&args), "git rev-list") {
+            Ok(output) => fork_points_in(&String::from_utf8_lossy(&output.stdout), tips),
+            Err(_) => vec![None; tips.len()],
+        }
+    }
+
     /// Whether the repository has hooks a commit would run (any runnable file in its hooks
     /// folder but git's samples).
     pub(crate) fn has_hooks(&self) -> bool {
@@ -140,6 +156,66 @@ impl Repo {
             runnable && !name.ends_with(".sample") && !name.starts_with('.')
         })
     }
+}
+
+/// [`Repo::fork_points`] from the listing of `git rev-list --parents --boundary`: each line a
+/// commit and its parents, a boundary commit (one of the excluded history) led by `-`.
+fn fork_points_in(listing: &str, tips: &[&str]) -> Vec<Option<String>> {
+    use std::collections::{HashMap, HashSet};
+    let mut parents: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut boundary: HashSet<&str> = HashSet::new();
+    for line in listing.lines() {
+        let (edge, line) = line
+            .strip_prefix('-')
+            .map_or((false, line), |rest| (true, rest));
+        let mut words = line.split_whitespace();
+        let Some(commit) = words.next() else {
+            continue;
+        };
+        if edge {
+            boundary.insert(commit);
+        } else {
+            parents.insert(commit, words.collect());
+        }
+    }
+    // Each tip's own commits and the boundary commits they reach; `None`: a tip not listed
+    // (`start` has it), or a parent the listing lacks.
+    let walks: Vec<(HashSet<&str>, Option<HashSet<&str>>)> = (tips.iter())
+        .map(|tip| {
+            let (mut own, mut edges) = (HashSet::new(), Some(HashSet::new()));
+            if !parents.contains_key(tip) {
+                return (own, None);
+            }
+            let mut todo = vec![*tip];
+            while let Some(commit) = todo.pop() {
+                if boundary.contains(commit) {
+                    edges.as_mut().map(|edges| edges.insert(commit));
+                } else if let Some(up) = parents.get(commit) {
+                    if own.insert(commit) {
+                        todo.extend(up.iter().copied());
+                    }
+                } else {
+                    edges = None;
+                }
+            }
+            (own, edges)
+        })
+        .collect();
+    let mut owners: HashMap<&str, usize> = HashMap::new();
+    for commit in walks.iter().flat_map(|(own, _)| own) {
+        *owners.entry(commit).or_default() += 1;
+    }
+    (walks.iter())
+        .map(|(own, edges)| {
+            let edges = edges.as_ref()?;
+            let alone = own.iter().all(|commit| owners[commit] == 1);
+            let mut edges = edges.iter();
+            match (edges.next(), edges.next()) {
+                (Some(edge), None) if alone => Some((*edge).to_owned()),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -207,6 +283,63 @@ mod tests {
         assert_eq!(fs::read_to_string(dir.path().join("f")).unwrap(), "c\n");
         let clean = repo.merge_trees("main", "main~1").unwrap().unwrap();
         assert!(clean.conflicts.is_empty());
+    }
+
+    #[test]
+    fn a_tip_leaving_by_one_commit_alone_has_it_for_merge_base() {
+        let listing = "c2 c1\nc1 b\nd1 b2\nm1 b b2\ne1 c1\n-b\n-b2\n";
+        let forks = |tips: &[&str]| fork_points_in(listing, tips);
+        assert_eq!(
+            forks(&["c2", "d1"]),
+            [Some("b".to_owned()), Some("b2".to_owned())]
+        );
+        // Leaving by two commits (a merge of the history), or sharing a commit with another tip
+        // (e1 is on c1): not told; nor a tip the listing lacks (the history has it).
+        assert_eq!(forks(&["m1"]), [None]);
+        assert_eq!(
+            forks(&["c2", "e1", "d1"]),
+            [None, None, Some("b2".to_owned())]
+        );
+        assert_eq!(forks(&["zz"]), [None]);
+        // A parent the listing lacks (a shallow history's edge).
+        assert_eq!(fork_points_in("c1 x\n-b\n", &["c1"]), [None]);
+    }
+
+    #[test]
+    fn fork_points_are_the_merge_bases_of_a_train() {
+        let Some((dir, repo)) = forked() else {
+            return;
+        };
+        let root = dir.path();
+        // r1 forks from main~1 (with b's history under it: b forks there too), r2 from main.
+        assert!(git(root, &["checkout", "-qb", "r1", "main~1"]));
+        fs::write(root.join("r1"), "1\n").unwrap();
+        assert!(git(root, &["add", "r1"]));
+        assert!(git(root, &["commit", "-qm", "r1"]));
+        assert!(git(root, &["checkout", "-qb", "r2", "main"]));
+        fs::write(root.join("r2"), "2\n").unwrap();
+        assert!(git(root, &["add", "r2"]));
+        assert!(git(root, &["commit", "-qm", "r2"]));
+        let tips = [repo.resolve("r1").unwrap(), repo.resolve("r2").unwrap()];
+        let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+        let forks = repo.fork_points("main", &tips);
+        assert_eq!(forks[0], repo.merge_base("main", "r1"));
+        assert_eq!(forks[0], repo.resolve("main~1"));
+        // r2 after r1 has landed on main: its merge base with that merge is still its fork.
+        // (Any tree will do for the merge commit: main~1's.)
+        let mut trees = crate::git::Trees::open(&repo).unwrap();
+        let tree = trees.with_files("main~1", &[]).unwrap();
+        let landed = repo
+            .commit_tree(&tree, &["main", tips[0]], "r1 landed")
+            .unwrap();
+        assert_eq!(forks[1], repo.merge_base(&landed, "r2"));
+        assert_eq!(forks[1], repo.resolve("main"));
+        // A tip main has, and a git that fails: not told.
+        assert_eq!(
+            repo.fork_points("main", &[&repo.resolve("main~1").unwrap()]),
+            [None]
+        );
+        assert_eq!(repo.fork_points("no-such-start", &tips), [None, None]);
     }
 
     #[test]

@@ -209,11 +209,20 @@ impl Session<'_> {
         if merged.is_empty() {
             return (start, Vec::new());
         }
+        // A branch that left ralph's own files as they were has no notes or tasks to carry.
+        let carrying: Vec<(&str, &str)> = (merged.iter())
+            .filter(|(_, _, own_touched)| *own_touched)
+            .map(|(rider, before, _)| (rider.commit.as_str(), before.as_str()))
+            .collect();
+        let mut bases = carry::merge_bases(repo, &start, &carrying).into_iter();
         let mut riders = Vec::new();
         for (mut rider, before, own_touched) in merged {
-            let on = (rider.commit.as_str(), before.as_str());
-            // A branch that left ralph's own files as they were has no notes or tasks to carry.
             if own_touched {
+                let on = (
+                    rider.commit.as_str(),
+                    before.as_str(),
+                    bases.next().flatten(),
+                );
                 let read = &mut |wanted: &[(&str, &str)]| trees.files_at(wanted);
                 rider.carried = carry::into_base_after((repo, read), &scratch.dir, on, &rider.id);
             }

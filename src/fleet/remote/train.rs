@@ -345,9 +345,17 @@ impl Session<'_> {
             merged.push((rider, before));
         }
         let _ = std::fs::remove_file(&scratch);
+        let on: Vec<(&str, &str)> = (merged.iter())
+            .map(|(rider, before)| (rider.commit.as_str(), before.as_str()))
+            .collect();
+        let mut bases = super::super::carry::merge_bases(tree, &start, &on).into_iter();
         let mut riders = Vec::new();
         for (mut rider, before) in merged {
-            let on = (rider.commit.as_str(), before.as_str());
+            let on = (
+                rider.commit.as_str(),
+                before.as_str(),
+                bases.next().flatten(),
+            );
             let read = &mut |wanted: &[(&str, &str)]| tree.files_at(wanted);
             let carried =
                 super::super::carry::into_base_after((tree, read), tree_dir, on, &rider.id);
