@@ -709,8 +709,8 @@ row "10. 8 tasks, \`--parallel 4\`, 200 files, served to 20 event-stream clients
 FLEET_S=$([ "$MODE" = full ] && echo 4 || echo 0.5)
 # ext4 without a journal does not reuse an inode within 60 s of its deletion being written back
 # (300 s more before), and each file created searches past every such inode of its block group:
-# written back and waited out, the earlier cases' removals (case 10's, in the same folder) cost
-# the fleets nothing; their own they still pay.
+# written back and waited out, no earlier case's removals weigh on the fleets; their own they
+# still pay.
 if [ "$MODE" = full ]; then
   say "case 11: letting the disk settle (sync, then 61 s)"
   sync
@@ -730,8 +730,8 @@ fleet_remote() { # DIR TASKS
 # Seconds from starting WORKERS workers (one clone each) on a remote of TASKS tasks to the last
 # merge on the remote, and from that merge to the last worker's end; every task must be merged.
 # In folder ROOT (default: the suite's).
-fleet_run() { # WORKERS TASKS [ROOT]
-  local dir="${3:-$WORK/dirs}/fleet-$1-$2" start end merged open w
+fleet_run() { # WORKERS TASKS [ROOT [ROUND]]
+  local dir="${3:-$WORK/dirs}/fleet-$1-$2${4:+-$4}" start end merged open w
   fleet_remote "$dir" "$2"
   for w in $(seq 1 "$1"); do git clone -q "$dir/remote.git" "$dir/m$w"; done
   start=$(date +%s.%N)
@@ -757,9 +757,23 @@ fleet_parallel() { # AT_ONCE TASKS
   end=$(date +%s.%N)
   calc "$end - $start" 3
 }
-read -r f_one _ <<<"$(fleet_run 1 1)"
-read -r f_eight f_eight_tail <<<"$(fleet_run 8 8)"
-read -r f_sixteen f_sixteen_tail <<<"$(fleet_run 16 32)"
+# One fleet run is one sample of a few seconds, which a busy moment of the machine moves by a
+# tenth: the baseline and both fleets run in turn FLEET_ROUNDS times (a slow moment falls on one
+# round of each rather than on one fleet alone), and the rows take the medians; the tail row
+# the longest of every round.
+FLEET_ROUNDS=$([ "$MODE" = full ] && echo 3 || echo 1)
+fleet_rounds() { # [ROOT] → the medians of one worker, 8 and 16 workers, and the longest tail
+  local round one eight eight_tail sixteen sixteen_tail ones=() eights=() sixteens=() tails=()
+  for round in $(seq 1 "$FLEET_ROUNDS"); do
+    read -r one _ <<<"$(fleet_run 1 1 "${1:-$WORK/dirs}" "$round")"
+    read -r eight eight_tail <<<"$(fleet_run 8 8 "${1:-$WORK/dirs}" "$round")"
+    read -r sixteen sixteen_tail <<<"$(fleet_run 16 32 "${1:-$WORK/dirs}" "$round")"
+    ones+=("$one") eights+=("$eight") sixteens+=("$sixteen") tails+=("$eight_tail" "$sixteen_tail")
+    echo "+ case 11 round $round${1:+ in $1}: $one s, 8 workers $eight s, 16 workers $sixteen s" >>"$LOG"
+  done
+  echo "$(median "${ones[@]}") $(median "${eights[@]}") $(median "${sixteens[@]}") $(printf '%s\n' "${tails[@]}" | sort -g | tail -n 1)"
+}
+read -r f_one f_eight f_sixteen f_tail <<<"$(fleet_rounds)"
 f_par_one=$(fleet_parallel 1 1)
 f_par_eight=$(fleet_parallel 8 8)
 f8_ratio=$(calc "$f_eight / $f_one")
@@ -768,7 +782,6 @@ row "11. 8 workers, 8 tasks of ${FLEET_S} s, one remote: every task merged" "$(c
   "$(calc "$f_one * 1000" 0) ms (1 worker, 1 task)" "${f8_ratio}×" "≤ 1.15×" "$(verdict "$f8_ratio" 1.15)"
 row "11. 16 workers, 32 tasks of ${FLEET_S} s, one remote" "$(calc "$f_sixteen * 1000" 0) ms" \
   "$(calc "2 * $f_one * 1000" 0) ms (2 rounds of 1 worker, 1 task)" "${f16_ratio}×" "≤ 1.2×" "$(verdict "$f16_ratio" 1.2)"
-f_tail=$(awk "BEGIN { print ($f_eight_tail > $f_sixteen_tail) ? $f_eight_tail : $f_sixteen_tail }")
 row "11. the last worker's end after the last merge (8 and 16 workers, the longer)" "$(calc "$f_tail * 1000" 0) ms" \
   "—" "—" "≤ 2000 ms" "$(verdict "$f_tail" 2)"
 row "11. \`--parallel 8\`, 8 tasks of ${FLEET_S} s" "$(calc "$f_par_eight * 1000" 0) ms" \
@@ -778,9 +791,7 @@ row "11. \`--parallel 8\`, 8 tasks of ${FLEET_S} s" "$(calc "$f_par_eight * 1000
 # case 8); on tmpfs the ratios measure the fleet's own work.
 if [ "$MODE" = full ] && [ -d /dev/shm ] && [ -w /dev/shm ] && SHM_WORK=$(mktemp -d /dev/shm/ralph-bench.XXXXXX); then
   say "case 11 on tmpfs"
-  read -r s_one _ <<<"$(fleet_run 1 1 "$SHM_WORK")"
-  read -r s_eight _ <<<"$(fleet_run 8 8 "$SHM_WORK")"
-  read -r s_sixteen _ <<<"$(fleet_run 16 32 "$SHM_WORK")"
+  read -r s_one s_eight s_sixteen _ <<<"$(fleet_rounds "$SHM_WORK")"
   rm -rf "$SHM_WORK"
   row "11. 8 workers, 8 tasks, on tmpfs" "$(calc "$s_eight * 1000" 0) ms" \
     "$(calc "$s_one * 1000" 0) ms (1 worker, 1 task, on tmpfs)" "$(calc "$s_eight / $s_one")×" "report" "—"
@@ -968,9 +979,10 @@ if [ "$MODE" = full ]; then
     echo "  followed by 20 \`curl -N\` event streams and a loop fetching \`/api/v1/state\` every 0.3 s"
     echo "  (started before the clock, stopped after it), vs without; medians of the rounds."
     echo "- **11**: wall time from starting N \`ralph --worker\`s (each in its own clone of one bare"
-    echo "  remote, an agent that sleeps $FLEET_S s and writes one file) to the last one's end, every"
-    echo "  task merged on the remote, vs one worker on one task; and \`--parallel 8\` on 8 such tasks"
-    echo "  vs \`--parallel 1\` on one."
+    echo "  remote, an agent that sleeps $FLEET_S s and writes one file) to the last merge on the"
+    echo "  remote, every task merged, vs one worker on one task; $FLEET_ROUNDS rounds of the baseline and"
+    echo "  both fleets in turn, medians (the tail row: the longest), after \`sync\` and a 61 s wait;"
+    echo "  and \`--parallel 8\` on 8 such tasks vs \`--parallel 1\` on one."
     gap_notes
     if [ -n "$peers" ]; then
       echo
