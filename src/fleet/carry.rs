@@ -25,14 +25,23 @@ pub(super) fn into_base(
     )
 }
 
-/// The merge bases of a merge train's branches, each `(tip, onto)`: `tip` merged onto `onto`,
-/// a commit of the train made on `start` (one `git rev-list` for them all where it tells;
-/// `git merge-base` for the others).
-pub(super) fn merge_bases(repo: &Repo, start: &str, on: &[(&str, &str)]) -> Vec<Option<String>> {
-    let tips: Vec<&str> = on.iter().map(|(tip, _)| *tip).collect();
+/// The merge bases of a merge train's branches, each `(tip, onto, wanted)`: `tip` merged onto
+/// `onto`, a commit of the train made on `start`; every branch the train merged is given, so
+/// that commits one shares with another are seen, and only the `wanted` bases are found (one
+/// `git rev-list` for them all where it tells; `git merge-base` for the others).
+pub(super) fn merge_bases(
+    repo: &Repo,
+    start: &str,
+    on: &[(&str, &str, bool)],
+) -> Vec<Option<String>> {
+    let tips: Vec<&str> = on.iter().map(|(tip, _, _)| *tip).collect();
     let forks = repo.fork_points(start, &tips);
     (forks.into_iter().zip(on))
-        .map(|(fork, (tip, onto))| fork.or_else(|| repo.merge_base(onto, tip)))
+        .map(|(fork, (tip, onto, wanted))| {
+            (*wanted)
+                .then(|| fork.or_else(|| repo.merge_base(onto, tip)))
+                .flatten()
+        })
         .collect()
 }
 

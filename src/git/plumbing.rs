@@ -132,6 +132,9 @@ impl Repo {
     /// tip's, that commit is the merge base. `None` where it cannot be told so (ask
     /// [`Repo::merge_base`]); all `None` when git fails.
     pub(crate) fn fork_points(&self, start: &str, tips: &[&str]) -> Vec<Option<String>> {
+        if tips.is_empty() {
+            return Vec::new();
+        }
         let not_start = format!("^{start}");
         let mut args = vec!["rev-list", "--parents", "--boundary", not_start.as_str()];
         args.extend(tips.iter().copied());

@@ -210,19 +210,17 @@ impl Session<'_> {
             return (start, Vec::new());
         }
         // A branch that left ralph's own files as they were has no notes or tasks to carry.
-        let carrying: Vec<(&str, &str)> = (merged.iter())
-            .filter(|(_, _, own_touched)| *own_touched)
-            .map(|(rider, before, _)| (rider.commit.as_str(), before.as_str()))
+        let on: Vec<(&str, &str, bool)> = (merged.iter())
+            .map(|(rider, before, own_touched)| {
+                (rider.commit.as_str(), before.as_str(), *own_touched)
+            })
             .collect();
-        let mut bases = carry::merge_bases(repo, &start, &carrying).into_iter();
+        let mut bases = carry::merge_bases(repo, &start, &on).into_iter();
         let mut riders = Vec::new();
         for (mut rider, before, own_touched) in merged {
+            let merge_base = bases.next().flatten();
             if own_touched {
-                let on = (
-                    rider.commit.as_str(),
-                    before.as_str(),
-                    bases.next().flatten(),
-                );
+                let on = (rider.commit.as_str(), before.as_str(), merge_base);
                 let read = &mut |wanted: &[(&str, &str)]| trees.files_at(wanted);
                 rider.carried = carry::into_base_after((repo, read), &scratch.dir, on, &rider.id);
             }

@@ -345,8 +345,8 @@ impl Session<'_> {
             merged.push((rider, before));
         }
         let _ = std::fs::remove_file(&scratch);
-        let on: Vec<(&str, &str)> = (merged.iter())
-            .map(|(rider, before)| (rider.commit.as_str(), before.as_str()))
+        let on: Vec<(&str, &str, bool)> = (merged.iter())
+            .map(|(rider, before)| (rider.commit.as_str(), before.as_str(), true))
             .collect();
         let mut bases = super::super::carry::merge_bases(tree, &start, &on).into_iter();
         let mut riders = Vec::new();
